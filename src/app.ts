@@ -1,0 +1,32 @@
+/**
+ * The HTTP surface: one Hono app, one error handler. Every error becomes
+ * `application/problem+json` here (src/http/problem.ts), whatever layer threw it.
+ */
+import { Hono } from "hono";
+import type { AppEnv } from "./http/auth";
+import { ProblemError, problemResponse, problems } from "./http/problem";
+import { workflowRoutes } from "./http/routes/workflows";
+import { triggerRoutes } from "./http/routes/triggers";
+import { hookRoutes } from "./http/routes/hooks";
+import { executionRoutes } from "./http/routes/executions";
+import { demoRoutes } from "./http/routes/demo";
+
+export const app = new Hono<AppEnv>();
+
+app.get("/health", (c) => c.json({ ok: true, service: "idemflow" }));
+
+app.route("/v1/workflows", workflowRoutes);
+app.route("/v1/workflows", triggerRoutes);
+app.route("/v1/executions", executionRoutes);
+app.route("/hooks", hookRoutes);
+app.route("/demo", demoRoutes);
+
+app.notFound(() =>
+  problemResponse({ status: 404, code: "route-not-found", title: "No such route", detail: "See the README's API table for the routes idemflow serves." }),
+);
+
+app.onError((error) => {
+  if (error instanceof ProblemError) return error.toResponse();
+  console.error("unhandled error", error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+  return problems.internal().toResponse();
+});

@@ -1,0 +1,138 @@
+/**
+ * Bounded JSONata evaluation.
+ *
+ * A definition's expressions run inside the engine's Worker, so a runaway one must end with a
+ * clear error instead of hanging it. Two bounds, both deterministic:
+ *
+ * - **depth**: JSONata's own `stack` guardrail (infinite recursion ends here);
+ * - **steps**: a count of evaluation steps, through JSONata's `__evaluate_entry` hook. Wall-clock
+ *   time is not a usable bound in Workers: `Date.now()` does not advance during CPU-bound work
+ *   (it only moves on I/O), so JSONata's `timeout` option would never fire. A step budget is the
+ *   time bound that actually holds there, and it behaves the same in tests and in production.
+ *
+ * No `eval` and no `new Function` anywhere on this path (both are blocked in Workers).
+ */
+import jsonata from "jsonata";
+import { EXPRESSION_PREFIX, isExpression } from "../definitions/schema";
+import { registerKeyHelpers } from "./key-helpers";
+
+export interface EvaluationLimits {
+  /** Maximum nesting depth of evaluation (JSONata `stack`). */
+  maxDepth: number;
+  /** Maximum number of evaluation steps. */
+  maxSteps: number;
+}
+
+export const DEFAULT_LIMITS: EvaluationLimits = { maxDepth: 250, maxSteps: 200_000 };
+
+/** Thrown for any failure of an expression: syntax, evaluation error, or a limit. */
+export class ExpressionError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly position: number | undefined,
+  ) {
+    super(message);
+    this.name = "ExpressionError";
+  }
+}
+
+const BUDGET = "__idemflow_budget";
+const cache = new Map<string, jsonata.Expression>();
+const CACHE_LIMIT = 1_000;
+
+/** Compile a JSONata source (without the leading `=`). Throws `ExpressionError` with the position. */
+export function compile(source: string): jsonata.Expression {
+  const cached = cache.get(source);
+  if (cached) return cached;
+  let expression: jsonata.Expression;
+  try {
+    expression = jsonata(source, { stack: DEFAULT_LIMITS.maxDepth });
+  } catch (error) {
+    throw toExpressionError(error, "compile");
+  }
+  expression.assign(Symbol.for("jsonata.__evaluate_entry") as unknown as string, countStep);
+  registerKeyHelpers(expression);
+  if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value as string);
+  cache.set(source, expression);
+  return expression;
+}
+
+interface Budget {
+  steps: number;
+  limits: EvaluationLimits;
+}
+
+function countStep(_expr: unknown, _input: unknown, environment: jsonata.Environment): void {
+  const budget = environment.lookup(BUDGET) as Budget | undefined;
+  if (!budget) return;
+  budget.steps += 1;
+  if (budget.steps > budget.limits.maxSteps) {
+    throw new ExpressionError(
+      `the expression ran for more than ${budget.limits.maxSteps} evaluation steps and was stopped; ` +
+        "look for unbounded recursion or very large ranges",
+      "step-limit",
+      undefined,
+    );
+  }
+}
+
+/** Evaluate JSONata `source` (without the leading `=`) against `context`. */
+export async function evaluate(
+  source: string,
+  context: unknown,
+  limits: EvaluationLimits = DEFAULT_LIMITS,
+): Promise<unknown> {
+  const expression = compile(source);
+  const budget: Budget = { steps: 0, limits };
+  try {
+    const result = await expression.evaluate(context, { [BUDGET]: budget });
+    return normalise(result);
+  } catch (error) {
+    throw toExpressionError(error, "evaluate");
+  }
+}
+
+/**
+ * Evaluate a definition value: a string beginning with `=` is an expression, other strings are
+ * literals, and arrays/objects are walked so that every expression inside them is evaluated.
+ */
+export async function evaluateValue(value: unknown, context: unknown, limits: EvaluationLimits = DEFAULT_LIMITS): Promise<unknown> {
+  if (isExpression(value)) return evaluate(value.slice(EXPRESSION_PREFIX.length), context, limits);
+  if (Array.isArray(value)) {
+    const out: unknown[] = [];
+    for (const item of value) out.push(await evaluateValue(item, context, limits));
+    return out;
+  }
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) out[key] = await evaluateValue(item, context, limits);
+    return out;
+  }
+  return value;
+}
+
+/** JSONata results can carry sequence markers and `undefined`; turn them into plain JSON values. */
+function normalise(value: unknown): unknown {
+  if (value === undefined) return undefined;
+  return JSON.parse(JSON.stringify(value)) as unknown;
+}
+
+function toExpressionError(error: unknown, phase: "compile" | "evaluate"): ExpressionError {
+  if (error instanceof ExpressionError) return error;
+  const e = error as { code?: string; message?: string; position?: number; value?: unknown };
+  if (e.code === "D1011") {
+    return new ExpressionError(
+      `the expression nested deeper than ${String(e.value)} levels and was stopped; look for unbounded recursion`,
+      "depth-limit",
+      e.position,
+    );
+  }
+  const where = typeof e.position === "number" ? ` at position ${e.position}` : "";
+  const message = e.message ?? String(error);
+  return new ExpressionError(
+    phase === "compile" ? `syntax error${where}: ${message}` : `evaluation failed${where}: ${message}`,
+    e.code ?? phase,
+    e.position,
+  );
+}

@@ -1,0 +1,44 @@
+/**
+ * Bearer token → workspace. The workspace is the server-derived principal: every `/v1` query is
+ * scoped by it, and no request field can override it.
+ *
+ * Tokens come from the `API_TOKENS` var (`token:workspace` pairs, comma-separated). The local
+ * defaults in wrangler.toml are `dev-token:dev,other-token:other`; production sets a secret.
+ */
+import { createMiddleware } from "hono/factory";
+import { problems } from "./problem";
+import { timingSafeEqualStrings } from "../lib/crypto";
+
+export type AppEnv = { Bindings: Env; Variables: { workspace: string } };
+
+export function parseTokens(spec: string | undefined): Array<{ token: string; workspace: string }> {
+  if (!spec) return [];
+  return spec
+    .split(",")
+    .map((pair) => pair.trim())
+    .filter((pair) => pair.length > 0)
+    .map((pair) => {
+      const at = pair.lastIndexOf(":");
+      return { token: pair.slice(0, at), workspace: pair.slice(at + 1) };
+    })
+    .filter((entry) => entry.token.length > 0 && entry.workspace.length > 0);
+}
+
+export async function workspaceForToken(spec: string | undefined, token: string): Promise<string | undefined> {
+  let found: string | undefined;
+  // Compare against every entry, timing-safely, so the response time does not reveal a prefix.
+  for (const entry of parseTokens(spec)) {
+    if (await timingSafeEqualStrings(entry.token, token)) found = entry.workspace;
+  }
+  return found;
+}
+
+export const requireWorkspace = createMiddleware<AppEnv>(async function requireWorkspace(c, next) {
+  const header = c.req.header("authorization") ?? "";
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match?.[1]) throw problems.unauthorized();
+  const workspace = await workspaceForToken(c.env.API_TOKENS, match[1]);
+  if (!workspace) throw problems.unauthorized();
+  c.set("workspace", workspace);
+  await next();
+});

@@ -1,0 +1,4 @@
+/** The step queue consumer. */
+export async function handleStepBatch(batch: MessageBatch, _env: Env, _ctx: ExecutionContext): Promise<void> {
+  batch.ackAll();
+}

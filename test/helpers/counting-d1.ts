@@ -1,0 +1,77 @@
+/**
+ * A D1Database that forwards to the real one and counts round trips.
+ *
+ * Budgets in the issues are stated in round trips: one `stmt.run()/all()/first()/raw()` is one
+ * round trip of one statement; one `db.batch([...])` is one round trip of N statements. The
+ * real database does the work: this only counts, it never answers by itself.
+ */
+export interface D1Call {
+  kind: "statement" | "batch" | "exec";
+  sql: string[];
+}
+
+export interface CountingD1 {
+  db: D1Database;
+  calls: D1Call[];
+  /** Number of round trips since the last reset. */
+  roundTrips(): number;
+  /** Number of statements (a batch counts each of its statements). */
+  statements(): number;
+  reset(): void;
+}
+
+const REAL = Symbol("real statement");
+type Wrapped = D1PreparedStatement & { [REAL]: D1PreparedStatement; sqlText: string };
+
+export function countingD1(real: D1Database): CountingD1 {
+  const calls: D1Call[] = [];
+
+  const wrap = (stmt: D1PreparedStatement, sql: string): Wrapped => {
+    const wrapped = {
+      [REAL]: stmt,
+      sqlText: sql,
+      bind: (...values: unknown[]) => wrap(stmt.bind(...values), sql),
+      first: (column?: string) => {
+        calls.push({ kind: "statement", sql: [sql] });
+        return column === undefined ? stmt.first() : stmt.first(column);
+      },
+      run: () => {
+        calls.push({ kind: "statement", sql: [sql] });
+        return stmt.run();
+      },
+      all: () => {
+        calls.push({ kind: "statement", sql: [sql] });
+        return stmt.all();
+      },
+      raw: (options?: { columnNames?: boolean }) => {
+        calls.push({ kind: "statement", sql: [sql] });
+        return stmt.raw(options as { columnNames: true });
+      },
+    };
+    return wrapped as unknown as Wrapped;
+  };
+
+  const db = {
+    prepare: (sql: string) => wrap(real.prepare(sql), sql),
+    batch: (statements: D1PreparedStatement[]) => {
+      calls.push({ kind: "batch", sql: statements.map((s) => (s as Wrapped).sqlText ?? "?") });
+      return real.batch(statements.map((s) => (s as Wrapped)[REAL] ?? s));
+    },
+    exec: (sql: string) => {
+      calls.push({ kind: "exec", sql: [sql] });
+      return real.exec(sql);
+    },
+    dump: () => real.dump(),
+    withSession: (constraint?: string) => real.withSession(constraint),
+  };
+
+  return {
+    db: db as unknown as D1Database,
+    calls,
+    roundTrips: () => calls.length,
+    statements: () => calls.reduce((n, c) => n + c.sql.length, 0),
+    reset: () => {
+      calls.length = 0;
+    },
+  };
+}
