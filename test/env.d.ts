@@ -4,8 +4,6 @@ declare global {
   namespace Cloudflare {
     interface Env {
       TEST_MIGRATIONS: D1Migration[];
-      PAYMENTS_KEY: string;
-      WEBHOOK_SECRET: string;
     }
   }
 }

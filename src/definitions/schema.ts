@@ -1,9 +1,11 @@
 /**
  * The workflow definition format (SPEC section 2) as zod schemas: the one place it is defined.
- * The JSON Schema in schema/workflow.schema.json is generated from these; validation of the
- * graph, the expressions and the key lint live beside this file.
+ * The JSON Schema in schema/workflow.schema.json is generated from these (src/definitions/json-schema.ts),
+ * so the `.describe()` texts below are what editors show as completion help.
  *
- * Every object is strict: an unknown key is an error, never silently dropped.
+ * Every object is strict: an unknown key is an error, never silently dropped. The rules that a
+ * schema cannot state (the graph, expressions, secrets, the key lint) live beside this file and
+ * are run by `validateDefinition` (validate.ts).
  */
 import { z } from "zod";
 
@@ -17,6 +19,10 @@ export const VERTEX_ID_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 export const WORKFLOW_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 /** `90s`, `30m`, `24h`, `7d`, or a number of milliseconds. */
 export const DURATION_PATTERN = /^(\d+)(ms|s|m|h|d)$/;
+/** An HTTP header name (RFC 9110 `token`). */
+export const HEADER_NAME_PATTERN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** A dot path into the payload (`order.id`, `items.0.sku`): non-empty segments, no expression. */
+export const FIELD_PATH_PATTERN = /^(?!=)[^.\s]+(\.[^.\s]+)*$/;
 
 const Duration = z.union([
   z.number().int().positive().describe("milliseconds"),
@@ -35,28 +41,38 @@ export function durationMs(value: number | string): number {
 export const DEFAULT_DEDUPE_WINDOW_MS = 24 * 3_600_000;
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 
-const JsonValue = z.json();
+/** Any JSON value. Strings in it that begin with `=` are expressions where the field says so. */
+const JsonValue = z.json().meta({ id: "JsonValue", description: "any JSON value; strings beginning with `=` are JSONata expressions" });
 
 const WebhookSignature = z.strictObject({
-  secret: z.string().describe("`{{ secrets.NAME }}`: the Worker secret holding the HMAC key"),
-  header: z.string().min(1).default("x-idemflow-signature").describe("header carrying the hex HMAC-SHA256"),
-  timestampHeader: z.string().min(1).default("x-idemflow-timestamp").describe("header carrying the Unix timestamp in seconds"),
-  toleranceSeconds: z.number().int().positive().max(3600).default(300),
+  secret: z.string().describe("exactly `{{ secrets.NAME }}`: the Worker secret holding the HMAC-SHA256 key"),
+  header: z.string().regex(HEADER_NAME_PATTERN).default("x-idemflow-signature").describe("header carrying the hex HMAC-SHA256"),
+  timestampHeader: z
+    .string()
+    .regex(HEADER_NAME_PATTERN)
+    .default("x-idemflow-timestamp")
+    .describe("header carrying the Unix timestamp in seconds that was signed with the body"),
+  toleranceSeconds: z.number().int().positive().max(3600).default(300).describe("how old a signed timestamp may be"),
 });
+
+const FieldPath = z.string().regex(FIELD_PATH_PATTERN, "a dot path into the payload such as `order.id`");
 
 export const EntryPointConfig = z.strictObject({
   idempotencyFields: z
-    .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+    .union([FieldPath, z.array(FieldPath).min(1)])
     .optional()
-    .describe("dot paths into the payload whose values identify a delivery, e.g. `order.id`"),
-  schedule: z.string().min(1).optional().describe("a cron string listed in wrangler.toml [triggers] crons"),
-  webhook: z.strictObject({ signature: WebhookSignature }).optional(),
-  dedupeWindow: Duration.optional().describe("how long identities are remembered; default 24h"),
-  maxPayloadBytes: z.number().int().positive().max(10 * 1024 * 1024).optional(),
+    .describe("dot paths into the payload whose values identify a delivery, e.g. `order.id`; a payload missing one is rejected with 422"),
+  schedule: z.string().min(1).optional().describe("a cron string that must also be listed in wrangler.toml [triggers] crons"),
+  webhook: z
+    .strictObject({ signature: WebhookSignature })
+    .optional()
+    .describe("settings of the public webhook POST /hooks/{workspace}/{workflowId}"),
+  dedupeWindow: Duration.optional().describe("how long trigger identities are remembered; default 24h"),
+  maxPayloadBytes: z.number().int().positive().max(10 * 1024 * 1024).optional().describe("payload size limit; default 1 MiB"),
 });
 
 export const RetryPolicy = z.strictObject({
-  maxAttempts: z.number().int().min(1).max(100).default(3),
+  maxAttempts: z.number().int().min(1).max(100).default(3).describe("attempts in total, the first included"),
   backoff: z.enum(["fixed", "exponential"]).default("exponential"),
   initialDelayMs: z.number().int().min(0).max(3_600_000).default(1_000),
   maxDelayMs: z.number().int().min(0).max(86_400_000).default(300_000),
@@ -65,42 +81,67 @@ export const DEFAULT_RETRY = RetryPolicy.parse({});
 
 export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as const;
 
+const HeaderName = z.string().regex(HEADER_NAME_PATTERN, "an HTTP header name (letters, digits and !#$%&'*+.^_`|~-)");
+
 export const GatewayConfig = z.strictObject({
   method: z.enum(HTTP_METHODS),
-  url: z.string().min(1).describe("a URL, or an expression producing one"),
-  headers: z.record(z.string(), z.string()).optional(),
-  query: z.record(z.string(), z.string()).optional(),
+  url: z.string().min(1).describe("an http(s) URL on the outbound allowlist, or an expression producing one"),
+  headers: z
+    .record(HeaderName, z.string())
+    .optional()
+    .describe(
+      "header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only; " +
+        "`Idempotency-Key` must be an expression over business data (payload, steps)",
+    ),
+  query: z.record(z.string().min(1), z.string()).optional().describe("query parameters; values are literals or `=` expressions"),
   body: JsonValue.optional().describe("a JSON value whose `=` strings are expressions, or one expression"),
   timeoutMs: z.number().int().min(1).max(300_000).default(10_000),
   retry: RetryPolicy.optional(),
-  clientErrorMode: z.enum(["fail", "complete"]).default("fail"),
+  clientErrorMode: z
+    .enum(["fail", "complete"])
+    .default("fail")
+    .describe("`complete`: a 4xx response becomes the step's output so edges can route on it"),
   conflictAsProcessed: z
     .boolean()
     .default(false)
     .describe("treat a 409 Conflict as 'already processed' (destinations with natural unique keys)"),
-  maxResponseBytes: z.number().int().min(1).max(1024 * 1024).default(64 * 1024),
+  maxResponseBytes: z.number().int().min(1).max(1024 * 1024).default(64 * 1024).describe("a larger response fails the step"),
 });
 
 export const TransformConfig = z.strictObject({
-  output: JsonValue,
+  output: JsonValue.describe("the step's output; `=` strings in it are evaluated"),
 });
 
 const VertexId = z.string().regex(VERTEX_ID_PATTERN, "a letter, then letters, digits, `_` or `-` (at most 64)");
 
-export const EntryPointVertex = z.strictObject({ id: VertexId, type: z.literal("ENTRY_POINT"), config: EntryPointConfig.default({}) });
-export const GatewayVertex = z.strictObject({ id: VertexId, type: z.literal("GATEWAY"), config: GatewayConfig });
-export const TransformVertex = z.strictObject({ id: VertexId, type: z.literal("TRANSFORM"), config: TransformConfig });
+export const EntryPointVertex = z
+  .strictObject({ id: VertexId, type: z.literal("ENTRY_POINT"), config: EntryPointConfig.default({}) })
+  .describe("where a trigger enters the workflow; exactly one per workflow");
+export const GatewayVertex = z
+  .strictObject({ id: VertexId, type: z.literal("GATEWAY"), config: GatewayConfig })
+  .describe("an HTTP call to a third party, with a stable Idempotency-Key");
+export const TransformVertex = z
+  .strictObject({ id: VertexId, type: z.literal("TRANSFORM"), config: TransformConfig })
+  .describe("computes an output from the context; no side effects");
 
 export const Vertex = z.discriminatedUnion("type", [EntryPointVertex, GatewayVertex, TransformVertex]);
+export const VERTEX_TYPES = ["ENTRY_POINT", "GATEWAY", "TRANSFORM"] as const;
 
 export const Edge = z.strictObject({
   from: VertexId,
   to: VertexId,
-  when: z.string().startsWith(EXPRESSION_PREFIX, "an expression starting with `=`").optional(),
+  when: z
+    .string()
+    .startsWith(EXPRESSION_PREFIX, "an expression starting with `=`")
+    .optional()
+    .describe("a JSONata condition on the context; absent means always taken"),
 });
 
 export const WorkflowDefinition = z.strictObject({
-  $schema: z.string().optional(),
+  $schema: z
+    .string()
+    .optional()
+    .describe("editor hint only (e.g. ../schema/workflow.schema.json); not stored and not part of the version"),
   id: z.string().regex(WORKFLOW_ID_PATTERN, "letters, digits, `_` or `-` (at most 64)"),
   description: z.string().optional(),
   vertices: z.array(Vertex).min(1),

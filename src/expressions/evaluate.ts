@@ -4,11 +4,16 @@
  * A definition's expressions run inside the engine's Worker, so a runaway one must end with a
  * clear error instead of hanging it. Two bounds, both deterministic:
  *
- * - **depth**: JSONata's own `stack` guardrail (infinite recursion ends here);
+ * - **depth**: the evaluation nesting depth (non-tail infinite recursion ends here; JSONata turns
+ *   tail calls into a loop, so `($f := function($x){ $f($x) }; $f(1))` never gets deeper and is
+ *   stopped by the step budget instead);
  * - **steps**: a count of evaluation steps, through JSONata's `__evaluate_entry` hook. Wall-clock
  *   time is not a usable bound in Workers: `Date.now()` does not advance during CPU-bound work
  *   (it only moves on I/O), so JSONata's `timeout` option would never fire. A step budget is the
  *   time bound that actually holds there, and it behaves the same in tests and in production.
+ *
+ * - **sequence length**: a range such as `[1..10000000]` is refused before it is allocated (it
+ *   costs one step but megabytes of memory; Workers have 128 MB).
  *
  * No `eval` and no `new Function` anywhere on this path (both are blocked in Workers).
  */
@@ -23,7 +28,10 @@ export interface EvaluationLimits {
   maxSteps: number;
 }
 
+/** 200 000 steps take roughly half a second of CPU in workerd. */
 export const DEFAULT_LIMITS: EvaluationLimits = { maxDepth: 250, maxSteps: 200_000 };
+/** Longest sequence (e.g. a range) an expression may build. */
+export const MAX_SEQUENCE_LENGTH = 100_000;
 
 /** Thrown for any failure of an expression: syntax, evaluation error, or a limit. */
 export class ExpressionError extends Error {
@@ -47,7 +55,9 @@ export function compile(source: string): jsonata.Expression {
   if (cached) return cached;
   let expression: jsonata.Expression;
   try {
-    expression = jsonata(source, { stack: DEFAULT_LIMITS.maxDepth });
+    // `sequence` bounds ranges at allocation. Depth is checked per evaluation in `countStep`, so that
+    // the cached compiled expression serves callers with different limits.
+    expression = jsonata(source, { sequence: MAX_SEQUENCE_LENGTH });
   } catch (error) {
     throw toExpressionError(error, "compile");
   }
@@ -66,6 +76,15 @@ interface Budget {
 function countStep(_expr: unknown, _input: unknown, environment: jsonata.Environment): void {
   const budget = environment.lookup(BUDGET) as Budget | undefined;
   if (!budget) return;
+  // JSONata keeps the current nesting depth on the evaluation's base frame.
+  const depth = (environment as unknown as { base?: { depth?: number } }).base?.depth ?? 0;
+  if (depth > budget.limits.maxDepth) {
+    throw new ExpressionError(
+      `the expression nested deeper than ${budget.limits.maxDepth} levels and was stopped; look for unbounded recursion`,
+      "depth-limit",
+      undefined,
+    );
+  }
   budget.steps += 1;
   if (budget.steps > budget.limits.maxSteps) {
     throw new ExpressionError(
@@ -125,6 +144,13 @@ function toExpressionError(error: unknown, phase: "compile" | "evaluate"): Expre
     return new ExpressionError(
       `the expression nested deeper than ${String(e.value)} levels and was stopped; look for unbounded recursion`,
       "depth-limit",
+      e.position,
+    );
+  }
+  if (e.code === "D2014" || e.code === "D2015") {
+    return new ExpressionError(
+      `the expression tried to build a sequence (range) longer than ${MAX_SEQUENCE_LENGTH} items and was stopped; use a smaller range`,
+      "sequence-limit",
       e.position,
     );
   }

@@ -28,6 +28,9 @@ export async function sha256Of(value: unknown): Promise<string> {
   return sha256Hex(typeof value === "string" ? value : canonicalJson(value));
 }
 
+/** The functions idemflow adds to every expression (validation treats them as known). */
+export const KEY_HELPER_NAMES: ReadonlySet<string> = new Set(["idempotencyKey", "sha256"]);
+
 export function registerKeyHelpers(expression: jsonata.Expression): void {
   expression.registerFunction("idempotencyKey", (prefix: unknown, ...parts: unknown[]) => idempotencyKey(prefix, ...parts));
   expression.registerFunction("sha256", (value: unknown) => sha256Of(value));

@@ -1,4 +1,88 @@
+/**
+ * Workflow definitions over HTTP (SPEC section 7):
+ *   PUT /v1/workflows/{workflowId}   save (201 new version, 200 already saved, 422 every error)
+ *   GET /v1/workflows/{workflowId}   the latest version, or `?version=`
+ *   GET /v1/workflows                list (`?after=` & `?limit=` page by id)
+ * Every route is scoped to the bearer token's workspace; another workspace's workflow is a 404.
+ */
 import { Hono } from "hono";
-import type { AppEnv } from "../auth";
+import { requireWorkspace, type AppEnv } from "../auth";
+import { readJsonBody } from "../body";
+import { ProblemError, problems } from "../problem";
+import { configuredCrons } from "../../definitions/crons";
+import { getWorkflow, listWorkflows, saveWorkflow, type StoredWorkflow } from "../../definitions/store";
+import { validateDefinition, type ValidationError } from "../../definitions/validate";
+import { asRecord } from "../../definitions/errors";
+
+/** Definitions are small documents; 256 KiB leaves room for large TRANSFORM templates. */
+export const MAX_DEFINITION_BYTES = 256 * 1024;
 
 export const workflowRoutes = new Hono<AppEnv>();
+
+workflowRoutes.put("/:workflowId", requireWorkspace, async (c) => {
+  const workflowId = c.req.param("workflowId");
+  const { json } = await readJsonBody(c.req.raw, MAX_DEFINITION_BYTES);
+  const result = validateDefinition(json, { crons: configuredCrons(c.env) });
+  const errors: ValidationError[] = result.ok ? [] : [...result.errors];
+  const bodyId = asRecord(json)?.id;
+  if (bodyId !== workflowId) {
+    errors.unshift({
+      pointer: "/id",
+      code: "id-mismatch",
+      message: `the body's id (${JSON.stringify(bodyId)}) differs from the id in the path ("${workflowId}"); make them equal`,
+    });
+  }
+  if (!result.ok || errors.length > 0) throw invalidDefinition(errors);
+
+  const { version, created } = await saveWorkflow(c.env.DB, c.get("workspace"), result.definition, Date.now());
+  const location = `/v1/workflows/${encodeURIComponent(workflowId)}?version=${version}`;
+  return c.json({ workflowId, version, created }, created ? 201 : 200, { location });
+});
+
+workflowRoutes.get("/:workflowId", requireWorkspace, async (c) => {
+  const workflowId = c.req.param("workflowId");
+  const version = c.req.query("version");
+  if (version !== undefined && !/^[0-9a-f]{64}$/.test(version)) {
+    throw new ProblemError({
+      status: 400,
+      code: "invalid-version",
+      title: "Invalid version",
+      detail: "`version` is the 64-character lowercase hex SHA-256 returned when the definition was saved.",
+    });
+  }
+  const stored = await getWorkflow(c.env.DB, c.get("workspace"), workflowId, version);
+  if (!stored) throw problems.notFound(version ? `Version ${version} of workflow "${workflowId}"` : `Workflow "${workflowId}"`);
+  return c.json(present(stored));
+});
+
+workflowRoutes.get("/", requireWorkspace, async (c) => {
+  const limitParam = c.req.query("limit");
+  const limit = limitParam === undefined ? 100 : Number(limitParam);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
+    throw new ProblemError({ status: 400, code: "invalid-limit", title: "Invalid limit", detail: "`limit` is an integer from 1 to 500." });
+  }
+  const items = await listWorkflows(c.env.DB, c.get("workspace"), { after: c.req.query("after"), limit });
+  return c.json({
+    items: items.map((w) => ({ ...w, updatedAt: new Date(w.updatedAt).toISOString() })),
+    next: items.length === limit ? items[items.length - 1]!.workflowId : null,
+  });
+});
+
+function present(stored: StoredWorkflow) {
+  return {
+    workflowId: stored.workflowId,
+    version: stored.version,
+    createdAt: new Date(stored.createdAt).toISOString(),
+    definition: stored.definition,
+  };
+}
+
+function invalidDefinition(errors: ValidationError[]): ProblemError {
+  return new ProblemError({
+    status: 422,
+    code: "invalid-definition",
+    title: "The workflow definition is not valid",
+    detail: `${errors.length} error${errors.length === 1 ? "" : "s"}; each names its place with a JSON Pointer. Fix them all and PUT again (\`npm run validate -- file.json\` checks offline).`,
+    extensions: { errors },
+  });
+}

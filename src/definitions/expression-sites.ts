@@ -1,0 +1,61 @@
+/**
+ * Where expressions may appear in a definition, and what is in them. One list, used by the
+ * compile check, the key lint and the secrets rule, so all three agree on what is an expression:
+ *
+ * - GATEWAY: `url`, every `headers` and `query` value, and every string anywhere inside `body`;
+ * - TRANSFORM: every string anywhere inside `output`;
+ * - edges: `when`.
+ *
+ * Only strings that begin with `=` are expressions. (A literal that must begin with `=` is written
+ * as an expression returning it: `"= '=literal'"`.)
+ */
+import { asArray, asRecord } from "./errors";
+import { pointerOf, type PathSegment } from "./pointer";
+import { EXPRESSION_PREFIX, isExpression } from "./schema";
+
+export interface ExpressionSite {
+  pointer: string;
+  /** The JSONata source, without the leading `=`. */
+  source: string;
+  /** For GATEWAY headers: the header name as written. */
+  headerName?: string;
+}
+
+export function expressionSites(document: unknown): ExpressionSite[] {
+  const sites: ExpressionSite[] = [];
+  const root = asRecord(document);
+  if (!root) return sites;
+
+  const add = (value: unknown, path: PathSegment[], headerName?: string) => {
+    if (isExpression(value)) {
+      sites.push({ pointer: pointerOf(...path), source: value.slice(EXPRESSION_PREFIX.length), ...(headerName ? { headerName } : {}) });
+    }
+  };
+  const walk = (value: unknown, path: PathSegment[]) => {
+    if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...path, i]));
+    else if (asRecord(value)) for (const [key, item] of Object.entries(value as object)) walk(item, [...path, key]);
+    else add(value, path);
+  };
+
+  asArray(root.vertices).forEach((raw, i) => {
+    const vertex = asRecord(raw);
+    const config = asRecord(vertex?.config);
+    if (!config) return;
+    const base: PathSegment[] = ["vertices", i, "config"];
+    if (vertex?.type === "GATEWAY") {
+      add(config.url, [...base, "url"]);
+      for (const [name, value] of Object.entries(asRecord(config.headers) ?? {})) add(value, [...base, "headers", name], name);
+      for (const [name, value] of Object.entries(asRecord(config.query) ?? {})) add(value, [...base, "query", name]);
+      if ("body" in config) walk(config.body, [...base, "body"]);
+    } else if (vertex?.type === "TRANSFORM") {
+      if ("output" in config) walk(config.output, [...base, "output"]);
+    }
+  });
+  asArray(root.edges).forEach((raw, j) => add(asRecord(raw)?.when, ["edges", j, "when"]));
+  return sites;
+}
+
+/** The header name that carries destination keys, compared in any letter case. */
+export function isIdempotencyKeyHeader(name: string): boolean {
+  return name.toLowerCase() === "idempotency-key";
+}

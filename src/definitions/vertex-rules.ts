@@ -1,0 +1,86 @@
+/**
+ * Per-vertex rules that a JSON Schema cannot state: a GET/HEAD call has no body, a literal URL is
+ * an http(s) URL, headers are not given twice in different letter cases, retry delays are ordered,
+ * and a schedule is a cron string the deployment actually fires.
+ */
+import { asArray, asRecord, asString, type ValidationError } from "./errors";
+import { pointerOf } from "./pointer";
+import { isExpression } from "./schema";
+
+export interface VertexRuleOptions {
+  /** The cron strings configured in wrangler.toml [triggers] crons, when known. */
+  crons?: readonly string[];
+}
+
+export function checkVertexRules(document: unknown, options: VertexRuleOptions = {}): ValidationError[] {
+  const errors: ValidationError[] = [];
+  asArray(asRecord(document)?.vertices).forEach((raw, i) => {
+    const vertex = asRecord(raw);
+    const config = asRecord(vertex?.config);
+    if (!config) return;
+    const at = (...path: Array<string | number>) => pointerOf("vertices", i, "config", ...path);
+
+    if (vertex?.type === "GATEWAY") {
+      const method = asString(config.method);
+      if ((method === "GET" || method === "HEAD") && config.body !== undefined) {
+        errors.push({ pointer: at("body"), code: "body-not-allowed", message: `a ${method} request cannot carry a body; remove \`body\` or use POST/PUT/PATCH` });
+      }
+      const url = asString(config.url);
+      if (url !== undefined && !isExpression(url) && !isHttpUrl(url)) {
+        errors.push({
+          pointer: at("url"),
+          code: "invalid-url",
+          message: `"${url}" is not an absolute http(s) URL; write one such as http://localhost:8788/payments/charges, or an expression starting with \`=\``,
+        });
+      }
+      const seen = new Map<string, string>();
+      for (const name of Object.keys(asRecord(config.headers) ?? {})) {
+        const first = seen.get(name.toLowerCase());
+        if (first !== undefined) {
+          errors.push({
+            pointer: at("headers", name),
+            code: "duplicate-header",
+            message: `header names are case-insensitive and "${first}" is already set; keep one of them`,
+          });
+        } else seen.set(name.toLowerCase(), name);
+      }
+      const retry = asRecord(config.retry);
+      if (retry && typeof retry.initialDelayMs === "number" && typeof retry.maxDelayMs === "number" && retry.maxDelayMs < retry.initialDelayMs) {
+        errors.push({
+          pointer: at("retry", "maxDelayMs"),
+          code: "retry-delay-order",
+          message: `maxDelayMs (${retry.maxDelayMs}) is below initialDelayMs (${retry.initialDelayMs}); raise maxDelayMs or lower initialDelayMs`,
+        });
+      }
+    }
+
+    if (vertex?.type === "ENTRY_POINT") {
+      const schedule = asString(config.schedule);
+      if (schedule !== undefined) {
+        if (schedule.trim().split(/\s+/).length !== 5) {
+          errors.push({
+            pointer: at("schedule"),
+            code: "invalid-cron",
+            message: `"${schedule}" is not a cron string of 5 fields (minute hour day-of-month month day-of-week), e.g. "0 9 * * *"`,
+          });
+        } else if (options.crons && !options.crons.includes(schedule)) {
+          errors.push({
+            pointer: at("schedule"),
+            code: "schedule-not-configured",
+            message: `the cron "${schedule}" is not among this deployment's Cron Triggers (${options.crons.map((c) => `"${c}"`).join(", ") || "none"}); add it to wrangler.toml [triggers] crons and deploy, or use one of those`,
+          });
+        }
+      }
+    }
+  });
+  return errors;
+}
+
+function isHttpUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return url.protocol === "http:" || url.protocol === "https:";
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * Reading request bodies with a size limit, for every route that accepts one.
+ *
+ * The body is read once, as bytes, and never re-serialised: ingress hashes the raw bytes and the
+ * idempotency ledger fingerprints them, so the bytes a route sees are the bytes the client sent.
+ *
+ * The limit is enforced twice: a `content-length` that already exceeds it is rejected before
+ * reading anything, and the stream is counted while it is read, because `content-length` can be
+ * absent (chunked uploads) or wrong. Reading stops at the first chunk that crosses the limit, so an
+ * oversize body never sits whole in memory.
+ */
+import { problems } from "./problem";
+
+/** The raw body bytes (empty when there is no body). Throws 413 `payload-too-large` above `maxBytes`. */
+export async function readRawBody(request: Request, maxBytes: number): Promise<Uint8Array> {
+  const declared = request.headers.get("content-length");
+  if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) {
+    throw problems.payloadTooLarge(maxBytes);
+  }
+  if (request.body === null) return new Uint8Array(0);
+
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      // Stop pulling the stream: the rest of the body is never buffered.
+      await reader.cancel().catch(() => undefined);
+      throw problems.payloadTooLarge(maxBytes);
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return chunks[0]!;
+  const raw = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    raw.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return raw;
+}
+
+/**
+ * The raw bytes and the parsed JSON. Throws 413 above `maxBytes`, and 400 `malformed-json` when the
+ * body is empty, is not UTF-8, or does not parse (the detail carries the parser's message).
+ */
+export async function readJsonBody(request: Request, maxBytes: number): Promise<{ raw: Uint8Array; json: unknown }> {
+  const raw = await readRawBody(request, maxBytes);
+  if (raw.byteLength === 0) throw problems.malformedJson("The request body is empty");
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(raw);
+  } catch {
+    throw problems.malformedJson("The request body is not valid UTF-8");
+  }
+  try {
+    return { raw, json: JSON.parse(text) as unknown };
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw problems.malformedJson(`The request body does not parse as JSON (${reason})`);
+  }
+}
