@@ -1,4 +1,72 @@
-/** The step queue consumer. */
-export async function handleStepBatch(batch: MessageBatch, _env: Env, _ctx: ExecutionContext): Promise<void> {
+/**
+ * The queue consumer. Both queues land here: the step queue runs steps, the dead-letter queue
+ * records what reached it (`batch.queue` tells which).
+ *
+ * Per message: malformed body or unknown execution → ack and log (poison is never retried
+ * forever); claimed → run and settle → ack; already settled → ack; lease live elsewhere or not
+ * due yet → retry after that delay; a crash mid-step → retry after one lease, by which time the
+ * step can be taken over.
+ */
+import { recordDeadLetter } from "../ledger/steps";
+import { parseStepMessage } from "./messages";
+import { maybeReap } from "./reaper";
+import { delaySeconds } from "./retry-policy";
+import { runStep } from "./run-step";
+import { defaultRuntime, type StepRuntime } from "./runtime";
+
+const MAX_DEAD_LETTER_BODY = 4096;
+
+export function isDeadLetterQueue(queue: string): boolean {
+  return queue.endsWith("-dlq");
+}
+
+export async function processStepMessage(message: Message<unknown>, rt: StepRuntime): Promise<void> {
+  const ref = parseStepMessage(message.body);
+  if (!ref) {
+    console.error("poison step message acked: malformed body", JSON.stringify({ id: message.id }));
+    message.ack();
+    return;
+  }
+  try {
+    const decision = await runStep(ref, rt);
+    switch (decision.action) {
+      case "ack":
+        message.ack();
+        return;
+      case "poison":
+        console.error("poison step message acked", JSON.stringify({ id: message.id, ...ref, why: decision.why }));
+        message.ack();
+        return;
+      case "retry":
+        message.retry({ delaySeconds: delaySeconds(decision.delayMs) });
+        return;
+    }
+  } catch (error) {
+    // The step (if claimed) stays EXECUTING under its lease; after it, a redelivery takes over.
+    console.error("step run crashed; retrying after the lease", JSON.stringify({ ...ref, error: error instanceof Error ? error.message : String(error) }));
+    message.retry({ delaySeconds: delaySeconds(rt.leaseMs) });
+  }
+}
+
+async function recordDeadLetters(batch: MessageBatch<unknown>, rt: StepRuntime): Promise<void> {
+  const now = rt.now();
+  const statements = batch.messages.flatMap((m) => {
+    let body = JSON.stringify(m.body) ?? "null";
+    if (body.length > MAX_DEAD_LETTER_BODY) body = JSON.stringify(`[omitted: ${body.length} characters]`);
+    console.error("step message dead-lettered", JSON.stringify({ id: m.id, attempts: m.attempts, body }));
+    return recordDeadLetter(rt.db, { queue: batch.queue, messageId: m.id, body, attempts: m.attempts, step: parseStepMessage(m.body) }, now);
+  });
+  if (statements.length > 0) await rt.db.batch(statements);
   batch.ackAll();
+}
+
+export async function handleStepBatch(
+  batch: MessageBatch<unknown>,
+  env: Env,
+  ctx: ExecutionContext,
+  rt: StepRuntime = defaultRuntime(env),
+): Promise<void> {
+  if (isDeadLetterQueue(batch.queue)) return recordDeadLetters(batch, rt);
+  await Promise.all(batch.messages.map((m) => processStepMessage(m, rt)));
+  maybeReap(rt, ctx);
 }

@@ -1,4 +1,97 @@
+/**
+ * Executions: the trace, the list, and the operator actions (SPEC section 7). Every route is
+ * scoped to the bearer's workspace: another workspace's execution answers 404, never 403, so
+ * ids do not leak across workspaces. The two mutating routes sit behind the Idempotency-Key
+ * ledger with a required key: an operator's double click retries once.
+ */
 import { Hono } from "hono";
-import type { AppEnv } from "../auth";
+import { getWorkflow } from "../../definitions/store";
+import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
+import { readExecutionRow, retryFailedStep } from "../../ledger/steps";
+import { sendStepMessages } from "../../steps/dispatch";
+import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
+import { requireWorkspace, type AppEnv } from "../auth";
+import { idempotency, principalFromContext } from "../idempotency";
+import { ProblemError, problems } from "../problem";
 
 export const executionRoutes = new Hono<AppEnv>();
+
+executionRoutes.use("*", requireWorkspace);
+
+const operatorKey = idempotency({ principal: principalFromContext("workspace"), required: true });
+
+const STATUSES = ["RUNNING", "COMPLETED", "FAILED"] as const;
+type Status = (typeof STATUSES)[number];
+
+function invalidQuery(detail: string): ProblemError {
+  return new ProblemError({ status: 400, code: "invalid-query", title: "Invalid query parameter", detail });
+}
+
+executionRoutes.get("/", async (c) => {
+  const workflowId = c.req.query("workflowId") || undefined;
+  const statusParam = c.req.query("status");
+  if (statusParam !== undefined && !(STATUSES as readonly string[]).includes(statusParam)) {
+    throw invalidQuery(`status must be one of ${STATUSES.join(", ")}; got ${JSON.stringify(statusParam)}.`);
+  }
+  const limitParam = c.req.query("limit");
+  const limit = limitParam === undefined ? 20 : Number(limitParam);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidQuery("limit must be an integer from 1 to 100.");
+  const cursorParam = c.req.query("cursor");
+  const before = cursorParam === undefined ? undefined : decodeCursor(cursorParam);
+  if (before === null) {
+    throw new ProblemError({
+      status: 400,
+      code: "invalid-cursor",
+      title: "Invalid cursor",
+      detail: "Pass back the `nextCursor` value of a previous page unchanged, or omit `cursor` for the first page.",
+    });
+  }
+  const page = await listExecutions(c.env.DB, c.get("workspace"), {
+    workflowId,
+    status: statusParam as Status | undefined,
+    before,
+    limit,
+  });
+  return c.json(page);
+});
+
+executionRoutes.get("/:executionId", async (c) => {
+  const trace = await readTrace(c.env.DB, c.get("workspace"), c.req.param("executionId"));
+  if (!trace) throw problems.notFound(`Execution ${c.req.param("executionId")}`);
+  return c.json(trace);
+});
+
+executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (c) => {
+  const ref = { executionId: c.req.param("executionId"), vertexId: c.req.param("vertexId") };
+  const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, Date.now());
+  if (!result.retried) {
+    if (result.state === null) throw problems.notFound(`Step ${ref.vertexId} of execution ${ref.executionId}`);
+    throw new ProblemError({
+      status: 409,
+      code: "step-not-failed",
+      title: "Only a FAILED step can be retried",
+      detail: `Step ${ref.vertexId} is ${result.state}. Retry applies to FAILED steps; to run the whole execution again use POST /v1/executions/${ref.executionId}/start-over.`,
+    });
+  }
+  await sendStepMessages(c.env.QUEUE as never, [ref]);
+  return c.json({ executionId: ref.executionId, vertexId: ref.vertexId, state: "DISPATCHED" }, 202);
+});
+
+executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
+  const workspace = c.get("workspace");
+  const executionId = c.req.param("executionId");
+  const old = await readExecutionRow(c.env.DB, workspace, executionId);
+  if (!old) throw problems.notFound(`Execution ${executionId}`);
+  // The new execution runs the version the old one pinned, on the same payload: business-derived
+  // destination keys come out identical, so destinations deduplicate what already happened.
+  const workflow = await getWorkflow(c.env.DB, workspace, old.workflow_id, old.version);
+  if (!workflow) throw problems.notFound(`The workflow version of execution ${executionId}`);
+  const started = await startWorkflowExecution(ingressDeps(c.env), {
+    workflow,
+    triggerKind: "start_over",
+    payload: JSON.parse(old.payload) as unknown,
+    identity: { kind: "forced" },
+    startedOverFrom: executionId,
+  });
+  return c.json({ ...started, startedOverFrom: executionId }, 202);
+});

@@ -1,4 +1,75 @@
+/**
+ * Starting workflows over the authenticated API (SPEC sections 3 and 7):
+ * - `POST /v1/workflows/:workflowId/trigger[?clientIdempotencyId=…]` — production, always deduped;
+ * - `POST /v1/workflows/:workflowId/test-runs[?forceNewExecution=false]` — `Prefer: wait=N`;
+ * - `POST /v1/workflows/:workflowId/stream[?forceNewExecution=false]` — `text/event-stream`.
+ * The work is in src/ingress; these handlers only adapt HTTP to it.
+ */
 import { Hono } from "hono";
-import type { AppEnv } from "../auth";
+import { requireWorkspace, type AppEnv } from "../auth";
+import { idempotency, principalFromContext } from "../idempotency";
+import { ingressDeps } from "../../ingress/start";
+import { startResponse, triggerFromRequest } from "../../ingress/trigger";
+import { preferredWaitSeconds, streamExecution, waitForExecution } from "../../ingress/watch";
+import { readExecutionTrace } from "../../ingress/trace";
+import { randomExecutionId } from "../../ingress/identity";
+import { insertExecutionPlain } from "../../ledger/executions";
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "../../definitions/schema";
+import { readJsonBody } from "../body";
+import { problems } from "../problem";
 
 export const triggerRoutes = new Hono<AppEnv>();
+
+/**
+ * An `Idempotency-Key` header, when sent, goes through the ledger (SPEC section 6) on top of the
+ * trigger's own dedupe: a retry with the same key replays the first answer verbatim (e.g. the
+ * 202), and the same key with a different body is refused. Without the header, nothing changes.
+ */
+const optionalIdempotencyKey = idempotency({ required: false, principal: principalFromContext("workspace") });
+
+triggerRoutes.post("/:workflowId/trigger", requireWorkspace, optionalIdempotencyKey, async (c) => {
+  const result = await triggerFromRequest(ingressDeps(c.env), {
+    workspace: c.get("workspace"),
+    workflowId: c.req.param("workflowId"),
+    invocation: "production",
+    request: c.req.raw,
+  });
+  return startResponse(result);
+});
+
+triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, async (c) => {
+  const deps = ingressDeps(c.env);
+  const workspace = c.get("workspace");
+  const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation: "test", request: c.req.raw });
+  const wait = preferredWaitSeconds(c.req.header("prefer"));
+  if (wait === undefined) return startResponse(result);
+  // 200 with the finished trace, or 202 with the trace so far when it is still running.
+  const finished = await waitForExecution(deps.db, workspace, result.executionId, wait * 1000);
+  const trace = await readExecutionTrace(deps.db, workspace, result.executionId);
+  return new Response(JSON.stringify({ ...trace, deduplicated: result.deduplicated }), {
+    status: finished ? 200 : 202,
+    headers: { "content-type": "application/json", "preference-applied": `wait=${wait}`, location: `/v1/executions/${result.executionId}` },
+  });
+});
+
+triggerRoutes.post("/:workflowId/stream", requireWorkspace, async (c) => {
+  const deps = ingressDeps(c.env);
+  const workspace = c.get("workspace");
+  const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation: "stream", request: c.req.raw });
+  const { response, done } = streamExecution(deps.db, workspace, result);
+  c.executionCtx.waitUntil(done);
+  return response;
+});
+
+/**
+ * Bench-only baseline (bench/triggers.mjs): the same auth and body reading as `/trigger`, then
+ * ONE plain INSERT of an execution row — no identity, no dedupe, no steps. 404 unless the
+ * `BENCH_ROUTES` var is `on` (the bench passes `--var BENCH_ROUTES:on` to `wrangler dev`).
+ */
+triggerRoutes.post("/:workflowId/trigger-baseline", requireWorkspace, async (c) => {
+  if ((c.env as { BENCH_ROUTES?: string }).BENCH_ROUTES !== "on") throw problems.notFound("This route");
+  const { json } = await readJsonBody(c.req.raw, DEFAULT_MAX_PAYLOAD_BYTES);
+  const id = randomExecutionId();
+  await insertExecutionPlain(c.env.DB, { id, workspace: c.get("workspace"), workflowId: c.req.param("workflowId"), payloadJson: JSON.stringify(json) }, Date.now());
+  return c.json({ executionId: id }, 202);
+});

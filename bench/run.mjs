@@ -1,0 +1,43 @@
+// `npm run bench [-- --duration=5000] [-- ledger]`: starts idemflow under `wrangler dev` on a
+// fresh local D1 (loopback, outside connections off), runs the named benches, prints markdown
+// tables to paste into docs/benchmarks.md and writes the raw figures to bench/results/.
+// A bench is a module exporting run + format functions; register new ones in BENCHES.
+import { mkdir, writeFile } from "node:fs/promises";
+import { benchLedger, formatLedger } from "./ledger.mjs";
+import { benchTriggers, formatTriggers } from "./triggers.mjs";
+import { machine } from "./lib/report.mjs";
+import { startWranglerDev } from "./lib/wrangler.mjs";
+
+const BENCHES = {
+  ledger: { title: "Ledger middleware", run: benchLedger, format: formatLedger },
+  triggers: { title: "Triggers (ingress dedupe)", run: benchTriggers, format: formatTriggers },
+};
+
+const args = process.argv.slice(2);
+const durationMs = Number(args.find((a) => a.startsWith("--duration="))?.split("=")[1] ?? 5_000);
+const names = args.filter((a) => !a.startsWith("--"));
+const selected = names.length > 0 ? names : Object.keys(BENCHES);
+for (const name of selected) if (!BENCHES[name]) throw new Error(`unknown bench "${name}"; known: ${Object.keys(BENCHES).join(", ")}`);
+
+const info = machine();
+console.log(`machine: ${info.cpus} × ${info.cpuModel}, ${info.memoryGiB} GiB, ${info.platform}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`);
+// BENCH_ROUTES switches on bench-only baseline routes (e.g. the plain-INSERT trigger baseline).
+const server = await startWranglerDev({ vars: { BENCH_ROUTES: "on" } });
+console.log(`wrangler dev on ${server.baseUrl} (log: ${server.logPath}); ${durationMs} ms per measurement`);
+const raw = { machine: info, durationMs, at: new Date().toISOString(), results: {} };
+try {
+  for (const name of selected) {
+    const bench = BENCHES[name];
+    const results = await bench.run({ baseUrl: server.baseUrl, durationMs });
+    raw.results[name] = results;
+    console.log(`\n## ${bench.title}\n\n${bench.format(results)}\n`);
+  }
+} finally {
+  await server.stop();
+}
+raw.loadAverageAfter1m = machine().loadAverage1m;
+console.log(`load average after: ${raw.loadAverageAfter1m}`);
+await mkdir(new URL("./results/", import.meta.url), { recursive: true });
+const file = new URL(`./results/${selected.join("-")}-latest.json`, import.meta.url);
+await writeFile(file, JSON.stringify(raw, null, 2));
+console.log(`raw figures: ${file.pathname}`);

@@ -1,0 +1,50 @@
+/**
+ * The demo destinations as one Hono app (port 8788 under `npm start`): the pretend third parties
+ * every example workflow calls. `createDemoApp()` is exported so tests can run it in-process.
+ *
+ *   POST /payments/charges   Idempotency-Key required (ledger middleware, principal demo:payments)
+ *   GET  /payments/charges   { items: [...] } each with its idempotencyKey (?order=, ?idempotencyKey=)
+ *   POST /shipping/labels    Idempotency-Key required (ledger middleware, principal demo:shipping)
+ *   GET  /shipping/labels    { items: [...] }
+ *   GET  /legacy/orders      ?external_id= → { items: [...] }   (no key support)
+ *   POST /legacy/orders      unique external_id; a duplicate answers 409
+ *   POST /faults             { path, mode: "after-commit", count, method? } → next `count` matching
+ *                            requests do their work, then answer 502
+ *   GET  /faults · DELETE /faults   list · disarm all
+ */
+import { Hono } from "hono";
+import { ProblemError, problemResponse, problems } from "../../src/http/problem";
+import type { DemoAppEnv, DemoOptions } from "./env";
+import { faultRoutes } from "./faults";
+import { legacyRoutes } from "./legacy";
+import { paymentRoutes } from "./payments";
+import { shippingRoutes } from "./shipping";
+
+export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
+  const resolved: Required<DemoOptions> = {
+    database: options.database ?? ((env) => env.DB),
+    now: options.now ?? (() => Date.now()),
+  };
+  const app = new Hono<DemoAppEnv>();
+
+  app.get("/health", (c) => c.json({ ok: true, service: "idemflow-demo" }));
+  app.route("/payments", paymentRoutes(resolved));
+  app.route("/shipping", shippingRoutes(resolved));
+  app.route("/legacy", legacyRoutes(resolved));
+  app.route("/faults", faultRoutes(resolved));
+
+  app.notFound(() =>
+    problemResponse({
+      status: 404,
+      code: "route-not-found",
+      title: "No such route",
+      detail: "The demo serves /payments/charges, /shipping/labels, /legacy/orders and /faults (see docs/walkthrough.md).",
+    }),
+  );
+  app.onError((error) => {
+    if (error instanceof ProblemError) return error.toResponse();
+    console.error("demo: unhandled error", error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+    return problems.internal().toResponse();
+  });
+  return app;
+}

@@ -1,0 +1,74 @@
+/**
+ * The demo payments API: `POST /payments/charges` creates a charge and REQUIRES an
+ * Idempotency-Key; it is served through idemflow's own ledger middleware, exactly the way a user
+ * would make their own Worker endpoint idempotent. `GET /payments/charges` lists every charge with
+ * the key it was created under, so a duplicate charge is visible at a glance.
+ */
+import { Hono, type MiddlewareHandler } from "hono";
+import { idempotency, parseIdempotencyKey } from "../../src/http/idempotency";
+import { ProblemError } from "../../src/http/problem";
+import type { DemoAppEnv, DemoOptions } from "./env";
+import { afterCommitFaults } from "./faults";
+import { identifierOf, readJsonObject } from "./json";
+import { insertCharge, listCharges } from "./store";
+
+/**
+ * The ledger's principal for this route: a fixed, server-side value. The demo has no accounts;
+ * a real API would use its authenticated merchant id here, never a value the client sends.
+ */
+export const PAYMENTS_PRINCIPAL = "demo:payments";
+
+/** Like a real payment API, refuse anonymous calls (the workflow sends `{{ secrets.PAYMENTS_KEY }}`). */
+const requireBearer: MiddlewareHandler<DemoAppEnv> = async function requireBearer(c, next) {
+  if (!/^Bearer\s+\S+/i.test(c.req.header("authorization") ?? "")) {
+    throw new ProblemError({
+      status: 401,
+      code: "demo-unauthorized",
+      title: "Missing API key",
+      detail: "Send `Authorization: Bearer <key>`; any non-empty key is accepted by the demo (the example workflow sends the PAYMENTS_KEY secret).",
+    });
+  }
+  await next();
+};
+
+/** The key the ledger admitted this request under (the middleware already validated it). */
+export function admittedKey(header: string | undefined): string {
+  const parsed = parseIdempotencyKey(header ?? "");
+  if (!parsed.ok) throw new Error("unreachable: the idempotency middleware admits only valid keys");
+  return parsed.key;
+}
+
+export function paymentRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> {
+  const routes = new Hono<DemoAppEnv>();
+
+  routes.post(
+    "/charges",
+    afterCommitFaults(options.database),
+    requireBearer,
+    idempotency({ principal: () => PAYMENTS_PRINCIPAL, database: options.database, now: options.now }),
+    async (c) => {
+      const body = await readJsonObject(c.req);
+      const amount = body.amount;
+      if (amount !== undefined && (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0)) {
+        throw new ProblemError({ status: 422, code: "demo-charge-invalid", title: "Invalid charge", detail: "`amount` must be a non-negative number." });
+      }
+      const charge = await insertCharge(
+        options.database(c.env),
+        { idempotencyKey: admittedKey(c.req.header("idempotency-key")), order: identifierOf(body.order), amount: amount ?? null, request: body },
+        options.now(),
+      );
+      return c.json({ object: "charge", ...charge }, 201, { location: `/payments/charges/${charge.id}` });
+    },
+  );
+
+  routes.get("/charges", afterCommitFaults(options.database), async (c) =>
+    c.json({
+      items: await listCharges(options.database(c.env), {
+        idempotencyKey: c.req.query("idempotencyKey"),
+        order: c.req.query("order"),
+      }),
+    }),
+  );
+
+  return routes;
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env node
+/**
+ * `npm run reset`: wipe the local state of `npm start` (both Workers' D1 databases, queues and
+ * caches under .wrangler/state, and the demo's own .wrangler if an older run created one).
+ * .dev.vars (your local secrets) is kept. The next `npm start` re-applies every migration.
+ */
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { ROOT, portInUse } from "./lib/dev-workers.mjs";
+
+for (const port of [8787, 8788]) {
+  if (await portInUse(port)) {
+    process.stderr.write(`npm run reset: port ${port} is in use. Stop \`npm start\` first (Ctrl-C), then reset.\n`);
+    process.exit(1);
+  }
+}
+for (const dir of [join(ROOT, ".wrangler", "state"), join(ROOT, "demo", ".wrangler")]) {
+  await rm(dir, { recursive: true, force: true });
+}
+process.stdout.write("local state wiped (.wrangler/state). .dev.vars was kept. `npm start` begins from scratch.\n");

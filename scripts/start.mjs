@@ -1,0 +1,133 @@
+#!/usr/bin/env node
+/**
+ * `npm start`: the whole of idemflow on your laptop.
+ *
+ *   1. creates .dev.vars (local secrets) when it does not exist,
+ *   2. applies the D1 migrations of the engine and of the demo destinations (local state lives in
+ *      .wrangler/state and survives restarts; `npm run reset` wipes it),
+ *   3. starts the engine (`wrangler dev --port 8787 --test-scheduled`: HTTP, queue consumer, cron)
+ *      and the demo destinations (`wrangler dev -c demo/wrangler.toml --port 8788`),
+ *   4. waits for both /health routes, loads every workflows/*.json into workspace `dev`,
+ *   5. prints the URLs, the token and the next command. Ctrl-C stops everything it started.
+ */
+import { existsSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  DEMO_CONFIG,
+  ROOT,
+  WRANGLER,
+  applyMigrations,
+  describeLoadResult,
+  freePorts,
+  loadWorkflows,
+  portInUse,
+  startWorker,
+  waitForHealth,
+} from "./lib/dev-workers.mjs";
+
+const ENGINE_PORT = 8787;
+const DEMO_PORT = 8788;
+const TOKEN = "dev-token";
+/** Both Workers keep their local D1 here (the engine's default; the demo is pointed at it too). */
+const STATE_DIR = join(ROOT, ".wrangler", "state");
+const DEV_VARS = join(ROOT, ".dev.vars");
+const DEV_VARS_CONTENT = `# Local secrets for \`npm start\` (wrangler dev reads this file). Gitignored; never commit real keys.
+# The example workflows send PAYMENTS_KEY to the demo payments API and verify webhooks with WEBHOOK_SECRET.
+PAYMENTS_KEY=sk_local_demo
+WEBHOOK_SECRET=whsec_local_demo
+`;
+
+const say = (line = "") => process.stdout.write(`${line}\n`);
+const fail = (message) => {
+  process.stderr.write(`\nnpm start: ${message}\n`);
+  process.exit(1);
+};
+
+if (!existsSync(WRANGLER)) fail("wrangler is not installed. Run `npm install` first.");
+
+for (const [port, what] of [
+  [ENGINE_PORT, "engine"],
+  [DEMO_PORT, "demo destinations"],
+]) {
+  if (await portInUse(port)) {
+    fail(`port ${port} (for the ${what}) is already in use. Is another \`npm start\` running? Stop it (Ctrl-C in its terminal) and try again.`);
+  }
+}
+
+if (!existsSync(DEV_VARS)) {
+  await writeFile(DEV_VARS, DEV_VARS_CONTENT);
+  say("created .dev.vars with local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo");
+}
+
+say("applying D1 migrations (engine, then demo destinations)…");
+try {
+  await applyMigrations({ database: "idemflow", quiet: true });
+  await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: STATE_DIR, quiet: true });
+} catch (error) {
+  fail(`migrations failed.\n${error.message}\nIf the local state is from an older build, \`npm run reset\` wipes it.`);
+}
+
+const workers = [];
+let stopping = false;
+async function stopAll(exitCode) {
+  // A second caller (Ctrl-C during shutdown, a failed wait) must not resume the startup flow.
+  if (stopping) return new Promise(() => {});
+  stopping = true;
+  say("\nstopping the engine and the demo destinations…");
+  await Promise.all(workers.map((worker) => worker.stop()));
+  say("stopped. Local state is kept in .wrangler/state (`npm run reset` wipes it).");
+  process.exit(exitCode);
+}
+process.on("SIGINT", () => void stopAll(0));
+process.on("SIGTERM", () => void stopAll(0));
+process.on("SIGHUP", () => void stopAll(0));
+
+let ready = false;
+const prefixed = (tag) => (line) => {
+  // wrangler prints its binding tables and hints on start; the request log lines are what matter.
+  if (!ready && !/error|warn|✘|▲/i.test(line)) return;
+  say(`${tag} ${line}`);
+};
+
+say("starting the engine on :8787 and the demo destinations on :8788 (the first start takes a while)…");
+// Explicit inspector ports: two `wrangler dev` processes would otherwise both want 9229.
+const [engineInspector, demoInspector] = await freePorts(2);
+const engine = startWorker({ name: "engine", port: ENGINE_PORT, inspectorPort: engineInspector, testScheduled: true, onOutput: prefixed("[engine]") });
+const demo = startWorker({ name: "demo", config: DEMO_CONFIG, port: DEMO_PORT, inspectorPort: demoInspector, persistTo: STATE_DIR, onOutput: prefixed("[demo]  ") });
+workers.push(engine, demo);
+for (const worker of workers) {
+  worker.exitPromise.then((how) => {
+    if (stopping) return;
+    process.stderr.write(`\n${worker.name} exited unexpectedly (${JSON.stringify(how)}). Its last output:\n${worker.recentOutput()}\n`);
+    void stopAll(1);
+  });
+}
+
+try {
+  await Promise.all([waitForHealth(engine), waitForHealth(demo)]);
+} catch (error) {
+  process.stderr.write(`\n${error.message}\n`);
+  await stopAll(1);
+}
+
+say("loading workflows/*.json into workspace `dev`…");
+const results = await loadWorkflows(engine.url, TOKEN);
+for (const result of results) say(describeLoadResult(result));
+const rejected = results.filter((r) => !r.ok).length;
+if (rejected > 0) say(`  ${rejected} workflow(s) were not loaded (see above); the rest of idemflow keeps running.`);
+
+ready = true;
+say(`
+idemflow is running.
+  engine              http://localhost:${ENGINE_PORT}    token: ${TOKEN} (workspace dev)
+  demo destinations   http://localhost:${DEMO_PORT}    payments, shipping, legacy orders, faults
+
+Try it (then see docs/walkthrough.md):
+  curl -s -X POST http://localhost:${ENGINE_PORT}/v1/workflows/order-fulfilment/trigger \\
+    -H 'Authorization: Bearer ${TOKEN}' -H 'Content-Type: application/json' \\
+    -d '{"order":{"id":"A-1001","total":42}}'
+  curl -s http://localhost:${DEMO_PORT}/payments/charges
+
+Ctrl-C stops both Workers. Request logs follow.
+`);

@@ -1,0 +1,171 @@
+/**
+ * The Idempotency-Key algorithm, framework-free. `hono.ts` and `wrapper.ts` adapt it.
+ *
+ *   parse key → derive principal → read body bytes once → fingerprint →
+ *   claim-or-load (1 statement) →
+ *     claimed:   run handler → complete (fenced)   | threw or declined → release (fenced)
+ *     existing:  mismatch 422/409 | pending 409 + Retry-After | completed → replay
+ *
+ * Request-path round trips: first execution 2 (claim, complete); replay, mismatch and
+ * in-progress 1; stale takeover 2 (the claim statement does the takeover, then complete).
+ */
+import { claimOrLoad, completeIfOwned, releaseIfOwned, type FenceInput } from "../../ledger/idempotency-keys";
+import type { ProblemError } from "../problem";
+import { fingerprintRequest } from "./fingerprint";
+import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from "./key";
+import { GUARDED_METHODS, type ResolvedOptions } from "./options";
+import { idempotencyProblems, isMissingTableError } from "./problems";
+import { captureResponse, replayResponse } from "./response-store";
+import type { WaitUntil } from "./sweeper";
+import type { Context } from "hono";
+
+export interface HandlerResult {
+  response: Response;
+  /** The handler threw (and a framework already turned that into `response`). */
+  failed: boolean;
+}
+
+export interface GuardCall {
+  request: Request;
+  env: unknown;
+  waitUntil: WaitUntil | undefined;
+  /** Hono's context, handed to the principal function. */
+  context?: Context;
+  /** Runs the downstream handler on the given request. May throw: the reservation is released. */
+  execute: (request: Request) => Promise<HandlerResult>;
+  maybeSweep: (db: D1Database, now: number, waitUntil: WaitUntil | undefined) => boolean;
+}
+
+export async function guard(options: ResolvedOptions, call: GuardCall): Promise<Response> {
+  const { request } = call;
+  const method = request.method.toUpperCase();
+  if (!GUARDED_METHODS.has(method)) return (await call.execute(request)).response;
+
+  const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
+  if (header === null) {
+    if (options.required) return respond(idempotencyProblems.missing());
+    return (await call.execute(request)).response;
+  }
+  const parsed = parseIdempotencyKey(header);
+  if (!parsed.ok) return respond(idempotencyProblems.invalid(parsed.reason));
+
+  const principal = await options.principal(request, call.env, call.context);
+  if (typeof principal !== "string" || principal.length === 0) {
+    // A misconfigured server, never the client's fault: fail closed.
+    throw new Error("idempotency(): the principal function returned no principal; mount the middleware after authentication");
+  }
+  const db = options.database(call.env);
+  if (!db) throw new Error("idempotency(): no D1 database (bind it as DB or pass the `database` option)");
+
+  // The body is read exactly once, as bytes; the handler gets a request rebuilt from them.
+  if (request.bodyUsed) {
+    // Decoded text cannot give back the raw bytes, so fingerprinting it would be wrong.
+    throw new Error("idempotency(): the request body was already read; mount the middleware before anything that reads the body");
+  }
+  const body = request.body === null ? null : new Uint8Array(await request.arrayBuffer());
+  const fingerprint = await fingerprintRequest({
+    method,
+    url: request.url,
+    headers: request.headers,
+    headerNames: options.fingerprintHeaders,
+    body,
+  });
+
+  const now = options.now();
+  const claimToken = crypto.randomUUID();
+  let outcome;
+  try {
+    outcome = await claimOrLoad(db, {
+      principal,
+      key: parsed.key,
+      fingerprint,
+      claimToken,
+      now,
+      leaseUntil: now + options.pendingTtlMs,
+      expiresAt: now + options.retentionMs,
+    });
+  } catch (error) {
+    if (isMissingTableError(error)) {
+      console.error("idempotency ledger: table idempotency_keys is missing; apply the D1 migrations");
+      return respond(idempotencyProblems.tableMissing());
+    }
+    console.error("idempotency ledger: claim failed:", errorText(error));
+    return respond(idempotencyProblems.ledgerError());
+  }
+
+  switch (outcome.kind) {
+    case "vanished":
+      return respond(idempotencyProblems.lost());
+    case "existing": {
+      const row = outcome.row;
+      if (row.fingerprint !== fingerprint) return respond(idempotencyProblems.mismatch(options.mismatchStatus));
+      if (row.status === "pending" || !row.response) {
+        const waitMs = Math.max(0, (row.leaseUntil ?? now) - now);
+        return respond(idempotencyProblems.inProgress(Math.max(1, Math.ceil(waitMs / 1000))));
+      }
+      return replayResponse(row.response);
+    }
+    case "claimed":
+      break;
+  }
+
+  const fence: FenceInput = { principal, key: parsed.key, generation: outcome.generation, claimToken };
+  const where = `principal=${JSON.stringify(principal)} generation=${fence.generation}`;
+  if (outcome.takeover) console.warn(`idempotency ledger: took over a stale or expired reservation (${where})`);
+
+  const rebuilt = new Request(request, { body: body === null ? null : body });
+  let result: HandlerResult;
+  try {
+    result = await call.execute(rebuilt);
+  } catch (error) {
+    await release(db, fence, where);
+    throw error;
+  }
+  if (result.failed) {
+    await release(db, fence, where);
+    return result.response;
+  }
+  if (!(await options.shouldStore(result.response))) {
+    await release(db, fence, where);
+    return result.response;
+  }
+
+  const captured = await captureResponse(result.response, options);
+  const settledAt = options.now();
+  try {
+    const completed = await completeIfOwned(db, fence, {
+      now: settledAt,
+      expiresAt: settledAt + options.retentionMs,
+      response: captured.stored,
+    });
+    if (!completed) {
+      // Taken over (our lease expired) or released meanwhile: the newer owner's row stands.
+      console.error(`idempotency ledger: FENCED OUT — this response was not stored because the reservation is no longer ours (${where})`);
+    } else {
+      call.maybeSweep(db, settledAt, call.waitUntil);
+    }
+  } catch (error) {
+    // The side effect happened; the caller must still learn its result. The reservation stays
+    // pending until pendingTtlMs, after which a retry takes it over.
+    console.error(`idempotency ledger: COMPLETION WRITE FAILED — the response was returned but not stored (${where}):`, errorText(error));
+  }
+  return captured.forCaller;
+}
+
+async function release(db: D1Database, fence: FenceInput, where: string): Promise<void> {
+  try {
+    if (!(await releaseIfOwned(db, fence))) {
+      console.error(`idempotency ledger: release fenced out — the reservation is no longer ours (${where})`);
+    }
+  } catch (error) {
+    console.error(`idempotency ledger: RELEASE FAILED — the key stays reserved until pendingTtlMs (${where}):`, errorText(error));
+  }
+}
+
+function respond(problem: ProblemError): Response {
+  return problem.toResponse();
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -1,0 +1,123 @@
+/**
+ * Options of the Idempotency-Key middleware, validated once when the factory runs: a bad
+ * option is a programming error and fails at startup, not on the first request.
+ */
+import type { Context } from "hono";
+
+export interface IdempotencyOptions {
+  /**
+   * Server-derived principal (e.g. the authenticated workspace). NEVER from a client header or
+   * body. The Hono middleware passes its Context as a third argument (see `principalFromContext`).
+   */
+  principal: (request: Request, env: any, context?: Context) => string | Promise<string>;
+  /** The D1 database (default: env.DB). Tests pass the counting wrapper here. */
+  database?: (env: any) => D1Database;
+  /** Default true: a request without a key is answered 400. When false it runs unguarded. */
+  required?: boolean;
+  /** Extra request headers in the fingerprint (`content-type` is always in). */
+  fingerprintHeaders?: string[];
+  /** Extra response headers stored and replayed (`content-type` and `location` always are). */
+  replayHeaders?: string[];
+  /** Default 16 KiB. A larger response body is stored as a 500 sentinel. */
+  maxStoredBodyBytes?: number;
+  /** Default 60 s. After this a pending reservation may be taken over by a retry. */
+  pendingTtlMs?: number;
+  /** Default 24 h. How long a key answers after its response was stored; the sweep uses it too. */
+  retentionMs?: number;
+  /** Default 422. */
+  mismatchStatus?: 422 | 409;
+  /** Return false to not store a response (the reservation is released so a retry runs again). */
+  shouldStore?: (response: Response) => boolean | Promise<boolean>;
+  /** The clock (tests). Default Date.now. */
+  now?: () => number;
+  /**
+   * The opportunistic sweep after responses (`ctx.waitUntil`): at most one bounded batch per
+   * `intervalMs` per middleware instance per isolate. `false` leaves the sweep to cron.
+   */
+  sweep?: false | { batchSize?: number; intervalMs?: number };
+}
+
+export const DEFAULTS = {
+  maxStoredBodyBytes: 16 * 1024,
+  pendingTtlMs: 60_000,
+  retentionMs: 24 * 60 * 60 * 1000,
+  sweepBatchSize: 100,
+  sweepIntervalMs: 60_000,
+} as const;
+
+/** Methods the ledger guards; others pass straight through (they are safe or idempotent). */
+export const GUARDED_METHODS = new Set(["POST", "PATCH", "DELETE"]);
+
+export interface ResolvedOptions {
+  principal: IdempotencyOptions["principal"];
+  database: (env: any) => D1Database;
+  required: boolean;
+  fingerprintHeaders: readonly string[];
+  replayHeaders: readonly string[];
+  maxStoredBodyBytes: number;
+  pendingTtlMs: number;
+  retentionMs: number;
+  mismatchStatus: 422 | 409;
+  shouldStore: (response: Response) => boolean | Promise<boolean>;
+  now: () => number;
+  sweep: false | { batchSize: number; intervalMs: number };
+}
+
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+export function resolveOptions(options: IdempotencyOptions): ResolvedOptions {
+  const fail = (message: string): never => {
+    throw new TypeError(`idempotency(): ${message}`);
+  };
+  if (!options || typeof options !== "object") fail("options are required");
+  if (typeof options.principal !== "function") {
+    fail("`principal` must be a function deriving the principal on the server (e.g. the authenticated workspace)");
+  }
+  if (options.database !== undefined && typeof options.database !== "function") fail("`database` must be a function (env) => D1Database");
+  const positiveInt = (name: string, value: number | undefined, fallback: number): number => {
+    if (value === undefined) return fallback;
+    if (!Number.isSafeInteger(value) || value < 1) fail(`\`${name}\` must be a positive integer, got ${String(value)}`);
+    return value;
+  };
+  const headerList = (name: string, value: string[] | undefined, always: string[]): string[] => {
+    if (value !== undefined && !Array.isArray(value)) fail(`\`${name}\` must be an array of header names`);
+    for (const h of value ?? []) if (typeof h !== "string" || !HEADER_NAME.test(h)) fail(`\`${name}\` contains an invalid header name: ${String(h)}`);
+    return [...new Set([...always, ...(value ?? []).map((h) => h.toLowerCase())])].sort();
+  };
+
+  const pendingTtlMs = positiveInt("pendingTtlMs", options.pendingTtlMs, DEFAULTS.pendingTtlMs);
+  const retentionMs = positiveInt("retentionMs", options.retentionMs, DEFAULTS.retentionMs);
+  // A reservation must outlive its lease, or a running handler's row could be swept and its
+  // key re-used while it still runs.
+  if (retentionMs <= pendingTtlMs) fail(`\`retentionMs\` (${retentionMs}) must be greater than \`pendingTtlMs\` (${pendingTtlMs})`);
+  if (options.mismatchStatus !== undefined && options.mismatchStatus !== 422 && options.mismatchStatus !== 409) {
+    fail(`\`mismatchStatus\` must be 422 or 409, got ${String(options.mismatchStatus)}`);
+  }
+  if (options.required !== undefined && typeof options.required !== "boolean") fail("`required` must be a boolean");
+  if (options.shouldStore !== undefined && typeof options.shouldStore !== "function") fail("`shouldStore` must be a function");
+  if (options.now !== undefined && typeof options.now !== "function") fail("`now` must be a function returning epoch milliseconds");
+
+  let sweep: ResolvedOptions["sweep"] = false;
+  if (options.sweep !== false) {
+    if (options.sweep !== undefined && typeof options.sweep !== "object") fail("`sweep` must be false or { batchSize?, intervalMs? }");
+    sweep = {
+      batchSize: positiveInt("sweep.batchSize", options.sweep?.batchSize, DEFAULTS.sweepBatchSize),
+      intervalMs: positiveInt("sweep.intervalMs", options.sweep?.intervalMs, DEFAULTS.sweepIntervalMs),
+    };
+  }
+
+  return {
+    principal: options.principal,
+    database: options.database ?? ((env: any) => env?.DB as D1Database),
+    required: options.required ?? true,
+    fingerprintHeaders: headerList("fingerprintHeaders", options.fingerprintHeaders, ["content-type"]),
+    replayHeaders: headerList("replayHeaders", options.replayHeaders, ["content-type", "location"]),
+    maxStoredBodyBytes: positiveInt("maxStoredBodyBytes", options.maxStoredBodyBytes, DEFAULTS.maxStoredBodyBytes),
+    pendingTtlMs,
+    retentionMs,
+    mismatchStatus: options.mismatchStatus ?? 422,
+    shouldStore: options.shouldStore ?? (() => true),
+    now: options.now ?? Date.now,
+    sweep,
+  };
+}

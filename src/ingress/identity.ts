@@ -1,0 +1,56 @@
+/**
+ * Execution identity (SPEC section 3): SHA-256 (hex) over the RFC 8785 canonical JSON of a tuple.
+ *
+ * Canonical JSON of an array is unambiguous — every element is delimited and every string quoted
+ * and escaped — so `("ab", "c")` and `("a", "bc")` encode as `["ab","c"]` and `["a","bc"]`, never
+ * as the same bytes. Plain concatenation would let them collide.
+ *
+ * The tuple is `[workspace, workflowId, entryVertexId, kind, material]` for production triggers
+ * (webhook, hook, schedule). Test and stream runs that opt out of `forceNewExecution` append a
+ * sixth element, the scope (`"test"`), so their identities live in a different space: a 6-tuple
+ * never encodes like a 5-tuple, and a test run can never deduplicate against production traffic.
+ */
+import { canonicalJson } from "../lib/canonical-json";
+import { sha256Hex, toHex } from "../lib/crypto";
+import type { IdentityKind } from "../ledger/executions";
+
+export type IdentityScope = "production" | "test";
+
+export interface IdentityInput {
+  workspace: string;
+  workflowId: string;
+  entryVertexId: string;
+  kind: Exclude<IdentityKind, "forced">;
+  /** Any JSON value; see `material.ts` for what each kind puts here. */
+  material: unknown;
+  scope: IdentityScope;
+}
+
+export function identityTuple(input: IdentityInput): unknown[] {
+  const tuple: unknown[] = [input.workspace, input.workflowId, input.entryVertexId, input.kind, input.material];
+  if (input.scope !== "production") tuple.push(input.scope);
+  return tuple;
+}
+
+export function deriveIdentity(input: IdentityInput): Promise<string> {
+  return sha256Hex(canonicalJson(identityTuple(input)));
+}
+
+/**
+ * The execution id of a later dedupe window of the same identity. The first window's execution id
+ * IS the identity; once that execution exists, a new window needs another id, derived from the
+ * identity and the window's start (which strictly increases per identity, so ids never repeat).
+ */
+export function windowExecutionId(identity: string, windowStart: number): Promise<string> {
+  return sha256Hex(canonicalJson(["window", identity, windowStart]));
+}
+
+/** A forced run's id: 256 random bits, hex (same shape as derived ids). */
+export function randomExecutionId(): string {
+  return toHex(crypto.getRandomValues(new Uint8Array(32)));
+}
+
+/** A claim token: random per request, so the identity row names exactly one claimant. */
+export function randomClaimToken(): string {
+  return toHex(crypto.getRandomValues(new Uint8Array(16)));
+}

@@ -1,0 +1,103 @@
+/**
+ * The identity material of a trigger, by precedence (SPEC section 3):
+ *
+ * 1. `clientIdempotencyId` — kind `client`, material: the id string;
+ * 2. `idempotencyFields` — kind `fields`, material: `{ "<path>": <value>, … }` (JCS sorts the
+ *    keys, so the order the paths are listed in does not matter; the paths are part of the
+ *    material, so two configurations selecting equal values from different fields stay apart);
+ * 3. the payload — kind `content`, material `["json", <value>]` (canonicalised by JCS with the
+ *    rest of the tuple: key order and whitespace do not split identities) or
+ *    `["bytes", <sha256 hex of the raw body>]` for non-JSON bodies. The tags keep a JSON string
+ *    body from ever meeting a raw body with the same text.
+ */
+import { ProblemError } from "../http/problem";
+import { sha256Hex } from "../lib/crypto";
+import type { TriggerBody } from "./payload";
+
+export type MaterialKind = "client" | "fields" | "content";
+
+export const CLIENT_ID_PATTERN = /^[\x20-\x7e]{1,255}$/;
+
+export function validateClientIdempotencyId(value: string): string {
+  if (!CLIENT_ID_PATTERN.test(value)) {
+    throw new ProblemError({
+      status: 400,
+      code: "client-idempotency-id-invalid",
+      title: "clientIdempotencyId is invalid",
+      detail: "clientIdempotencyId must be 1 to 255 printable ASCII characters.",
+    });
+  }
+  return value;
+}
+
+export function fieldPaths(idempotencyFields: string | string[] | undefined): string[] {
+  if (idempotencyFields === undefined) return [];
+  return typeof idempotencyFields === "string" ? [idempotencyFields] : idempotencyFields;
+}
+
+/**
+ * The value at a dot path (`order.id`, `items.0.sku`: a numeric segment indexes an array).
+ * `undefined` when any segment is absent.
+ */
+export function valueAtPath(payload: unknown, path: string): unknown {
+  let current: unknown = payload;
+  for (const segment of path.split(".")) {
+    if (Array.isArray(current)) {
+      if (!/^\d+$/.test(segment)) return undefined;
+      current = current[Number(segment)];
+    } else if (current !== null && typeof current === "object") {
+      current = Object.prototype.hasOwnProperty.call(current, segment) ? (current as Record<string, unknown>)[segment] : undefined;
+    } else {
+      return undefined;
+    }
+    if (current === undefined) return undefined;
+  }
+  return current;
+}
+
+/**
+ * Select every configured field. A field that is absent — or null, which would make every
+ * delivery without a real value share one identity — is a 422 naming each such field.
+ */
+export function selectFields(body: TriggerBody, paths: string[]): Record<string, unknown> {
+  if (!body.isJson) {
+    throw new ProblemError({
+      status: 415,
+      code: "idempotency-fields-need-json",
+      title: "This workflow selects idempotencyFields from a JSON body",
+      detail: `The entry point deduplicates on ${paths.map((p) => `\`${p}\``).join(", ")}, which needs a JSON body: send it with \`content-type: application/json\`, or pass \`clientIdempotencyId\`.`,
+      headers: { accept: "application/json" },
+    });
+  }
+  const selected: Record<string, unknown> = {};
+  const missing: string[] = [];
+  for (const path of paths) {
+    const value = valueAtPath(body.payload, path);
+    if (value === undefined || value === null) missing.push(path);
+    else selected[path] = value;
+  }
+  if (missing.length > 0) {
+    throw new ProblemError({
+      status: 422,
+      code: "idempotency-field-missing",
+      title: "The payload lacks a field this workflow deduplicates on",
+      detail: `The payload has no value at ${missing.map((p) => `\`${p}\``).join(", ")} (listed in the entry point's idempotencyFields). Include ${missing.length === 1 ? "it" : "them"}, or pass \`clientIdempotencyId\`.`,
+      extensions: { fields: missing },
+    });
+  }
+  return selected;
+}
+
+export async function identityMaterial(input: {
+  clientIdempotencyId: string | undefined;
+  idempotencyFields: string | string[] | undefined;
+  body: TriggerBody;
+}): Promise<{ kind: MaterialKind; material: unknown }> {
+  if (input.clientIdempotencyId !== undefined) {
+    return { kind: "client", material: validateClientIdempotencyId(input.clientIdempotencyId) };
+  }
+  const paths = fieldPaths(input.idempotencyFields);
+  if (paths.length > 0) return { kind: "fields", material: selectFields(input.body, paths) };
+  if (input.body.isJson) return { kind: "content", material: ["json", input.body.payload] };
+  return { kind: "content", material: ["bytes", await sha256Hex(input.body.raw as Uint8Array<ArrayBuffer>)] };
+}

@@ -1,0 +1,138 @@
+/**
+ * Starting an execution of a stored workflow: derive the identity, plan the entry's successors,
+ * run the start batch (src/ledger/executions.ts, ONE round trip), then — only if this request
+ * created the execution — send one queue message per DISPATCHED step.
+ *
+ * Messages go out after the commit, never before: a message for a step row that does not exist
+ * yet would be dropped by the consumer. If the send itself fails, the rows are committed and the
+ * steps reaper re-sends DISPATCHED steps whose message was lost (SPEC section 4), so the answer
+ * stays 202.
+ */
+import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf } from "../definitions/schema";
+import type { StoredWorkflow } from "../definitions/store";
+import { ExpressionError } from "../expressions/evaluate";
+import { ProblemError } from "../http/problem";
+import {
+  startExecution,
+  type ExecutionStatus,
+  type IdentityKind,
+  type StartPlan,
+  type TriggerKind,
+} from "../ledger/executions";
+import type { StepMessage } from "../steps/messages";
+import { takenSuccessors } from "../steps/graph";
+import { planReadySteps, type ExpressionContext } from "../steps/plan";
+import { deriveIdentity, randomClaimToken, randomExecutionId, windowExecutionId, type IdentityScope } from "./identity";
+
+export interface IngressDeps {
+  db: D1Database;
+  queue: Pick<Queue<StepMessage>, "sendBatch">;
+  /** The clock: every statement gets `now` as a parameter. */
+  now: () => number;
+}
+
+export function ingressDeps(env: Env): IngressDeps {
+  return { db: env.DB, queue: env.QUEUE as Queue<StepMessage>, now: () => Date.now() };
+}
+
+export type StartIdentity =
+  | { kind: "forced" }
+  | { kind: Exclude<IdentityKind, "forced">; material: unknown; scope: IdentityScope };
+
+export interface StartRequest {
+  workflow: StoredWorkflow;
+  triggerKind: TriggerKind;
+  payload: unknown;
+  identity: StartIdentity;
+  startedOverFrom?: string | null;
+  /** The definition came from a cache: start only if its version is still the latest. */
+  requireLatestVersion?: boolean;
+}
+
+/** SPEC section 3's answer body, exactly. */
+export interface StartResult {
+  executionId: string;
+  deduplicated: boolean;
+  identity: IdentityKind;
+  status: ExecutionStatus;
+}
+
+async function planFor(workflow: StoredWorkflow, executionId: string, triggerKind: TriggerKind, payload: unknown): Promise<StartPlan> {
+  const entry = entryPointOf(workflow.definition);
+  const context: ExpressionContext = {
+    payload,
+    steps: { [entry.id]: payload },
+    execution: { id: executionId, workflowId: workflow.workflowId, trigger: triggerKind },
+  };
+  try {
+    const steps = await planReadySteps(workflow.definition, new Map([[entry.id, "COMPLETED"]]), new Set([entry.id]), context);
+    return { steps, entryNext: await takenSuccessors(workflow.definition, entry.id, context) };
+  } catch (error) {
+    if (!(error instanceof ExpressionError)) throw error;
+    // Nothing is recorded: the caller can fix the payload (or the workflow) and send it again.
+    throw new ProblemError({
+      status: 422,
+      code: "edge-condition-failed",
+      title: "An edge condition of the entry point failed on this payload",
+      detail: `Evaluating the \`when\` of an edge leaving the entry point failed: ${error.message}. Fix the payload or the workflow's edge expression.`,
+    });
+  }
+}
+
+export async function startWorkflowExecution(deps: IngressDeps, request: StartRequest): Promise<StartResult> {
+  const { workflow, triggerKind, payload, identity } = request;
+  const entry = entryPointOf(workflow.definition);
+  const record = {
+    workspace: workflow.workspace,
+    workflowId: workflow.workflowId,
+    version: workflow.version,
+    entryVertexId: entry.id,
+    triggerKind,
+    identityKind: identity.kind,
+    payloadJson: JSON.stringify(payload ?? null),
+    startedOverFrom: request.startedOverFrom ?? null,
+    requireLatestVersion: request.requireLatestVersion ?? false,
+  };
+  const now = deps.now();
+
+  let outcome;
+  if (identity.kind === "forced") {
+    const executionId = randomExecutionId();
+    outcome = await startExecution(deps.db, record, { mode: "forced", executionId, plan: await planFor(workflow, executionId, triggerKind, payload) }, now);
+  } else {
+    const hash = await deriveIdentity({
+      workspace: workflow.workspace,
+      workflowId: workflow.workflowId,
+      entryVertexId: entry.id,
+      kind: identity.kind,
+      material: identity.material,
+      scope: identity.scope,
+    });
+    const takeoverExecutionId = await windowExecutionId(hash, now);
+    const windowMs = entry.config.dedupeWindow === undefined ? DEFAULT_DEDUPE_WINDOW_MS : durationMs(entry.config.dedupeWindow);
+    const [first, takeover] = await Promise.all([
+      planFor(workflow, hash, triggerKind, payload),
+      planFor(workflow, takeoverExecutionId, triggerKind, payload),
+    ]);
+    outcome = await startExecution(
+      deps.db,
+      record,
+      { mode: "claim", identity: hash, claimToken: randomClaimToken(), takeoverExecutionId, expiresAt: now + windowMs, plans: { first, takeover } },
+      now,
+    );
+  }
+
+  if (outcome.created) await sendFirstMessages(deps, outcome.executionId, outcome.plan);
+  return { executionId: outcome.executionId, deduplicated: !outcome.created, identity: identity.kind, status: outcome.status };
+}
+
+async function sendFirstMessages(deps: IngressDeps, executionId: string, plan: StartPlan): Promise<void> {
+  const messages = plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => ({ body: { executionId, vertexId: s.vertexId } satisfies StepMessage }));
+  if (messages.length === 0) return;
+  try {
+    await deps.queue.sendBatch(messages);
+  } catch (error) {
+    // The step rows are committed as DISPATCHED: the reaper re-sends them. Loud, not fatal.
+    console.error(`queue send failed for execution ${executionId}; the steps reaper will re-send`, error instanceof Error ? error.message : String(error));
+  }
+}

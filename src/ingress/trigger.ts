@@ -1,0 +1,111 @@
+/**
+ * The trigger service behind every HTTP invocation of a workflow: production trigger, public
+ * signed hook, test run, stream run. It validates the invocation, reads the body under the entry
+ * point's limit, picks the identity and starts the execution. Everything that can be refused is
+ * refused before the start batch, so a refusal writes nothing.
+ */
+import { DEFAULT_MAX_PAYLOAD_BYTES, entryPointOf } from "../definitions/schema";
+import type { StoredWorkflow } from "../definitions/store";
+import { ProblemError, problems } from "../http/problem";
+import { WorkflowVersionChanged, type TriggerKind } from "../ledger/executions";
+import { cachedWorkflow, readLatestWorkflow } from "./workflow-cache";
+import { identityMaterial } from "./material";
+import { readTriggerBody, type TriggerBody } from "./payload";
+import { startWorkflowExecution, type IngressDeps, type StartIdentity, type StartResult } from "./start";
+
+export type Invocation = "production" | "test" | "stream";
+
+export const FORCE_PARAM = "forceNewExecution";
+
+/**
+ * `forceNewExecution` only exists on test and stream runs, where it defaults to on. On a
+ * production trigger its mere presence is a 400: silently ignoring it would let a caller believe
+ * they bypassed dedupe.
+ */
+export function forceNewExecution(invocation: Invocation, url: URL): boolean {
+  const values = url.searchParams.getAll(FORCE_PARAM);
+  if (invocation === "production") {
+    if (values.length > 0) {
+      throw new ProblemError({
+        status: 400,
+        code: "force-new-execution-not-allowed",
+        title: "forceNewExecution is not allowed on production triggers",
+        detail: "Production triggers always deduplicate. Remove `forceNewExecution`, or use `POST /v1/workflows/{workflowId}/test-runs` to start a fresh execution.",
+      });
+    }
+    return false;
+  }
+  if (values.length === 0) return true;
+  if (values.length === 1 && (values[0] === "true" || values[0] === "false")) return values[0] === "true";
+  throw new ProblemError({
+    status: 400,
+    code: "force-new-execution-invalid",
+    title: "forceNewExecution must be true or false",
+    detail: "Pass `?forceNewExecution=false` to deduplicate this run like a production trigger (in a separate test scope), or leave it out.",
+  });
+}
+
+export async function loadWorkflow(db: D1Database, workspace: string, workflowId: string): Promise<StoredWorkflow> {
+  const workflow = await readLatestWorkflow(db, workspace, workflowId);
+  if (!workflow) throw problems.notFound(`Workflow \`${workflowId}\``);
+  return workflow;
+}
+
+export function maxPayloadBytes(workflow: StoredWorkflow): number {
+  return entryPointOf(workflow.definition).config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+}
+
+/** Choose the identity of an invocation whose body has been read. */
+export async function chooseIdentity(workflow: StoredWorkflow, invocation: Invocation, url: URL, body: TriggerBody): Promise<StartIdentity> {
+  if (forceNewExecution(invocation, url)) return { kind: "forced" };
+  const { kind, material } = await identityMaterial({
+    clientIdempotencyId: url.searchParams.get("clientIdempotencyId") ?? undefined,
+    idempotencyFields: entryPointOf(workflow.definition).config.idempotencyFields,
+    body,
+  });
+  return { kind, material, scope: invocation === "production" ? "production" : "test" };
+}
+
+const TRIGGER_KIND: Record<Invocation, TriggerKind> = { production: "webhook", test: "test", stream: "stream" };
+
+/**
+ * Start a workflow from an HTTP request. `workflow` may be pre-loaded (the signed hook loads it
+ * to find its signature settings, and has already read the body to verify it).
+ */
+export async function triggerFromRequest(
+  deps: IngressDeps,
+  input: { workspace: string; workflowId: string; invocation: Invocation; request: Request; workflow?: StoredWorkflow; body?: TriggerBody },
+): Promise<StartResult> {
+  const url = new URL(input.request.url);
+  // Refuse a bad flag before touching D1 or the body.
+  forceNewExecution(input.invocation, url);
+  const cached = input.workflow ? undefined : cachedWorkflow(input.workspace, input.workflowId);
+  let workflow = input.workflow ?? cached ?? (await loadWorkflow(deps.db, input.workspace, input.workflowId));
+  const body = input.body ?? (await readTriggerBody(input.request, maxPayloadBytes(workflow)));
+  const start = async (requireLatestVersion: boolean) =>
+    startWorkflowExecution(deps, {
+      workflow,
+      triggerKind: TRIGGER_KIND[input.invocation],
+      payload: body.payload,
+      identity: await chooseIdentity(workflow, input.invocation, url, body),
+      requireLatestVersion,
+    });
+  if (workflow !== cached) return start(false);
+  try {
+    return await start(true);
+  } catch (error) {
+    if (!(error instanceof WorkflowVersionChanged)) throw error;
+    // A newer version was saved since this isolate cached the workflow; nothing was written.
+    workflow = await loadWorkflow(deps.db, input.workspace, input.workflowId);
+    if (body.raw.byteLength > maxPayloadBytes(workflow)) throw problems.payloadTooLarge(maxPayloadBytes(workflow));
+    return start(false);
+  }
+}
+
+/** SPEC section 3: 202 for a new execution, 200 for a duplicate, the same body shape. */
+export function startResponse(result: StartResult): Response {
+  return new Response(JSON.stringify(result), {
+    status: result.deduplicated ? 200 : 202,
+    headers: { "content-type": "application/json", location: `/v1/executions/${result.executionId}` },
+  });
+}

@@ -1,0 +1,28 @@
+/**
+ * Sending step messages — always AFTER the batch that made the steps DISPATCHED committed. A send
+ * that fails is logged and left to the reaper: the row is the truth, the message only a wake-up.
+ */
+import type { StepRef } from "../ledger/steps";
+import type { StepQueue } from "./runtime";
+
+const SEND_BATCH_LIMIT = 100;
+
+export async function sendStepMessages(queue: StepQueue, steps: readonly StepRef[], delaySeconds = 0): Promise<boolean> {
+  if (steps.length === 0) return true;
+  try {
+    for (let i = 0; i < steps.length; i += SEND_BATCH_LIMIT) {
+      const chunk = steps.slice(i, i + SEND_BATCH_LIMIT).map((s) => ({
+        body: { executionId: s.executionId, vertexId: s.vertexId },
+        ...(delaySeconds > 0 ? { delaySeconds } : {}),
+      }));
+      await queue.sendBatch(chunk);
+    }
+    return true;
+  } catch (error) {
+    console.error(
+      "step message send failed after commit; the reaper will re-send",
+      JSON.stringify({ steps: steps.map((s) => `${s.executionId}/${s.vertexId}`), error: String(error) }),
+    );
+    return false;
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * GATEWAY vertices: one HTTP call to a third party, with a stable destination key.
+ *
+ * Order of work on each attempt:
+ * 1. evaluate url, headers, query and body against the execution context (a failing expression
+ *    fails the step: it would fail the same way on every retry);
+ * 2. the `Idempotency-Key` header (any letter case): the key persisted by an earlier attempt if
+ *    there is one; otherwise evaluate it, validate it (1–255 printable ASCII) and persist it —
+ *    fenced and only-if-absent — BEFORE the first send, so every retry, takeover and operator
+ *    retry sends the same value;
+ * 3. resolve `{{ secrets.NAME }}` in header values (missing → fail, not retried), check the host
+ *    against the outbound allowlist (outside → fail, not retried);
+ * 4. send with a timeout; redirects are not followed (a redirect could leave the allowlist);
+ * 5. classify: 2xx completes; 409 completes when `conflictAsProcessed`; 408, 429 and 5xx, network
+ *    errors and timeouts are retryable (`Retry-After` honoured); any other status fails unless
+ *    `clientErrorMode` is `complete`, in which case the response becomes the output for edges.
+ */
+import type { GatewayVertex } from "../definitions/schema";
+import { evaluateValue } from "../expressions/evaluate";
+import { isAllowed } from "./allowlist";
+import { allowlistedHeaders, parseBody, readBoundedText, ResponseTooLargeError } from "./http-response";
+import type { RequestSummary, RunOutcome } from "./outcome";
+import type { ExpressionContext } from "./plan";
+import { isRetryableStatus, parseRetryAfter } from "./retry-policy";
+import { MissingSecretError, resolveSecrets, scrubSecrets } from "./secrets";
+
+export const IDEMPOTENCY_HEADER = "idempotency-key";
+const MAX_SUMMARY_BODY_CHARS = 4096;
+
+export interface GatewayDeps {
+  env: Env;
+  fetch: typeof fetch;
+  now: () => number;
+  /** The key an earlier attempt persisted, from the claim. */
+  persistedKey: string | null;
+  /** Fenced, only-if-absent persist; returns the stored key, or null when fenced out. */
+  persistKey: (key: string) => Promise<string | null>;
+}
+
+export class InvalidKeyError extends Error {}
+
+/** 1–255 printable ASCII characters (the same rule as idemflow's own API keys). */
+export function validateDestinationKey(value: unknown): string {
+  if (typeof value === "number" && Number.isFinite(value)) value = String(value);
+  if (typeof value !== "string") {
+    throw new InvalidKeyError(`the Idempotency-Key expression produced ${value === undefined ? "nothing" : typeof value}, not a string`);
+  }
+  if (value.length < 1 || value.length > 255) {
+    throw new InvalidKeyError(`the Idempotency-Key must be 1-255 characters, got ${value.length}; use $idempotencyKey(prefix, …) to bound it`);
+  }
+  if (!/^[\x20-\x7e]+$/.test(value)) {
+    throw new InvalidKeyError("the Idempotency-Key must be printable ASCII only; use $idempotencyKey(prefix, …) to encode other values");
+  }
+  return value;
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function summaryBody(body: unknown): unknown {
+  if (body === undefined) return undefined;
+  const text = typeof body === "string" ? body : JSON.stringify(body);
+  return text.length <= MAX_SUMMARY_BODY_CHARS ? body : `[omitted: ${text.length} characters]`;
+}
+
+export async function runGateway(vertex: GatewayVertex, context: ExpressionContext, deps: GatewayDeps): Promise<RunOutcome> {
+  const config = vertex.config;
+  const method = config.method;
+
+  // 1. Expressions.
+  let url: URL;
+  const headers: Record<string, string> = {};
+  let keyHeaderName: string | undefined;
+  let keyExpression: string | undefined;
+  let body: unknown;
+  try {
+    const rawUrl = await evaluateValue(config.url, context);
+    if (typeof rawUrl !== "string") return { kind: "failed", error: `url evaluated to ${typeof rawUrl}, not a string` };
+    try {
+      url = new URL(rawUrl);
+    } catch {
+      return { kind: "failed", error: `url ${JSON.stringify(rawUrl)} is not an absolute URL` };
+    }
+    for (const [name, value] of Object.entries(config.headers ?? {})) {
+      if (name.toLowerCase() === IDEMPOTENCY_HEADER) {
+        keyHeaderName = name;
+        keyExpression = value;
+        continue;
+      }
+      const evaluated = await evaluateValue(value, context);
+      if (evaluated === undefined || evaluated === null) continue;
+      headers[name] = typeof evaluated === "string" ? evaluated : JSON.stringify(evaluated);
+    }
+    for (const [name, value] of Object.entries(config.query ?? {})) {
+      const evaluated = await evaluateValue(value, context);
+      if (evaluated === undefined || evaluated === null) continue;
+      url.searchParams.append(name, typeof evaluated === "string" ? evaluated : JSON.stringify(evaluated));
+    }
+    if (config.body !== undefined && method !== "GET" && method !== "HEAD") body = await evaluateValue(config.body, context);
+  } catch (error) {
+    return { kind: "failed", error: `gateway ${vertex.id}: ${message(error)}` };
+  }
+
+  // 2. The destination key: persisted value first, else computed once and persisted before sending.
+  let key: string | undefined;
+  if (keyHeaderName !== undefined) {
+    if (deps.persistedKey !== null) {
+      key = deps.persistedKey;
+    } else {
+      try {
+        key = validateDestinationKey(await evaluateValue(keyExpression, context));
+      } catch (error) {
+        return { kind: "failed", error: `gateway ${vertex.id}: invalid Idempotency-Key: ${message(error)}` };
+      }
+      const stored = await deps.persistKey(key);
+      if (stored === null) return { kind: "failed", error: "the step was taken over before its key was persisted; nothing was sent" };
+      key = stored;
+    }
+    headers[keyHeaderName] = key;
+  }
+
+  // 3. Secrets and the allowlist.
+  let resolved;
+  try {
+    resolved = resolveSecrets(headers, deps.env as unknown as Record<string, unknown>);
+  } catch (error) {
+    if (error instanceof MissingSecretError) return { kind: "failed", error: error.message };
+    throw error;
+  }
+  const request: RequestSummary = { method, url: url.toString(), headers: resolved.redacted, ...(body === undefined ? {} : { body: summaryBody(body) }) };
+  if (!isAllowed(url, deps.env.OUTBOUND_ALLOWLIST)) {
+    return {
+      kind: "failed",
+      request,
+      error: `${url.host} is not in OUTBOUND_ALLOWLIST; add "${url.hostname}:${url.port || (url.protocol === "https:" ? 443 : 80)}" to the var in wrangler.toml to allow it`,
+    };
+  }
+
+  // 4. Send.
+  const sendHeaders = new Headers(resolved.send);
+  let sendBody: string | undefined;
+  if (body !== undefined) {
+    if (typeof body === "string") {
+      sendBody = body;
+      if (!sendHeaders.has("content-type")) sendHeaders.set("content-type", "text/plain; charset=utf-8");
+    } else {
+      sendBody = JSON.stringify(body);
+      if (!sendHeaders.has("content-type")) sendHeaders.set("content-type", "application/json");
+    }
+  }
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort();
+  }, config.timeoutMs);
+  let response: Response;
+  let text: string;
+  try {
+    response = await deps.fetch(url.toString(), { method, headers: sendHeaders, body: sendBody, redirect: "manual", signal: controller.signal });
+    text = await readBoundedText(response, config.maxResponseBytes);
+  } catch (error) {
+    if (error instanceof ResponseTooLargeError) return { kind: "failed", request, error: error.message };
+    const why = timedOut ? `timed out after ${config.timeoutMs} ms` : `network error: ${scrubSecrets(message(error), resolved.values)}`;
+    return { kind: "retryable", request, error: `${method} ${url.host}${url.pathname}: ${why}` };
+  } finally {
+    clearTimeout(timer);
+  }
+
+  // 5. Classify. Anything recorded from the response is scrubbed of the secrets just sent.
+  const contentType = response.headers.get("content-type");
+  const output = JSON.parse(
+    scrubSecrets(
+      JSON.stringify({
+        status: response.status,
+        headers: allowlistedHeaders(response.headers),
+        body: parseBody(text, contentType),
+        idempotencyKey: key ?? null,
+      }),
+      resolved.values,
+    ),
+  ) as { status: number };
+  const status = response.status;
+  const what = `${method} ${url.host}${url.pathname} answered ${status}`;
+  if (status >= 200 && status < 300) return { kind: "completed", output, request };
+  if (status === 409 && config.conflictAsProcessed) return { kind: "completed", output, request };
+  if (isRetryableStatus(status)) {
+    return { kind: "retryable", output, request, error: what, retryAfterMs: parseRetryAfter(response.headers.get("retry-after"), deps.now()) };
+  }
+  if (config.clientErrorMode === "complete") return { kind: "completed", output, request };
+  return {
+    kind: "failed",
+    output,
+    request,
+    error: `${what}; not retried (a ${status} will not change by itself). Set clientErrorMode: "complete" to route on it instead`,
+  };
+}

@@ -1,0 +1,37 @@
+/**
+ * The reaper: heals what a crash or a lost message left behind, in bounded sweeps.
+ * - EXECUTING steps whose lease expired (worker presumed dead) go back to DISPATCHED and are re-sent;
+ * - DISPATCHED steps overdue by `overdueMs` (their message was lost after the commit, or
+ *   dead-lettered) are re-sent.
+ * A re-sent message for a step that is in fact fine costs one claim attempt that misses.
+ */
+import { redispatchExpiredLeases, redispatchOverdue } from "../ledger/steps";
+import { sendStepMessages } from "./dispatch";
+import type { StepRuntime } from "./runtime";
+
+export interface ReapReport {
+  expiredLeases: number;
+  overdue: number;
+}
+
+export async function reap(rt: StepRuntime): Promise<ReapReport> {
+  const now = rt.now();
+  const expired = await redispatchExpiredLeases(rt.db, now, rt.reapLimit);
+  const overdue = await redispatchOverdue(rt.db, now, rt.overdueMs, rt.reapLimit);
+  await sendStepMessages(rt.queue, [...expired, ...overdue]);
+  if (expired.length + overdue.length > 0) {
+    console.warn("reaper re-dispatched steps", JSON.stringify({ expiredLeases: expired.length, overdue: overdue.length }));
+  }
+  return { expiredLeases: expired.length, overdue: overdue.length };
+}
+
+let lastOpportunisticReap = 0;
+
+/** After a queue batch: reap at most every `reapEveryMs` per isolate (cron is the guaranteed cadence). */
+export function maybeReap(rt: StepRuntime, ctx: ExecutionContext): void {
+  if (rt.reapEveryMs === null) return;
+  const now = rt.now();
+  if (now - lastOpportunisticReap < rt.reapEveryMs) return;
+  lastOpportunisticReap = now;
+  ctx.waitUntil(reap(rt).catch((error) => console.error("opportunistic reap failed", String(error))));
+}

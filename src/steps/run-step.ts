@@ -1,0 +1,200 @@
+/**
+ * One step message, end to end: claim (with the context, one round trip) → run the vertex →
+ * settle and dispatch (one batch) → send the successors' messages after the commit.
+ *
+ * Returns what to do with the message; the consumer applies it. A throw means the worker
+ * "crashed" mid-step: the step stays EXECUTING under its lease and is taken over after it.
+ */
+import { DEFAULT_RETRY, WorkflowDefinition as WorkflowDefinitionSchema, type RetryPolicy, type Vertex, type WorkflowDefinition } from "../definitions/schema";
+import {
+  claimAndLoad,
+  extendLease,
+  persistIdempotencyKey,
+  scheduleRetry,
+  settleAndDispatch,
+  type ClaimedStep,
+  type Fence,
+  type SettleOutcome,
+  type StepRef,
+  type StepRunRow,
+} from "../ledger/steps";
+import { sendStepMessages } from "./dispatch";
+import { runGateway } from "./gateway";
+import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
+import type { RunOutcome } from "./outcome";
+import type { ExpressionContext } from "./plan";
+import { retryDelayMs, delaySeconds } from "./retry-policy";
+import type { StepRuntime } from "./runtime";
+import { runTransform } from "./transform";
+
+export type Decision =
+  | { action: "ack"; why: string }
+  | { action: "retry"; delayMs: number; why: string }
+  | { action: "poison"; why: string };
+
+const definitions = new Map<string, WorkflowDefinition>();
+
+/** Definitions are immutable per version, so a parsed one is cached per isolate. */
+function definitionOf(run: StepRunRow): WorkflowDefinition {
+  const cacheKey = `${run.workspace}/${run.workflow_id}/${run.version}`;
+  let definition = definitions.get(cacheKey);
+  if (!definition) {
+    // Parsing (not re-validating the graph) fills the schema defaults: timeoutMs, retry, …
+    definition = WorkflowDefinitionSchema.parse(JSON.parse(run.definition));
+    if (definitions.size > 500) definitions.delete(definitions.keys().next().value as string);
+    definitions.set(cacheKey, definition);
+  }
+  return definition;
+}
+
+interface CompletedEntry {
+  output: unknown;
+  next: string[] | null;
+}
+
+function whyNotClaimed(run: StepRunRow, now: number): Decision {
+  switch (run.step_state) {
+    case null:
+      return { action: "poison", why: `execution ${run.execution_id} has no step for this vertex` };
+    case "COMPLETED":
+    case "FAILED":
+    case "SKIPPED":
+      return { action: "ack", why: `step already ${run.step_state}` };
+    case "EXECUTING":
+      return { action: "retry", delayMs: Math.max(1000, (run.lease_until ?? now) - now), why: "lease held by another worker" };
+    case "DISPATCHED":
+      return { action: "retry", delayMs: Math.max(1000, (run.available_at ?? now) - now), why: "not due yet (retry backoff)" };
+  }
+}
+
+/** Extend the lease while `work` runs, fenced: a long Gateway call keeps its step. */
+async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, work: () => Promise<T>): Promise<T> {
+  const every = rt.heartbeatEveryMs ?? Math.max(1000, Math.floor(rt.leaseMs / 3));
+  if (every === null || every <= 0) return work();
+  const timer = setInterval(() => {
+    extendLease(rt.db, fence, rt.now(), rt.leaseMs)
+      .then((ours) => {
+        if (!ours) console.warn("heartbeat fenced out: the step was taken over", JSON.stringify(fence));
+      })
+      .catch((error) => console.error("heartbeat failed", String(error)));
+  }, every);
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function runVertex(rt: StepRuntime, vertex: Vertex | undefined, context: ExpressionContext, fence: Fence, claimed: ClaimedStep): Promise<RunOutcome> {
+  if (!vertex) return { kind: "failed", error: `vertex ${fence.vertexId} is not in the execution's pinned definition` };
+  switch (vertex.type) {
+    case "GATEWAY":
+      return withHeartbeat(rt, fence, () =>
+        runGateway(vertex, context, {
+          env: rt.env,
+          fetch: rt.fetch,
+          now: rt.now,
+          persistedKey: claimed.idempotencyKey,
+          persistKey: (key) => persistIdempotencyKey(rt.db, fence, key, rt.now()),
+        }),
+      );
+    case "TRANSFORM":
+      return runTransform(vertex, context);
+    case "ENTRY_POINT":
+      // Ingress writes the entry COMPLETED; a message for it can only be a stray. Its output is the payload.
+      return { kind: "completed", output: context.payload };
+  }
+}
+
+function retryPolicyOf(vertex: Vertex | undefined): RetryPolicy | null {
+  if (vertex?.type !== "GATEWAY") return null; // only side-effecting calls meet transient failures
+  return vertex.config.retry ?? DEFAULT_RETRY;
+}
+
+const json = (value: unknown): string => JSON.stringify(value ?? null);
+
+export async function runStep(ref: StepRef, rt: StepRuntime): Promise<Decision> {
+  const claimedAt = rt.now();
+  const { claimed, run } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs);
+  if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
+  if (!claimed) return whyNotClaimed(run, claimedAt);
+
+  const fence: Fence = { ...ref, epoch: claimed.epoch };
+  const definition = definitionOf(run);
+  const vertex = vertexOf(definition, ref.vertexId);
+  const completed = JSON.parse(run.completed ?? "{}") as Record<string, CompletedEntry>;
+  const context: ExpressionContext = {
+    payload: JSON.parse(run.payload) as unknown,
+    steps: Object.fromEntries(Object.entries(completed).map(([id, c]) => [id, c.output])),
+    execution: { id: ref.executionId, workflowId: run.workflow_id, trigger: run.trigger_kind },
+  };
+
+  let outcome = await runVertex(rt, vertex, context, fence, claimed);
+  await rt.afterRun?.(fence);
+
+  const now = rt.now();
+  const request = "request" in outcome && outcome.request ? json(outcome.request) : null;
+
+  if (outcome.kind === "retryable") {
+    const policy = retryPolicyOf(vertex);
+    const used = claimed.attempt - claimed.retryBase;
+    if (policy && used < policy.maxAttempts) {
+      const delayMs = retryDelayMs(policy, used, rt.random, outcome.retryAfterMs);
+      const ours = await scheduleRetry(rt.db, fence, {
+        now,
+        availableAt: now + delayMs,
+        error: `attempt ${claimed.attempt}: ${outcome.error}`,
+        request,
+        output: outcome.output === undefined ? null : json(outcome.output),
+      });
+      if (!ours) return { action: "ack", why: "retry fenced out (recorded)" };
+      await sendStepMessages(rt.queue, [ref], delaySeconds(delayMs));
+      return { action: "ack", why: `retry scheduled in ${delayMs} ms` };
+    }
+    outcome = {
+      kind: "failed",
+      error: `gave up after ${used} attempt(s): ${outcome.error}`,
+      ...(outcome.output === undefined ? {} : { output: outcome.output }),
+    };
+  }
+
+  let settle: SettleOutcome;
+  const backfill: Array<{ vertexId: string; nextVertices: string[] }> = [];
+  if (outcome.kind === "completed") {
+    const after: ExpressionContext = { ...context, steps: { ...context.steps, [ref.vertexId]: outcome.output } };
+    try {
+      const nextVertices = await takenSuccessors(definition, ref.vertexId, after);
+      // A COMPLETED step without recorded edges was written by ingress (the entry): record them
+      // now, so the fan-in decisions in this batch can read them.
+      for (const [id, c] of Object.entries(completed)) {
+        if (c.next === null && id !== ref.vertexId) backfill.push({ vertexId: id, nextVertices: await takenSuccessors(definition, id, after) });
+      }
+      settle = { state: "COMPLETED", output: json(outcome.output), nextVertices };
+    } catch (error) {
+      settle = { state: "FAILED", output: json(outcome.output), error: `an edge condition failed: ${error instanceof Error ? error.message : String(error)}` };
+    }
+  } else {
+    settle = { state: "FAILED", error: outcome.error, output: outcome.output === undefined ? null : json(outcome.output) };
+  }
+
+  const result = await settleAndDispatch(rt.db, {
+    fence,
+    now,
+    outcome: settle,
+    request,
+    backfill,
+    descendants: settle.state === "COMPLETED" ? descendantsInOrder(definition, ref.vertexId) : [],
+  });
+  if (!result.settled) {
+    console.warn("late result fenced out and recorded", JSON.stringify({ ...fence, outcome: settle.state }));
+    return { action: "ack", why: "fenced out (recorded)" };
+  }
+  if (settle.state === "FAILED") {
+    console.warn("step failed", JSON.stringify({ ...fence, attempt: claimed.attempt, error: settle.error }));
+  }
+  await sendStepMessages(
+    rt.queue,
+    result.dispatched.map((vertexId) => ({ executionId: ref.executionId, vertexId })),
+  );
+  return { action: "ack", why: `settled ${settle.state}` };
+}

@@ -1,0 +1,56 @@
+/**
+ * What the step engine runs against: the database, the queue, the Worker env (secrets and the
+ * outbound allowlist), outbound fetch, and the clock. Production builds it from `env`
+ * (`defaultRuntime`); tests pass the counting D1 wrapper, a controllable clock or a capturing
+ * queue producer — the store is always the real D1.
+ */
+import type { StepMessage } from "./messages";
+
+export interface StepQueue {
+  send(body: StepMessage, options?: QueueSendOptions): Promise<void>;
+  sendBatch(messages: Iterable<MessageSendRequest<StepMessage>>, options?: QueueSendBatchOptions): Promise<void>;
+}
+
+export interface StepRuntime {
+  db: D1Database;
+  queue: StepQueue;
+  /** Secrets (`{{ secrets.NAME }}`) and `OUTBOUND_ALLOWLIST` are read from here at send time. */
+  env: Env;
+  fetch: typeof fetch;
+  now: () => number;
+  random: () => number;
+  /** How long a claim holds a step before another worker may take it over. */
+  leaseMs: number;
+  /** A DISPATCHED step due for this long without being claimed has lost its message. */
+  overdueMs: number;
+  /** Rows per reaper sweep. */
+  reapLimit: number;
+  /**
+   * Opportunistic reaping after a queue batch, at most this often per isolate (the cron tick is
+   * the guaranteed cadence). `null`: never (tests that control delivery themselves).
+   */
+  reapEveryMs: number | null;
+  /** Fenced lease extension during long calls; default a third of the lease. `0` disables. */
+  heartbeatEveryMs?: number;
+  /** Fault injection for tests: runs after a vertex's side effect, before its settle. */
+  afterRun?: (step: { executionId: string; vertexId: string; epoch: number }) => void | Promise<void>;
+}
+
+export const DEFAULT_LEASE_MS = 30_000;
+export const DEFAULT_OVERDUE_MS = 60_000;
+
+export function defaultRuntime(env: Env, overrides: Partial<StepRuntime> = {}): StepRuntime {
+  return {
+    db: env.DB,
+    queue: env.QUEUE as unknown as StepQueue,
+    env,
+    fetch: (input, init) => fetch(input, init),
+    now: () => Date.now(),
+    random: Math.random,
+    leaseMs: DEFAULT_LEASE_MS,
+    overdueMs: DEFAULT_OVERDUE_MS,
+    reapLimit: 100,
+    reapEveryMs: 30_000,
+    ...overrides,
+  };
+}

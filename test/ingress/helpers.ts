@@ -1,0 +1,64 @@
+/** Test setup for ingress: real workflows in the real store, a counting queue, signing. */
+import { env } from "cloudflare:test";
+import { saveWorkflow, getWorkflow, type StoredWorkflow } from "../../src/definitions/store";
+import { WorkflowDefinition, type WorkflowDefinitionInput } from "../../src/definitions/schema";
+import type { IngressDeps } from "../../src/ingress/start";
+import type { StepMessage } from "../../src/steps/messages";
+import { hmacSha256, toHex } from "../../src/lib/crypto";
+
+let counter = 0;
+/** A fresh id per call: storage is shared by every test of a file. */
+export function unique(prefix: string): string {
+  counter += 1;
+  return `${prefix}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** ENTRY_POINT → one TRANSFORM (no side effects), with entry config overrides. */
+export function transformWorkflow(id: string, entryConfig: Record<string, unknown> = {}, extra: Partial<WorkflowDefinitionInput> = {}): WorkflowDefinitionInput {
+  return {
+    id,
+    vertices: [
+      { id: "received", type: "ENTRY_POINT", config: entryConfig },
+      { id: "shape", type: "TRANSFORM", config: { output: { seen: "= payload" } } },
+    ],
+    edges: [{ from: "received", to: "shape" }],
+    ...extra,
+  };
+}
+
+export async function seedWorkflow(workspace: string, input: WorkflowDefinitionInput, now = Date.now()): Promise<StoredWorkflow> {
+  const definition = WorkflowDefinition.parse(input);
+  await saveWorkflow(env.DB, workspace, definition, now);
+  const stored = await getWorkflow(env.DB, workspace, definition.id);
+  if (!stored) throw new Error("seeded workflow not found");
+  return stored;
+}
+
+/** A queue that forwards to the real binding and records what was sent. */
+export function countingQueue(real: Queue = env.QUEUE) {
+  const sent: StepMessage[] = [];
+  const queue: IngressDeps["queue"] = {
+    sendBatch: async (messages, options?: QueueSendBatchOptions) => {
+      for (const m of messages) sent.push(m.body as StepMessage);
+      return real.sendBatch(messages as Iterable<MessageSendRequest>, options);
+    },
+  };
+  return { queue, sent };
+}
+
+export function jsonRequest(url: string, body: unknown, init: { token?: string; headers?: Record<string, string>; raw?: string } = {}): Request {
+  const headers: Record<string, string> = { "content-type": "application/json", ...(init.headers ?? {}) };
+  if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
+  return new Request(url, { method: "POST", headers, body: init.raw ?? JSON.stringify(body) });
+}
+
+export async function sign(secret: string, timestamp: string, raw: string): Promise<string> {
+  return toHex(await hmacSha256(secret, `${timestamp}.${raw}`));
+}
+
+export async function countRows(sql: string, ...params: unknown[]): Promise<number> {
+  const row = await env.DB.prepare(sql).bind(...params).first<{ n: number }>();
+  return row?.n ?? 0;
+}
+
+export const BASE = "http://idemflow.test";

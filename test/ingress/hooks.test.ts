@@ -1,0 +1,94 @@
+import { env, SELF } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
+
+const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", toleranceSeconds: 300 } } };
+
+function hook(workflowId: string, raw: string, headers: Record<string, string>, workspace = "dev") {
+  return SELF.fetch(new Request(`${BASE}/hooks/${workspace}/${workflowId}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }));
+}
+
+async function signedHeaders(raw: string, timestamp = Math.floor(Date.now() / 1000).toString(), secret = env.WEBHOOK_SECRET) {
+  return { "x-idemflow-timestamp": timestamp, "x-idemflow-signature": await sign(secret, timestamp, raw) };
+}
+
+const rowsOf = async (workflowId: string) =>
+  (await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", workflowId)) +
+  (await countRows("SELECT count(*) AS n FROM execution_identities WHERE workflow_id = ?", workflowId));
+
+describe("POST /hooks/:workspaceId/:workflowId", () => {
+  it("accepts a valid signature with 202, and dedupes a resend with 200", async () => {
+    const id = unique("hook");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = '{"event":"paid","id":"evt_1"}';
+    const res = await hook(id, raw, await signedHeaders(raw));
+    expect(res.status).toBe(202);
+    const body = await res.json<{ executionId: string; identity: string; deduplicated: boolean }>();
+    expect(body).toMatchObject({ identity: "content", deduplicated: false });
+    const again = await hook(id, raw, await signedHeaders(raw));
+    expect(again.status).toBe(200);
+    expect((await again.json<{ executionId: string }>()).executionId).toBe(body.executionId);
+  });
+
+  it("accepts the sha256= prefixed form and custom header names", async () => {
+    const id = unique("hookcustom");
+    await seedWorkflow("dev", transformWorkflow(id, { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", header: "x-sig", timestampHeader: "x-ts" } } }));
+    const raw = '{"a":1}';
+    const ts = Math.floor(Date.now() / 1000).toString();
+    const res = await hook(id, raw, { "x-ts": ts, "x-sig": `sha256=${await sign(env.WEBHOOK_SECRET, ts, raw)}` });
+    expect(res.status).toBe(202);
+  });
+
+  it("rejects a wrong signature, a replayed old timestamp and a missing header with 401, recording nothing", async () => {
+    const id = unique("hookbad");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = '{"event":"paid"}';
+    const cases: Array<[string, Record<string, string>]> = [
+      ["webhook-signature-invalid", await signedHeaders(raw, undefined, "whsec_wrong")],
+      ["webhook-signature-invalid", await signedHeaders('{"event":"tampered"}')],
+      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 - 301).toString())],
+      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 + 301).toString())],
+      ["webhook-signature-missing", { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString() }],
+      ["webhook-signature-missing", { "x-idemflow-signature": (await signedHeaders(raw))["x-idemflow-signature"] }],
+    ];
+    for (const [code, headers] of cases) {
+      const res = await hook(id, raw, headers);
+      expect(res.status, code).toBe(401);
+      expect((await res.json<{ code: string }>()).code).toBe(code);
+    }
+    // A captured delivery re-sent with a fresh timestamp but the old signature does not verify.
+    const old = Math.floor(Date.now() / 1000 - 1000).toString();
+    const replayed = await hook(id, raw, { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString(), "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, old, raw) });
+    expect(replayed.status).toBe(401);
+    expect(await rowsOf(id)).toBe(0);
+  });
+
+  it("checks the signature before parsing: a signed malformed body is 400, an unsigned one 401", async () => {
+    const id = unique("hookparse");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = '{"a":';
+    expect((await hook(id, raw, { "x-idemflow-timestamp": "1", "x-idemflow-signature": "00" })).status).toBe(401);
+    expect((await hook(id, raw, await signedHeaders(raw))).status).toBe(400);
+    expect(await rowsOf(id)).toBe(0);
+  });
+
+  it("has no public hook for an entry point without a signature config, nor for another workspace's workflow", async () => {
+    const id = unique("nohook");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const raw = "{}";
+    const res = await hook(id, raw, await signedHeaders(raw));
+    expect(res.status).toBe(404);
+    expect((await res.json<{ code: string }>()).code).toBe("hook-not-found");
+    const signedId = unique("hookws");
+    await seedWorkflow("dev", transformWorkflow(signedId, SIGNED));
+    expect((await hook(signedId, raw, await signedHeaders(raw), "other")).status).toBe(404);
+    expect(await rowsOf(id)).toBe(0);
+  });
+
+  it("never echoes the secret in a response", async () => {
+    const id = unique("hooksecret");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const res = await hook(id, "{}", { "x-idemflow-timestamp": "1", "x-idemflow-signature": "00" });
+    expect(await res.text()).not.toContain(env.WEBHOOK_SECRET);
+  });
+});

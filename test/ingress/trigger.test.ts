@@ -1,0 +1,281 @@
+import { env, SELF } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { BASE, countRows, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
+
+const trigger = (workflowId: string, body: unknown, opts: { token?: string; query?: string; raw?: string; headers?: Record<string, string> } = {}) =>
+  SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger${opts.query ?? ""}`, body, { token: opts.token ?? "dev-token", raw: opts.raw, headers: opts.headers }));
+
+const executionsOf = (workflowId: string, workspace = "dev") =>
+  countRows("SELECT count(*) AS n FROM executions WHERE workspace = ? AND workflow_id = ?", workspace, workflowId);
+
+describe("POST /v1/workflows/:id/trigger", () => {
+  it("starts exactly one execution for 50 truly concurrent identical triggers, and shows the 49 duplicates", async () => {
+    const id = unique("race");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const responses = await Promise.all(Array.from({ length: 50 }, () => trigger(id, { order: { id: "A-1" } })));
+    const bodies = await Promise.all(responses.map((r) => r.json<{ executionId: string; deduplicated: boolean; identity: string; status: string }>()));
+
+    expect(responses.filter((r) => r.status === 202)).toHaveLength(1);
+    expect(responses.filter((r) => r.status === 200)).toHaveLength(49);
+    expect(bodies.filter((b) => b.deduplicated)).toHaveLength(49);
+    expect(new Set(bodies.map((b) => b.executionId)).size).toBe(1);
+    for (const b of bodies) expect(Object.keys(b).sort()).toEqual(["deduplicated", "executionId", "identity", "status"]);
+    expect(bodies[0]!.identity).toBe("content");
+
+    expect(await executionsOf(id)).toBe(1);
+    const executionId = bodies[0]!.executionId;
+    // One set of first steps: the entry and its one successor, once each.
+    expect(await countRows("SELECT count(*) AS n FROM steps WHERE execution_id = ?", executionId)).toBe(2);
+    const row = await env.DB.prepare("SELECT duplicate_deliveries, last_duplicate_at FROM executions WHERE id = ?").bind(executionId).first<{ duplicate_deliveries: number; last_duplicate_at: number }>();
+    expect(row?.duplicate_deliveries).toBe(49);
+    expect(row?.last_duplicate_at).toBeGreaterThan(0);
+  });
+
+  it("answers a duplicate with 200, the same executionId, its current status and deduplicated: true", async () => {
+    const id = unique("dup");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const first = await trigger(id, { a: 1 });
+    expect(first.status).toBe(202);
+    const created = await first.json<{ executionId: string; deduplicated: boolean; status: string }>();
+    expect(created).toMatchObject({ deduplicated: false, status: "RUNNING", identity: "content" });
+    expect(first.headers.get("location")).toBe(`/v1/executions/${created.executionId}`);
+
+    const again = await trigger(id, { a: 1 });
+    expect(again.status).toBe(200);
+    const status = (await env.DB.prepare("SELECT status FROM executions WHERE id = ?").bind(created.executionId).first<{ status: string }>())!.status;
+    expect(await again.json()).toEqual({ executionId: created.executionId, deduplicated: true, identity: "content", status });
+  });
+
+  it("treats JSON bodies that differ only in key order and whitespace as one execution", async () => {
+    const id = unique("jcs");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const a = await (await trigger(id, null, { raw: '{"a":1,"b":2}' })).json<{ executionId: string }>();
+    const b = await trigger(id, null, { raw: '{ "b": 2,\n  "a": 1 }' });
+    expect(b.status).toBe(200);
+    expect((await b.json<{ executionId: string }>()).executionId).toBe(a.executionId);
+    expect(await executionsOf(id)).toBe(1);
+  });
+
+  it("uses the identity hash as the execution id, so the id is stable across deployments", async () => {
+    const id = unique("stable");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const body = await (await trigger(id, { x: 1 })).json<{ executionId: string }>();
+    expect(body.executionId).toMatch(/^[0-9a-f]{64}$/);
+    const identity = await env.DB.prepare("SELECT identity FROM executions WHERE id = ?").bind(body.executionId).first<{ identity: string }>();
+    expect(identity?.identity).toBe(body.executionId);
+  });
+
+  it("with idempotencyFields, merges bodies that differ elsewhere and splits different ids", async () => {
+    const id = unique("fields");
+    await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: "order.id" }));
+    const first = await (await trigger(id, { order: { id: "A-1", total: 10 }, note: "first" })).json<{ executionId: string; identity: string }>();
+    expect(first.identity).toBe("fields");
+    const same = await trigger(id, { order: { id: "A-1", total: 99 }, note: "retry with drift" });
+    expect(same.status).toBe(200);
+    expect((await same.json<{ executionId: string }>()).executionId).toBe(first.executionId);
+    const other = await trigger(id, { order: { id: "A-2", total: 10 }, note: "first" });
+    expect(other.status).toBe(202);
+    expect((await other.json<{ executionId: string }>()).executionId).not.toBe(first.executionId);
+    expect(await executionsOf(id)).toBe(2);
+  });
+
+  it("selects several idempotencyFields in any listed order", async () => {
+    const id = unique("fields2");
+    await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: ["customer", "order.id"] }));
+    const a = await (await trigger(id, { customer: "c1", order: { id: 7 } })).json<{ executionId: string }>();
+    const b = await trigger(id, { order: { id: 7, extra: true }, customer: "c1" });
+    expect((await b.json<{ executionId: string }>()).executionId).toBe(a.executionId);
+    expect((await trigger(id, { customer: "c2", order: { id: 7 } })).status).toBe(202);
+  });
+
+  it("rejects a payload lacking a selected field with 422 naming the field, and writes nothing", async () => {
+    const id = unique("missing");
+    await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: ["order.id", "customer"] }));
+    const res = await trigger(id, { order: { total: 10 }, customer: "c1" });
+    expect(res.status).toBe(422);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    const problem = await res.json<{ code: string; detail: string; fields: string[] }>();
+    expect(problem.code).toBe("idempotency-field-missing");
+    expect(problem.fields).toEqual(["order.id"]);
+    expect(problem.detail).toContain("order.id");
+    // null would collapse every such delivery into one shared identity: also missing.
+    expect((await trigger(id, { order: { id: null }, customer: "c1" })).status).toBe(422);
+    expect(await executionsOf(id)).toBe(0);
+  });
+
+  it("answers 415 when fields must be selected from a body that is not JSON", async () => {
+    const id = unique("nonjson");
+    await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: "order.id" }));
+    const res = await trigger(id, null, { raw: "order=1", headers: { "content-type": "application/x-www-form-urlencoded" } });
+    expect(res.status).toBe(415);
+    expect((await res.json<{ code: string }>()).code).toBe("idempotency-fields-need-json");
+    expect(await executionsOf(id)).toBe(0);
+  });
+
+  it("dedupes non-JSON bodies on their raw bytes", async () => {
+    const id = unique("bytes");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const headers = { "content-type": "text/plain" };
+    const a = await trigger(id, null, { raw: "hello", headers });
+    expect(a.status).toBe(202);
+    expect((await trigger(id, null, { raw: "hello", headers })).status).toBe(200);
+    expect((await trigger(id, null, { raw: "hello ", headers })).status).toBe(202);
+    // A JSON string with the same text is a different identity from the raw bytes.
+    expect((await trigger(id, "hello")).status).toBe(202);
+  });
+
+  it("lets clientIdempotencyId win over idempotencyFields and the payload", async () => {
+    const id = unique("client");
+    await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: "order.id" }));
+    const a = await trigger(id, { order: { id: "A-1" } }, { query: "?clientIdempotencyId=key-1" });
+    const created = await a.json<{ executionId: string; identity: string }>();
+    expect(a.status).toBe(202);
+    expect(created.identity).toBe("client");
+    // Different fields, different body, even no field at all: the client's id decides.
+    const b = await trigger(id, { something: "else" }, { query: "?clientIdempotencyId=key-1" });
+    expect(b.status).toBe(200);
+    expect((await b.json<{ executionId: string }>()).executionId).toBe(created.executionId);
+    const c = await trigger(id, { order: { id: "A-1" } }, { query: "?clientIdempotencyId=key-2" });
+    expect(c.status).toBe(202);
+    expect((await trigger(id, {}, { query: `?clientIdempotencyId=${"x".repeat(256)}` })).status).toBe(400);
+  });
+
+  it("keeps the same identity in two workspaces apart", async () => {
+    const id = unique("ws");
+    await seedWorkflow("dev", transformWorkflow(id));
+    await seedWorkflow("other", transformWorkflow(id));
+    const a = await trigger(id, { same: true }, { token: "dev-token" });
+    const b = await trigger(id, { same: true }, { token: "other-token" });
+    expect(a.status).toBe(202);
+    expect(b.status).toBe(202);
+    const [ea, eb] = [await a.json<{ executionId: string }>(), await b.json<{ executionId: string }>()];
+    expect(ea.executionId).not.toBe(eb.executionId);
+  });
+
+  it("refuses forceNewExecution on a production trigger with 400, whatever its value", async () => {
+    const id = unique("force");
+    await seedWorkflow("dev", transformWorkflow(id));
+    for (const query of ["?forceNewExecution=true", "?forceNewExecution=false", "?forceNewExecution"]) {
+      const res = await trigger(id, { a: 1 }, { query });
+      expect(res.status).toBe(400);
+      expect((await res.json<{ code: string }>()).code).toBe("force-new-execution-not-allowed");
+    }
+    expect(await executionsOf(id)).toBe(0);
+  });
+
+  it("answers 400 for malformed JSON and 413 over the entry point's limit, writing nothing", async () => {
+    const id = unique("limits");
+    await seedWorkflow("dev", transformWorkflow(id, { maxPayloadBytes: 64 }));
+    const bad = await trigger(id, null, { raw: '{"a":' });
+    expect(bad.status).toBe(400);
+    expect((await bad.json<{ code: string }>()).code).toBe("malformed-json");
+    const big = await trigger(id, { blob: "x".repeat(100) });
+    expect(big.status).toBe(413);
+    expect((await big.json<{ code: string }>()).code).toBe("payload-too-large");
+    expect(await executionsOf(id)).toBe(0);
+  });
+
+  it("applies the default 1 MiB limit, and accepts a payload just under it", async () => {
+    const id = unique("mib");
+    await seedWorkflow("dev", transformWorkflow(id, {}, { edges: [{ from: "received", to: "shape", when: "= false" }] }));
+    const res = await trigger(id, { blob: "x".repeat(1024 * 1024) });
+    expect(res.status).toBe(413);
+    const under = await trigger(id, { blob: "y".repeat(1024 * 1024 - 100) });
+    expect(under.status).toBe(202);
+  });
+
+  it("needs a bearer token, and another workspace's workflow is 404", async () => {
+    const id = unique("auth");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const anonymous = await SELF.fetch(new Request(`${BASE}/v1/workflows/${id}/trigger`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } }));
+    expect(anonymous.status).toBe(401);
+    expect((await trigger(id, {}, { token: "other-token" })).status).toBe(404);
+  });
+
+  it("completes the execution at once when every successor is skipped", async () => {
+    const id = unique("skip");
+    await seedWorkflow("dev", transformWorkflow(id, {}, { edges: [{ from: "received", to: "shape", when: "= payload.go = true" }] }));
+    const res = await trigger(id, { go: false });
+    const body = await res.json<{ executionId: string; status: string }>();
+    expect(body.status).toBe("COMPLETED");
+    const steps = await env.DB.prepare("SELECT vertex_id, state, epoch, attempt, output FROM steps WHERE execution_id = ? ORDER BY vertex_id").bind(body.executionId).all();
+    expect(steps.results).toEqual([
+      { vertex_id: "received", state: "COMPLETED", epoch: 0, attempt: 0, output: JSON.stringify({ go: false }) },
+      { vertex_id: "shape", state: "SKIPPED", epoch: 0, attempt: 0, output: null },
+    ]);
+  });
+});
+
+describe("POST /v1/workflows/:id/trigger with an Idempotency-Key header", () => {
+  it("replays the first answer for a retry with the same key, and refuses the key with another body", async () => {
+    const id = unique("idemkey");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const key = unique("key");
+    const first = await trigger(id, { n: 1 }, { headers: { "idempotency-key": key } });
+    expect(first.status).toBe(202);
+    const body = await first.json<{ executionId: string }>();
+    const retry = await trigger(id, { n: 1 }, { headers: { "idempotency-key": key } });
+    expect(retry.status).toBe(202);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect((await retry.json<{ executionId: string }>()).executionId).toBe(body.executionId);
+    const mismatch = await trigger(id, { n: 2 }, { headers: { "idempotency-key": key } });
+    expect(mismatch.status).toBe(422);
+    expect(await executionsOf(id)).toBe(1);
+  });
+});
+
+describe("POST /v1/workflows/:id/test-runs", () => {
+  const testRun = (workflowId: string, body: unknown, query = "", headers: Record<string, string> = {}) =>
+    SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/test-runs${query}`, body, { token: "dev-token", headers }));
+
+  it("starts a new execution every time by default (forced identity)", async () => {
+    const id = unique("test");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const a = await testRun(id, { a: 1 });
+    const b = await testRun(id, { a: 1 });
+    expect([a.status, b.status]).toEqual([202, 202]);
+    const [ea, eb] = [await a.json<{ executionId: string; identity: string }>(), await b.json<{ executionId: string }>()];
+    expect(ea.identity).toBe("forced");
+    expect(ea.executionId).not.toBe(eb.executionId);
+    expect(await executionsOf(id)).toBe(2);
+  });
+
+  it("dedupes with forceNewExecution=false, but never against a production trigger", async () => {
+    const id = unique("testdedupe");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const production = await (await trigger(id, { a: 1 })).json<{ executionId: string }>();
+    const first = await testRun(id, { a: 1 }, "?forceNewExecution=false");
+    expect(first.status).toBe(202);
+    const firstBody = await first.json<{ executionId: string; identity: string }>();
+    expect(firstBody.identity).toBe("content");
+    expect(firstBody.executionId).not.toBe(production.executionId);
+    const second = await testRun(id, { a: 1 }, "?forceNewExecution=false");
+    expect(second.status).toBe(200);
+    expect((await second.json<{ executionId: string }>()).executionId).toBe(firstBody.executionId);
+    expect((await testRun(id, { a: 1 }, "?forceNewExecution=maybe")).status).toBe(400);
+  });
+
+  it("with Prefer: wait=N waits for the steps to run on the queue and returns the finished trace", async () => {
+    const id = unique("waitrun");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const res = await testRun(id, { hello: "world" }, "", { prefer: "wait=10" });
+    expect(res.status).toBe(200);
+    const trace = await res.json<{ status: string; steps: Array<{ vertexId: string; state: string; output: unknown }> }>();
+    expect(trace.status).toBe("COMPLETED");
+    expect(trace.steps.find((s) => s.vertexId === "shape")).toMatchObject({ state: "COMPLETED", output: { seen: { hello: "world" } } });
+  });
+
+  it("with Prefer: wait=N returns the finished trace", async () => {
+    const id = unique("wait");
+    await seedWorkflow("dev", transformWorkflow(id, {}, { edges: [{ from: "received", to: "shape", when: "= false" }] }));
+    const res = await testRun(id, { a: 1 }, "", { prefer: "wait=5" });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("preference-applied")).toBe("wait=5");
+    const trace = await res.json<{ status: string; identity: string; deduplicated: boolean; steps: Array<{ vertexId: string; state: string }> }>();
+    expect(trace).toMatchObject({ status: "COMPLETED", identity: "forced", deduplicated: false });
+    expect(trace.steps.map((s) => [s.vertexId, s.state])).toEqual([
+      ["received", "COMPLETED"],
+      ["shape", "SKIPPED"],
+    ]);
+  });
+});

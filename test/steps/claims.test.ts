@@ -1,0 +1,172 @@
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { claimAndLoad, extendLease, settleAndDispatch } from "../../src/ledger/steps";
+import { countingD1 } from "../helpers/counting-d1";
+import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+
+const WS = "steps-claims";
+
+describe("a step's happy path", () => {
+  it("runs entry → Gateway → TRANSFORM to COMPLETED, sending the business-derived key", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "A-1001", total: 42 } });
+    await h.drain();
+    const steps = await stepsOf(id);
+    expect(steps.charge!.state).toBe("COMPLETED");
+    expect(steps.charge!.idempotency_key).toMatch(/^charge-[A-Za-z0-9_-]{43}$/);
+    expect(steps.done!.state).toBe("COMPLETED");
+    expect(JSON.parse(steps.done!.output!)).toEqual({ charged: "ch_1" });
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(h.dest.effects).toHaveLength(1);
+    expect(h.dest.keysSent("/payments/charges")).toEqual([steps.charge!.idempotency_key]);
+    // The secret was resolved for the destination only.
+    expect(h.dest.requests[0]!.headers.authorization).toBe(`Bearer ${env.PAYMENTS_KEY}`);
+  });
+});
+
+describe("claims", () => {
+  it("cost one round trip (claim + context), and settle-and-dispatch one batch", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({ db: counting.db });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "B-1", total: 1 } });
+    const [first] = h.queue.take();
+    // The TRANSFORM step: no key to persist, so the whole step is claim + settle.
+    counting.reset();
+    await h.deliver([first!.body]); // charge: claim batch, persist key, settle batch
+    const chargeCalls = counting.calls.map((c) => c.kind);
+    expect(chargeCalls).toEqual(["batch", "statement", "batch"]);
+    const [next] = h.queue.take();
+    counting.reset();
+    await h.deliver([next!.body]); // done (TRANSFORM)
+    expect(counting.roundTrips()).toBe(2);
+    expect(counting.calls[0]!.sql.filter((s) => s.trimStart().startsWith("UPDATE steps"))).toHaveLength(1); // the claim is ONE statement
+    expect(await executionStatus(id)).toBe("COMPLETED");
+  });
+
+  it("a duplicate delivery of a completed step is acked after one round trip and runs nothing", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({ db: counting.db });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "C-1", total: 1 } });
+    await h.drain();
+    counting.reset();
+    const result = await h.deliver([{ executionId: id, vertexId: "charge" }]);
+    expect(counting.roundTrips()).toBe(1);
+    expect(result.explicitAcks).toHaveLength(1);
+    expect(h.dest.requests).toHaveLength(1);
+  });
+
+  it("two consumers racing for one step: exactly one runs the vertex", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "D-1", total: 5 } });
+    const [msg] = h.queue.take();
+    // Ten deliveries of the same message, concurrently, as ten consumers would get them.
+    const results = await Promise.all(Array.from({ length: 10 }, () => h.deliver([msg!.body])));
+    expect(h.dest.requests).toHaveLength(1);
+    const acked = results.filter((r) => r.explicitAcks.length === 1).length;
+    const retried = results.filter((r) => r.retryMessages.length === 1).length;
+    expect(acked + retried).toBe(10);
+    const steps = await stepsOf(id);
+    expect(steps.charge!.epoch).toBe(1);
+    expect(steps.charge!.attempt).toBe(1);
+  });
+
+  it("a claim while another worker's lease is live is retried no sooner than the lease ends", async () => {
+    const h = harness({ leaseMs: 45_000 });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "E-1", total: 5 } });
+    const claim = await claimAndLoad(env.DB, { executionId: id, vertexId: "charge" }, h.clock.now(), 45_000);
+    expect(claim.claimed?.epoch).toBe(1);
+    h.clock.advance(10_000);
+    const result = await h.deliver([{ executionId: id, vertexId: "charge" }]);
+    expect(result.retryDelays[0]).toBeGreaterThanOrEqual(35);
+    expect(h.dest.requests).toHaveLength(0);
+  });
+
+  it("a worker whose lease was taken over finishes late: its completion is fenced out and recorded; the result is the new owner's", async () => {
+    const h = harness({ leaseMs: 1_000 });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "F-1", total: 5 } });
+    const ref = { executionId: id, vertexId: "charge" };
+    // Worker 1 claims, then stalls past its lease.
+    const stale = await claimAndLoad(env.DB, ref, h.clock.now(), 1_000);
+    h.clock.advance(5_000);
+    // Worker 2 takes over and completes the step.
+    await h.deliver([ref]);
+    expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
+    // Worker 1 wakes up and tries to settle its own result.
+    const late = await settleAndDispatch(env.DB, {
+      fence: { ...ref, epoch: stale.claimed!.epoch },
+      now: h.clock.now(),
+      outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "zombie" }), nextVertices: ["done"] },
+      request: null,
+      backfill: [],
+      descendants: [],
+    });
+    expect(late.settled).toBe(false);
+    const steps = await stepsOf(id);
+    expect(steps.charge!.epoch).toBe(2);
+    expect(JSON.parse(steps.charge!.output!).body).not.toBe("zombie");
+    const events = await env.DB.prepare("SELECT type, epoch FROM step_events WHERE execution_id = ?1 AND vertex_id = 'charge' ORDER BY id")
+      .bind(id)
+      .all<{ type: string; epoch: number }>();
+    expect(events.results).toEqual([
+      { type: "lease_expired", epoch: 1 },
+      { type: "fenced_out", epoch: 1 },
+    ]);
+  });
+
+  it("the heartbeat extends a live lease and is fenced: a stale epoch cannot extend it", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "G-1", total: 5 } });
+    const ref = { executionId: id, vertexId: "charge" };
+    const first = await claimAndLoad(env.DB, ref, h.clock.now(), 1_000);
+    expect(await extendLease(env.DB, { ...ref, epoch: first.claimed!.epoch }, h.clock.now() + 500, 1_000)).toBe(true);
+    h.clock.advance(5_000);
+    const second = await claimAndLoad(env.DB, ref, h.clock.now(), 1_000);
+    expect(second.claimed!.epoch).toBe(2);
+    expect(await extendLease(env.DB, { ...ref, epoch: first.claimed!.epoch }, h.clock.now(), 60_000)).toBe(false);
+  });
+
+  it("crash after the destination call and before settle: the re-run after lease expiry sends the SAME key and the destination charges once", async () => {
+    let crash = true;
+    const h = harness({
+      leaseMs: 2_000,
+      afterRun: () => {
+        if (crash) {
+          crash = false;
+          throw new Error("worker died after the side effect");
+        }
+      },
+    });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "H-1", total: 99 } });
+    const [msg] = h.queue.take();
+    const crashed = await h.deliver([msg!.body]);
+    expect(crashed.retryDelays[0]).toBeGreaterThanOrEqual(2);
+    expect((await stepsOf(id)).charge!.state).toBe("EXECUTING");
+    h.clock.advance(2_000);
+    await h.deliver([msg!.body]);
+    await h.drain();
+    const steps = await stepsOf(id);
+    expect(steps.charge!.state).toBe("COMPLETED");
+    expect(steps.charge!.attempt).toBe(2);
+    const keys = h.dest.keysSent("/payments/charges");
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).toBe(keys[1]);
+    expect(h.dest.effects).toHaveLength(1); // the ledger replayed the second call
+    expect(JSON.parse(steps.charge!.output!).headers["idempotent-replayed"]).toBe("true");
+    expect(await executionStatus(id)).toBe("COMPLETED");
+  });
+
+  it("poison messages (malformed body, unknown execution) are acked, never retried", async () => {
+    const h = harness();
+    const result = await h.deliver([{ nope: true }, "garbage", { executionId: "does-not-exist", vertexId: "x" }]);
+    expect(result.explicitAcks).toHaveLength(3);
+    expect(result.retryMessages).toHaveLength(0);
+  });
+});

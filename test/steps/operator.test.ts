@@ -1,0 +1,145 @@
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { app } from "../../src/app";
+import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
+
+const WS = "dev"; // dev-token's workspace
+
+async function api(h: Harness, method: string, path: string, init: { token?: string; key?: string } = {}) {
+  const headers: Record<string, string> = { authorization: `Bearer ${init.token ?? "dev-token"}` };
+  if (init.key) headers["idempotency-key"] = init.key;
+  const ctx = createExecutionContext();
+  // The real app, with the step queue swapped for the harness's (the test delivers the messages).
+  const response = await app.fetch(new Request(`http://idemflow.test${path}`, { method, headers }), { ...env, QUEUE: h.queue }, ctx);
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+async function failedCharge(h: Harness) {
+  const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+  const id = await h.start(wf, { order: { id: unique("O"), total: 12 } });
+  h.dest.fault("/payments/charges", 500, 3);
+  await h.drain();
+  expect((await stepsOf(id)).charge!.state).toBe("FAILED");
+  expect(await executionStatus(id)).toBe("FAILED");
+  return { wf, id };
+}
+
+describe("operator retry", () => {
+  it("re-runs a FAILED step with its persisted key; the attempt count continues", async () => {
+    const h = harness();
+    const { id } = await failedCharge(h);
+    const res = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") });
+    expect(res.status).toBe(202);
+    expect(await executionStatus(id)).toBe("RUNNING");
+    await h.drain();
+    const steps = await stepsOf(id);
+    expect(steps.charge!.state).toBe("COMPLETED");
+    expect(steps.charge!.attempt).toBe(4);
+    const keys = h.dest.keysSent("/payments/charges");
+    expect(keys).toHaveLength(4);
+    expect(new Set(keys).size).toBe(1);
+    expect(keys[0]).toBe(steps.charge!.idempotency_key);
+    expect(steps.done!.state).toBe("COMPLETED");
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    const trace = (await (await api(h, "GET", `/v1/executions/${id}`)).json()) as { steps: Array<{ vertexId: string; events: Array<{ type: string }> }> };
+    expect(trace.steps.find((s) => s.vertexId === "charge")!.events.map((e) => e.type)).toEqual([
+      "attempt_failed",
+      "attempt_failed",
+      "operator_retry",
+    ]);
+  });
+
+  it("requires an Idempotency-Key, and a repeated request with the same key retries once", async () => {
+    const h = harness();
+    const { id } = await failedCharge(h);
+    const missing = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`);
+    expect(missing.status).toBe(400);
+    expect((await stepsOf(id)).charge!.state).toBe("FAILED");
+    const key = unique("op");
+    const [a, b] = [await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key }), await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key })];
+    expect(a.status).toBe(202);
+    expect(b.status).toBe(202);
+    expect(b.headers.get("idempotent-replayed")).toBe("true");
+    expect(h.queue.pending).toHaveLength(1);
+  });
+
+  it("answers 409 for a step that is not FAILED and 404 for another workspace's execution", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: unique("O"), total: 1 } });
+    await h.drain();
+    const notFailed = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") });
+    expect(notFailed.status).toBe(409);
+    expect(((await notFailed.json()) as { code: string }).code).toBe("step-not-failed");
+    const other = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
+    expect(other.status).toBe(404);
+    expect((await api(h, "GET", `/v1/executions/${id}`, { token: "other-token" })).status).toBe(404);
+    expect((await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op"), token: "other-token" })).status).toBe(404);
+  });
+});
+
+describe("start over", () => {
+  it("creates a new linked execution whose Gateway keys equal the old ones, so the destination charges once", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: unique("O"), total: 77 } });
+    await h.drain();
+    const res = await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
+    expect(res.status).toBe(202);
+    const body = (await res.json()) as { executionId: string; startedOverFrom: string; identity: string };
+    expect(body.executionId).not.toBe(id);
+    expect(body.startedOverFrom).toBe(id);
+    await h.drain();
+    const [before, after] = [await stepsOf(id), await stepsOf(body.executionId)];
+    expect(after.charge!.idempotency_key).toBe(before.charge!.idempotency_key);
+    expect(after.charge!.state).toBe("COMPLETED");
+    expect(h.dest.effects).toHaveLength(1);
+    const trace = (await (await api(h, "GET", `/v1/executions/${body.executionId}`)).json()) as { startedOverFrom: string; trigger: string };
+    expect(trace.startedOverFrom).toBe(id);
+    expect(trace.trigger).toBe("start_over");
+  });
+});
+
+describe("reading executions", () => {
+  it("the trace shows every step with state, attempts, epoch, key, redacted request and output", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "T-1", total: 5 } });
+    await h.drain();
+    const res = await api(h, "GET", `/v1/executions/${id}`);
+    expect(res.status).toBe(200);
+    const trace = (await res.json()) as Record<string, unknown> & { steps: Array<Record<string, unknown>> };
+    expect(trace).toMatchObject({ executionId: id, workflowId: wf.workflowId, version: wf.version, status: "COMPLETED", startedOverFrom: null });
+    expect(trace.steps.map((s) => s.vertexId)).toEqual(["received", "charge", "done"]);
+    const charge = trace.steps[1]!;
+    expect(charge).toMatchObject({ state: "COMPLETED", attempt: 1, epoch: 1, events: [] });
+    expect(charge.idempotencyKey).toMatch(/^charge-/);
+    expect((charge.request as { headers: Record<string, string> }).headers.Authorization).toBe("Bearer [redacted]");
+    expect((charge.output as { status: number; idempotencyKey: string }).status).toBe(201);
+    expect((await api(h, "GET", `/v1/executions/nope`)).status).toBe(404);
+  });
+
+  it("lists executions newest first with filters and a cursor", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    for (let i = 0; i < 3; i++) await h.start(wf, { order: { id: unique("L"), total: i } });
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res = await api(h, "GET", `/v1/executions?workflowId=${wf.workflowId}&status=RUNNING&limit=2${cursor ? `&cursor=${cursor}` : ""}`);
+      expect(res.status).toBe(200);
+      const page = (await res.json()) as { items: Array<{ executionId: string; status: string }>; nextCursor: string | null };
+      for (const item of page.items) {
+        expect(item.status).toBe("RUNNING");
+        seen.push(item.executionId);
+      }
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(new Set(seen).size).toBe(3);
+    expect((await api(h, "GET", `/v1/executions?status=BOGUS`)).status).toBe(400);
+    expect((await api(h, "GET", `/v1/executions?cursor=%%%`)).status).toBe(400);
+    const other = (await (await api(h, "GET", `/v1/executions?workflowId=${wf.workflowId}`, { token: "other-token" })).json()) as { items: unknown[] };
+    expect(other.items).toEqual([]);
+  });
+});
