@@ -4,7 +4,7 @@
  */
 import { Hono } from "hono";
 import type { AppEnv } from "./http/auth";
-import { ProblemError, problemResponse, problems } from "./http/problem";
+import { ProblemError, problemResponse, problems } from "./lib/problem";
 import { workflowRoutes } from "./http/routes/workflows";
 import { triggerRoutes } from "./http/routes/triggers";
 import { hookRoutes } from "./http/routes/hooks";

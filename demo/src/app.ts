@@ -13,7 +13,7 @@
  *   GET  /faults · DELETE /faults   list · disarm all
  */
 import { Hono } from "hono";
-import { ProblemError, problemResponse, problems } from "../../src/http/problem";
+import { ProblemError, problemResponse, problems } from "../../src/lib/problem";
 import type { DemoAppEnv, DemoOptions } from "./env";
 import { faultRoutes } from "./faults";
 import { legacyRoutes } from "./legacy";

@@ -9,7 +9,7 @@
  * chain finish (work + ledger completion) and only then swaps the answer.
  */
 import { Hono, type MiddlewareHandler } from "hono";
-import { ProblemError, problemResponse } from "../../src/http/problem";
+import { ProblemError, problemResponse } from "../../src/lib/problem";
 import type { DemoAppEnv, DemoEnv, DemoOptions } from "./env";
 import { armFault, disarmFaults, fireFault, listFaults } from "./store";
 import { readJsonObject } from "./json";

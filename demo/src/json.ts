@@ -1,5 +1,5 @@
 /** Reading a JSON object body for the demo routes, with problem+json answers for bad input. */
-import { ProblemError, problems } from "../../src/http/problem";
+import { ProblemError, problems } from "../../src/lib/problem";
 
 const MAX_BODY_BYTES = 64 * 1024;
 

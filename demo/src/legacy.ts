@@ -5,7 +5,7 @@
  * Workflows protect it with read-verify-write plus 409-as-processed (workflows/legacy-sync.json).
  */
 import { Hono } from "hono";
-import { ProblemError } from "../../src/http/problem";
+import { ProblemError } from "../../src/lib/problem";
 import type { DemoAppEnv, DemoOptions } from "./env";
 import { afterCommitFaults } from "./faults";
 import { identifierOf, readJsonObject } from "./json";

@@ -6,7 +6,7 @@
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import { idempotency, parseIdempotencyKey } from "../../src/http/idempotency";
-import { ProblemError } from "../../src/http/problem";
+import { ProblemError } from "../../src/lib/problem";
 import type { DemoAppEnv, DemoOptions } from "./env";
 import { afterCommitFaults } from "./faults";
 import { identifierOf, readJsonObject } from "./json";

@@ -6,7 +6,7 @@
  * defaults in wrangler.toml are `dev-token:dev,other-token:other`; production sets a secret.
  */
 import { createMiddleware } from "hono/factory";
-import { problems } from "./problem";
+import { problems } from "../lib/problem";
 import { timingSafeEqualStrings } from "../lib/crypto";
 
 export type AppEnv = { Bindings: Env; Variables: { workspace: string } };

@@ -10,7 +10,7 @@
  *    `["bytes", <sha256 hex of the raw body>]` for non-JSON bodies. The tags keep a JSON string
  *    body from ever meeting a raw body with the same text.
  */
-import { ProblemError } from "../http/problem";
+import { ProblemError } from "../lib/problem";
 import { sha256Hex } from "../lib/crypto";
 import type { TriggerBody } from "./payload";
 

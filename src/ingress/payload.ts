@@ -3,8 +3,7 @@
  * hashing or parsing). JSON bodies (`application/json` or any `+json` media type) are parsed
  * (malformed → 400); any other body stays bytes, and its payload in expressions is its text.
  */
-import { readRawBody } from "../http/body";
-import { problems } from "../http/problem";
+import { parseJsonBytes, readRawBody } from "../lib/request-body";
 
 export interface TriggerBody {
   raw: Uint8Array;
@@ -26,18 +25,7 @@ export function parseTriggerBody(raw: Uint8Array, contentType: string | null): T
     // Not JSON: the identity hashes the bytes; expressions see the text (invalid UTF-8 replaced).
     return { raw, isJson: false, payload: raw.byteLength === 0 ? null : new TextDecoder().decode(raw) };
   }
-  if (raw.byteLength === 0) throw problems.malformedJson("The request body is empty");
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(raw);
-  } catch {
-    throw problems.malformedJson("The request body is not valid UTF-8");
-  }
-  try {
-    return { raw, isJson: true, payload: JSON.parse(text) as unknown };
-  } catch (error) {
-    throw problems.malformedJson(`The request body does not parse as JSON (${error instanceof Error ? error.message : String(error)})`);
-  }
+  return { raw, isJson: true, payload: parseJsonBytes(raw) };
 }
 
 export async function readTriggerBody(request: Request, maxBytes: number): Promise<TriggerBody> {

@@ -13,7 +13,7 @@
  * The comparison is constant-time (both sides hashed, then compared byte by byte).
  */
 import type { EntryPointConfig } from "../definitions/schema";
-import { ProblemError } from "../http/problem";
+import { ProblemError } from "../lib/problem";
 import { concatBytes, hmacSha256, timingSafeEqualStrings, toHex, utf8 } from "../lib/crypto";
 
 export type SignatureSettings = NonNullable<EntryPointConfig["webhook"]>["signature"];

@@ -11,7 +11,7 @@
 import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
 import { ExpressionError } from "../expressions/evaluate";
-import { ProblemError } from "../http/problem";
+import { ProblemError } from "../lib/problem";
 import {
   startExecution,
   type ExecutionStatus,

@@ -6,7 +6,7 @@
  */
 import { DEFAULT_MAX_PAYLOAD_BYTES, entryPointOf } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
-import { ProblemError, problems } from "../http/problem";
+import { ProblemError, problems } from "../lib/problem";
 import { WorkflowVersionChanged, type TriggerKind } from "../ledger/executions";
 import { cachedWorkflow, readLatestWorkflow } from "./workflow-cache";
 import { identityMaterial } from "./material";

@@ -3,6 +3,7 @@
  * JSON when it says it is JSON, and a hard bound on its size. Over the bound the read stops and
  * the step fails loudly: a truncated body stored as if it were the answer would be worse.
  */
+import { BodyTooLargeError, readAtMost } from "../lib/bounded-read";
 
 /** Response headers kept in the step output (the rest may carry cookies or tokens). */
 export const RESPONSE_HEADER_ALLOWLIST = [
@@ -36,32 +37,12 @@ export function allowlistedHeaders(headers: Headers): Record<string, string> {
 
 /** Read at most `limit` bytes; throws `ResponseTooLargeError` beyond it (never truncates). */
 export async function readBoundedText(response: Response, limit: number): Promise<string> {
-  const declared = Number(response.headers.get("content-length"));
-  if (Number.isFinite(declared) && declared > limit) {
-    await response.body?.cancel();
-    throw new ResponseTooLargeError(limit);
+  try {
+    return new TextDecoder().decode(await readAtMost(response.body, response.headers.get("content-length"), limit));
+  } catch (error) {
+    if (error instanceof BodyTooLargeError) throw new ResponseTooLargeError(limit);
+    throw error;
   }
-  if (!response.body) return "";
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > limit) {
-      await reader.cancel();
-      throw new ResponseTooLargeError(limit);
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const c of chunks) {
-    bytes.set(c, offset);
-    offset += c.byteLength;
-  }
-  return new TextDecoder().decode(bytes);
 }
 
 /** JSON when the content type says so and it parses; otherwise the text itself. */

@@ -8,7 +8,7 @@ import { Hono, type Context } from "hono";
 import { expect } from "vitest";
 import { requireWorkspace, type AppEnv } from "../../src/http/auth";
 import { idempotency, principalFromContext, type IdempotencyOptions } from "../../src/http/idempotency";
-import { ProblemError, problems } from "../../src/http/problem";
+import { ProblemError, problems } from "../../src/lib/problem";
 import { countingD1 } from "../helpers/counting-d1";
 
 export type Handler = (c: Context<AppEnv>, run: number) => Response | Promise<Response>;

@@ -10,7 +10,7 @@
  * in-progress 1; stale takeover 2 (the claim statement does the takeover, then complete).
  */
 import { claimOrLoad, completeIfOwned, releaseIfOwned, type FenceInput } from "../../ledger/idempotency-keys";
-import type { ProblemError } from "../problem";
+import type { ProblemError } from "../../lib/problem";
 import { fingerprintRequest } from "./fingerprint";
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from "./key";
 import { GUARDED_METHODS, type ResolvedOptions } from "./options";

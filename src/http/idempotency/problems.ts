@@ -3,7 +3,7 @@
  * (docs/problems.md lists them). The middleware returns these as responses itself, so it works
  * in apps that do not share idemflow's error handler.
  */
-import { ProblemError } from "../problem";
+import { ProblemError } from "../../lib/problem";
 
 export const idempotencyProblems = {
   missing: () =>

@@ -7,9 +7,9 @@
  * the full original body, streamed from the bytes already read followed by the rest.
  */
 import type { StoredResponse } from "../../ledger/idempotency-keys";
-import { utf8 } from "../../lib/crypto";
+import { concatBytes, utf8 } from "../../lib/crypto";
 import { idempotencyProblems } from "./problems";
-import { PROBLEM_CONTENT_TYPE, problemType } from "../problem";
+import { PROBLEM_CONTENT_TYPE, problemType } from "../../lib/problem";
 
 export const REPLAYED_HEADER = "idempotent-replayed";
 
@@ -52,7 +52,7 @@ export async function captureResponse(
   const init = { status: response.status, statusText: response.statusText, headers: response.headers };
 
   if (done) {
-    const body = joinChunks(chunks, size);
+    const body = concatBytes(chunks);
     return { forCaller: new Response(body, init), stored: { status: response.status, headers, body } };
   }
 
@@ -86,15 +86,4 @@ export function replayResponse(stored: StoredResponse): Response {
   headers.set(REPLAYED_HEADER, "true");
   const body = BODILESS.has(stored.status) ? null : (stored.body ?? null);
   return new Response(body, { status: stored.status, headers });
-}
-
-function joinChunks(chunks: Uint8Array[], size: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.byteLength;
-  }
-  return out;
 }

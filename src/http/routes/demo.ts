@@ -10,7 +10,7 @@
 import { Hono, type Context } from "hono";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
-import { problems } from "../problem";
+import { problems } from "../../lib/problem";
 
 export const demoRoutes = new Hono<AppEnv>();
 

@@ -12,7 +12,7 @@ import { sendStepMessages } from "../../steps/dispatch";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
-import { ProblemError, problems } from "../problem";
+import { ProblemError, problems } from "../../lib/problem";
 
 export const executionRoutes = new Hono<AppEnv>();
 

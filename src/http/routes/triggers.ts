@@ -15,8 +15,8 @@ import { readExecutionTrace } from "../../ingress/trace";
 import { randomExecutionId } from "../../ingress/identity";
 import { insertExecutionPlain } from "../../ledger/executions";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "../../definitions/schema";
-import { readJsonBody } from "../body";
-import { problems } from "../problem";
+import { readJsonBody } from "../../lib/request-body";
+import { problems } from "../../lib/problem";
 
 export const triggerRoutes = new Hono<AppEnv>();
 

@@ -7,8 +7,8 @@
  */
 import { Hono } from "hono";
 import { requireWorkspace, type AppEnv } from "../auth";
-import { readJsonBody } from "../body";
-import { ProblemError, problems } from "../problem";
+import { readJsonBody } from "../../lib/request-body";
+import { ProblemError, problems } from "../../lib/problem";
 import { configuredCrons } from "../../definitions/crons";
 import { getWorkflow, listWorkflows, saveWorkflow, type StoredWorkflow } from "../../definitions/store";
 import { validateDefinition, type ValidationError } from "../../definitions/validate";

@@ -10,37 +10,16 @@
  * oversize body never sits whole in memory.
  */
 import { problems } from "./problem";
+import { BodyTooLargeError, readAtMost } from "./bounded-read";
 
 /** The raw body bytes (empty when there is no body). Throws 413 `payload-too-large` above `maxBytes`. */
 export async function readRawBody(request: Request, maxBytes: number): Promise<Uint8Array> {
-  const declared = request.headers.get("content-length");
-  if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) {
-    throw problems.payloadTooLarge(maxBytes);
+  try {
+    return await readAtMost(request.body, request.headers.get("content-length"), maxBytes);
+  } catch (error) {
+    if (error instanceof BodyTooLargeError) throw problems.payloadTooLarge(maxBytes);
+    throw error;
   }
-  if (request.body === null) return new Uint8Array(0);
-
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      // Stop pulling the stream: the rest of the body is never buffered.
-      await reader.cancel().catch(() => undefined);
-      throw problems.payloadTooLarge(maxBytes);
-    }
-    chunks.push(value);
-  }
-  if (chunks.length === 1) return chunks[0]!;
-  const raw = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    raw.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return raw;
 }
 
 /**
@@ -49,6 +28,11 @@ export async function readRawBody(request: Request, maxBytes: number): Promise<U
  */
 export async function readJsonBody(request: Request, maxBytes: number): Promise<{ raw: Uint8Array; json: unknown }> {
   const raw = await readRawBody(request, maxBytes);
+  return { raw, json: parseJsonBytes(raw) };
+}
+
+/** Parse bytes already read as JSON: 400 `malformed-json` when empty, not UTF-8, or not JSON. */
+export function parseJsonBytes(raw: Uint8Array): unknown {
   if (raw.byteLength === 0) throw problems.malformedJson("The request body is empty");
   let text: string;
   try {
@@ -57,7 +41,7 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
     throw problems.malformedJson("The request body is not valid UTF-8");
   }
   try {
-    return { raw, json: JSON.parse(text) as unknown };
+    return JSON.parse(text) as unknown;
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw problems.malformedJson(`The request body does not parse as JSON (${reason})`);
