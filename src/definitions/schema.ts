@@ -26,7 +26,8 @@ export const FIELD_PATH_PATTERN = /^(?!=)[^.\s]+(\.[^.\s]+)*$/;
 
 const Duration = z.union([
   z.number().int().positive().describe("milliseconds"),
-  z.string().regex(DURATION_PATTERN, "a duration such as `90s`, `30m`, `24h` or `7d`"),
+  // Greater than zero: a zero window would expire every identity as it is written.
+  z.string().regex(/^0*[1-9]\d*(ms|s|m|h|d)$/, "a duration greater than zero, such as `90s`, `30m`, `24h` or `7d`"),
 ]);
 
 export function durationMs(value: number | string): number {

@@ -85,7 +85,30 @@ export function selectFields(body: TriggerBody, paths: string[]): Record<string,
       extensions: { fields: missing },
     });
   }
+  // JSON numbers are 64-bit floats here (and in RFC 8785): integers past 2^53 lose digits, so
+  // `{"order":{"id":12345678901234567891}}` and `…892` would select the same value and two
+  // different orders would collapse into one identity — the second silently never runs.
+  const imprecise = paths.filter((p) => hasUnsafeInteger(selected[p]));
+  if (imprecise.length > 0) {
+    throw new ProblemError({
+      status: 422,
+      code: "idempotency-field-imprecise",
+      title: "A field this workflow deduplicates on is a number too large to compare exactly",
+      detail: `The value at ${imprecise.map((p) => `\`${p}\``).join(", ")} is an integer beyond 2^53, which JSON numbers cannot hold exactly, so different values could deduplicate as one. Send ${imprecise.length === 1 ? "it" : "them"} as a JSON string, or pass \`clientIdempotencyId\`.`,
+      extensions: { fields: imprecise },
+    });
+  }
   return selected;
+}
+
+function hasUnsafeInteger(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === "number" && Number.isInteger(v) && !Number.isSafeInteger(v)) return true;
+    if (v !== null && typeof v === "object") for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push(item);
+  }
+  return false;
 }
 
 export async function identityMaterial(input: {

@@ -125,6 +125,13 @@ describe("validateDefinition", () => {
     expect(errorsOf({ id: "fields", vertices: [{ id: "r", type: "ENTRY_POINT", config: { idempotencyFields: "order.id", dedupeWindow: "36h" } }] })).toEqual([]);
   });
 
+  it("rejects a zero dedupe window, which would expire every identity as it is written", () => {
+    for (const dedupeWindow of ["0s", "0ms", 0]) {
+      const errors = errorsOf({ id: "zero", vertices: [{ id: "r", type: "ENTRY_POINT", config: { dedupeWindow } }] });
+      expect(errors.map((e) => e.pointer)).toEqual(["/vertices/0/config/dedupeWindow"]);
+    }
+  });
+
   it("accepts a schedule listed in the configured crons and rejects one that is not, saying where to add it", () => {
     const doc = { id: "nightly", vertices: [{ id: "tick", type: "ENTRY_POINT", config: { schedule: "0 3 * * *" } }] };
     expect(errorsOf(doc, { crons: ["0 3 * * *"] })).toEqual([]);

@@ -85,6 +85,45 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(await rowsOf(id)).toBe(0);
   });
 
+  it("cannot be made to start a second execution by replaying a captured delivery inside the tolerance with unsigned changes (query, content-type)", async () => {
+    const id = unique("hookreplay");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = '{"event":"paid","id":"evt_9"}';
+    const headers = await signedHeaders(raw);
+    const send = (query: string, contentType: string) =>
+      SELF.fetch(new Request(`${BASE}/hooks/dev/${id}${query}`, { method: "POST", headers: { ...headers, "content-type": contentType }, body: raw }));
+
+    const original = await send("", "application/json");
+    expect(original.status).toBe(202);
+    const { executionId } = await original.json<{ executionId: string }>();
+
+    // The query string is not signed: it may not pick the identity.
+    for (const q of ["?clientIdempotencyId=r1", "?clientIdempotencyId=r2"]) {
+      const res = await send(q, "application/json");
+      expect(res.status).toBe(400);
+      expect((await res.json<{ code: string }>()).code).toBe("client-idempotency-id-not-signed");
+    }
+    // Nor is content-type: the same signed bytes are the same delivery whatever the header says.
+    for (const contentType of ["text/plain", "application/octet-stream"]) {
+      const res = await send("", contentType);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ executionId, deduplicated: true });
+    }
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(1);
+  });
+
+  it("still treats signed bytes that are not JSON as raw bytes, and a JSON content-type on them as malformed", async () => {
+    const id = unique("hookbytes");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = "event=paid&id=evt_10";
+    const send = async (contentType: string) =>
+      SELF.fetch(new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { ...(await signedHeaders(raw)), "content-type": contentType }, body: raw }));
+    expect((await send("application/x-www-form-urlencoded")).status).toBe(202);
+    expect((await send("text/plain")).status).toBe(200);
+    expect((await send("application/json")).status).toBe(400);
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(1);
+  });
+
   it("never echoes the secret in a response", async () => {
     const id = unique("hooksecret");
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));

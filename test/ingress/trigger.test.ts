@@ -175,6 +175,34 @@ describe("POST /v1/workflows/:id/trigger", () => {
     expect(await executionsOf(id)).toBe(0);
   });
 
+  it("answers 400 json-number-out-of-range (not a 500) for a number JSON cannot carry, writing nothing", async () => {
+    for (const [label, entry] of [["content", {}], ["fields", { idempotencyFields: "a" }]] as const) {
+      const id = unique(`inf-${label}`);
+      await seedWorkflow("dev", transformWorkflow(id, entry));
+      const res = await trigger(id, null, { raw: '{"a":1e400,"b":[1,-1e999]}' });
+      expect(res.status, label).toBe(400);
+      expect((await res.json<{ code: string }>()).code).toBe("json-number-out-of-range");
+      expect(await executionsOf(id)).toBe(0);
+    }
+  });
+
+  it("refuses an idempotencyFields integer beyond 2^53 with 422 instead of merging two different ids into one execution", async () => {
+    const id = unique("bigint");
+    await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: "order.id" }));
+    // Both parse to the same float: without the check the second order would be a "duplicate".
+    for (const raw of ['{"order":{"id":12345678901234567891}}', '{"order":{"id":12345678901234567892}}']) {
+      const res = await trigger(id, null, { raw });
+      expect(res.status).toBe(422);
+      const problem = await res.json<{ code: string; fields: string[] }>();
+      expect(problem).toMatchObject({ code: "idempotency-field-imprecise", fields: ["order.id"] });
+    }
+    expect(await executionsOf(id)).toBe(0);
+    // As strings they are exact and stay apart; safe integers are fine.
+    expect((await trigger(id, null, { raw: '{"order":{"id":"12345678901234567891"}}' })).status).toBe(202);
+    expect((await trigger(id, null, { raw: '{"order":{"id":"12345678901234567892"}}' })).status).toBe(202);
+    expect((await trigger(id, null, { raw: `{"order":{"id":${Number.MAX_SAFE_INTEGER}}}` })).status).toBe(202);
+  });
+
   it("applies the default 1 MiB limit, and accepts a payload just under it", async () => {
     const id = unique("mib");
     await seedWorkflow("dev", transformWorkflow(id, {}, { edges: [{ from: "received", to: "shape", when: "= false" }] }));

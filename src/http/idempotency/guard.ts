@@ -10,7 +10,8 @@
  * in-progress 1; stale takeover 2 (the claim statement does the takeover, then complete).
  */
 import { claimOrLoad, completeIfOwned, releaseIfOwned, type FenceInput } from "../../ledger/idempotency-keys";
-import type { ProblemError } from "../../lib/problem";
+import { problems, type ProblemError } from "../../lib/problem";
+import { BodyTooLargeError, readAtMost } from "../../lib/bounded-read";
 import { fingerprintRequest } from "./fingerprint";
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from "./key";
 import { GUARDED_METHODS, type ResolvedOptions } from "./options";
@@ -62,7 +63,17 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     // Decoded text cannot give back the raw bytes, so fingerprinting it would be wrong.
     throw new Error("idempotency(): the request body was already read; mount the middleware before anything that reads the body");
   }
-  const body = request.body === null ? null : new Uint8Array(await request.arrayBuffer());
+  // Bounded: an unbounded read here would buffer any size of body, and hash it, before the
+  // route's own 413 could run.
+  let body: Uint8Array | null = null;
+  if (request.body !== null) {
+    try {
+      body = await readAtMost(request.body, request.headers.get("content-length"), options.maxBodyBytes);
+    } catch (error) {
+      if (error instanceof BodyTooLargeError) return respond(problems.payloadTooLarge(options.maxBodyBytes));
+      throw error;
+    }
+  }
   const fingerprint = await fingerprintRequest({
     method,
     url: request.url,

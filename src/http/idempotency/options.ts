@@ -18,6 +18,12 @@ export interface IdempotencyOptions {
   fingerprintHeaders?: string[];
   /** Extra response headers stored and replayed (`content-type` and `location` always are). */
   replayHeaders?: string[];
+  /**
+   * Default 1 MiB. The request body is read (to fingerprint it) before anything else runs, so
+   * the middleware bounds it itself: a larger body is a 413 before any hashing or D1 write, and
+   * never sits whole in memory. Set it to the largest body the route accepts.
+   */
+  maxBodyBytes?: number;
   /** Default 16 KiB. A larger response body is stored as a 500 sentinel. */
   maxStoredBodyBytes?: number;
   /** Default 60 s. After this a pending reservation may be taken over by a retry. */
@@ -39,6 +45,7 @@ export interface IdempotencyOptions {
 
 export const DEFAULTS = {
   maxStoredBodyBytes: 16 * 1024,
+  maxBodyBytes: 1024 * 1024,
   pendingTtlMs: 60_000,
   retentionMs: 24 * 60 * 60 * 1000,
   sweepBatchSize: 100,
@@ -55,6 +62,7 @@ export interface ResolvedOptions {
   fingerprintHeaders: readonly string[];
   replayHeaders: readonly string[];
   maxStoredBodyBytes: number;
+  maxBodyBytes: number;
   pendingTtlMs: number;
   retentionMs: number;
   mismatchStatus: 422 | 409;
@@ -113,6 +121,7 @@ export function resolveOptions(options: IdempotencyOptions): ResolvedOptions {
     fingerprintHeaders: headerList("fingerprintHeaders", options.fingerprintHeaders, ["content-type"]),
     replayHeaders: headerList("replayHeaders", options.replayHeaders, ["content-type", "location"]),
     maxStoredBodyBytes: positiveInt("maxStoredBodyBytes", options.maxStoredBodyBytes, DEFAULTS.maxStoredBodyBytes),
+    maxBodyBytes: positiveInt("maxBodyBytes", options.maxBodyBytes, DEFAULTS.maxBodyBytes),
     pendingTtlMs,
     retentionMs,
     mismatchStatus: options.mismatchStatus ?? 422,

@@ -1,7 +1,8 @@
 /**
  * `POST /hooks/:workspaceId/:workflowId`: the public webhook of an entry point that declares
  * `webhook.signature` (SPEC section 3). No bearer token: the signature is the authentication.
- * Order matters: size limit (413) → signature (401) → parse (400) → identity → start. A request
+ * Order matters: unsigned identity inputs in the query (400) → size limit (413) → signature (401)
+ * → parse (400) → identity → start. A request
  * refused at any step writes nothing. An entry point without a signature config has no public
  * hook: 404, the same answer as for a workflow that does not exist.
  */
@@ -12,7 +13,7 @@ import { entryPointOf } from "../../definitions/schema";
 import { readRawBody } from "../../lib/request-body";
 import { ProblemError } from "../../lib/problem";
 import { ingressDeps } from "../../ingress/start";
-import { parseTriggerBody } from "../../ingress/payload";
+import { parseSignedTriggerBody } from "../../ingress/payload";
 import { resolveSigningSecret, verifyWebhookSignature } from "../../ingress/signature";
 import { forceNewExecution, maxPayloadBytes, startResponse, triggerFromRequest } from "../../ingress/trigger";
 
@@ -26,18 +27,36 @@ const noHook = () =>
     detail: "Public hooks exist only for workflows whose ENTRY_POINT declares `webhook.signature`. Use the authenticated `POST /v1/workflows/{workflowId}/trigger` otherwise.",
   });
 
+/**
+ * Only the timestamp and the body are signed, so nothing else may choose the identity: a captured
+ * delivery replayed inside the tolerance with `?clientIdempotencyId=<anything new>` would
+ * otherwise start a new execution per replay. Identity on a hook comes from the signed body
+ * (`idempotencyFields` or content).
+ */
+const unsignedClientId = () =>
+  new ProblemError({
+    status: 400,
+    code: "client-idempotency-id-not-signed",
+    title: "clientIdempotencyId is not accepted on a signed hook",
+    detail:
+      "The query string is not covered by the signature, so it cannot choose the execution identity. Remove `clientIdempotencyId`; deduplicate on a signed body field with the entry point's `idempotencyFields` instead.",
+  });
+
 hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
   const deps = ingressDeps(c.env);
   const workspace = c.req.param("workspaceId");
   const workflowId = c.req.param("workflowId");
-  forceNewExecution("production", new URL(c.req.url));
+  const url = new URL(c.req.url);
+  forceNewExecution("production", url);
+  if (url.searchParams.has("clientIdempotencyId")) throw unsignedClientId();
   const workflow = await getWorkflow(deps.db, workspace, workflowId);
   const settings = workflow ? entryPointOf(workflow.definition).config.webhook?.signature : undefined;
   if (!workflow || !settings) throw noHook();
   const secret = resolveSigningSecret(settings, c.env as unknown as Record<string, unknown>);
   const raw = await readRawBody(c.req.raw, maxPayloadBytes(workflow));
   await verifyWebhookSignature({ settings, secret, headers: c.req.raw.headers, raw, nowMs: deps.now() });
-  const body = parseTriggerBody(raw, c.req.header("content-type") ?? null);
+  // The signed bytes alone decide JSON or not: `content-type` is unsigned (see parseSignedTriggerBody).
+  const body = parseSignedTriggerBody(raw, c.req.header("content-type") ?? null);
   const result = await triggerFromRequest(deps, { workspace, workflowId, invocation: "production", request: c.req.raw, workflow, body });
   return startResponse(result);
 });

@@ -25,7 +25,13 @@ export const triggerRoutes = new Hono<AppEnv>();
  * trigger's own dedupe: a retry with the same key replays the first answer verbatim (e.g. the
  * 202), and the same key with a different body is refused. Without the header, nothing changes.
  */
-const optionalIdempotencyKey = idempotency({ required: false, principal: principalFromContext("workspace") });
+const optionalIdempotencyKey = idempotency({
+  required: false,
+  principal: principalFromContext("workspace"),
+  // The largest maxPayloadBytes an entry point may declare (src/definitions/schema.ts); the
+  // workflow's own, smaller limit is still enforced by the trigger itself.
+  maxBodyBytes: 10 * 1024 * 1024,
+});
 
 triggerRoutes.post("/:workflowId/trigger", requireWorkspace, optionalIdempotencyKey, async (c) => {
   const result = await triggerFromRequest(ingressDeps(c.env), {
