@@ -15,14 +15,14 @@
  *    errors and timeouts are retryable (`Retry-After` honoured); any other status fails unless
  *    `clientErrorMode` is `complete`, in which case the response becomes the output for edges.
  */
-import type { GatewayVertex } from "../definitions/schema";
+import { isExpression, type GatewayVertex } from "../definitions/schema";
 import { evaluateValue } from "../expressions/evaluate";
 import { isAllowed } from "./allowlist";
 import { allowlistedHeaders, parseBody, readBoundedText, ResponseTooLargeError } from "./http-response";
 import type { RequestSummary, RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
 import { isRetryableStatus, parseRetryAfter } from "./retry-policy";
-import { MissingSecretError, resolveSecrets, scrubSecrets } from "./secrets";
+import { MissingSecretError, resolveSecrets, scrubDeep, scrubSecrets, secretNamesIn } from "./secrets";
 
 export const IDEMPOTENCY_HEADER = "idempotency-key";
 const MAX_SUMMARY_BODY_CHARS = 4096;
@@ -82,6 +82,13 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     } catch {
       return { kind: "failed", error: `url ${JSON.stringify(rawUrl)} is not an absolute URL` };
     }
+    if (url.username !== "" || url.password !== "") {
+      // They would be stored in the request summary and shown in the trace.
+      return {
+        kind: "failed",
+        error: `url ${url.host}${url.pathname} carries credentials (user:password@); send them in a header with {{ secrets.NAME }} instead`,
+      };
+    }
     for (const [name, value] of Object.entries(config.headers ?? {})) {
       if (name.toLowerCase() === IDEMPOTENCY_HEADER) {
         keyHeaderName = name;
@@ -123,7 +130,15 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
   // 3. Secrets and the allowlist.
   let resolved;
   try {
-    resolved = resolveSecrets(headers, deps.env as unknown as Record<string, unknown>);
+    // Secrets only where the definition's own literal header text names them (the rule the
+    // definition validator enforces): never in the key (it is persisted and shown in the trace),
+    // never in what an expression produced (data, e.g. the payload, could carry a template).
+    const configured = config.headers ?? {};
+    const none: ReadonlySet<string> = new Set();
+    resolved = resolveSecrets(headers, deps.env as unknown as Record<string, unknown>, (name) => {
+      const text = configured[name];
+      return name === keyHeaderName || text === undefined || isExpression(text) ? none : secretNamesIn(text);
+    });
   } catch (error) {
     if (error instanceof MissingSecretError) return { kind: "failed", error: error.message };
     throw error;
@@ -170,16 +185,14 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
 
   // 5. Classify. Anything recorded from the response is scrubbed of the secrets just sent.
   const contentType = response.headers.get("content-type");
-  const output = JSON.parse(
-    scrubSecrets(
-      JSON.stringify({
-        status: response.status,
-        headers: allowlistedHeaders(response.headers),
-        body: parseBody(text, contentType),
-        idempotencyKey: key ?? null,
-      }),
-      resolved.values,
-    ),
+  const output = scrubDeep(
+    {
+      status: response.status,
+      headers: allowlistedHeaders(response.headers),
+      body: parseBody(text, contentType),
+      idempotencyKey: key ?? null,
+    },
+    resolved.values,
   ) as { status: number };
   const status = response.status;
   const what = `${method} ${url.host}${url.pathname} answered ${status}`;

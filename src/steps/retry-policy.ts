@@ -23,9 +23,13 @@ export function backoffDelayMs(policy: RetryPolicy = DEFAULT_RETRY, failedAttemp
   return Math.floor(random() * cap);
 }
 
+/**
+ * Not capped at the queue's 12-hour delay limit: the step's `available_at` keeps the full delay
+ * (a `Retry-After` of a day means a day), the message's delay is capped (`delaySeconds`), and a
+ * message that arrives before `available_at` bounces until the step is due.
+ */
 export function retryDelayMs(policy: RetryPolicy, failedAttempts: number, random: () => number, retryAfterMs?: number): number {
-  const delay = Math.max(backoffDelayMs(policy, failedAttempts, random), retryAfterMs ?? 0);
-  return Math.min(delay, MAX_DELAY_MS);
+  return Math.max(backoffDelayMs(policy, failedAttempts, random), retryAfterMs ?? 0);
 }
 
 /** `Retry-After` as delay-seconds or an HTTP date (RFC 9110 §10.2.3); undefined when absent/invalid. */

@@ -113,6 +113,47 @@ function retryPolicyOf(vertex: Vertex | undefined): RetryPolicy | null {
 
 const json = (value: unknown): string => JSON.stringify(value ?? null);
 
+/**
+ * Claims a step may take beyond its retry budget without ever settling. Every claim counts as an
+ * attempt, and a worker that dies mid-step (a deterministic crash, an output D1 refuses, a
+ * request that always exceeds the Worker's limits) never settles: without a bound the takeover
+ * and the reaper would re-run it forever. Generous, so chance crashes never exhaust it.
+ */
+export const CRASH_ALLOWANCE = 10;
+
+/**
+ * The largest step output (UTF-8 bytes of its JSON) stored on the step row. D1 refuses rows over
+ * 2 MB, and a settle batch D1 refuses would crash the worker on every attempt; over the bound the
+ * step fails loudly instead (a Gateway response is already bounded by `maxResponseBytes` ≤ 1 MiB).
+ */
+export const MAX_OUTPUT_BYTES = 1_500_000;
+
+/** An outcome whose output is over MAX_OUTPUT_BYTES becomes a FAILED one without that output. */
+function boundOutput(outcome: RunOutcome): RunOutcome {
+  if (outcome.output === undefined) return outcome;
+  const bytes = new TextEncoder().encode(json(outcome.output)).byteLength;
+  if (bytes <= MAX_OUTPUT_BYTES) return outcome;
+  return {
+    kind: "failed",
+    ...(outcome.request ? { request: outcome.request } : {}),
+    error: `the step's output is ${bytes} bytes of JSON, over the ${MAX_OUTPUT_BYTES}-byte bound; it was not stored. Make the output smaller`,
+  };
+}
+
+/** Settle a claimed step FAILED without running it (fenced like any settle). */
+async function settleFailedUnrun(rt: StepRuntime, fence: Fence, error: string): Promise<Decision> {
+  const result = await settleAndDispatch(rt.db, {
+    fence,
+    now: rt.now(),
+    outcome: { state: "FAILED", error, output: null },
+    request: null,
+    backfill: [],
+    descendants: [],
+  });
+  console.error("step failed without running", JSON.stringify({ ...fence, error }));
+  return { action: "ack", why: result.settled ? "settled FAILED" : "fenced out (recorded)" };
+}
+
 export async function runStep(ref: StepRef, rt: StepRuntime): Promise<Decision> {
   const claimedAt = rt.now();
   const { claimed, run } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs);
@@ -120,7 +161,13 @@ export async function runStep(ref: StepRef, rt: StepRuntime): Promise<Decision> 
   if (!claimed) return whyNotClaimed(run, claimedAt);
 
   const fence: Fence = { ...ref, epoch: claimed.epoch };
-  const definition = definitionOf(run);
+  let definition: WorkflowDefinition;
+  try {
+    definition = definitionOf(run);
+  } catch (error) {
+    // Not a crash to retry: the pinned version would fail the same way on every takeover.
+    return settleFailedUnrun(rt, fence, `the execution's pinned workflow version ${run.version} can no longer be read: ${error instanceof Error ? error.message : String(error)}`);
+  }
   const vertex = vertexOf(definition, ref.vertexId);
   const completed = JSON.parse(run.completed ?? "{}") as Record<string, CompletedEntry>;
   const context: ExpressionContext = {
@@ -129,8 +176,18 @@ export async function runStep(ref: StepRef, rt: StepRuntime): Promise<Decision> 
     execution: { id: ref.executionId, workflowId: run.workflow_id, trigger: run.trigger_kind },
   };
 
-  let outcome = await runVertex(rt, vertex, context, fence, claimed);
-  await rt.afterRun?.(fence);
+  const claimBudget = (retryPolicyOf(vertex)?.maxAttempts ?? 1) + CRASH_ALLOWANCE;
+  const claims = claimed.attempt - claimed.retryBase;
+  let outcome: RunOutcome;
+  if (claims > claimBudget) {
+    outcome = {
+      kind: "failed",
+      error: `gave up: this step was claimed ${claims - 1} times (retries included) without settling — its worker crashed or lost its lease again and again; not run again`,
+    };
+  } else {
+    outcome = boundOutput(await runVertex(rt, vertex, context, fence, claimed));
+    await rt.afterRun?.(fence);
+  }
 
   const now = rt.now();
   const request = "request" in outcome && outcome.request ? json(outcome.request) : null;

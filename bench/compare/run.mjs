@@ -1,0 +1,594 @@
+#!/usr/bin/env node
+/**
+ * idemflow vs Cloudflare Workflows, side by side on the same local runtime (issue 7).
+ *
+ *   npm run bench:compare            (about 3-4 minutes; BENCH_QUICK=1 for a smoke run)
+ *
+ * Starts, on free loopback ports and fresh temporary --persist-to directories:
+ *   - the demo destinations (demo/wrangler.toml): POST /payments/charges behind the ledger;
+ *   - the idemflow engine: the repo's wrangler.toml with `main` pointed at
+ *     bench/compare/engine-counting.ts (src/index.ts plus a D1 statement counter);
+ *   - the Workflows twin (bench/compare/wrangler.toml): the same 3-step job as a WorkflowEntrypoint.
+ * Then measures, alternating the two systems scenario by scenario (ABBA, to cancel drift), and
+ * prints one table. Everything it starts is stopped at the end (process groups), also on Ctrl-C.
+ */
+import { createHash, randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { basename, join, resolve, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort, startWrangler, runWrangler, waitForHttp, stopAll, sleep, tail } from "./lib/processes.mjs";
+import { runClosedLoop, percentile, shuffle } from "./lib/load.mjs";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, "../..");
+const QUICK = process.env.BENCH_QUICK === "1";
+/** Triggers per scenario and system. */
+const TRIGGERS = Number(process.env.BENCH_TRIGGERS ?? (QUICK ? 64 : 192));
+const CONCURRENCIES = [16, 64];
+const DUPLICATE_ROUNDS = QUICK ? 2 : 5;
+const LATENCY_RUNS = QUICK ? 4 : 10;
+const DUPLICATE_SHARES = [0, 0.5];
+const COMPLETION_TIMEOUT_MS = QUICK ? 30_000 : 60_000;
+/** Completion polling interval. Completion TIMES come from the systems' own clocks, not from polls. */
+const POLL_MS = 500;
+const TOKEN = "dev-token";
+const PAYMENTS_KEY = "sk_bench_local";
+const RUN = Date.now().toString(36);
+/** BENCH_ONLY=idemflow|Workflows runs one side (development); the published table runs both. */
+const ONLY = process.env.BENCH_ONLY;
+
+const log = (...args) => console.error("[bench:compare]", ...args);
+
+// ---------------------------------------------------------------------------------------------
+// Setup
+
+/** The run's temp dir; its Worker state and bundles are removed at exit (results and logs stay). */
+let runDir;
+
+async function setup() {
+  const tmp = mkdtempSync(join(tmpdir(), "idemflow-compare-"));
+  runDir = tmp;
+  const logs = join(tmp, "logs");
+  mkdirSync(logs);
+  const [demoPort, enginePort, wfPort, ...inspectorPorts] = await Promise.all(Array.from({ length: 6 }, freePort));
+  const demo = `http://127.0.0.1:${demoPort}`;
+  const engine = `http://127.0.0.1:${enginePort}`;
+  const wf = `http://127.0.0.1:${wfPort}`;
+
+  log(`temp dir ${tmp}`);
+  // Each Worker runs from a snapshot: bundled once now (`wrangler deploy --dry-run --outdir`) and
+  // served with no_bundle, so edits to the working tree during a run cannot reload a Worker and
+  // reset its isolate mid-measurement. The engine's config is generated from the repo's
+  // wrangler.toml so the two never drift: only `main` (the counting entry) changes.
+  log("bundling snapshots and applying migrations…");
+  const [engineConfig, demoConfig, wfConfig] = await Promise.all([
+    snapshot({ tmp, logs, name: "engine", config: join(ROOT, "wrangler.toml"), main: join(HERE, "engine-counting.ts") }),
+    snapshot({ tmp, logs, name: "demo", config: join(ROOT, "demo/wrangler.toml") }),
+    snapshot({ tmp, logs, name: "workflows", config: join(HERE, "wrangler.toml") }),
+  ]);
+  await Promise.all([
+    runWrangler(["d1", "migrations", "apply", "idemflow", "--local", "-c", engineConfig, "--persist-to", join(tmp, "engine")], {
+      cwd: ROOT,
+      logFile: join(logs, "engine-migrate.log"),
+    }),
+    runWrangler(["d1", "migrations", "apply", "idemflow-demo", "--local", "-c", demoConfig, "--persist-to", join(tmp, "demo")], {
+      cwd: ROOT,
+      logFile: join(logs, "demo-migrate.log"),
+    }),
+  ]);
+
+  log("starting demo, engine and Workflows twin…");
+  const common = (port, inspector, persist) => ["--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persist, "--log-level", "warn"];
+  startWrangler(["dev", "-c", demoConfig, ...common(demoPort, inspectorPorts[0], join(tmp, "demo"))], {
+    cwd: ROOT,
+    logFile: join(logs, "demo.log"),
+  });
+  startWrangler(
+    [
+      "dev", "-c", engineConfig, ...common(enginePort, inspectorPorts[1], join(tmp, "engine")),
+      "--var", `OUTBOUND_ALLOWLIST:127.0.0.1:${demoPort}`,
+      "--var", `PAYMENTS_KEY:${PAYMENTS_KEY}`,
+    ],
+    { cwd: ROOT, logFile: join(logs, "engine.log") },
+  );
+  startWrangler(
+    [
+      "dev", "-c", wfConfig, ...common(wfPort, inspectorPorts[2], join(tmp, "workflows")),
+      "--var", `PAYMENTS_URL:${demo}`,
+      "--var", `PAYMENTS_KEY:${PAYMENTS_KEY}`,
+    ],
+    { cwd: ROOT, logFile: join(logs, "workflows.log") },
+  );
+  await Promise.all([
+    waitForHttp(`${demo}/payments/charges?order=none`, { logFile: join(logs, "demo.log") }),
+    waitForHttp(`${engine}/health`, { logFile: join(logs, "engine.log") }),
+    waitForHttp(`${wf}/health`, { logFile: join(logs, "workflows.log") }),
+  ]);
+  return { tmp, logs, demo, demoPort, engine, wf };
+}
+
+/**
+ * Bundle a Worker once and write a config that serves that bundle: `main` → the bundle,
+ * `no_bundle = true`, and `migrations_dir` made absolute (the config lives in the temp dir).
+ */
+async function snapshot({ tmp, logs, name, config, main }) {
+  const source = readFileSync(config, "utf8");
+  const configDir = dirname(config);
+  const entry = main ?? resolve(configDir, /^main\s*=\s*"([^"]+)"/m.exec(source)[1]);
+  const buildConfig = join(tmp, `${name}.build.wrangler.toml`);
+  writeFileSync(buildConfig, source.replace(/^main\s*=.*$/m, `main = ${JSON.stringify(entry)}`).replace(/^migrations_dir\s*=\s*"([^"]+)"/m, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`));
+  const outdir = join(tmp, `${name}-build`);
+  await runWrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", buildConfig], { cwd: ROOT, logFile: join(logs, `${name}-build.log`) });
+  const bundle = join(outdir, basename(entry).replace(/\.ts$/, ".js"));
+  const devConfig = join(tmp, `${name}.wrangler.toml`);
+  writeFileSync(
+    devConfig,
+    readFileSync(buildConfig, "utf8").replace(/^main\s*=.*$/m, `main = ${JSON.stringify(bundle)}\nno_bundle = true`),
+  );
+  return devConfig;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two systems behind one interface: trigger requests, completion, destination key.
+
+/** The destination key both systems derive: `$idempotencyKey('charge', order.id)`. */
+function chargeKey(orderId) {
+  // JCS of a one-string array is plain JSON for the ASCII ids used here.
+  const digest = createHash("sha256").update(JSON.stringify([orderId])).digest("base64url");
+  return `charge-${digest}`;
+}
+
+function makeIdemflow(ctx) {
+  const definition = JSON.parse(readFileSync(join(HERE, "order-charge.workflow.json"), "utf8"));
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  return {
+    name: "idemflow",
+    /** Each scenario gets its own workflow id, so its executions can be counted apart. */
+    async prepare(scenario) {
+      const body = structuredClone(definition);
+      delete body.$schema;
+      body.id = `bench-${scenario}`;
+      for (const vertex of body.vertices) {
+        if (vertex.type === "GATEWAY") vertex.config.url = vertex.config.url.replace("http://127.0.0.1:8788", ctx.demo);
+      }
+      const response = await fetch(`${ctx.engine}/v1/workflows/${body.id}`, {
+        method: "PUT",
+        headers: { ...auth, "content-type": "application/json", "idempotency-key": randomUUID() },
+        body: JSON.stringify(body),
+      });
+      if (!response.ok) throw new Error(`PUT /v1/workflows/${body.id} → ${response.status} ${await response.text()}`);
+      await fetch(`${ctx.engine}/__bench/d1/reset`, { method: "POST" });
+    },
+    trigger(scenario, orderId) {
+      return {
+        url: `${ctx.engine}/v1/workflows/bench-${scenario}/trigger`,
+        init: {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          body: JSON.stringify({ order: { id: orderId, total: 42 } }),
+        },
+      };
+    },
+    /** Wait until the scenario's workflow has finished as many executions as were started. */
+    async awaitCompletion(scenario, executionIds, deadline, pollMs = POLL_MS) {
+      let summary = { completed: 0, failed: 0, lastFinishedAt: 0 };
+      while (Date.now() < deadline) {
+        const { byStatus } = await (await fetch(`${ctx.engine}/__bench/executions?workflowId=bench-${scenario}`)).json();
+        const count = (s) => byStatus.find((r) => r.status === s)?.n ?? 0;
+        summary = {
+          completed: count("COMPLETED"),
+          failed: count("FAILED"),
+          lastFinishedAt: Math.max(0, ...byStatus.map((r) => r.last_finished ?? 0)),
+          executions: byStatus.reduce((n, r) => n + r.n, 0),
+        };
+        if (summary.completed + summary.failed >= executionIds.length) break;
+        await sleep(pollMs);
+      }
+      return summary;
+    },
+    async d1() {
+      return (await fetch(`${ctx.engine}/__bench/d1?detail`)).json();
+    },
+    async crashAfterCall(orderId) {
+      await fetch(`${ctx.engine}/__bench/crash-after-call`, {
+        method: "POST",
+        body: JSON.stringify({ key: chargeKey(orderId), count: 1 }),
+      });
+      return (order) => this.trigger("crash", order);
+    },
+    async crashesFired() {
+      return (await (await fetch(`${ctx.engine}/__bench/crashes`)).json()).fired;
+    },
+    async chargeAttempts(executionId) {
+      const response = await fetch(`${ctx.engine}/v1/executions/${executionId}`, { headers: auth });
+      if (!response.ok) return undefined;
+      const trace = await response.json();
+      const charge = trace.steps?.find((s) => s.vertexId === "charge");
+      log(`  idemflow ${executionId.slice(0, 12)}…: charge step ${charge?.state}, attempt ${charge?.attempt}, epoch ${charge?.epoch}, events ${JSON.stringify(charge?.events ?? []).slice(0, 300)}`);
+      return charge?.attempt;
+    },
+  };
+}
+
+function makeWorkflows(ctx) {
+  return {
+    name: "Workflows",
+    async prepare() {},
+    trigger(scenario, orderId, extra = {}) {
+      return {
+        url: `${ctx.wf}/instances`,
+        init: {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ id: `${scenario}-${orderId}`, params: { order: { id: orderId, total: 42 }, ...extra } }),
+        },
+      };
+    },
+    async awaitCompletion(scenario, executionIds, deadline, pollMs = POLL_MS) {
+      const pending = new Set(executionIds);
+      let completed = 0;
+      let failed = 0;
+      let lastFinishedAt = 0;
+      while (pending.size > 0 && Date.now() < deadline) {
+        const ids = [...pending].slice(0, 100);
+        const result = await (
+          await fetch(`${ctx.wf}/instances/status`, { method: "POST", body: JSON.stringify({ ids }) })
+        ).json();
+        for (const id of result.complete) pending.delete(id);
+        completed += result.complete.length;
+        lastFinishedAt = Math.max(lastFinishedAt, result.lastCompletedAt);
+        const errored = (result.counts.errored ?? 0) + (result.counts.terminated ?? 0);
+        if (errored > 0) {
+          // Count errored instances once: drop them from the pending set by asking per id.
+          for (const id of ids) {
+            const status = await (await fetch(`${ctx.wf}/instances/${encodeURIComponent(id)}`)).json();
+            if (status.status === "errored" || status.status === "terminated") {
+              pending.delete(id);
+              failed++;
+            }
+          }
+        }
+        if (pending.size > 0) await sleep(pollMs);
+      }
+      return { completed, failed, lastFinishedAt, executions: completed + failed + pending.size };
+    },
+    async crashAfterCall() {
+      return (order) => this.trigger("crash", order, { throwAfterCharge: true });
+    },
+    /** How many times the instance's charge callback ran (the twin counts it in its isolate). */
+    async chargeAttempts(instanceId) {
+      const response = await fetch(`${ctx.wf}/instances/${encodeURIComponent(instanceId)}`);
+      if (!response.ok) return undefined;
+      const { chargeCalls, chargeOutcomes } = await response.json();
+      log(`  Workflows ${instanceId}: charge step calls: ${chargeOutcomes.join("; ")}`);
+      return chargeCalls;
+    },
+  };
+}
+
+async function chargesFor(ctx, orderId) {
+  const key = chargeKey(orderId);
+  const response = await fetch(`${ctx.demo}/payments/charges?idempotencyKey=${encodeURIComponent(key)}`);
+  const { items } = await response.json();
+  return items.filter((item) => (item.idempotencyKey ?? item.idempotency_key ?? item.key) === key).length;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Throughput scenarios
+
+/** Order ids for one scenario: with a duplicate share d, N·(1-d) unique orders, the rest repeats. */
+function scenarioOrders(system, scenario, total, duplicateShare, seed) {
+  const unique = Math.round(total * (1 - duplicateShare));
+  const ids = Array.from({ length: unique }, (_, i) => `${system === "idemflow" ? "if" : "wf"}-${RUN}-${scenario}-${i}`);
+  const sends = [...ids];
+  for (let i = 0; sends.length < total; i++) sends.push(ids[i % unique]);
+  return { unique: ids, sends: shuffle(sends, seed) };
+}
+
+async function throughput(system, ctx, { concurrency, duplicateShare, total, seed }) {
+  const scenario = `c${concurrency}-d${Math.round(duplicateShare * 100)}`;
+  await system.prepare(scenario);
+  const { unique, sends } = scenarioOrders(system.name, scenario, total, duplicateShare, seed);
+  const requests = sends.map((orderId) => system.trigger(scenario, orderId));
+  const load = await runClosedLoop(requests, concurrency);
+  const accepted = load.results.filter((r) => r.status === 200 || r.status === 202);
+  const created = load.results.filter((r) => r.status === 202).length;
+  const deduplicated = load.results.filter((r) => r.status === 200 && r.body?.deduplicated === true).length;
+  const errors = load.results.filter((r) => r.status !== 200 && r.status !== 202);
+  // Wait for what was actually started (a failed trigger starts nothing).
+  const started = [...new Set(accepted.map((r) => r.body?.executionId).filter(Boolean))];
+  const completion = started.length > 0 ? await system.awaitCompletion(scenario, started, Date.now() + COMPLETION_TIMEOUT_MS) : { completed: 0, failed: 0, lastFinishedAt: 0 };
+  const e2eSeconds = (completion.lastFinishedAt - load.startedAt) / 1000;
+  const d1 = system.d1 ? await system.d1() : undefined;
+  return {
+    system: system.name,
+    scenario,
+    concurrency,
+    duplicateShare,
+    sent: sends.length,
+    unique: unique.length,
+    accepted: accepted.length,
+    created,
+    deduplicated,
+    errors: errors.length,
+    firstError: errors[0] ? `${errors[0].status} ${JSON.stringify(errors[0].body).slice(0, 200)}` : undefined,
+    triggersPerSecond: accepted.length / (load.wallMs / 1000),
+    p50: percentile(load.results.map((r) => r.ms), 50),
+    p99: percentile(load.results.map((r) => r.ms), 99),
+    completed: completion.completed,
+    failed: completion.failed,
+    completedPerSecond: completion.completed > 0 && e2eSeconds > 0 ? completion.completed / e2eSeconds : 0,
+    d1StatementsPerExecution: d1 && completion.completed > 0 ? d1.statements / completion.completed : undefined,
+    d1RoundTripsPerExecution: d1 && completion.completed > 0 ? d1.roundTrips / completion.completed : undefined,
+    d1BySql: d1?.bySql,
+  };
+}
+
+/**
+ * One execution at a time: the time from sending the trigger to the system's own completion
+ * timestamp (idemflow: executions.finished_at; Workflows: the receipt step's Date.now()).
+ */
+async function singleExecutionLatency(system, ctx) {
+  const scenario = "latency";
+  await system.prepare(scenario);
+  const latencies = [];
+  let lastFinishedAt = 0;
+  for (let i = 0; i < LATENCY_RUNS; i++) {
+    const orderId = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-latency-${i}`;
+    const request = system.trigger(scenario, orderId);
+    const sentAt = Date.now();
+    const body = await (await fetch(request.url, request.init)).json();
+    // The Workflows twin reports completion of the given ids; idemflow counts the workflow's
+    // finished executions, so it waits for i + 1 of them.
+    const ids = system.name === "idemflow" ? Array.from({ length: i + 1 }, () => body.executionId) : [body.executionId];
+    const completion = await system.awaitCompletion(scenario, ids, Date.now() + 20_000, 20);
+    if (completion.lastFinishedAt > lastFinishedAt) {
+      latencies.push(completion.lastFinishedAt - sentAt);
+      lastFinishedAt = completion.lastFinishedAt;
+    }
+  }
+  return { runs: LATENCY_RUNS, completed: latencies.length, p50: percentile(latencies, 50), max: Math.max(...latencies) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Correctness
+
+/**
+ * Rounds of 50 truly concurrent identical triggers (one new order per round). A race shows up
+ * only sometimes, so several rounds are run and each round's outcome is reported.
+ */
+async function concurrentDuplicates(system, ctx) {
+  const scenario = "dup";
+  await system.prepare(scenario);
+  const rounds = [];
+  for (let round = 0; round < DUPLICATE_ROUNDS; round++) {
+    const orderId = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-dup-${round}`;
+    const request = system.trigger(scenario, orderId);
+    // All 50 requests are started before any answer is awaited.
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, async () => {
+        const response = await fetch(request.url, request.init);
+        return { status: response.status, body: await response.json().catch(() => null) };
+      }),
+    );
+    rounds.push({
+      orderId,
+      created: responses.filter((r) => r.status === 202).length,
+      deduplicated: responses.filter((r) => r.status === 200).length,
+      errors: responses.filter((r) => r.status !== 200 && r.status !== 202).length,
+      ids: [...new Set(responses.map((r) => r.body?.executionId).filter(Boolean))],
+    });
+  }
+  const ids = rounds.flatMap((r) => r.ids);
+  const completion = ids.length > 0 ? await system.awaitCompletion(scenario, ids, Date.now() + COMPLETION_TIMEOUT_MS) : { executions: 0 };
+  for (const round of rounds) {
+    round.charges = await chargesFor(ctx, round.orderId);
+    round.attempts = round.ids.length === 1 ? await system.chargeAttempts(round.ids[0]) : undefined;
+  }
+  return {
+    rounds: rounds.length,
+    createdPerRound: rounds.map((r) => r.created),
+    deduplicated: rounds.reduce((n, r) => n + r.deduplicated, 0),
+    errors: rounds.reduce((n, r) => n + r.errors, 0),
+    distinctIdsPerRound: rounds.map((r) => r.ids.length),
+    executions: completion.executions,
+    chargesPerRound: rounds.map((r) => r.charges),
+    attemptsPerRound: rounds.map((r) => r.attempts ?? "?"),
+  };
+}
+
+async function crashAfterCall(system, ctx) {
+  const scenario = "crash";
+  await system.prepare(scenario);
+  const orderId = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-crash`;
+  const makeTrigger = await system.crashAfterCall(orderId);
+  const request = makeTrigger(orderId);
+  const response = await fetch(request.url, request.init);
+  const body = await response.json().catch(() => null);
+  if (!body?.executionId) throw new Error(`trigger → ${response.status} ${JSON.stringify(body)}`);
+  const completion = await system.awaitCompletion(scenario, [body.executionId], Date.now() + COMPLETION_TIMEOUT_MS);
+  return {
+    completed: completion.completed,
+    charges: await chargesFor(ctx, orderId),
+    crashesFired: system.crashesFired ? await system.crashesFired() : 1,
+    attempts: system.chargeAttempts && body?.executionId ? await system.chargeAttempts(body.executionId) : undefined,
+  };
+}
+
+async function responseLost(system, ctx) {
+  const scenario = "lost";
+  await system.prepare(scenario);
+  const orderId = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-lost`;
+  const armed = await fetch(`${ctx.demo}/faults`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ path: "/payments/charges", mode: "after-commit", count: 1 }),
+  });
+  if (!armed.ok) throw new Error(`POST /faults → ${armed.status} ${await armed.text()}`);
+  const request = system.trigger(scenario, orderId);
+  const response = await fetch(request.url, request.init);
+  const body = await response.json().catch(() => null);
+  if (!body?.executionId) throw new Error(`trigger → ${response.status} ${JSON.stringify(body)}`);
+  const completion = await system.awaitCompletion(scenario, [body.executionId], Date.now() + COMPLETION_TIMEOUT_MS);
+  return {
+    completed: completion.completed,
+    charges: await chargesFor(ctx, orderId),
+    attempts: system.chargeAttempts && body?.executionId ? await system.chargeAttempts(body.executionId) : undefined,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+const fmt = (n, digits = 0) => (n === undefined || Number.isNaN(n) ? "–" : n.toFixed(digits));
+
+/** One table: a row per metric, the two systems side by side. */
+function table(rows, correctness, latency, meta) {
+  const lines = [];
+  lines.push(
+    `idemflow vs Cloudflare Workflows (local) — ${meta.triggers} triggers per cell, loopback, ${meta.date}, ` +
+      `${meta.cpus} CPUs, load average ${meta.loadBefore} before / ${meta.loadAfter} after`,
+  );
+  lines.push("");
+  lines.push("| metric | idemflow | Workflows |");
+  lines.push("| --- | ---: | ---: |");
+  const single = (l) => (l ? `${fmt(l.p50)} / ${fmt(l.max)}${l.completed < l.runs ? ` (${l.completed}/${l.runs} completed)` : ""}` : "–");
+  lines.push(`| one execution at a time: trigger → completed, p50 / max ms (${LATENCY_RUNS} runs) | ${single(latency.idemflow)} | ${single(latency.Workflows)} |`);
+  const cell = (concurrency, duplicateShare, system) =>
+    rows.find((r) => r.concurrency === concurrency && r.duplicateShare === duplicateShare && r.system === system);
+  const both = (label, value) => {
+    lines.push(`| ${label} | ${value(cellOf("idemflow"))} | ${value(cellOf("Workflows"))} |`);
+  };
+  let cellOf;
+  for (const concurrency of CONCURRENCIES) {
+    for (const duplicateShare of DUPLICATE_SHARES) {
+      cellOf = (system) => cell(concurrency, duplicateShare, system);
+      const scenario = `c=${concurrency}, ${Math.round(duplicateShare * 100)} % dup`;
+      const errors = (r) => (r.errors > 0 ? ` (${r.errors} errors)` : "");
+      both(`${scenario}: accepted triggers/s`, (r) => (r ? `${fmt(r.triggersPerSecond)}${errors(r)}` : "–"));
+      both(`${scenario}: trigger latency p50 / p99 ms`, (r) => (r ? `${fmt(r.p50)} / ${fmt(r.p99)}` : "–"));
+      both(`${scenario}: end-to-end completed executions/s`, (r) =>
+        r ? `${fmt(r.completedPerSecond, 1)} (${r.completed}/${r.unique}${r.failed ? `, ${r.failed} failed` : ""})` : "–",
+      );
+      both(`${scenario}: D1 statements (round trips) per execution`, (r) =>
+        !r ? "–" : r.d1StatementsPerExecution === undefined ? "no D1 (instance storage)" : `${fmt(r.d1StatementsPerExecution, 1)} (${fmt(r.d1RoundTripsPerExecution, 1)})`,
+      );
+    }
+  }
+  const c = correctness;
+  const dup = (d) =>
+    d
+      ? `answered "created" per round: ${d.createdPerRound.join(", ")}${d.errors ? `; ${d.errors} errors` : ""}; ` +
+        `${d.executions} executions for ${d.rounds} orders; charge ran per order: ${d.attemptsPerRound.join(", ")}; ` +
+        `**charges per order: ${d.chargesPerRound.join(", ")}**`
+      : "–";
+  const rounds = c.idemflow?.duplicates?.rounds ?? c.Workflows?.duplicates?.rounds ?? DUPLICATE_ROUNDS;
+  lines.push(`| ${rounds} rounds × 50 concurrent identical triggers | ${dup(c.idemflow?.duplicates)} | ${dup(c.Workflows?.duplicates)} |`);
+  const once = (d) =>
+    d
+      ? `charge ran ${d.attempts ?? "?"}×; **${d.charges} charge**; completed ${d.completed}/1${d.crashesFired === 0 ? " (crash NOT injected)" : ""}`
+      : "–";
+  lines.push(`| step throws after the HTTP call | ${once(c.idemflow?.crash)} | ${once(c.Workflows?.crash)} |`);
+  lines.push(`| destination answers 502 after committing | ${once(c.idemflow?.lost)} | ${once(c.Workflows?.lost)} |`);
+  return lines.join("\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const started = Date.now();
+  // The machine's load is part of the result: both systems share the same cores with it.
+  const loadBefore = loadavg()[0].toFixed(1);
+  const ctx = await setup();
+  const systems = { idemflow: makeIdemflow(ctx), Workflows: makeWorkflows(ctx) };
+  const order = (i) =>
+    (i % 2 === 0 ? [systems.idemflow, systems.Workflows] : [systems.Workflows, systems.idemflow]).filter(
+      (s) => !ONLY || s.name === ONLY,
+    );
+
+  log("warm-up…");
+  for (const system of order(0)) {
+    await throughput(system, ctx, { concurrency: 8, duplicateShare: 0, total: 16, seed: 1 }).catch((e) => log(`warm-up ${system.name}: ${e.message}`));
+  }
+
+  log("single-execution latency…");
+  const latency = {};
+  for (const system of order(1)) {
+    try {
+      latency[system.name] = await singleExecutionLatency(system, ctx);
+      log(`  ${system.name}: p50 ${fmt(latency[system.name].p50)} ms, max ${fmt(latency[system.name].max)} ms`);
+    } catch (error) {
+      log(`  ${system.name} latency failed: ${error.message}`);
+    }
+  }
+
+  const rows = [];
+  let i = 0;
+  for (const concurrency of CONCURRENCIES) {
+    for (const duplicateShare of DUPLICATE_SHARES) {
+      for (const system of order(i)) {
+        log(`${system.name}: concurrency ${concurrency}, ${duplicateShare * 100}% duplicates…`);
+        try {
+          const row = await throughput(system, ctx, { concurrency, duplicateShare, total: TRIGGERS, seed: 1000 + i });
+          rows.push(row);
+          log(`  ${fmt(row.triggersPerSecond)} triggers/s, p50 ${fmt(row.p50)} ms, p99 ${fmt(row.p99)} ms, ${row.completed}/${row.unique} completed, ${fmt(row.completedPerSecond, 1)}/s${row.firstError ? `, first error: ${row.firstError}` : ""}`);
+        } catch (error) {
+          log(`  ${system.name} failed: ${error.message}`);
+        }
+      }
+      i++;
+    }
+  }
+
+  log("correctness…");
+  const correctness = {};
+  for (const system of order(0)) {
+    const result = {};
+    for (const [name, run] of [["duplicates", concurrentDuplicates], ["crash", crashAfterCall], ["lost", responseLost]]) {
+      try {
+        result[name] = await run(system, ctx);
+      } catch (error) {
+        log(`  ${system.name} ${name} failed: ${error.message}`);
+      }
+    }
+    correctness[system.name] = result;
+  }
+
+  const d1Detail = await fetch(`${ctx.engine}/__bench/d1?detail`).then((r) => r.json()).catch(() => undefined);
+  const meta = {
+    triggers: TRIGGERS,
+    date: new Date().toISOString(),
+    cpus: cpus().length,
+    loadBefore,
+    loadAfter: loadavg()[0].toFixed(1),
+  };
+  const output = table(rows, correctness, latency, meta);
+  console.log(output);
+  const resultsFile = join(ctx.tmp, "results.json");
+  writeFileSync(resultsFile, JSON.stringify({ meta, latency, rows, correctness, lastScenarioD1: d1Detail }, null, 2));
+  log(`raw results: ${resultsFile} (logs in ${ctx.logs}); total ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+let stopping = false;
+async function shutdown(code) {
+  if (stopping) return;
+  stopping = true;
+  await stopAll();
+  if (runDir && process.env.BENCH_KEEP !== "1") {
+    for (const dir of ["engine", "demo", "workflows", "engine-build", "demo-build", "workflows-build"]) {
+      rmSync(join(runDir, dir), { recursive: true, force: true });
+    }
+  }
+  process.exit(code);
+}
+process.on("SIGINT", () => shutdown(130));
+process.on("SIGTERM", () => shutdown(143));
+
+main().then(
+  () => shutdown(0),
+  (error) => {
+    log(error.stack ?? String(error));
+    return shutdown(1);
+  },
+);
