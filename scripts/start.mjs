@@ -117,6 +117,15 @@ for (const result of results) say(describeLoadResult(result));
 const rejected = results.filter((r) => !r.ok).length;
 if (rejected > 0) say(`  ${rejected} workflow(s) were not loaded (see above); the rest of idemflow keeps running.`);
 
+// Miniflare never fires Cron Triggers by itself. Deliver the every-minute tick (reaper, ledger and
+// identity sweeps) through --test-scheduled, so a local engine heals lost messages and expired
+// leases as a deployed one does. Other crons (workflow schedules) are delivered by hand.
+const MINUTE_TICK = `${engine.url}/__scheduled?cron=${encodeURIComponent("* * * * *")}`;
+const minuteTick = setInterval(() => {
+  if (!stopping) fetch(MINUTE_TICK).catch(() => undefined);
+}, 60_000);
+minuteTick.unref();
+
 ready = true;
 say(`
 idemflow is running.
@@ -128,6 +137,9 @@ Try it (then see docs/walkthrough.md):
     -H 'Authorization: Bearer ${TOKEN}' -H 'Content-Type: application/json' \\
     -d '{"order":{"id":"A-1001","total":42}}'
   curl -s http://localhost:${DEMO_PORT}/payments/charges
+
+The every-minute cron (reaper and sweeps) is ticked for you; deliver other crons by hand:
+  curl -s 'http://localhost:${ENGINE_PORT}/__scheduled?cron=0+9+*+*+*'
 
 Ctrl-C stops both Workers. Request logs follow.
 `);

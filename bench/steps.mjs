@@ -1,0 +1,592 @@
+// `npm run bench:steps [-- --n=300 --concurrency=16,64 --cap=60000]`: steps/s and end-to-end
+// executions/s of a 3-vertex workflow (ENTRY_POINT → GATEWAY → TRANSFORM) under `wrangler dev`.
+//
+// Starts, on free loopback ports and fresh temporary --persist-to directories (migrations applied
+// first; outside connections off):
+//   - the demo destinations (demo/wrangler.toml): POST /payments/charges behind the ledger;
+//   - the engine (wrangler.toml), with OUTBOUND_ALLOWLIST pointed at the demo's port and
+//     PAYMENTS_KEY from a temporary --env-file (so the user's .dev.vars is never read).
+// First a few executions one at a time (latency without a queue backlog, `--serial=10`).
+// Then, per concurrency: PUT a fresh workflow, fire N triggers with distinct order ids (closed
+// loop), wait until none of its executions is RUNNING (bounded), and read createdAt/finishedAt of
+// every execution from GET /v1/executions. Afterwards it checks every trace (one attempt, one
+// epoch, no events: the happy path the statement counts assume) and that the destination charged
+// each order exactly once. Prints one markdown table; raw figures go to bench/results/.
+//
+// D1 statements per step are NOT measured on the wire (the production Worker runs unwrapped):
+// they are counted by calling the engine's own statement builders (src/ledger/steps.ts,
+// src/ledger/executions.ts) with a recording stand-in that executes nothing. See
+// docs/benchmarks.md ("Steps") for the derivation from the code.
+import { spawn } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { percentile, runLoad } from "./lib/load.mjs";
+import { freePort } from "./lib/ports.mjs";
+import { fmt, machine, markdownTable } from "./lib/report.mjs";
+import { OFFLINE_ENV } from "./lib/wrangler.mjs";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const HEADERS = { authorization: "Bearer dev-token", "content-type": "application/json" };
+const RUN = Date.now().toString(36);
+const STEPS_PER_EXECUTION = 2; // GATEWAY + TRANSFORM; the entry is written COMPLETED by ingress
+
+const args = process.argv.slice(2);
+const flag = (name, fallback) => args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
+const N = Number(flag("n", 300));
+const CONCURRENCIES = flag("concurrency", "16,64").split(",").map(Number);
+/** Per round: the trigger phase and the wait for completion are each capped by this. */
+const CAP_MS = Number(flag("cap", 60_000));
+/** Executions run one at a time first, for the latency without a queue backlog (0: skip). */
+const SERIAL = Number(flag("serial", 10));
+/** wrangler's --log-level for both Workers (`info` shows each queue batch with its duration). */
+const LOG_LEVEL = flag("log-level", "warn");
+/** The whole run, servers included, is stopped after this no matter what. */
+const HARD_STOP_MS = Number(flag("hard-stop", 240_000));
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (line) => console.error(`[bench:steps] ${line}`);
+
+// ---------------------------------------------------------------------------------------------
+// Servers
+
+function wrangler(args, { log: sink, detached = false }) {
+  const child = spawn("npx", ["wrangler", ...args], { cwd: ROOT, env: OFFLINE_ENV, stdio: ["ignore", "pipe", "pipe"], detached });
+  child.stdout.pipe(sink, { end: false });
+  child.stderr.pipe(sink, { end: false });
+  return child;
+}
+
+function applyMigrations(database, config, persistTo, sink) {
+  return new Promise((ok, fail) => {
+    const child = wrangler(["d1", "migrations", "apply", database, "--local", "-c", config, "--persist-to", persistTo], { log: sink });
+    child.on("error", fail);
+    child.on("exit", (code) => (code === 0 ? ok() : fail(new Error(`migrations for ${database} exited with ${code}; see ${sink.path}`))));
+  });
+}
+
+/** `wrangler dev` as the leader of its own process group, so stop() ends workerd too. */
+async function startDev({ name, config, persistTo, envFile, vars = {}, dir }) {
+  const port = await freePort();
+  const inspectorPort = await freePort();
+  const sink = createWriteStream(join(dir, `${name}.log`));
+  const child = wrangler(
+    [
+      "dev", "-c", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort),
+      "--persist-to", persistTo, "--env-file", envFile, "--show-interactive-dev-session=false", "--log-level", LOG_LEVEL,
+      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+    ],
+    { log: sink, detached: true },
+  );
+  let exited = false;
+  let stopped = false;
+  child.on("exit", () => (exited = true));
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    if (!exited) {
+      try {
+        process.kill(-child.pid, "SIGTERM");
+      } catch {}
+      await new Promise((done) => {
+        const timer = setTimeout(() => {
+          try {
+            process.kill(-child.pid, "SIGKILL");
+          } catch {}
+          done();
+        }, 5_000);
+        child.once("exit", () => {
+          clearTimeout(timer);
+          done();
+        });
+      });
+    }
+    sink.end();
+  };
+  return { name, port, baseUrl: `http://127.0.0.1:${port}`, logPath: sink.path, stop, exited: () => exited };
+}
+
+async function waitHealthy(server, timeoutMs = 120_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (server.exited()) throw new Error(`${server.name} exited early; see ${server.logPath}`);
+    try {
+      const res = await fetch(`${server.baseUrl}/health`);
+      if (res.ok) return;
+    } catch {}
+    await sleep(250);
+  }
+  throw new Error(`${server.name} not healthy within ${timeoutMs} ms; see ${server.logPath}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The workflow and the API calls
+
+const definition = (id, demoPort) => ({
+  id,
+  vertices: [
+    { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
+    {
+      id: "charge",
+      type: "GATEWAY",
+      config: {
+        method: "POST",
+        url: `http://127.0.0.1:${demoPort}/payments/charges`,
+        headers: {
+          "Idempotency-Key": "= $idempotencyKey('charge', payload.order.id)",
+          Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}",
+          "Content-Type": "application/json",
+        },
+        body: "= { 'order': payload.order.id, 'amount': payload.order.total }",
+      },
+    },
+    { id: "done", type: "TRANSFORM", config: { output: { order: "= payload.order.id", charge: "= steps.charge.body.id" } } },
+  ],
+  edges: [
+    { from: "received", to: "charge" },
+    { from: "charge", to: "done" },
+  ],
+});
+
+async function api(baseUrl, method, path, body) {
+  const res = await fetch(`${baseUrl}${path}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 500)}`);
+  return JSON.parse(text);
+}
+
+/** Every execution of a workflow with the given status (newest first, following the cursor). */
+async function listAll(baseUrl, workflowId, status, maxPages = 50) {
+  const items = [];
+  let cursor = null;
+  for (let page = 0; page < maxPages; page++) {
+    const q = new URLSearchParams({ workflowId, status, limit: "100", ...(cursor ? { cursor } : {}) });
+    const body = await api(baseUrl, "GET", `/v1/executions?${q}`);
+    items.push(...body.items);
+    cursor = body.nextCursor;
+    if (!cursor) break;
+  }
+  return items;
+}
+
+/** Run `fn` over `items` with at most `limit` in flight, stopping new work at `deadline`. */
+async function pool(items, limit, deadline, fn) {
+  let next = 0;
+  const out = [];
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < items.length && Date.now() < deadline) {
+        const i = next++;
+        out[i] = await fn(items[i]);
+      }
+    }),
+  );
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One round: N executions at one trigger concurrency
+
+async function round({ engine, demo, concurrency }) {
+  const workflowId = `bench-steps-${RUN}-c${concurrency}`;
+  await api(engine.baseUrl, "PUT", `/v1/workflows/${workflowId}`, definition(workflowId, demo.port));
+  const orderId = (i) => `o-${RUN}-c${concurrency}-${i}`;
+  const triggerUrl = `${engine.baseUrl}/v1/workflows/${workflowId}/trigger`;
+
+  const startedAt = Date.now();
+  const triggers = await runLoad({
+    concurrency,
+    durationMs: CAP_MS,
+    maxRequests: N,
+    request: (i) => ({ url: triggerUrl, init: { method: "POST", headers: HEADERS, body: JSON.stringify({ order: { id: orderId(i), total: 1 + (i % 50) } }) } }),
+    check: (r) => r.status === 202,
+  });
+  const triggeredAt = Date.now();
+
+  // Every accepted trigger has its execution row now: wait until none is RUNNING (one cheap
+  // query per poll), capped.
+  const deadline = triggeredAt + CAP_MS;
+  let running = true;
+  while (Date.now() < deadline) {
+    const q = new URLSearchParams({ workflowId, status: "RUNNING", limit: "1" });
+    running = (await api(engine.baseUrl, "GET", `/v1/executions?${q}`)).items.length > 0;
+    if (!running) break;
+    await sleep(200);
+  }
+  const drainedAt = Date.now();
+
+  const completed = await listAll(engine.baseUrl, workflowId, "COMPLETED");
+  const failed = await listAll(engine.baseUrl, workflowId, "FAILED");
+  const stall = running ? await diagnoseStall(engine, workflowId) : null;
+  const created = completed.map((e) => Date.parse(e.createdAt));
+  const finished = completed.map((e) => Date.parse(e.finishedAt));
+  const latencies = completed.map((e, i) => finished[i] - created[i]).sort((a, b) => a - b);
+  // Engine clock: first execution created → last execution finished.
+  const spanMs = completed.length > 0 ? Math.max(...finished) - Math.min(...created) : NaN;
+  return {
+    concurrency,
+    n: N,
+    workflowId,
+    accepted: triggers.statuses[202] ?? 0,
+    triggerErrors: triggers.errors,
+    triggerStatuses: triggers.statuses,
+    triggerRps: triggers.rps,
+    triggerP50: triggers.p50,
+    triggerP99: triggers.p99,
+    completed: completed.length,
+    failed: failed.length,
+    stillRunning: running,
+    spanMs,
+    wallMs: drainedAt - startedAt,
+    executionsPerSecond: completed.length / (spanMs / 1000),
+    stepsPerSecond: (completed.length * STEPS_PER_EXECUTION) / (spanMs / 1000),
+    latencyP50: percentile(latencies, 0.5),
+    latencyP99: percentile(latencies, 0.99),
+    latencyMax: latencies.at(-1) ?? NaN,
+    executionIds: completed.map((e) => e.executionId),
+    failedSample: failed.slice(0, 3).map((e) => e.executionId),
+    stall,
+    orderPrefix: `o-${RUN}-c${concurrency}-`,
+  };
+}
+
+/**
+ * When a round hits its cap: where are the unfinished executions? Step states per vertex, and for
+ * EXECUTING steps whether the key was persisted, an output recorded and the lease has expired.
+ */
+async function diagnoseStall(engine, workflowId) {
+  const running = await listAll(engine.baseUrl, workflowId, "RUNNING");
+  const traces = (await pool(running.slice(0, 300), 8, Date.now() + 20_000, (e) => api(engine.baseUrl, "GET", `/v1/executions/${e.executionId}`))).filter(Boolean);
+  const now = Date.now();
+  const states = {};
+  const executing = [];
+  for (const t of traces) {
+    for (const st of t.steps) {
+      states[`${st.vertexId}:${st.state}`] = (states[`${st.vertexId}:${st.state}`] ?? 0) + 1;
+      if (st.state === "EXECUTING") {
+        executing.push({
+          executionId: t.executionId,
+          vertexId: st.vertexId,
+          attempt: st.attempt,
+          epoch: st.epoch,
+          keyPersisted: st.idempotencyKey !== null,
+          output: st.output !== null,
+          leaseExpiredMsAgo: st.leaseUntil ? now - Date.parse(st.leaseUntil) : null,
+          events: st.events.map((e) => e.type),
+        });
+      }
+    }
+  }
+  return { running: running.length, tracesRead: traces.length, states, executing: executing.slice(0, 12) };
+}
+
+/**
+ * Unloaded latency: one execution at a time (trigger, wait until it finished, next), so no
+ * backlog builds up in the queue. Same result shape as a round.
+ */
+async function serialRound({ engine, demo, count }) {
+  const workflowId = `bench-steps-${RUN}-serial`;
+  await api(engine.baseUrl, "PUT", `/v1/workflows/${workflowId}`, definition(workflowId, demo.port));
+  const startedAt = Date.now();
+  const traces = [];
+  for (let i = 0; i < count && Date.now() < startedAt + CAP_MS; i++) {
+    const { executionId } = await api(engine.baseUrl, "POST", `/v1/workflows/${workflowId}/trigger`, { order: { id: `o-${RUN}-serial-${i}`, total: 1 } });
+    const deadline = Date.now() + 15_000;
+    let trace;
+    while (Date.now() < deadline) {
+      trace = await api(engine.baseUrl, "GET", `/v1/executions/${executionId}`);
+      if (trace.status !== "RUNNING") break;
+      await sleep(25);
+    }
+    traces.push(trace);
+  }
+  const wallMs = Date.now() - startedAt;
+  const completed = traces.filter((t) => t?.status === "COMPLETED");
+  const created = completed.map((e) => Date.parse(e.createdAt));
+  const finished = completed.map((e) => Date.parse(e.finishedAt));
+  const latencies = completed.map((_, i) => finished[i] - created[i]).sort((a, b) => a - b);
+  const spanMs = completed.length > 0 ? Math.max(...finished) - Math.min(...created) : NaN;
+  return {
+    concurrency: "1, one at a time",
+    serial: true,
+    n: count,
+    workflowId,
+    completed: completed.length,
+    failed: traces.filter((t) => t?.status === "FAILED").length,
+    stillRunning: traces.some((t) => t?.status === "RUNNING"),
+    triggerRps: NaN,
+    spanMs,
+    wallMs,
+    executionsPerSecond: completed.length / (spanMs / 1000),
+    stepsPerSecond: (completed.length * STEPS_PER_EXECUTION) / (spanMs / 1000),
+    latencyP50: percentile(latencies, 0.5),
+    latencyP99: percentile(latencies, 0.99),
+    latencyMax: latencies.at(-1) ?? NaN,
+    executionIds: completed.map((e) => e.executionId),
+    orderPrefix: `o-${RUN}-serial-`,
+  };
+}
+
+/** The happy-path assumption behind the statement counts: one attempt, one epoch, no events. */
+async function checkTraces(engine, ids, deadline) {
+  const traces = await pool(ids, 8, deadline, (id) => api(engine.baseUrl, "GET", `/v1/executions/${id}`));
+  const seen = traces.filter(Boolean);
+  const offPath = seen.filter((t) =>
+    t.steps.some((s) => s.vertexId !== "received" && (s.state !== "COMPLETED" || s.attempt !== 1 || s.epoch !== 1 || s.events.length > 0)),
+  );
+  const stepMs = { charge: [], done: [] };
+  for (const t of seen) {
+    for (const s of t.steps) if (stepMs[s.vertexId] && s.createdAt && s.finishedAt) stepMs[s.vertexId].push(Date.parse(s.finishedAt) - Date.parse(s.createdAt));
+  }
+  for (const list of Object.values(stepMs)) list.sort((a, b) => a - b);
+  return {
+    checked: seen.length,
+    offHappyPath: offPath.length,
+    offSample: offPath.slice(0, 2).map((t) => ({ id: t.executionId, steps: t.steps.map((s) => ({ v: s.vertexId, state: s.state, attempt: s.attempt, epoch: s.epoch, events: s.events.map((e) => e.type) })) })),
+    // A step's row is created when it is dispatched: created → finished is queue wait + run.
+    chargeP50: percentile(stepMs.charge, 0.5),
+    doneP50: percentile(stepMs.done, 0.5),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// D1 statements per step, from the engine's own statement builders (nothing is executed)
+
+async function countStatements(demoPort) {
+  const result = await build({
+    stdin: {
+      contents: `export { claimAndLoad, persistIdempotencyKey, settleStatements } from "./src/ledger/steps";
+                 export { startExecutionStatements } from "./src/ledger/executions";
+                 export { descendantsInOrder } from "./src/steps/graph";`,
+      resolveDir: ROOT,
+      loader: "ts",
+    },
+    bundle: true,
+    write: false,
+    format: "esm",
+    platform: "node",
+    logLevel: "error",
+  });
+  const m = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
+
+  // A stand-in D1 that records what would be sent and answers "no rows".
+  const calls = [];
+  const statement = (sql) => {
+    const s = { sql, bind: () => s };
+    for (const method of ["first", "run", "all", "raw"]) s[method] = async () => (calls.push([sql]), method === "first" ? null : { results: [] });
+    return s;
+  };
+  const db = { prepare: statement, batch: async (list) => (calls.push(list.map((s) => s.sql)), list.map(() => ({ results: [] }))) };
+  const take = () => {
+    const c = calls.splice(0);
+    return { roundTrips: c.length, statements: c.reduce((n, x) => n + x.length, 0) };
+  };
+
+  const def = definition("count", demoPort);
+  const fence = (vertexId) => ({ executionId: "e", vertexId, epoch: 1 });
+  const settle = (vertexId) =>
+    m.settleStatements(db, {
+      fence: fence(vertexId),
+      now: 0,
+      outcome: { state: "COMPLETED", output: "{}", nextVertices: vertexId === "charge" ? ["done"] : [] },
+      request: null,
+      // Ingress stores the entry's taken edges (src/ledger/executions.ts, entryNext), so no
+      // settle of this workflow backfills them.
+      backfill: [],
+      descendants: m.descendantsInOrder(def, vertexId),
+    }).length;
+
+  await m.claimAndLoad(db, { executionId: "e", vertexId: "charge" }, 0, 30_000);
+  const claim = take();
+  await m.persistIdempotencyKey(db, fence("charge"), "k", 0);
+  const persist = take();
+  const gatewaySettle = settle("charge");
+  const transformSettle = settle("done");
+  const plan = { steps: [{ vertexId: "charge", state: "DISPATCHED" }], entryNext: ["charge"] };
+  const start = m.startExecutionStatements(
+    db,
+    { workspace: "dev", workflowId: "count", version: "v", entryVertexId: "received", triggerKind: "webhook", identityKind: "fields", payloadJson: "{}", requireLatestVersion: true },
+    { mode: "claim", identity: "i", claimToken: "t", takeoverExecutionId: "x", expiresAt: 1, plans: { first: plan, takeover: plan } },
+    0,
+  ).length;
+
+  const gateway = { roundTrips: claim.roundTrips + persist.roundTrips + 1, statements: claim.statements + persist.statements + gatewaySettle };
+  const transform = { roundTrips: claim.roundTrips + 1, statements: claim.statements + transformSettle };
+  return {
+    claimBatch: claim.statements,
+    persistKey: persist.statements,
+    gatewaySettle,
+    transformSettle,
+    gateway,
+    transform,
+    ingressStart: start,
+    perExecution: { roundTrips: 1 + gateway.roundTrips + transform.roundTrips, statements: start + gateway.statements + transform.statements },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+function format(rounds, counts) {
+  const perStep = (counts.gateway.statements + counts.transform.statements) / STEPS_PER_EXECUTION;
+  const rows = rounds.map((r) => [
+    String(r.concurrency),
+    `${r.completed}/${r.n}${r.failed ? ` (${r.failed} FAILED)` : ""}`,
+    Number.isFinite(r.triggerRps) ? fmt.rps(r.triggerRps) : "–",
+    // One at a time, throughput is the bench's own pacing, not the engine's: only latency counts.
+    r.serial ? "–" : fmt.ratio(r.executionsPerSecond),
+    r.serial ? "–" : fmt.ratio(r.stepsPerSecond),
+    fmt.ms(r.latencyP50),
+    fmt.ms(r.latencyP99),
+    `${(r.spanMs / 1000).toFixed(1)} / ${(r.wallMs / 1000).toFixed(1)}`,
+    `${counts.gateway.statements} / ${counts.transform.statements} (≈${perStep.toFixed(1)})`,
+  ]);
+  return markdownTable(
+    ["trigger concurrency", "completed", "triggers/s", "executions/s", "steps/s", "execution p50 ms", "execution p99 ms", "span s (engine / wall)", "D1 statements per step: Gateway / Transform (mean)"],
+    rows,
+  );
+}
+
+async function main() {
+  const info = machine();
+  log(`machine: ${info.cpus} × ${info.cpuModel}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`);
+  const dir = await mkdtemp(join(tmpdir(), "idemflow-bench-steps-"));
+  const servers = [];
+  const hardStop = setTimeout(async () => {
+    log(`hard stop after ${HARD_STOP_MS} ms`);
+    await Promise.all(servers.map((s) => s.stop()));
+    process.exit(1);
+  }, HARD_STOP_MS);
+  const cleanup = async () => {
+    clearTimeout(hardStop);
+    await Promise.all(servers.map((s) => s.stop()));
+    await rm(dir, { recursive: true, force: true });
+  };
+  process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
+
+  try {
+    const setupLog = createWriteStream(join(dir, "setup.log"));
+    const enginePersist = join(dir, "engine-state");
+    const demoPersist = join(dir, "demo-state");
+    await Promise.all([
+      applyMigrations("idemflow", join(ROOT, "wrangler.toml"), enginePersist, setupLog),
+      applyMigrations("idemflow-demo", join(ROOT, "demo", "wrangler.toml"), demoPersist, setupLog),
+    ]);
+    // Secrets for the engine from a temporary env file: with --env-file, wrangler dev does not
+    // read the .dev.vars next to wrangler.toml. Dummy values; the demo accepts any bearer.
+    const engineEnv = join(dir, "engine.env");
+    const demoEnv = join(dir, "demo.env");
+    await writeFile(engineEnv, "PAYMENTS_KEY=sk_bench_steps_local\nWEBHOOK_SECRET=whsec_bench_steps_local\n");
+    await writeFile(demoEnv, "");
+
+    const demo = await startDev({ name: "demo", config: join(ROOT, "demo", "wrangler.toml"), persistTo: demoPersist, envFile: demoEnv, dir });
+    servers.push(demo);
+    const engine = await startDev({
+      name: "engine",
+      config: join(ROOT, "wrangler.toml"),
+      persistTo: enginePersist,
+      envFile: engineEnv,
+      vars: { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
+      dir,
+    });
+    servers.push(engine);
+    const bootStarted = Date.now();
+    await Promise.all([waitHealthy(demo), waitHealthy(engine)]);
+    log(`engine ${engine.baseUrl}, demo ${demo.baseUrl}; healthy after ${((Date.now() - bootStarted) / 1000).toFixed(1)} s; logs in ${dir}`);
+
+    const counts = await countStatements(demo.port);
+
+    // Warm-up: a few executions end to end (isolates, workflow cache, the queue consumer).
+    const warmId = `bench-steps-${RUN}-warm`;
+    await api(engine.baseUrl, "PUT", `/v1/workflows/${warmId}`, definition(warmId, demo.port));
+    await Promise.all(Array.from({ length: 4 }, (_, i) => api(engine.baseUrl, "POST", `/v1/workflows/${warmId}/trigger`, { order: { id: `warm-${RUN}-${i}`, total: 1 } })));
+    const warmDeadline = Date.now() + 30_000;
+    let warm = [];
+    while (Date.now() < warmDeadline) {
+      warm = await listAll(engine.baseUrl, warmId, "COMPLETED");
+      if (warm.length >= 4) break;
+      await sleep(250);
+    }
+    if (warm.length < 4) {
+      const failed = await listAll(engine.baseUrl, warmId, "FAILED");
+      const detail = failed[0] ? JSON.stringify(await api(engine.baseUrl, "GET", `/v1/executions/${failed[0].executionId}`)).slice(0, 1500) : "none failed; still running";
+      throw new Error(`warm-up executions did not complete (${warm.length}/4): ${detail}`);
+    }
+
+    const rounds = [];
+    if (SERIAL > 0) {
+      log(`round: ${SERIAL} executions one at a time`);
+      rounds.push(await serialRound({ engine, demo, count: SERIAL }));
+    }
+    for (const concurrency of CONCURRENCIES) {
+      log(`round: ${N} triggers at concurrency ${concurrency}`);
+      const r = await round({ engine, demo, concurrency });
+      log(`  ${r.completed} completed, ${r.failed} failed, ${r.stillRunning ? "SOME STILL RUNNING at the cap" : "none running"}; ${fmt.ratio(r.executionsPerSecond)} executions/s`);
+      rounds.push(r);
+    }
+
+    // Checks, after the clock stopped: traces on the happy path, and the destination's effects.
+    const traceDeadline = Date.now() + 40_000;
+    for (const r of rounds) r.traces = await checkTraces(engine, r.executionIds, traceDeadline);
+    const charges = (await (await fetch(`${demo.baseUrl}/payments/charges`)).json()).items;
+    for (const r of rounds) {
+      const mine = charges.filter((c) => typeof c.order === "string" && c.order.startsWith(r.orderPrefix));
+      r.charges = mine.length;
+      r.distinctChargeOrders = new Set(mine.map((c) => c.order)).size;
+    }
+
+    const table = format(rounds, counts);
+    console.log(`\n## Steps (entry → Gateway → TRANSFORM)\n\n${table}\n`);
+    console.log(
+      `D1 statements (counted from the engine's statement builders, not measured on the wire): ` +
+        `Gateway step ${counts.gateway.statements} in ${counts.gateway.roundTrips} round trips (claim batch ${counts.claimBatch} + persist key ${counts.persistKey} + settle batch ${counts.gatewaySettle}); ` +
+        `TRANSFORM step ${counts.transform.statements} in ${counts.transform.roundTrips} (claim batch ${counts.claimBatch} + settle batch ${counts.transformSettle}); ` +
+        `ingress start batch ${counts.ingressStart}; per execution ${counts.perExecution.statements} statements in ${counts.perExecution.roundTrips} round trips.`,
+    );
+    for (const r of rounds) {
+      console.log(
+        `c=${r.concurrency}: ` +
+          (r.triggerStatuses ? `triggers ${JSON.stringify(r.triggerStatuses)} (p50 ${fmt.ms(r.triggerP50)} ms, p99 ${fmt.ms(r.triggerP99)} ms, errors ${r.triggerErrors}); ` : "") +
+          `traces checked ${r.traces.checked}, off the happy path ${r.traces.offHappyPath}; step created→finished p50: charge ${fmt.ms(r.traces.chargeP50)} ms, done ${fmt.ms(r.traces.doneP50)} ms; ` +
+          `destination charges ${r.charges} for ${r.distinctChargeOrders} distinct orders` +
+          (r.traces.offHappyPath ? `\n  off-path sample: ${JSON.stringify(r.traces.offSample)}` : "") +
+          (r.stall ? `\n  STALLED at the cap: ${JSON.stringify(r.stall)}` : ""),
+      );
+    }
+    // What the engine logged off the happy path (re-sends, crashes, fenced-out writes, failures).
+    await Promise.all(servers.map((s) => s.stop()));
+    const engineLog = await readFile(engine.logPath, "utf8").catch(() => "");
+    const notable = engineLog.split("\n").filter((l) => /reaper re-dispatched|crashed|fenced out|step failed|send failed|poison|dead-lettered/.test(l));
+    console.log(`engine log: ${notable.length} notable line(s)${notable.length ? `, e.g. ${notable.slice(0, 3).join(" | ").slice(0, 600)}` : ""}`);
+    const after = machine().loadAverage1m;
+    console.log(`load average: ${info.loadAverage1m} before, ${after} after`);
+
+    await mkdir(join(ROOT, "bench", "results"), { recursive: true });
+    const file = join(ROOT, "bench", "results", "steps-latest.json");
+    await writeFile(file, JSON.stringify({ machine: info, loadAverageAfter1m: after, notableEngineLogLines: notable.length, at: new Date().toISOString(), n: N, capMs: CAP_MS, counts, rounds: rounds.map(({ executionIds, ...r }) => r) }, null, 2));
+    console.log(`raw figures: ${file}`);
+    const bad = rounds.some((r) => r.completed !== r.n || r.traces.offHappyPath > 0 || r.charges !== r.completed);
+    if (bad) {
+      // Keep the logs (not the state) for a look.
+      clearTimeout(hardStop);
+      await Promise.all(["engine-state", "demo-state"].map((d) => rm(join(dir, d), { recursive: true, force: true })));
+      log(`a check failed; logs kept in ${dir}`);
+      process.exit(2);
+    }
+    await cleanup();
+    process.exit(0);
+  } catch (error) {
+    log(`failed: ${error.message}`);
+    for (const s of servers) log(`  ${s.name} log: ${s.logPath}`);
+    // Keep the logs (not the state) for a look.
+    clearTimeout(hardStop);
+    await Promise.all(servers.map((s) => s.stop()));
+    await Promise.all(["engine-state", "demo-state"].map((d) => rm(join(dir, d), { recursive: true, force: true })));
+    process.exit(1);
+  }
+}
+
+await main();
