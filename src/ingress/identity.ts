@@ -7,14 +7,17 @@
  *
  * The tuple is `[workspace, workflowId, entryVertexId, kind, material]` for production triggers
  * (webhook, hook, schedule). Test and stream runs that opt out of `forceNewExecution` append a
- * sixth element, the scope (`"test"`), so their identities live in a different space: a 6-tuple
- * never encodes like a 5-tuple, and a test run can never deduplicate against production traffic.
+ * sixth element, their scope (`"test"` or `"stream"`), so each invocation kind has its own space:
+ * a 6-tuple never encodes like a 5-tuple (no test or stream run can deduplicate against — or
+ * block — production traffic), and the two scopes differ in the sixth element (a stream run
+ * never returns a test run's execution, whose events it could not have streamed, and vice versa).
  */
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex, toHex } from "../lib/crypto";
 import type { IdentityKind } from "../ledger/executions";
 
-export type IdentityScope = "production" | "test";
+/** One identity space per invocation kind; only production omits the sixth element. */
+export type IdentityScope = "production" | "test" | "stream";
 
 export interface IdentityInput {
   workspace: string;

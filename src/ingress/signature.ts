@@ -24,19 +24,30 @@ function unauthorized(code: string, detail: string): ProblemError {
   return new ProblemError({ status: 401, code, title: "Webhook signature rejected", detail });
 }
 
-/** The secret named by `{{ secrets.NAME }}`, from the Worker's env. Never logged or returned. */
-export function resolveSigningSecret(settings: SignatureSettings, env: Record<string, unknown>): string {
+/**
+ * The secret named by `{{ secrets.NAME }}`, from the Worker's env. Its value is never logged or
+ * returned. When it is missing, the public answer stays generic: the hook is unauthenticated, so
+ * the name of the secret (a hint about the deployment) goes only to the operator's log.
+ */
+export function resolveSigningSecret(settings: SignatureSettings, env: Record<string, unknown>, hook: { workspace: string; workflowId: string }): string {
   const match = SECRET_REFERENCE.exec(settings.secret);
   const value = match ? env[match[1]!] : undefined;
   if (typeof value !== "string" || value.length === 0) {
+    console.error(
+      "webhook signing secret missing: public hook answered 503",
+      JSON.stringify({
+        ...hook,
+        // The NAME only, never a value.
+        secretName: match ? match[1] : null,
+        fix: match ? `wrangler secret put ${match[1]}` : "webhook.signature.secret must be `{{ secrets.NAME }}`",
+      }),
+    );
     // The operator's mistake, not the sender's: 503 so senders retry once it is fixed.
     throw new ProblemError({
       status: 503,
       code: "webhook-secret-missing",
-      title: "The webhook's signing secret is not configured",
-      detail: match
-        ? `The entry point signs with the Worker secret \`${match[1]}\`, which is not set. Set it with \`wrangler secret put ${match[1]}\`.`
-        : "The entry point's webhook.signature.secret must be `{{ secrets.NAME }}`.",
+      title: "The webhook is not configured",
+      detail: "The hook is not configured; the operator has been told. Retry later.",
     });
   }
   return value;

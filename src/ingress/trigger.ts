@@ -41,7 +41,7 @@ export function forceNewExecution(invocation: Invocation, url: URL): boolean {
     status: 400,
     code: "force-new-execution-invalid",
     title: "forceNewExecution must be true or false",
-    detail: "Pass `?forceNewExecution=false` to deduplicate this run like a production trigger (in a separate test scope), or leave it out.",
+    detail: "Pass `?forceNewExecution=false` to deduplicate this run like a production trigger (in a scope of its own: test and stream runs never deduplicate against production or each other), or leave it out.",
   });
 }
 
@@ -63,7 +63,8 @@ export async function chooseIdentity(workflow: StoredWorkflow, invocation: Invoc
     idempotencyFields: entryPointOf(workflow.definition).config.idempotencyFields,
     body,
   });
-  return { kind, material, scope: invocation === "production" ? "production" : "test" };
+  // Invocation kinds map one-to-one onto identity scopes: none dedupes against another.
+  return { kind, material, scope: invocation };
 }
 
 const TRIGGER_KIND: Record<Invocation, TriggerKind> = { production: "webhook", test: "test", stream: "stream" };

@@ -1,5 +1,5 @@
 import { env, SELF } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
 
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", toleranceSeconds: 300 } } };
@@ -129,5 +129,26 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
     const res = await hook(id, "{}", { "x-idemflow-timestamp": "1", "x-idemflow-signature": "00" });
     expect(await res.text()).not.toContain(env.WEBHOOK_SECRET);
+  });
+
+  it("answers 503 webhook-secret-missing with a generic detail, naming the unset secret only in the operator's log", async () => {
+    const id = unique("hooknosecret");
+    await seedWorkflow("dev", transformWorkflow(id, { webhook: { signature: { secret: "{{ secrets.HOOK_SECRET_NEVER_SET }}" } } }));
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      const raw = '{"a":1}';
+      const res = await hook(id, raw, await signedHeaders(raw));
+      expect(res.status).toBe(503);
+      const text = await res.text();
+      expect(JSON.parse(text)).toMatchObject({ code: "webhook-secret-missing", detail: expect.stringContaining("the operator has been told") });
+      // The caller is unauthenticated: no deployment detail in the answer.
+      expect(text).not.toContain("HOOK_SECRET_NEVER_SET");
+      const logged = errors.mock.calls.map((args) => args.map(String).join(" ")).join("\n");
+      expect(logged).toContain("HOOK_SECRET_NEVER_SET");
+      expect(logged).toContain(id);
+    } finally {
+      errors.mockRestore();
+    }
+    expect(await rowsOf(id)).toBe(0);
   });
 });

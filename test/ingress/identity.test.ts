@@ -37,6 +37,13 @@ describe("execution identity", () => {
     expect(production).not.toBe(test);
   });
 
+  it("gives test runs and stream runs scopes of their own", async () => {
+    const test = await deriveIdentity({ ...base, material: "k", scope: "test" });
+    const stream = await deriveIdentity({ ...base, material: "k", scope: "stream" });
+    expect(stream).not.toBe(test);
+    expect(stream).not.toBe(await deriveIdentity({ ...base, material: "k" }));
+  });
+
   it("separates the identity kinds even for equal material", async () => {
     expect(await deriveIdentity({ ...base, kind: "client", material: "k" })).not.toBe(await deriveIdentity({ ...base, kind: "fields", material: "k" }));
   });

@@ -1,7 +1,7 @@
 import { SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { stepEvents } from "../../src/ingress/watch";
-import { BASE, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
+import { BASE, countRows, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
 
 function parseEvents(text: string): Array<{ event: string; data: Record<string, unknown> }> {
   return text
@@ -55,6 +55,29 @@ describe("POST /v1/workflows/:id/stream", () => {
     const [c, d] = [await started("?forceNewExecution=false"), await started("?forceNewExecution=false")];
     expect(d.executionId).toBe(c.executionId);
     expect(d.deduplicated).toBe(true);
+  });
+
+  it("dedupes stream runs only against stream runs: never against a test run or a production trigger with the same body", async () => {
+    const id = unique("streamscope");
+    await seedWorkflow("dev", transformWorkflow(id, {}, { edges: [{ from: "received", to: "shape", when: "= false" }] }));
+    const body = { scope: "mine" };
+    const testRun = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/test-runs?forceNewExecution=false`, body, { token: "dev-token" }));
+    expect(testRun.status).toBe(202);
+    const testRunId = (await testRun.json<{ executionId: string }>()).executionId;
+    const production = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/trigger`, body, { token: "dev-token" }));
+    expect(production.status).toBe(202);
+    const productionId = (await production.json<{ executionId: string }>()).executionId;
+
+    const first = parseEvents(await (await stream(id, body, "?forceNewExecution=false")).text())[0]!.data;
+    expect(first).toMatchObject({ identity: "content", deduplicated: false });
+    expect([testRunId, productionId]).not.toContain(first.executionId);
+    const second = parseEvents(await (await stream(id, body, "?forceNewExecution=false")).text())[0]!.data;
+    expect(second).toMatchObject({ executionId: first.executionId, deduplicated: true });
+    // And the other way round: a later test run still finds its own execution, not the stream's.
+    const again = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/test-runs?forceNewExecution=false`, body, { token: "dev-token" }));
+    expect(again.status).toBe(200);
+    expect((await again.json<{ executionId: string }>()).executionId).toBe(testRunId);
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(3);
   });
 
   it("keeps the execution running when the client disconnects", async () => {

@@ -52,7 +52,7 @@ hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
   const workflow = await getWorkflow(deps.db, workspace, workflowId);
   const settings = workflow ? entryPointOf(workflow.definition).config.webhook?.signature : undefined;
   if (!workflow || !settings) throw noHook();
-  const secret = resolveSigningSecret(settings, c.env as unknown as Record<string, unknown>);
+  const secret = resolveSigningSecret(settings, c.env as unknown as Record<string, unknown>, { workspace, workflowId });
   const raw = await readRawBody(c.req.raw, maxPayloadBytes(workflow));
   await verifyWebhookSignature({ settings, secret, headers: c.req.raw.headers, raw, nowMs: deps.now() });
   // The signed bytes alone decide JSON or not: `content-type` is unsigned (see parseSignedTriggerBody).

@@ -6,9 +6,11 @@
  * The work is in src/ingress; these handlers only adapt HTTP to it.
  */
 import { Hono } from "hono";
+import { createMiddleware } from "hono/factory";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
 import { ingressDeps } from "../../ingress/start";
+import { healLostStepMessages } from "../../ingress/heal";
 import { startResponse, triggerFromRequest } from "../../ingress/trigger";
 import { preferredWaitSeconds, streamExecution, waitForExecution } from "../../ingress/watch";
 import { readExecutionTrace } from "../../ingress/trace";
@@ -33,7 +35,24 @@ const optionalIdempotencyKey = idempotency({
   maxBodyBytes: 10 * 1024 * 1024,
 });
 
-triggerRoutes.post("/:workflowId/trigger", requireWorkspace, optionalIdempotencyKey, async (c) => {
+/**
+ * After the answer is built (whatever it is), offer the steps reaper a throttled sweep in
+ * `waitUntil` (src/ingress/heal.ts), so authenticated traffic also heals lost step messages when
+ * the queue stalls or cron is late. Never delays or fails the answer.
+ */
+const healAfterResponse = createMiddleware<AppEnv>(async function healAfterResponse(c, next) {
+  await next();
+  let ctx: ExecutionContext;
+  try {
+    // Hono declares its own, narrower ExecutionContext; at run time it is the Worker's own.
+    ctx = c.executionCtx as unknown as ExecutionContext;
+  } catch {
+    return; // No ExecutionContext (e.g. `app.request` in a test): nothing to run after the response.
+  }
+  healLostStepMessages(c.env, ctx);
+});
+
+triggerRoutes.post("/:workflowId/trigger", requireWorkspace, healAfterResponse, optionalIdempotencyKey, async (c) => {
   const result = await triggerFromRequest(ingressDeps(c.env), {
     workspace: c.get("workspace"),
     workflowId: c.req.param("workflowId"),
@@ -43,7 +62,7 @@ triggerRoutes.post("/:workflowId/trigger", requireWorkspace, optionalIdempotency
   return startResponse(result);
 });
 
-triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, async (c) => {
+triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse, async (c) => {
   const deps = ingressDeps(c.env);
   const workspace = c.get("workspace");
   const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation: "test", request: c.req.raw });
@@ -58,7 +77,7 @@ triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, async (c) => {
   });
 });
 
-triggerRoutes.post("/:workflowId/stream", requireWorkspace, async (c) => {
+triggerRoutes.post("/:workflowId/stream", requireWorkspace, healAfterResponse, async (c) => {
   const deps = ingressDeps(c.env);
   const workspace = c.get("workspace");
   const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation: "stream", request: c.req.raw });
