@@ -48,7 +48,9 @@ CREATE TABLE step_events (
   id            INTEGER PRIMARY KEY,
   execution_id  TEXT NOT NULL,
   vertex_id     TEXT NOT NULL,
-  type          TEXT NOT NULL CHECK (type IN ('fenced_out', 'attempt_failed', 'lease_expired', 'operator_retry', 'dead_lettered')),
+  -- redelivery_dropped: a redundant message was acked instead of retried (the step was settled,
+  -- or waiting under a live lease / for its due time, which the reaper covers); see docs/steps.md.
+  type          TEXT NOT NULL CHECK (type IN ('fenced_out', 'attempt_failed', 'lease_expired', 'operator_retry', 'dead_lettered', 'redelivery_dropped')),
   epoch         INTEGER,
   at            INTEGER NOT NULL,
   detail        TEXT
@@ -63,5 +65,8 @@ CREATE TABLE dead_letters (
   message_id   TEXT NOT NULL,
   body         TEXT NOT NULL,      -- the message body as JSON text (bounded)
   attempts     INTEGER NOT NULL,
-  at           INTEGER NOT NULL
+  at           INTEGER NOT NULL,
+  -- The step's state when the dead letter arrived (NULL: not a step message, or no such step):
+  -- COMPLETED / SKIPPED / FAILED, or a live lease, mean the dead letter was harmless.
+  step_state   TEXT
 );

@@ -8,7 +8,13 @@
  */
 
 export type StepState = "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "SKIPPED";
-export type StepEventType = "fenced_out" | "attempt_failed" | "lease_expired" | "operator_retry" | "dead_lettered";
+export type StepEventType =
+  | "fenced_out"
+  | "attempt_failed"
+  | "lease_expired"
+  | "operator_retry"
+  | "dead_lettered"
+  | "redelivery_dropped";
 
 export interface StepRef {
   executionId: string;
@@ -98,6 +104,37 @@ export function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number): D1
     .bind(ref.executionId, ref.vertexId, now);
 }
 
+/** Milliseconds (a column or parameter) as an ISO-8601 UTC timestamp, for event details. */
+const isoSql = (ms: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${ms} / 1000.0, 'unixepoch')`;
+
+/**
+ * The step is waiting, not stuck: EXECUTING under a live lease, or DISPATCHED and not due yet.
+ * Exactly the unsettled steps `claimStep` refuses at `now` (binds ?3 = now).
+ */
+const WAITING = "((state = 'EXECUTING' AND lease_until > ?3) OR (state = 'DISPATCHED' AND available_at > ?3))";
+
+/** Why a waiting step needs no message: the reaper's guarantee, for event details. */
+const WAITING_DETAIL = `CASE WHEN state = 'EXECUTING'
+    THEN 'the step is EXECUTING under a live lease (epoch ' || epoch || ', until ' || ${isoSql("lease_until")} || '); the reaper re-dispatches it if that lease expires'
+    ELSE 'the step is DISPATCHED and not due until ' || ${isoSql("available_at")} || '; the reaper re-sends it once it is overdue' END`;
+
+/**
+ * `recordRedeliveryDropped`: placed just BEFORE `claimStep` in the claim batch of a message the
+ * consumer will drop if the step is waiting (see src/steps/redelivery.ts). It inserts a
+ * `redelivery_dropped` event exactly when the claim that follows is about to miss on a waiting
+ * step — the same transaction, so the event and the consumer's ack always agree — at no extra
+ * round trip. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's description.
+ */
+export function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, message: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
+       SELECT execution_id, vertex_id, 'redelivery_dropped', epoch, ?3, ?4 || ' acked instead of retried: ' || ${WAITING_DETAIL}
+       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND ${WAITING}`,
+    )
+    .bind(ref.executionId, ref.vertexId, now, message);
+}
+
 /** `readStepRun`: the step (if any), its execution and definition, and the completed outputs. */
 export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
   return db
@@ -119,14 +156,22 @@ export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
  * Claim and load in ONE round trip: [recordLeaseExpiry, claimStep, readStepRun]. The claim is a
  * single statement; the read after it tells the runner what it needs when the claim succeeded,
  * and tells the consumer why when it did not (completed, live lease, not due, unknown).
+ *
+ * `dropIfWaiting` (a description of the message): the caller acks rather than retries if the
+ * step turns out to be waiting, so `recordRedeliveryDropped` is added before the claim — still
+ * one round trip.
  */
 export async function claimAndLoad(
   db: D1Database,
   ref: StepRef,
   now: number,
   leaseMs: number,
+  dropIfWaiting?: string,
 ): Promise<{ claimed: ClaimedStep | null; run: StepRunRow | null }> {
-  const [, claim, read] = await db.batch([recordLeaseExpiry(db, ref, now), claimStep(db, ref, now, leaseMs), readStepRun(db, ref)]);
+  const statements = [recordLeaseExpiry(db, ref, now)];
+  if (dropIfWaiting !== undefined) statements.push(recordRedeliveryDropped(db, ref, now, dropIfWaiting));
+  statements.push(claimStep(db, ref, now, leaseMs), readStepRun(db, ref));
+  const [claim, read] = (await db.batch(statements)).slice(-2);
   const row = (claim?.results as Array<{ epoch: number; attempt: number; retry_base: number; lease_until: number; idempotency_key: string | null }>)[0];
   return {
     claimed: row
@@ -465,6 +510,16 @@ export async function retryFailedStep(db: D1Database, workspace: string, ref: St
 // ---------------------------------------------------------------------------------------------
 // Dead letters
 
+/**
+ * `recordDeadLetter`: a message that reached the DLQ. The `dead_letters` row is always kept (with
+ * the step's state at that moment, for operators). The step gets ONE event, chosen by SQL from its
+ * state, so a dead letter never reads as a failure of a step that is fine:
+ * - settled (COMPLETED, SKIPPED, FAILED) or waiting (live lease, not due yet): the message was
+ *   redundant — `redelivery_dropped`, detail "harmless" and why;
+ * - otherwise (DISPATCHED and due, or EXECUTING under an expired lease) the step still needs a
+ *   run — `dead_lettered`; the reaper re-sends it.
+ * Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's description.
+ */
 export function recordDeadLetter(
   db: D1Database,
   m: { queue: string; messageId: string; body: string; attempts: number; step: StepRef | null },
@@ -472,15 +527,26 @@ export function recordDeadLetter(
 ): D1PreparedStatement[] {
   const statements = [
     db
-      .prepare(`INSERT INTO dead_letters (queue, message_id, body, attempts, at) VALUES (?1, ?2, ?3, ?4, ?5)`)
-      .bind(m.queue, m.messageId, m.body, m.attempts, now),
+      .prepare(
+        `INSERT INTO dead_letters (queue, message_id, body, attempts, at, step_state)
+         VALUES (?1, ?2, ?3, ?4, ?5, (SELECT state FROM steps WHERE execution_id = ?6 AND vertex_id = ?7))`,
+      )
+      .bind(m.queue, m.messageId, m.body, m.attempts, now, m.step?.executionId ?? null, m.step?.vertexId ?? null),
   ];
   if (m.step) {
+    const settled = "state IN ('COMPLETED', 'SKIPPED', 'FAILED')";
     statements.push(
       db
         .prepare(
           `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-           SELECT execution_id, vertex_id, 'dead_lettered', epoch, ?3, ?4 FROM steps WHERE execution_id = ?1 AND vertex_id = ?2`,
+           SELECT execution_id, vertex_id,
+                  CASE WHEN ${settled} OR ${WAITING} THEN 'redelivery_dropped' ELSE 'dead_lettered' END,
+                  epoch, ?3,
+                  ?4 || CASE
+                    WHEN ${settled} THEN '; harmless: the step is already ' || state || ', the message had nothing left to run'
+                    WHEN ${WAITING} THEN '; harmless: ' || ${WAITING_DETAIL}
+                    ELSE '; the step still needs a run: the reaper re-sends it' END
+           FROM steps WHERE execution_id = ?1 AND vertex_id = ?2`,
         )
         .bind(m.step.executionId, m.step.vertexId, now, `message ${m.messageId} reached ${m.queue} after ${m.attempts} attempts`),
     );

@@ -4,8 +4,12 @@
  *
  * Per message: malformed body or unknown execution → ack and log (poison is never retried
  * forever); claimed → run and settle → ack; already settled → ack; lease live elsewhere or not
- * due yet → retry after that delay; a crash mid-step → retry after one lease, by which time the
- * step can be taken over.
+ * due yet → retry after that delay, but from `DROP_REDELIVERY_AT_ATTEMPT` deliveries on → ack
+ * (the reaper covers the step; a healthy long call must not push duplicates into the DLQ); a
+ * crash mid-step → retry after one lease, by which time the step can be taken over.
+ *
+ * Dead letters are recorded with their step's state: a dead letter for a settled or waiting step
+ * is marked harmless (`redelivery_dropped`), not `dead_lettered` (src/ledger/steps.ts).
  */
 import { recordDeadLetter } from "../ledger/steps";
 import { parseStepMessage } from "./messages";
@@ -28,9 +32,13 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
     return;
   }
   try {
-    const decision = await runStep(ref, rt);
+    const decision = await runStep(ref, rt, { messageId: message.id, attempts: message.attempts });
     switch (decision.action) {
       case "ack":
+        message.ack();
+        return;
+      case "drop":
+        console.warn("redundant step message dropped", JSON.stringify({ id: message.id, attempts: message.attempts, ...ref, why: decision.why }));
         message.ack();
         return;
       case "poison":

@@ -26,7 +26,8 @@ export function backoffDelayMs(policy: RetryPolicy = DEFAULT_RETRY, failedAttemp
 /**
  * Not capped at the queue's 12-hour delay limit: the step's `available_at` keeps the full delay
  * (a `Retry-After` of a day means a day), the message's delay is capped (`delaySeconds`), and a
- * message that arrives before `available_at` bounces until the step is due.
+ * message that arrives before `available_at` bounces until the step is due (or, after
+ * `DROP_REDELIVERY_AT_ATTEMPT` deliveries, is dropped and the reaper re-sends the overdue step).
  */
 export function retryDelayMs(policy: RetryPolicy, failedAttempts: number, random: () => number, retryAfterMs?: number): number {
   return Math.max(backoffDelayMs(policy, failedAttempts, random), retryAfterMs ?? 0);

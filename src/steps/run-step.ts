@@ -23,6 +23,7 @@ import { runGateway } from "./gateway";
 import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
 import type { RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
+import { dropsIfNotClaimable, type Delivery } from "./redelivery";
 import { retryDelayMs, delaySeconds } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
@@ -30,6 +31,8 @@ import { runTransform } from "./transform";
 export type Decision =
   | { action: "ack"; why: string }
   | { action: "retry"; delayMs: number; why: string }
+  /** The step is waiting (live lease, not due) and this message bounced enough: ack it (src/steps/redelivery.ts). */
+  | { action: "drop"; why: string }
   | { action: "poison"; why: string };
 
 const definitions = new Map<string, WorkflowDefinition>();
@@ -52,7 +55,12 @@ interface CompletedEntry {
   next: string[] | null;
 }
 
-function whyNotClaimed(run: StepRunRow, now: number): Decision {
+/**
+ * A missed claim: settled → ack; waiting (live lease elsewhere, not due) → bounce the message
+ * until its delivery count reaches the drop threshold, then ack it (the claim batch recorded the
+ * `redelivery_dropped` event in the same transaction; the reaper covers the step).
+ */
+function whyNotClaimed(run: StepRunRow, now: number, drop: boolean): Decision {
   switch (run.step_state) {
     case null:
       return { action: "poison", why: `execution ${run.execution_id} has no step for this vertex` };
@@ -61,8 +69,10 @@ function whyNotClaimed(run: StepRunRow, now: number): Decision {
     case "SKIPPED":
       return { action: "ack", why: `step already ${run.step_state}` };
     case "EXECUTING":
+      if (drop) return { action: "drop", why: "lease held by another worker; the reaper re-dispatches the step if the lease expires" };
       return { action: "retry", delayMs: Math.max(1000, (run.lease_until ?? now) - now), why: "lease held by another worker" };
     case "DISPATCHED":
+      if (drop) return { action: "drop", why: "not due yet; the reaper re-sends the step once it is overdue" };
       return { action: "retry", delayMs: Math.max(1000, (run.available_at ?? now) - now), why: "not due yet (retry backoff)" };
   }
 }
@@ -154,11 +164,13 @@ async function settleFailedUnrun(rt: StepRuntime, fence: Fence, error: string): 
   return { action: "ack", why: result.settled ? "settled FAILED" : "fenced out (recorded)" };
 }
 
-export async function runStep(ref: StepRef, rt: StepRuntime): Promise<Decision> {
+export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery = { messageId: "(direct)", attempts: 1 }): Promise<Decision> {
   const claimedAt = rt.now();
-  const { claimed, run } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs);
+  const drop = dropsIfNotClaimable(delivery);
+  const dropDetail = drop ? `message ${delivery.messageId} (delivery ${delivery.attempts})` : undefined;
+  const { claimed, run } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs, dropDetail);
   if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
-  if (!claimed) return whyNotClaimed(run, claimedAt);
+  if (!claimed) return whyNotClaimed(run, claimedAt, drop);
 
   const fence: Fence = { ...ref, epoch: claimed.epoch };
   let definition: WorkflowDefinition;

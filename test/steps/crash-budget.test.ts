@@ -44,7 +44,12 @@ describe("a step output over the stored bound", () => {
       id: unique("wf"),
       vertices: [
         { id: "entry", type: "ENTRY_POINT", config: {} },
-        { id: "big", type: "TRANSFORM", config: { output: { blob: `= $pad('', ${MAX_OUTPUT_BYTES + 1000}, 'x')` } } },
+        // Two halves: each string stays under the evaluator's own string bound, the output does not.
+        {
+          id: "big",
+          type: "TRANSFORM",
+          config: { output: { a: `= $pad('', ${MAX_OUTPUT_BYTES / 2 + 1000}, 'x')`, b: `= $pad('', ${MAX_OUTPUT_BYTES / 2 + 1000}, 'x')` } },
+        },
       ],
       edges: [{ from: "entry", to: "big" }],
     } as WorkflowDefinitionInput);

@@ -159,7 +159,8 @@ export interface Harness {
   dest: Destination;
   rt: StepRuntime;
   start(workflow: StoredWorkflow, payload: unknown): Promise<string>;
-  deliver(bodies: unknown[], rt?: Partial<StepRuntime>): Promise<Delivery>;
+  /** `attempts`: the queue's delivery count the messages carry (1 = first delivery). */
+  deliver(bodies: unknown[], rt?: Partial<StepRuntime>, attempts?: number): Promise<Delivery>;
   /** Deliver pending messages one at a time in due order (advancing the clock) until none are left. */
   drain(maxRounds?: number): Promise<number>;
 }
@@ -190,10 +191,10 @@ export function harness(overrides: Partial<StepRuntime> = {}): Harness {
       );
       return result.executionId;
     },
-    async deliver(bodies, more = {}) {
+    async deliver(bodies, more = {}, attempts = 1) {
       const batch = createMessageBatch<unknown>(
         "idemflow-steps",
-        bodies.map((body) => ({ id: `msg-${++ids}`, timestamp: new Date(clock.now()), attempts: 1, body })),
+        bodies.map((body) => ({ id: `msg-${++ids}`, timestamp: new Date(clock.now()), attempts, body })),
       );
       const ctx = createExecutionContext();
       const retryDelays: Array<number | undefined> = [];
