@@ -14,36 +14,46 @@
  *
  * - **sequence length**: a range such as `[1..10000000]` is refused before it is allocated (it
  *   costs one step but megabytes of memory; Workers have 128 MB).
+ * - **size**: strings, lists and the total an evaluation builds are capped, including inside
+ *   built-ins such as `$pad('', 1e9)` that allocate within one step (see `size-limits.ts`).
  *
  * No `eval` and no `new Function` anywhere on this path (both are blocked in Workers).
  */
 import jsonata from "jsonata";
 import { EXPRESSION_PREFIX, isExpression } from "../definitions/schema";
+import { ExpressionError } from "./errors";
 import { registerKeyHelpers } from "./key-helpers";
+import { registerBoundedBuiltins, SIZE_BUDGET, sizeExitHook, type SizeBudget } from "./size-limits";
+
+export { ExpressionError };
 
 export interface EvaluationLimits {
   /** Maximum nesting depth of evaluation (JSONata `stack`). */
   maxDepth: number;
   /** Maximum number of evaluation steps. */
   maxSteps: number;
+  /** Longest string (in UTF-16 code units) any part of the expression may build. */
+  maxStringLength: number;
+  /**
+   * Total characters + list items the evaluation may build. The per-value caps alone would let a
+   * loop build a just-under-the-cap string thousands of times; this bounds the sum.
+   */
+  maxProducedSize: number;
 }
 
-/** 200 000 steps take roughly half a second of CPU in workerd. */
-export const DEFAULT_LIMITS: EvaluationLimits = { maxDepth: 250, maxSteps: 200_000 };
-/** Longest sequence (e.g. a range) an expression may build. */
+/** Longest sequence (e.g. a range) or list an expression may build. */
 export const MAX_SEQUENCE_LENGTH = 100_000;
 
-/** Thrown for any failure of an expression: syntax, evaluation error, or a limit. */
-export class ExpressionError extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-    readonly position: number | undefined,
-  ) {
-    super(message);
-    this.name = "ExpressionError";
-  }
-}
+/**
+ * 200 000 steps take roughly half a second of CPU in workerd. Strings up to 1 MiB characters and
+ * 16 Mi characters + items in total keep an evaluation well inside a Worker's 128 MB.
+ */
+export const DEFAULT_LIMITS: EvaluationLimits = {
+  maxDepth: 250,
+  maxSteps: 200_000,
+  maxStringLength: 1_048_576,
+  maxProducedSize: 16_777_216,
+};
 
 const BUDGET = "__idemflow_budget";
 const cache = new Map<string, jsonata.Expression>();
@@ -62,6 +72,8 @@ export function compile(source: string): jsonata.Expression {
     throw toExpressionError(error, "compile");
   }
   expression.assign(Symbol.for("jsonata.__evaluate_entry") as unknown as string, countStep);
+  expression.assign(Symbol.for("jsonata.__evaluate_exit") as unknown as string, sizeExitHook(expression));
+  registerBoundedBuiltins(expression);
   registerKeyHelpers(expression);
   if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value as string);
   cache.set(source, expression);
@@ -96,16 +108,26 @@ function countStep(_expr: unknown, _input: unknown, environment: jsonata.Environ
   }
 }
 
-/** Evaluate JSONata `source` (without the leading `=`) against `context`. */
+/**
+ * Evaluate JSONata `source` (without the leading `=`) against `context`. `overrides` replaces the
+ * defaults one by one.
+ */
 export async function evaluate(
   source: string,
   context: unknown,
-  limits: EvaluationLimits = DEFAULT_LIMITS,
+  overrides: Partial<EvaluationLimits> = DEFAULT_LIMITS,
 ): Promise<unknown> {
   const expression = compile(source);
+  const limits: EvaluationLimits = { ...DEFAULT_LIMITS, ...overrides };
   const budget: Budget = { steps: 0, limits };
+  const size: SizeBudget = {
+    produced: 0,
+    maxStringLength: limits.maxStringLength,
+    maxItems: MAX_SEQUENCE_LENGTH,
+    maxProducedSize: limits.maxProducedSize,
+  };
   try {
-    const result = await expression.evaluate(context, { [BUDGET]: budget });
+    const result = await expression.evaluate(context, { [BUDGET]: budget, [SIZE_BUDGET]: size });
     return normalise(result);
   } catch (error) {
     throw toExpressionError(error, "evaluate");
@@ -116,7 +138,11 @@ export async function evaluate(
  * Evaluate a definition value: a string beginning with `=` is an expression, other strings are
  * literals, and arrays/objects are walked so that every expression inside them is evaluated.
  */
-export async function evaluateValue(value: unknown, context: unknown, limits: EvaluationLimits = DEFAULT_LIMITS): Promise<unknown> {
+export async function evaluateValue(
+  value: unknown,
+  context: unknown,
+  limits: Partial<EvaluationLimits> = DEFAULT_LIMITS,
+): Promise<unknown> {
   if (isExpression(value)) return evaluate(value.slice(EXPRESSION_PREFIX.length), context, limits);
   if (Array.isArray(value)) {
     const out: unknown[] = [];

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { compile, evaluate, evaluateValue, ExpressionError, DEFAULT_LIMITS } from "../../src/expressions/evaluate";
 import { idempotencyKey, sha256Of } from "../../src/expressions/key-helpers";
+import { originalBuiltin, SIGNATURES } from "../../src/expressions/size-limits";
+import jsonata from "jsonata";
 
 async function failure(promise: Promise<unknown>): Promise<ExpressionError> {
   try {
@@ -71,6 +73,121 @@ describe("bounded evaluation", () => {
     const limits = { maxDepth: 250, maxSteps: 2_000 };
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => evaluate("$sum($map([1..100], function($v){ $v }))", { i }, limits)));
     expect(results).toEqual(Array(10).fill(5050));
+  });
+});
+
+describe("size limits", () => {
+  it("refuses $pad('', 1e9) before allocating it, within milliseconds", async () => {
+    const started = Date.now();
+    const error = await failure(evaluate("$pad('', 1e9)", {}));
+    expect(error.code).toBe("size-limit");
+    expect(error.message).toMatch(/\$pad.*1000000000 characters.*limit of 1048576.*maxStringLength/);
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it("refuses a $pad whose multi-character padding would be huge even though the width is small", async () => {
+    // JSONata builds padLength copies of the pad string before trimming: 100 000 × 1 000 characters.
+    const error = await failure(evaluate("$pad('', 100000, $pad('', 1000, 'ab'))", {}));
+    expect(error.code).toBe("size-limit");
+    expect(error.message).toMatch(/padding/);
+  });
+
+  it("refuses a $join of a 200 000-element generated list into a huge string", async () => {
+    // The 200 000-element list itself is already refused (JSONata's sequence limit or ours).
+    const error = await failure(evaluate("$join($append([1..100000], [1..100000]).$string(), '------')", {}));
+    expect(["size-limit", "sequence-limit", "step-limit"]).toContain(error.code);
+  });
+
+  it("$join checks the joined length before joining", async () => {
+    // 100 000 parts + 99 999 separators of 20 characters ≈ 2.1 M characters.
+    const error = await failure(evaluate("$join($split($pad('', 100000, 'x'), ''), $pad('', 20, '-'))", {}));
+    expect(error.code).toBe("size-limit");
+    expect(error.message).toMatch(/^\$join would be a string of 2099980 characters/);
+  });
+
+  it("stops repeated & doubling in a recursive function", async () => {
+    const error = await failure(evaluate("($double := function($s, $n){ $n = 0 ? $s : $double($s & $s, $n - 1) }; $double('x', 64))", {}));
+    expect(["size-limit", "step-limit"]).toContain(error.code);
+    expect(error.message).toMatch(/concatenation|limit/);
+  });
+
+  it("bounds the total a loop builds, not only each value", async () => {
+    // Each string is under the 1 MiB cap, but 5 000 of them would be 5 GB.
+    const error = await failure(evaluate("$count($map([1..5000], function($i){ $pad('', 1000000) }))", {}));
+    expect(error.code).toBe("size-limit");
+    expect(error.message).toMatch(/maxProducedSize/);
+  });
+
+  it("charges built-ins passed by reference to higher-order functions", async () => {
+    const source = "($parts := $split($pad('', 100000, 'x'), ''); $count($map([1..1000], function($i){ $parts }) ~> $map($join)))";
+    const error = await failure(evaluate(source, {}));
+    expect(error.code).toBe("size-limit");
+  });
+
+  it("refuses $string of a structure whose JSON would be huge, before building it", async () => {
+    const source = "($s := $pad('', 1000000, 'x'); $string([$s, $s, $s, $s]))";
+    const error = await failure(evaluate(source, {}));
+    expect(error.code).toBe("size-limit");
+    expect(error.message).toMatch(/^\$string/);
+  });
+
+  it("refuses the implicit $string that & applies to a huge structure", async () => {
+    const error = await failure(evaluate("($s := $pad('', 1000000, 'x'); [$s, $s, $s] & '')", {}));
+    expect(error.code).toBe("size-limit");
+    expect(error.message).toMatch(/& operand/);
+  });
+
+  it("refuses a $replace whose result would be huge, for string and regex patterns", async () => {
+    const big = "($s := $pad('', 100000, 'x'); ";
+    expect((await failure(evaluate(`${big}$replace($s, 'x', 'yyyyyyyyyyyyyyyyyyyy'))`, {}))).code).toBe("size-limit");
+    expect((await failure(evaluate(`${big}$replace($s, /(x)/, '$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1'))`, {}))).code).toBe("size-limit");
+  });
+
+  it("refuses a $split into more parts than a list may hold", async () => {
+    const error = await failure(evaluate("$count($split($pad('', 200000, 'x'), ''))", {}));
+    expect(error.code).toBe("size-limit");
+    expect(error.message).toMatch(/\$split would be a list of 100001 items/);
+  });
+
+  it("honours a custom maxStringLength", async () => {
+    expect(await evaluate("$pad('x', 100)", {})).toHaveLength(100);
+    const error = await failure(evaluate("$pad('x', 100)", {}, { maxStringLength: 50 }));
+    expect(error.code).toBe("size-limit");
+    expect(error.message).toContain("limit of 50");
+  });
+
+  it("leaves normal use of the shadowed built-ins unchanged", async () => {
+    expect(await evaluate("$pad('x', 5)", {})).toBe("x    ");
+    expect(await evaluate("$pad('x', -5, '#')", {})).toBe("####x");
+    expect(await evaluate("$join(['a','b'], ',')", {})).toBe("a,b");
+    expect(await evaluate("$join(payload.tags)", { payload: { tags: ["a", "b"] } })).toBe("ab");
+    expect(await evaluate("$string({'a':1})", {})).toBe('{"a":1}');
+    expect(await evaluate("$string({'a':[1, 2.5]}, true)", {})).toBe('{\n  "a": [\n    1,\n    2.5\n  ]\n}');
+    expect(await evaluate("$replace('abcabc', 'b', 'XY')", {})).toBe("aXYcaXYc");
+    expect(await evaluate("$replace('John Smith', /(\\w+)\\s(\\w+)/, '$2, $1')", {})).toBe("Smith, John");
+    expect(await evaluate("$replace('a1b22', /\\d+/, function($m){ '<' & $m.match & '>' })", {})).toBe("a<1>b<22>");
+    expect(await evaluate("$replace('aaa', 'a', 'b', 2)", {})).toBe("bba");
+    expect(await evaluate("$split('a,b,c', ',')", {})).toEqual(["a", "b", "c"]);
+    expect(await evaluate("$split('a,b,c', ',', 2)", {})).toEqual(["a", "b"]);
+    expect(await evaluate("$map([1,2,3], $string)", {})).toEqual(["1", "2", "3"]);
+    expect(await evaluate("'a' & 1 & {'b': true}", {})).toBe('a1{"b":true}');
+    expect(await evaluate("$uppercase(payload.name) & '!'", { payload: { name: "ada" } })).toBe("ADA!");
+    // Signature errors are JSONata's own.
+    expect((await failure(evaluate("$pad(1, 5)", {}))).code).toBe("T0410");
+  });
+
+  it("shadows the built-ins only for idemflow's compiled expressions, with JSONata's own signatures", async () => {
+    // registerFunction on one expression does not leak into plain JSONata.
+    expect(await jsonata("$pad('', 2000000)").evaluate({})).toHaveLength(2_000_000);
+    for (const [name, signature] of Object.entries(SIGNATURES)) {
+      expect((await originalBuiltin(name)).signature?.definition, name).toBe(signature);
+    }
+    expect(await evaluate("$keys({'a': 1, 'b': 2})", {})).toEqual(["a", "b"]);
+  });
+
+  it("$idempotencyKey still works next to the bounded built-ins", async () => {
+    const key = await evaluate("$idempotencyKey('charge', $pad(payload.id, 3, '0'), $join(payload.tags, ','))", { payload: { id: "7", tags: ["a"] } });
+    expect(key).toBe(await idempotencyKey("charge", "700", "a"));
   });
 });
 
