@@ -1,6 +1,6 @@
 /**
  * The HTTP surface: one Hono app, one error handler. Every error becomes
- * `application/problem+json` here (src/http/problem.ts), whatever layer threw it.
+ * `application/problem+json` here (src/lib/problem.ts), whatever layer threw it.
  */
 import { Hono } from "hono";
 import type { AppEnv } from "./http/auth";
