@@ -65,8 +65,9 @@ async function planFor(workflow: StoredWorkflow, executionId: string, triggerKin
     execution: { id: executionId, workflowId: workflow.workflowId, trigger: triggerKind },
   };
   try {
-    const steps = await planReadySteps(workflow.definition, new Map([[entry.id, "COMPLETED"]]), new Set([entry.id]), context);
-    return { steps, entryNext: await takenSuccessors(workflow.definition, entry.id, context) };
+    // Each edge leaving the entry is evaluated once; the plan and the entry's next_vertices share it.
+    const entryNext = await takenSuccessors(workflow.definition, entry.id, context);
+    return { steps: planReadySteps(workflow.definition, new Map([[entry.id, new Set(entryNext)]])), entryNext };
   } catch (error) {
     if (!(error instanceof ExpressionError)) throw error;
     // Nothing is recorded: the caller can fix the payload (or the workflow) and send it again.

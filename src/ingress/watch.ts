@@ -1,11 +1,12 @@
 /**
  * Watching an execution from the request that started it: `Prefer: wait=N` on test runs, and
- * the `text/event-stream` of stream runs. Both poll D1 (one statement per poll) — the steps run
+ * the `text/event-stream` of stream runs. Both poll D1 (one round trip per poll) — the steps run
  * elsewhere, on the queue consumer, so polling the rows is the only view of their progress.
  * Watching never affects the execution: when the client goes away, polling stops and the steps
  * carry on.
  */
-import { readExecutionProgress, readExecutionStatus, type ExecutionProgress, type StepProgress } from "../ledger/executions";
+import { readExecutionStatus } from "../ledger/executions";
+import { readTrace, type Trace } from "../steps/trace";
 import type { StartResult } from "./start";
 
 export const MAX_WAIT_SECONDS = 30;
@@ -32,6 +33,9 @@ export async function waitForExecution(db: D1Database, workspace: string, execut
     await sleep(Math.min(pollMs, Math.max(0, deadline - Date.now())));
   }
 }
+
+/** What the stream compares between polls: a step of the trace (src/steps/trace.ts). */
+export type StepProgress = Pick<Trace["steps"][number], "vertexId" | "state" | "attempt" | "epoch" | "output" | "error">;
 
 export interface StreamEvent {
   event: string;
@@ -95,9 +99,10 @@ export function streamExecution(
     await send({ event: "execution.started", data: { ...start } });
     const seen = new Map<string, StepProgress>();
     const deadline = Date.now() + maxMs;
-    let progress: ExecutionProgress | null = null;
+    let progress: Trace | null = null;
     for (;;) {
-      progress = await readExecutionProgress(db, workspace, start.executionId);
+      // The same read as GET /v1/executions/{id}: the stream shows what the trace shows.
+      progress = await readTrace(db, workspace, start.executionId);
       if (!progress) break;
       for (const e of stepEvents(seen, progress.steps)) await send(e);
       for (const s of progress.steps) seen.set(s.vertexId, s);

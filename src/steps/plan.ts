@@ -6,12 +6,12 @@
  * (absent = always) is true — and SKIPPED otherwise. SKIPPED settles the vertex too, so the
  * decision propagates until nothing more can be decided.
  *
- * Used by ingress (the entry's successors, written in the trigger's batch) and by the steps
- * settle-and-dispatch batch.
+ * Used by ingress for the start batch, where only the entry point has settled. The settle batch
+ * makes the same decision in SQL (`decideStep` in src/ledger/steps.ts), because there two
+ * predecessors settling concurrently must see each other's rows.
  */
-import type { WorkflowDefinition } from "../definitions/schema";
+import { EXPRESSION_PREFIX, type WorkflowDefinition } from "../definitions/schema";
 import { evaluate } from "../expressions/evaluate";
-import { EXPRESSION_PREFIX } from "../definitions/schema";
 
 export type SettledState = "COMPLETED" | "SKIPPED";
 export interface PlannedStep {
@@ -33,17 +33,14 @@ export async function edgeTaken(when: string | undefined, context: ExpressionCon
 }
 
 /**
- * @param settled every vertex already settled, with its state (the entry point is COMPLETED)
- * @param known   every vertex that already has a step row (settled or not): never planned again
+ * Which vertices are decided once the vertices in `taken` have COMPLETED.
+ *
+ * @param taken for every COMPLETED vertex, the successors whose edges it took (its
+ *              `next_vertices`): the edges are evaluated once, by the caller, and never again here
  */
-export async function planReadySteps(
-  definition: WorkflowDefinition,
-  settled: ReadonlyMap<string, SettledState>,
-  known: ReadonlySet<string>,
-  context: ExpressionContext,
-): Promise<PlannedStep[]> {
-  const states = new Map(settled);
-  const decided = new Set(known);
+export function planReadySteps(definition: WorkflowDefinition, taken: ReadonlyMap<string, ReadonlySet<string>>): PlannedStep[] {
+  const states = new Map<string, SettledState>([...taken.keys()].map((id) => [id, "COMPLETED"]));
+  const decided = new Set(taken.keys());
   const planned: PlannedStep[] = [];
   let progress = true;
   while (progress) {
@@ -53,16 +50,10 @@ export async function planReadySteps(
       const incoming = definition.edges.filter((e) => e.to === vertex.id);
       if (incoming.length === 0) continue; // the entry point
       if (!incoming.every((e) => states.has(e.from))) continue;
-      let taken = false;
-      for (const edge of incoming) {
-        if (states.get(edge.from) === "COMPLETED" && (await edgeTaken(edge.when, context))) {
-          taken = true;
-          break;
-        }
-      }
+      const isTaken = incoming.some((e) => taken.get(e.from)?.has(vertex.id) === true);
       decided.add(vertex.id);
-      planned.push({ vertexId: vertex.id, state: taken ? "DISPATCHED" : "SKIPPED" });
-      if (!taken) {
+      planned.push({ vertexId: vertex.id, state: isTaken ? "DISPATCHED" : "SKIPPED" });
+      if (!isTaken) {
         states.set(vertex.id, "SKIPPED");
         progress = true;
       }

@@ -13,7 +13,7 @@ import { ingressDeps } from "../../ingress/start";
 import { healLostStepMessages } from "../../ingress/heal";
 import { startResponse, triggerFromRequest } from "../../ingress/trigger";
 import { preferredWaitSeconds, streamExecution, waitForExecution } from "../../ingress/watch";
-import { readExecutionTrace } from "../../ingress/trace";
+import { readTrace } from "../../steps/trace";
 import { randomExecutionId } from "../../ingress/identity";
 import { insertExecutionPlain } from "../../ledger/executions";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "../../definitions/schema";
@@ -70,7 +70,7 @@ triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse
   if (wait === undefined) return startResponse(result);
   // 200 with the finished trace, or 202 with the trace so far when it is still running.
   const finished = await waitForExecution(deps.db, workspace, result.executionId, wait * 1000);
-  const trace = await readExecutionTrace(deps.db, workspace, result.executionId);
+  const trace = await readTrace(deps.db, workspace, result.executionId);
   return new Response(JSON.stringify({ ...trace, deduplicated: result.deduplicated }), {
     status: finished ? 200 : 202,
     headers: { "content-type": "application/json", "preference-applied": `wait=${wait}`, location: `/v1/executions/${result.executionId}` },
