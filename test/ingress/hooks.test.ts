@@ -1,5 +1,7 @@
-import { env, SELF } from "cloudflare:test";
+import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
+import { app } from "../../src/app";
+import { countingD1 } from "../helpers/counting-d1";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
 
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", toleranceSeconds: 300 } } };
@@ -28,6 +30,22 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const again = await hook(id, raw, await signedHeaders(raw));
     expect(again.status).toBe(200);
     expect((await again.json<{ executionId: string }>()).executionId).toBe(body.executionId);
+  });
+
+  it("costs two round trips: a fresh read of the workflow (its signature settings) and the start batch", async () => {
+    const id = unique("hookbudget");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const counting = countingD1(env.DB);
+    const raw = '{"event":"paid","id":"evt_budget"}';
+    const ctx = createExecutionContext();
+    const res = await app.fetch(
+      new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { "content-type": "application/json", ...(await signedHeaders(raw)) }, body: raw }),
+      { ...env, DB: counting.db },
+      ctx,
+    );
+    expect(res.status).toBe(202);
+    expect(counting.calls.map((c) => c.kind)).toEqual(["statement", "batch"]);
+    await waitOnExecutionContext(ctx);
   });
 
   it("accepts the sha256= prefixed form and custom header names", async () => {

@@ -45,6 +45,24 @@ describe("claims", () => {
     expect(await executionStatus(id)).toBe("COMPLETED");
   });
 
+  it("a Gateway step's later attempt costs two round trips: its key was persisted by the first", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({ db: counting.db });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "B-2", total: 1 } });
+    h.dest.fault("/payments/charges", 503, 1);
+    const [first] = h.queue.take();
+    await h.deliver([first!.body]); // attempt 1: claim batch, persist key, fenced retry
+    const [retry] = h.queue.take();
+    h.clock.t = retry!.dueAt;
+    counting.reset();
+    await h.deliver([retry!.body]); // attempt 2: claim batch, settle batch — no key write
+    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch"]);
+    const steps = await stepsOf(id);
+    expect(steps.charge).toMatchObject({ state: "COMPLETED", attempt: 2 });
+    expect(new Set(h.dest.keysSent("/payments/charges")).size).toBe(1);
+  });
+
   it("a duplicate delivery of a completed step is acked after one round trip and runs nothing", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db });
