@@ -1,7 +1,7 @@
 import { env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { DEST, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+import { DEST, dumpEveryTable, harness, seedWorkflow, stepsOf, unique } from "./helpers";
 
 const WS = "steps-secrets-hardening";
 
@@ -19,15 +19,6 @@ function echoWorkflow(headers: Record<string, string>): WorkflowDefinitionInput 
     ],
     edges: [{ from: "entry", to: "echo" }],
   } as WorkflowDefinitionInput;
-}
-
-async function dumpAll(): Promise<string> {
-  const { results } = await env.DB.prepare(
-    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'",
-  ).all<{ name: string }>();
-  let dump = "";
-  for (const { name } of results) dump += JSON.stringify((await env.DB.prepare(`SELECT * FROM "${name}"`).all()).results);
-  return dump;
 }
 
 describe("secrets are resolved only where the definition names them", () => {
@@ -69,7 +60,7 @@ describe("secrets echoed by a destination are scrubbed from the stored output", 
     expect(echo.state).toBe("COMPLETED");
     expect(h.dest.requests[0]!.headers.authorization).toBe(`Bearer ${secret}`);
     expect(JSON.parse(echo.output!).body.headers.authorization).toBe("Bearer [redacted]");
-    const dump = await dumpAll();
+    const dump = await dumpEveryTable();
     expect(dump).not.toContain("quoted");
   });
 

@@ -2,7 +2,7 @@ import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { DEST, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+import { DEST, dumpEveryTable, harness, seedWorkflow, stepsOf, unique } from "./helpers";
 
 const logged: string[] = [];
 beforeEach(() => {
@@ -13,15 +13,6 @@ beforeEach(() => {
   }
 });
 afterEach(() => vi.restoreAllMocks());
-
-async function everyRow(): Promise<string> {
-  const { results } = await env.DB.prepare(
-    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'",
-  ).all<{ name: string }>();
-  let dump = "";
-  for (const { name } of results) dump += JSON.stringify((await env.DB.prepare(`SELECT * FROM "${name}"`).all()).results);
-  return dump;
-}
 
 describe("secrets", () => {
   it("the canary secret never reaches D1, logs, errors or API responses — even when the destination echoes it", async () => {
@@ -65,7 +56,7 @@ describe("secrets", () => {
     expect(h.dest.requests.some((r) => r.headers["x-api-key"] === canary)).toBe(true);
     // …and nothing idemflow keeps or shows contains it.
     expect(JSON.parse(steps.echo!.output!).body.headers.authorization).toBe("Bearer [redacted]");
-    const dump = await everyRow();
+    const dump = await dumpEveryTable();
     expect(dump).toContain("[redacted]");
     expect(dump).not.toContain(canary);
     const ctx = createExecutionContext();
