@@ -17,7 +17,6 @@
 // they are counted by calling the engine's own statement builders (src/ledger/steps.ts,
 // src/ledger/executions.ts) with a recording stand-in that executes nothing. See
 // docs/benchmarks.md ("Steps") for the derivation from the code.
-import { spawn } from "node:child_process";
 import { createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -25,9 +24,8 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { percentile, runLoad } from "./lib/load.mjs";
-import { freePort } from "./lib/ports.mjs";
 import { fmt, machine, markdownTable } from "./lib/report.mjs";
-import { OFFLINE_ENV } from "./lib/wrangler.mjs";
+import { applyMigrations, startDev, waitHealthy } from "./lib/wrangler.mjs";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const HEADERS = { authorization: "Bearer dev-token", "content-type": "application/json" };
@@ -52,75 +50,6 @@ const log = (line) => console.error(`[bench:steps] ${line}`);
 
 // ---------------------------------------------------------------------------------------------
 // Servers
-
-function wrangler(args, { log: sink, detached = false }) {
-  const child = spawn("npx", ["wrangler", ...args], { cwd: ROOT, env: OFFLINE_ENV, stdio: ["ignore", "pipe", "pipe"], detached });
-  child.stdout.pipe(sink, { end: false });
-  child.stderr.pipe(sink, { end: false });
-  return child;
-}
-
-function applyMigrations(database, config, persistTo, sink) {
-  return new Promise((ok, fail) => {
-    const child = wrangler(["d1", "migrations", "apply", database, "--local", "-c", config, "--persist-to", persistTo], { log: sink });
-    child.on("error", fail);
-    child.on("exit", (code) => (code === 0 ? ok() : fail(new Error(`migrations for ${database} exited with ${code}; see ${sink.path}`))));
-  });
-}
-
-/** `wrangler dev` as the leader of its own process group, so stop() ends workerd too. */
-async function startDev({ name, config, persistTo, envFile, vars = {}, dir }) {
-  const port = await freePort();
-  const inspectorPort = await freePort();
-  const sink = createWriteStream(join(dir, `${name}.log`));
-  const child = wrangler(
-    [
-      "dev", "-c", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort),
-      "--persist-to", persistTo, "--env-file", envFile, "--show-interactive-dev-session=false", "--log-level", LOG_LEVEL,
-      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
-    ],
-    { log: sink, detached: true },
-  );
-  let exited = false;
-  let stopped = false;
-  child.on("exit", () => (exited = true));
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
-    if (!exited) {
-      try {
-        process.kill(-child.pid, "SIGTERM");
-      } catch {}
-      await new Promise((done) => {
-        const timer = setTimeout(() => {
-          try {
-            process.kill(-child.pid, "SIGKILL");
-          } catch {}
-          done();
-        }, 5_000);
-        child.once("exit", () => {
-          clearTimeout(timer);
-          done();
-        });
-      });
-    }
-    sink.end();
-  };
-  return { name, port, baseUrl: `http://127.0.0.1:${port}`, logPath: sink.path, stop, exited: () => exited };
-}
-
-async function waitHealthy(server, timeoutMs = 120_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (server.exited()) throw new Error(`${server.name} exited early; see ${server.logPath}`);
-    try {
-      const res = await fetch(`${server.baseUrl}/health`);
-      if (res.ok) return;
-    } catch {}
-    await sleep(250);
-  }
-  throw new Error(`${server.name} not healthy within ${timeoutMs} ms; see ${server.logPath}`);
-}
 
 // ---------------------------------------------------------------------------------------------
 // The workflow and the API calls
@@ -472,8 +401,8 @@ async function main() {
     const enginePersist = join(dir, "engine-state");
     const demoPersist = join(dir, "demo-state");
     await Promise.all([
-      applyMigrations("idemflow", join(ROOT, "wrangler.toml"), enginePersist, setupLog),
-      applyMigrations("idemflow-demo", join(ROOT, "demo", "wrangler.toml"), demoPersist, setupLog),
+      applyMigrations({ database: "idemflow", config: join(ROOT, "wrangler.toml"), persistTo: enginePersist, log: setupLog, cwd: ROOT }),
+      applyMigrations({ database: "idemflow-demo", config: join(ROOT, "demo", "wrangler.toml"), persistTo: demoPersist, log: setupLog, cwd: ROOT }),
     ]);
     // Secrets for the engine from a temporary env file: with --env-file, wrangler dev does not
     // read the .dev.vars next to wrangler.toml. Dummy values; the demo accepts any bearer.
@@ -482,7 +411,8 @@ async function main() {
     await writeFile(engineEnv, "PAYMENTS_KEY=sk_bench_steps_local\nWEBHOOK_SECRET=whsec_bench_steps_local\n");
     await writeFile(demoEnv, "");
 
-    const demo = await startDev({ name: "demo", config: join(ROOT, "demo", "wrangler.toml"), persistTo: demoPersist, envFile: demoEnv, dir });
+    const common = { logLevel: LOG_LEVEL, cwd: ROOT };
+    const demo = await startDev({ ...common, name: "demo", config: join(ROOT, "demo", "wrangler.toml"), persistTo: demoPersist, envFile: demoEnv, logPath: join(dir, "demo.log") });
     servers.push(demo);
     const engine = await startDev({
       name: "engine",
@@ -490,11 +420,12 @@ async function main() {
       persistTo: enginePersist,
       envFile: engineEnv,
       vars: { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
-      dir,
+      logPath: join(dir, "engine.log"),
+      ...common,
     });
     servers.push(engine);
     const bootStarted = Date.now();
-    await Promise.all([waitHealthy(demo), waitHealthy(engine)]);
+    await Promise.all([waitHealthy(demo, 120_000), waitHealthy(engine, 120_000)]);
     log(`engine ${engine.baseUrl}, demo ${demo.baseUrl}; healthy after ${((Date.now() - bootStarted) / 1000).toFixed(1)} s; logs in ${dir}`);
 
     const counts = await countStatements(demo.port);
