@@ -111,10 +111,11 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     });
     const takeoverExecutionId = await windowExecutionId(hash, now);
     const windowMs = entry.config.dedupeWindow === undefined ? DEFAULT_DEDUPE_WINDOW_MS : durationMs(entry.config.dedupeWindow);
-    const [first, takeover] = await Promise.all([
-      planFor(workflow, hash, triggerKind, payload),
-      planFor(workflow, takeoverExecutionId, triggerKind, payload),
-    ]);
+    // The plan can depend on the execution id only through an entry edge's `when`; without one
+    // both candidate ids share a plan, and no expression is evaluated twice.
+    const idMatters = workflow.definition.edges.some((e) => e.from === entry.id && e.when !== undefined);
+    const first = await planFor(workflow, hash, triggerKind, payload);
+    const takeover = idMatters ? await planFor(workflow, takeoverExecutionId, triggerKind, payload) : first;
     outcome = await startExecution(
       deps.db,
       record,

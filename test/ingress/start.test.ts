@@ -118,6 +118,26 @@ describe("the start service", () => {
     expect(survivor.deduplicated).toBe(false);
   });
 
+  it("plans a new window's steps with the new execution id when an entry edge reads execution.id", async () => {
+    const id = unique("idplan");
+    const identity = await deriveIdentity({ workspace: "dev", workflowId: id, entryVertexId: "received", kind: "content", material: ["json", { order: 1 }], scope: "production" });
+    // Taken only for the first window's execution id (the identity itself).
+    await seedWorkflow("dev", transformWorkflow(id, { dedupeWindow: "10m" }, { edges: [{ from: "received", to: "shape", when: `= execution.id = '${identity}'` }] }));
+    const t0 = Date.now();
+    const h = harness({ now: t0 });
+    const stateOf = async (executionId: string) =>
+      (await env.DB.prepare("SELECT state FROM steps WHERE execution_id = ? AND vertex_id = 'shape'").bind(executionId).first<{ state: string }>())!.state;
+    const first = await h.fire(id, { order: 1 });
+    expect(first.executionId).toBe(identity);
+    expect(await stateOf(first.executionId)).toBe("DISPATCHED");
+    h.clock.now = t0 + 10 * 60_000;
+    const second = await h.fire(id, { order: 1 });
+    expect(second.deduplicated).toBe(false);
+    expect(second.executionId).not.toBe(identity);
+    expect(await stateOf(second.executionId)).toBe("SKIPPED");
+    expect(second.status).toBe("COMPLETED");
+  });
+
   it("takes over an expired identity that was not swept yet, in the claim itself", async () => {
     const id = unique("takeover");
     await seedWorkflow("dev", transformWorkflow(id, { dedupeWindow: "10m" }));
