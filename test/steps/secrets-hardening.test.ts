@@ -1,7 +1,8 @@
 import { env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { DEST, dumpEveryTable, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+import { readTrace } from "../../src/steps/trace";
+import { chargeWorkflow, DEST, dumpEveryTable, harness, seedWorkflow, stepsOf, unique } from "./helpers";
 
 const WS = "steps-secrets-hardening";
 
@@ -74,6 +75,37 @@ describe("secrets echoed by a destination are scrubbed from the stored output", 
     const output = JSON.parse(echo.output!);
     expect(output.status).toBe(200);
     expect(output.body.headers["x-tag"]).toBe("[redacted]");
+  });
+});
+
+describe("a network error that quotes a secret", () => {
+  it("is scrubbed before it is stored: the step's error, its attempt events, the trace and the logs show [redacted], never the secret", async () => {
+    const canary = env.PAYMENTS_KEY;
+    const logged: unknown[][] = [];
+    for (const level of ["warn", "error"] as const) vi.spyOn(console, level).mockImplementation((...args) => void logged.push(args));
+    const h = harness({
+      // A network layer that echoes the request it failed to send, Authorization header included.
+      fetch: async (_input, init) => {
+        throw new TypeError(`connection reset while sending authorization=${new Headers(init?.headers).get("authorization")} (${canary})`);
+      },
+    });
+    const wf = await seedWorkflow(
+      WS,
+      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 2, backoff: "fixed", initialDelayMs: 10, maxDelayMs: 10 } }),
+    );
+    const id = await h.start(wf, { order: { id: unique("N"), total: 1 } });
+    await h.drain();
+    const charge = (await stepsOf(id)).charge!;
+    expect(charge.state).toBe("FAILED");
+    expect(charge.error).toMatch(/gave up after 2 attempt\(s\): .*network error: connection reset while sending authorization=Bearer \[redacted\] \(\[redacted\]\)/);
+    const trace = (await readTrace(env.DB, WS, id))!;
+    const events = trace.steps.find((s) => s.vertexId === "charge")!.events.filter((e) => e.type === "attempt_failed");
+    expect(events).toHaveLength(1);
+    expect(events[0]!.detail).toMatch(/attempt 1: .*network error: .*Bearer \[redacted\]/);
+    expect(JSON.stringify(trace)).not.toContain(canary);
+    expect(await dumpEveryTable()).not.toContain(canary);
+    expect(JSON.stringify(logged)).toContain("[redacted]");
+    expect(JSON.stringify(logged)).not.toContain(canary);
   });
 });
 
