@@ -2,6 +2,7 @@ import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloud
 import { describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
 import { countingD1 } from "../helpers/counting-d1";
+import { dumpEveryTable } from "../steps/helpers";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
 
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", toleranceSeconds: 300 } } };
@@ -64,8 +65,10 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const cases: Array<[string, Record<string, string>]> = [
       ["webhook-signature-invalid", await signedHeaders(raw, undefined, "whsec_wrong")],
       ["webhook-signature-invalid", await signedHeaders('{"event":"tampered"}')],
-      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 - 301).toString())],
-      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 + 301).toString())],
+      // Well clear of the 300 s tolerance on both sides, so the test never depends on how long it
+      // ran; the exact boundary is tested below with a fixed clock.
+      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 - 1000).toString())],
+      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 + 1000).toString())],
       ["webhook-signature-missing", { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString() }],
       ["webhook-signature-missing", { "x-idemflow-signature": (await signedHeaders(raw))["x-idemflow-signature"] }],
     ];
@@ -142,11 +145,46 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(1);
   });
 
-  it("never echoes the secret in a response", async () => {
+  it("never echoes the signing secret, even when the request carries it: no answer (202, 200, 400, 401, 404, 413, 422, 503) and no stored row contains it", async () => {
+    const secret = env.WEBHOOK_SECRET;
     const id = unique("hooksecret");
-    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
-    const res = await hook(id, "{}", { "x-idemflow-timestamp": "1", "x-idemflow-signature": "00" });
-    expect(await res.text()).not.toContain(env.WEBHOOK_SECRET);
+    await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, idempotencyFields: "order.id", maxPayloadBytes: 256 }));
+    const unconfigured = unique("hooksecretunset");
+    await seedWorkflow("dev", transformWorkflow(unconfigured, { webhook: { signature: { secret: "{{ secrets.HOOK_SECRET_NEVER_SET }}" } } }));
+    // The secret travels in the request itself (a header, the body, the query), so a bug that
+    // echoes request data into an answer or a row is caught, not only one that echoes the config.
+    const leak = { "x-leak": secret };
+    const accepted = '{"order":{"id":"o-accepted"}}';
+    const withSecret = JSON.stringify({ order: { id: "o-refused" }, token: secret });
+    const cases: Array<[number, () => Promise<Response>]> = [
+      [202, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(accepted)) })],
+      [200, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(accepted)) })],
+      [400, async () => hook(id, `{"token":"${secret}"`, { ...leak, ...(await signedHeaders(`{"token":"${secret}"`)) })],
+      [400, async () => SELF.fetch(new Request(`${BASE}/hooks/dev/${id}?clientIdempotencyId=${secret}`, { method: "POST", headers: { ...leak, ...(await signedHeaders(accepted)) }, body: accepted }))],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret, undefined, "whsec_wrong")) })],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret, "1")) })],
+      [401, async () => hook(id, withSecret, { ...leak, "x-idemflow-timestamp": secret })],
+      [404, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret)) }, "other")],
+      [413, async () => hook(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }), { ...leak, ...(await signedHeaders(JSON.stringify({ token: secret, pad: "x".repeat(300) }))) })],
+      [422, async () => hook(id, JSON.stringify({ token: secret }), { ...leak, ...(await signedHeaders(JSON.stringify({ token: secret }))) })],
+      [503, async () => hook(unconfigured, withSecret, { ...leak, ...(await signedHeaders(withSecret)) })],
+    ];
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      for (const [status, send] of cases) {
+        const res = await send();
+        const answer = `${JSON.stringify([...res.headers])}\n${await res.text()}`;
+        expect(res.status, answer).toBe(status);
+        expect(answer).not.toContain(secret);
+      }
+      expect(errors.mock.calls.map((args) => args.map(String).join(" ")).join("\n")).not.toContain(secret);
+    } finally {
+      errors.mockRestore();
+    }
+    const stored = await dumpEveryTable();
+    // The dump does hold this test's rows (the accepted delivery), so its silence means something.
+    expect(stored).toContain("o-accepted");
+    expect(stored).not.toContain(secret);
   });
 
   it("answers 503 webhook-secret-missing with a generic detail, naming the unset secret only in the operator's log", async () => {
