@@ -2,6 +2,8 @@ import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloud
 import { describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
 import { countingD1 } from "../helpers/counting-d1";
+import type { ProblemError } from "../../src/lib/problem";
+import { verifyWebhookSignature, type SignatureSettings } from "../../src/ingress/signature";
 import { dumpEveryTable } from "../steps/helpers";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
 
@@ -13,6 +15,19 @@ function hook(workflowId: string, raw: string, headers: Record<string, string>, 
 
 async function signedHeaders(raw: string, timestamp = Math.floor(Date.now() / 1000).toString(), secret = env.WEBHOOK_SECRET) {
   return { "x-idemflow-timestamp": timestamp, "x-idemflow-signature": await sign(secret, timestamp, raw) };
+}
+
+/** The app in this isolate with `Date.now()` pinned: the hook reads its clock from it. */
+async function hookWithClock(nowMs: number, workflowId: string, raw: string, headers: Record<string, string>) {
+  const clock = vi.spyOn(Date, "now").mockReturnValue(nowMs);
+  try {
+    const ctx = createExecutionContext();
+    const res = await app.fetch(new Request(`${BASE}/hooks/dev/${workflowId}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }), env, ctx);
+    await waitOnExecutionContext(ctx);
+    return res;
+  } finally {
+    clock.mockRestore();
+  }
 }
 
 const rowsOf = async (workflowId: string) =>
@@ -82,6 +97,44 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const replayed = await hook(id, raw, { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString(), "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, old, raw) });
     expect(replayed.status).toBe(401);
     expect(await rowsOf(id)).toBe(0);
+  });
+
+  it("accepts a timestamp exactly toleranceSeconds behind or ahead of the clock, and refuses one a second beyond (fixed clock)", async () => {
+    const id = unique("hookedge");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const T = 1_900_000_000; // a whole second: the boundary does not depend on when the test runs
+    const at = async (offsetSeconds: number) => {
+      const raw = JSON.stringify({ offset: offsetSeconds });
+      return hookWithClock(T * 1000, id, raw, await signedHeaders(raw, String(T + offsetSeconds)));
+    };
+    expect((await at(-300)).status).toBe(202);
+    expect((await at(300)).status).toBe(202);
+    for (const offset of [-301, 301]) {
+      const res = await at(offset);
+      expect(res.status, `offset ${offset}`).toBe(401);
+      expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-stale");
+    }
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2);
+  });
+
+  it("answers 413 payload-too-large (problem+json) over the entry point's maxPayloadBytes, even correctly signed, before checking the signature, recording nothing", async () => {
+    const id = unique("hooksize");
+    await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
+    const ofBytes = (n: number) => JSON.stringify({ pad: "x".repeat(n - '{"pad":""}'.length) });
+    expect(ofBytes(65)).toHaveLength(65);
+    for (const [label, raw, headers] of [
+      ["one byte over, signed", ofBytes(65), await signedHeaders(ofBytes(65))],
+      ["far over, signed", ofBytes(100_000), await signedHeaders(ofBytes(100_000))],
+      ["over and unsigned", ofBytes(65), {}],
+    ] as const) {
+      const res = await hook(id, raw, headers);
+      expect(res.status, label).toBe(413);
+      expect(res.headers.get("content-type"), label).toBe("application/problem+json");
+      expect(await res.json(), label).toMatchObject({ status: 413, code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
+    }
+    expect(await rowsOf(id)).toBe(0);
+    // The limit itself is allowed: the 413s were the limit, not some other refusal.
+    expect((await hook(id, ofBytes(64), await signedHeaders(ofBytes(64)))).status).toBe(202);
   });
 
   it("checks the signature before parsing: a signed malformed body is 400, an unsigned one 401", async () => {
@@ -206,5 +259,35 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
       errors.mockRestore();
     }
     expect(await rowsOf(id)).toBe(0);
+  });
+});
+
+describe("verifyWebhookSignature's tolerance, with an exact injected now", () => {
+  const settings: SignatureSettings = { secret: "{{ secrets.WEBHOOK_SECRET }}", header: "x-idemflow-signature", timestampHeader: "x-idemflow-timestamp", toleranceSeconds: 300 };
+  const T = 1_900_000_000;
+  const raw = '{"event":"paid"}';
+  const verifyAt = async (nowMs: number) =>
+    verifyWebhookSignature({ settings, secret: env.WEBHOOK_SECRET, headers: new Headers(await signedHeaders(raw, String(T))), raw: new TextEncoder().encode(raw), nowMs });
+  const refusal = (nowMs: number) =>
+    verifyAt(nowMs).then(
+      () => "accepted",
+      (error: ProblemError) => `${error.status} ${error.code}`,
+    );
+
+  it.each([
+    ["exactly toleranceSeconds old", (T + 300) * 1000],
+    ["exactly toleranceSeconds ahead", (T - 300) * 1000],
+    ["signed this very millisecond", T * 1000],
+  ])("accepts a timestamp %s", async (_when, nowMs) => {
+    await expect(verifyAt(nowMs)).resolves.toBeUndefined();
+  });
+
+  it.each([
+    ["1 ms more than toleranceSeconds old", (T + 300) * 1000 + 1],
+    ["1 s more than toleranceSeconds old", (T + 301) * 1000],
+    ["1 ms more than toleranceSeconds ahead", (T - 300) * 1000 - 1],
+    ["1 s more than toleranceSeconds ahead", (T - 301) * 1000],
+  ])("refuses a timestamp %s with 401 webhook-signature-stale", async (_when, nowMs) => {
+    expect(await refusal(nowMs)).toBe("401 webhook-signature-stale");
   });
 });
