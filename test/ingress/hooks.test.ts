@@ -4,6 +4,7 @@ import { app } from "../../src/app";
 import { countingD1 } from "../helpers/counting-d1";
 import type { ProblemError } from "../../src/lib/problem";
 import { verifyWebhookSignature, type SignatureSettings } from "../../src/ingress/signature";
+import { cachedWorkflow } from "../../src/ingress/workflow-cache";
 import { dumpEveryTable } from "../steps/helpers";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
 
@@ -17,14 +18,19 @@ async function signedHeaders(raw: string, timestamp = Math.floor(Date.now() / 10
   return { "x-idemflow-timestamp": timestamp, "x-idemflow-signature": await sign(secret, timestamp, raw) };
 }
 
-/** The app in this isolate with `Date.now()` pinned: the hook reads its clock from it. */
+/** A request through the app in THIS isolate: the test shares its module state (the workflow cache). */
+async function inThisIsolate(path: string, raw: string, headers: Record<string, string>) {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(new Request(`${BASE}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }), env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+/** The hook with `Date.now()` pinned: the route reads its clock from it. */
 async function hookWithClock(nowMs: number, workflowId: string, raw: string, headers: Record<string, string>) {
   const clock = vi.spyOn(Date, "now").mockReturnValue(nowMs);
   try {
-    const ctx = createExecutionContext();
-    const res = await app.fetch(new Request(`${BASE}/hooks/dev/${workflowId}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }), env, ctx);
-    await waitOnExecutionContext(ctx);
-    return res;
+    return await inThisIsolate(`/hooks/dev/${workflowId}`, raw, headers);
   } finally {
     clock.mockRestore();
   }
@@ -135,6 +141,25 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(await rowsOf(id)).toBe(0);
     // The limit itself is allowed: the 413s were the limit, not some other refusal.
     expect((await hook(id, ofBytes(64), await signedHeaders(ofBytes(64)))).status).toBe(202);
+  });
+
+  it("applies a newly saved LOWER maxPayloadBytes at once, though this isolate cached the older version (via the trigger route): 413, nothing recorded", async () => {
+    const id = unique("hooklowered");
+    const v1 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 256 }));
+    const ofBytes = (n: number, fill: string) => JSON.stringify({ pad: fill.repeat(n - '{"pad":""}'.length) });
+    const warm = ofBytes(100, "w");
+    expect((await inThisIsolate(`/v1/workflows/${id}/trigger`, warm, { authorization: "Bearer dev-token" })).status).toBe(202);
+    expect((await inThisIsolate(`/hooks/dev/${id}`, ofBytes(100, "h"), await signedHeaders(ofBytes(100, "h")))).status).toBe(202);
+    expect(cachedWorkflow("dev", id)?.version).toBe(v1.version);
+    const v2 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
+    expect(v2.version).not.toBe(v1.version);
+
+    const between = ofBytes(100, "b");
+    const res = await inThisIsolate(`/hooks/dev/${id}`, between, await signedHeaders(between));
+    expect(res.status).toBe(413);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    expect(await res.json()).toMatchObject({ code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2); // the two warm-ups
   });
 
   it("checks the signature before parsing: a signed malformed body is 400, an unsigned one 401", async () => {
