@@ -21,6 +21,8 @@ describe("the committed JSON Schema", () => {
   });
 
   it("is referenced by `$schema` in every example workflow", () => {
+    // Not vacuous: an empty glob (moved or renamed examples) must fail, not pass.
+    expect(Object.keys(examples).length).toBeGreaterThan(0);
     for (const [path, mod] of Object.entries(examples)) {
       expect([path, mod.default.$schema]).toEqual([path, "../schema/workflow.schema.json"]);
     }

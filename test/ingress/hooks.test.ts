@@ -2,6 +2,10 @@ import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloud
 import { describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
 import { countingD1 } from "../helpers/counting-d1";
+import type { ProblemError } from "../../src/lib/problem";
+import { verifyWebhookSignature, type SignatureSettings } from "../../src/ingress/signature";
+import { cachedWorkflow } from "../../src/ingress/workflow-cache";
+import { dumpEveryTable } from "../steps/helpers";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
 
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", toleranceSeconds: 300 } } };
@@ -12,6 +16,24 @@ function hook(workflowId: string, raw: string, headers: Record<string, string>, 
 
 async function signedHeaders(raw: string, timestamp = Math.floor(Date.now() / 1000).toString(), secret = env.WEBHOOK_SECRET) {
   return { "x-idemflow-timestamp": timestamp, "x-idemflow-signature": await sign(secret, timestamp, raw) };
+}
+
+/** A request through the app in THIS isolate: the test shares its module state (the workflow cache). */
+async function inThisIsolate(path: string, raw: string, headers: Record<string, string>) {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(new Request(`${BASE}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }), env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+/** The hook with `Date.now()` pinned: the route reads its clock from it. */
+async function hookWithClock(nowMs: number, workflowId: string, raw: string, headers: Record<string, string>) {
+  const clock = vi.spyOn(Date, "now").mockReturnValue(nowMs);
+  try {
+    return await inThisIsolate(`/hooks/dev/${workflowId}`, raw, headers);
+  } finally {
+    clock.mockRestore();
+  }
 }
 
 const rowsOf = async (workflowId: string) =>
@@ -64,8 +86,10 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const cases: Array<[string, Record<string, string>]> = [
       ["webhook-signature-invalid", await signedHeaders(raw, undefined, "whsec_wrong")],
       ["webhook-signature-invalid", await signedHeaders('{"event":"tampered"}')],
-      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 - 301).toString())],
-      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 + 301).toString())],
+      // Well clear of the 300 s tolerance on both sides, so the test never depends on how long it
+      // ran; the exact boundary is tested below with a fixed clock.
+      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 - 1000).toString())],
+      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 + 1000).toString())],
       ["webhook-signature-missing", { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString() }],
       ["webhook-signature-missing", { "x-idemflow-signature": (await signedHeaders(raw))["x-idemflow-signature"] }],
     ];
@@ -79,6 +103,63 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const replayed = await hook(id, raw, { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString(), "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, old, raw) });
     expect(replayed.status).toBe(401);
     expect(await rowsOf(id)).toBe(0);
+  });
+
+  it("accepts a timestamp exactly toleranceSeconds behind or ahead of the clock, and refuses one a second beyond (fixed clock)", async () => {
+    const id = unique("hookedge");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const T = 1_900_000_000; // a whole second: the boundary does not depend on when the test runs
+    const at = async (offsetSeconds: number) => {
+      const raw = JSON.stringify({ offset: offsetSeconds });
+      return hookWithClock(T * 1000, id, raw, await signedHeaders(raw, String(T + offsetSeconds)));
+    };
+    expect((await at(-300)).status).toBe(202);
+    expect((await at(300)).status).toBe(202);
+    for (const offset of [-301, 301]) {
+      const res = await at(offset);
+      expect(res.status, `offset ${offset}`).toBe(401);
+      expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-stale");
+    }
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2);
+  });
+
+  it("answers 413 payload-too-large (problem+json) over the entry point's maxPayloadBytes, even correctly signed, before checking the signature, recording nothing", async () => {
+    const id = unique("hooksize");
+    await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
+    const ofBytes = (n: number) => JSON.stringify({ pad: "x".repeat(n - '{"pad":""}'.length) });
+    expect(ofBytes(65)).toHaveLength(65);
+    for (const [label, raw, headers] of [
+      ["one byte over, signed", ofBytes(65), await signedHeaders(ofBytes(65))],
+      ["far over, signed", ofBytes(100_000), await signedHeaders(ofBytes(100_000))],
+      ["over and unsigned", ofBytes(65), {}],
+    ] as const) {
+      const res = await hook(id, raw, headers);
+      expect(res.status, label).toBe(413);
+      expect(res.headers.get("content-type"), label).toBe("application/problem+json");
+      expect(await res.json(), label).toMatchObject({ status: 413, code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
+    }
+    expect(await rowsOf(id)).toBe(0);
+    // The limit itself is allowed: the 413s were the limit, not some other refusal.
+    expect((await hook(id, ofBytes(64), await signedHeaders(ofBytes(64)))).status).toBe(202);
+  });
+
+  it("applies a newly saved LOWER maxPayloadBytes at once, though this isolate cached the older version (via the trigger route): 413, nothing recorded", async () => {
+    const id = unique("hooklowered");
+    const v1 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 256 }));
+    const ofBytes = (n: number, fill: string) => JSON.stringify({ pad: fill.repeat(n - '{"pad":""}'.length) });
+    const warm = ofBytes(100, "w");
+    expect((await inThisIsolate(`/v1/workflows/${id}/trigger`, warm, { authorization: "Bearer dev-token" })).status).toBe(202);
+    expect((await inThisIsolate(`/hooks/dev/${id}`, ofBytes(100, "h"), await signedHeaders(ofBytes(100, "h")))).status).toBe(202);
+    expect(cachedWorkflow("dev", id)?.version).toBe(v1.version);
+    const v2 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
+    expect(v2.version).not.toBe(v1.version);
+
+    const between = ofBytes(100, "b");
+    const res = await inThisIsolate(`/hooks/dev/${id}`, between, await signedHeaders(between));
+    expect(res.status).toBe(413);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    expect(await res.json()).toMatchObject({ code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2); // the two warm-ups
   });
 
   it("checks the signature before parsing: a signed malformed body is 400, an unsigned one 401", async () => {
@@ -142,11 +223,46 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(1);
   });
 
-  it("never echoes the secret in a response", async () => {
+  it("never echoes the signing secret, even when the request carries it: no answer (202, 200, 400, 401, 404, 413, 422, 503) and no stored row contains it", async () => {
+    const secret = env.WEBHOOK_SECRET;
     const id = unique("hooksecret");
-    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
-    const res = await hook(id, "{}", { "x-idemflow-timestamp": "1", "x-idemflow-signature": "00" });
-    expect(await res.text()).not.toContain(env.WEBHOOK_SECRET);
+    await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, idempotencyFields: "order.id", maxPayloadBytes: 256 }));
+    const unconfigured = unique("hooksecretunset");
+    await seedWorkflow("dev", transformWorkflow(unconfigured, { webhook: { signature: { secret: "{{ secrets.HOOK_SECRET_NEVER_SET }}" } } }));
+    // The secret travels in the request itself (a header, the body, the query), so a bug that
+    // echoes request data into an answer or a row is caught, not only one that echoes the config.
+    const leak = { "x-leak": secret };
+    const accepted = '{"order":{"id":"o-accepted"}}';
+    const withSecret = JSON.stringify({ order: { id: "o-refused" }, token: secret });
+    const cases: Array<[number, () => Promise<Response>]> = [
+      [202, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(accepted)) })],
+      [200, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(accepted)) })],
+      [400, async () => hook(id, `{"token":"${secret}"`, { ...leak, ...(await signedHeaders(`{"token":"${secret}"`)) })],
+      [400, async () => SELF.fetch(new Request(`${BASE}/hooks/dev/${id}?clientIdempotencyId=${secret}`, { method: "POST", headers: { ...leak, ...(await signedHeaders(accepted)) }, body: accepted }))],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret, undefined, "whsec_wrong")) })],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret, "1")) })],
+      [401, async () => hook(id, withSecret, { ...leak, "x-idemflow-timestamp": secret })],
+      [404, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret)) }, "other")],
+      [413, async () => hook(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }), { ...leak, ...(await signedHeaders(JSON.stringify({ token: secret, pad: "x".repeat(300) }))) })],
+      [422, async () => hook(id, JSON.stringify({ token: secret }), { ...leak, ...(await signedHeaders(JSON.stringify({ token: secret }))) })],
+      [503, async () => hook(unconfigured, withSecret, { ...leak, ...(await signedHeaders(withSecret)) })],
+    ];
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      for (const [status, send] of cases) {
+        const res = await send();
+        const answer = `${JSON.stringify([...res.headers])}\n${await res.text()}`;
+        expect(res.status, answer).toBe(status);
+        expect(answer).not.toContain(secret);
+      }
+      expect(errors.mock.calls.map((args) => args.map(String).join(" ")).join("\n")).not.toContain(secret);
+    } finally {
+      errors.mockRestore();
+    }
+    const stored = await dumpEveryTable();
+    // The dump does hold this test's rows (the accepted delivery), so its silence means something.
+    expect(stored).toContain("o-accepted");
+    expect(stored).not.toContain(secret);
   });
 
   it("answers 503 webhook-secret-missing with a generic detail, naming the unset secret only in the operator's log", async () => {
@@ -168,5 +284,35 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
       errors.mockRestore();
     }
     expect(await rowsOf(id)).toBe(0);
+  });
+});
+
+describe("verifyWebhookSignature's tolerance, with an exact injected now", () => {
+  const settings: SignatureSettings = { secret: "{{ secrets.WEBHOOK_SECRET }}", header: "x-idemflow-signature", timestampHeader: "x-idemflow-timestamp", toleranceSeconds: 300 };
+  const T = 1_900_000_000;
+  const raw = '{"event":"paid"}';
+  const verifyAt = async (nowMs: number) =>
+    verifyWebhookSignature({ settings, secret: env.WEBHOOK_SECRET, headers: new Headers(await signedHeaders(raw, String(T))), raw: new TextEncoder().encode(raw), nowMs });
+  const refusal = (nowMs: number) =>
+    verifyAt(nowMs).then(
+      () => "accepted",
+      (error: ProblemError) => `${error.status} ${error.code}`,
+    );
+
+  it.each([
+    ["exactly toleranceSeconds old", (T + 300) * 1000],
+    ["exactly toleranceSeconds ahead", (T - 300) * 1000],
+    ["signed this very millisecond", T * 1000],
+  ])("accepts a timestamp %s", async (_when, nowMs) => {
+    await expect(verifyAt(nowMs)).resolves.toBeUndefined();
+  });
+
+  it.each([
+    ["1 ms more than toleranceSeconds old", (T + 300) * 1000 + 1],
+    ["1 s more than toleranceSeconds old", (T + 301) * 1000],
+    ["1 ms more than toleranceSeconds ahead", (T - 300) * 1000 - 1],
+    ["1 s more than toleranceSeconds ahead", (T - 301) * 1000],
+  ])("refuses a timestamp %s with 401 webhook-signature-stale", async (_when, nowMs) => {
+    expect(await refusal(nowMs)).toBe("401 webhook-signature-stale");
   });
 });

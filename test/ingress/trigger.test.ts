@@ -1,5 +1,7 @@
-import { env, SELF } from "cloudflare:test";
+import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { app } from "../../src/app";
+import { cachedWorkflow } from "../../src/ingress/workflow-cache";
 import { BASE, countRows, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
 
 const trigger = (workflowId: string, body: unknown, opts: { token?: string; query?: string; raw?: string; headers?: Record<string, string> } = {}) =>
@@ -7,6 +9,17 @@ const trigger = (workflowId: string, body: unknown, opts: { token?: string; quer
 
 const executionsOf = (workflowId: string, workspace = "dev") =>
   countRows("SELECT count(*) AS n FROM executions WHERE workspace = ? AND workflow_id = ?", workspace, workflowId);
+
+/** Through the app in THIS isolate, so the test can see (and rely on) its workflow cache. */
+async function triggerInThisIsolate(workflowId: string, raw: string) {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger`, null, { token: "dev-token", raw }), env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+/** A JSON body of exactly `bytes` bytes; `fill` keeps bodies of one size apart (content identity). */
+const bodyOfBytes = (bytes: number, fill: string) => JSON.stringify({ pad: fill.repeat(bytes - '{"pad":""}'.length) });
 
 describe("POST /v1/workflows/:id/trigger", () => {
   it("starts exactly one execution for 50 truly concurrent identical triggers, and shows the 49 duplicates", async () => {
@@ -180,6 +193,28 @@ describe("POST /v1/workflows/:id/trigger", () => {
     expect(big.status).toBe(413);
     expect((await big.json<{ code: string }>()).code).toBe("payload-too-large");
     expect(await executionsOf(id)).toBe(0);
+  });
+
+  it("applies a newly saved LOWER maxPayloadBytes at once, though this isolate still caches the older version: 413, nothing recorded", async () => {
+    const id = unique("lowered");
+    const v1 = await seedWorkflow("dev", transformWorkflow(id, { maxPayloadBytes: 256 }));
+    expect((await triggerInThisIsolate(id, bodyOfBytes(100, "w"))).status).toBe(202);
+    // The precondition that makes this test mean something: the older version is cached.
+    expect(cachedWorkflow("dev", id)?.version).toBe(v1.version);
+    const v2 = await seedWorkflow("dev", transformWorkflow(id, { maxPayloadBytes: 64 }));
+    expect(v2.version).not.toBe(v1.version);
+
+    // 100 bytes: fits the cached version's 256, not the new 64.
+    const res = await triggerInThisIsolate(id, bodyOfBytes(100, "b"));
+    expect(res.status).toBe(413);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    expect(await res.json()).toMatchObject({ code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
+    expect(await executionsOf(id)).toBe(1); // the warm-up only
+    // The new version is the one that runs from now on.
+    const fits = await triggerInThisIsolate(id, bodyOfBytes(64, "f"));
+    expect(fits.status).toBe(202);
+    const { executionId } = await fits.json<{ executionId: string }>();
+    expect(await env.DB.prepare("SELECT version FROM executions WHERE id = ?").bind(executionId).first("version")).toBe(v2.version);
   });
 
   it("answers 400 json-number-out-of-range (not a 500) for a number JSON cannot carry, writing nothing", async () => {

@@ -169,8 +169,33 @@ describe("the table's CHECK constraints", () => {
       .run();
   };
 
-  it("accepts a well-formed pending row", async () => {
-    await expect(insert({})).resolves.toBeTruthy();
+  const stored = (key: string) => env.DB.prepare("SELECT * FROM idempotency_keys WHERE principal = 'ws-check' AND idem_key = ?").bind(key).first<Record<string, unknown>>();
+
+  it("accepts a well-formed pending row, and stores it as given", async () => {
+    const key = `c-pending-${++seq}`;
+    expect((await insert({ idem_key: key })).meta.changes).toBe(1);
+    expect(await stored(key)).toEqual({
+      principal: "ws-check",
+      idem_key: key,
+      fingerprint: FP_A,
+      status: "pending",
+      generation: 1,
+      claim_token: "t",
+      created_at: 1,
+      claimed_at: 1,
+      lease_until: 2,
+      completed_at: null,
+      expires_at: 10,
+      response_status: null,
+      response_headers: null,
+      response_body: null,
+    });
+  });
+  it("accepts a well-formed completed row (a response, a completion time, no lease), and stores it as given", async () => {
+    const key = `c-completed-${++seq}`;
+    const fields = { idem_key: key, status: "completed", generation: 2, lease_until: null, completed_at: 5, response_status: 201, response_headers: '{"content-type":"application/json"}' };
+    expect((await insert(fields)).meta.changes).toBe(1);
+    expect(await stored(key)).toMatchObject({ ...fields, claim_token: "t", expires_at: 10, response_body: null });
   });
   it.each([
     ["an unknown status", { status: "done" }],
