@@ -5,20 +5,23 @@ import { DEST, executionStatus, harness, seedWorkflow, stepsOf, unique } from ".
 const WS = "steps-graph";
 const call = (id: string) => ({ id, type: "GATEWAY", config: { method: "POST", url: `${DEST}/echo` } }) as const;
 const entry = { id: "entry", type: "ENTRY_POINT", config: {} } as const;
+/** entry → a, b → join: two parallel Gateway branches and a join that reads both. */
+const diamond = (): WorkflowDefinitionInput =>
+  ({
+    id: unique("wf"),
+    vertices: [entry, call("a"), call("b"), { id: "join", type: "TRANSFORM", config: { output: "= [steps.a.status, steps.b.status]" } }],
+    edges: [
+      { from: "entry", to: "a" },
+      { from: "entry", to: "b" },
+      { from: "a", to: "join" },
+      { from: "b", to: "join" },
+    ],
+  }) as WorkflowDefinitionInput;
 
 describe("fan-out and fan-in", () => {
   it("two branches settling concurrently create the join exactly once, DISPATCHED, with one message", async () => {
     const h = harness();
-    const wf = await seedWorkflow(WS, {
-      id: unique("wf"),
-      vertices: [entry, call("a"), call("b"), { id: "join", type: "TRANSFORM", config: { output: "= [steps.a.status, steps.b.status]" } }],
-      edges: [
-        { from: "entry", to: "a" },
-        { from: "entry", to: "b" },
-        { from: "a", to: "join" },
-        { from: "b", to: "join" },
-      ],
-    } as WorkflowDefinitionInput);
+    const wf = await seedWorkflow(WS, diamond());
     const id = await h.start(wf, {});
     const first = h.queue.take();
     expect(first.map((m) => m.body.vertexId).sort()).toEqual(["a", "b"]);
@@ -41,16 +44,7 @@ describe("fan-out and fan-in", () => {
 
   it("a join waits for every branch: nothing is dispatched while only one has settled, and exactly one message once both have", async () => {
     const h = harness();
-    const wf = await seedWorkflow(WS, {
-      id: unique("wf"),
-      vertices: [entry, call("a"), call("b"), { id: "join", type: "TRANSFORM", config: { output: "= [steps.a.status, steps.b.status]" } }],
-      edges: [
-        { from: "entry", to: "a" },
-        { from: "entry", to: "b" },
-        { from: "a", to: "join" },
-        { from: "b", to: "join" },
-      ],
-    } as WorkflowDefinitionInput);
+    const wf = await seedWorkflow(WS, diamond());
     const id = await h.start(wf, {});
     const branches = h.queue.take();
     const a = branches.find((m) => m.body.vertexId === "a")!;
