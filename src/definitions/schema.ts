@@ -76,7 +76,25 @@ export const RetryPolicy = z.strictObject({
   maxAttempts: z.number().int().min(1).max(100).default(3).describe("attempts in total, the first included"),
   backoff: z.enum(["fixed", "exponential"]).default("exponential"),
   initialDelayMs: z.number().int().min(0).max(3_600_000).default(1_000),
-  maxDelayMs: z.number().int().min(0).max(86_400_000).default(300_000),
+  maxDelayMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(86_400_000)
+    .default(300_000)
+    .describe("longest backoff, and the longest Retry-After honoured: a destination asking for more fails the step (except 'in progress')"),
+  // Optional without a zod default (15 minutes, applied in src/steps/retry-policy.ts): a default
+  // here would change the version hash of every stored definition that sets `retry`.
+  inProgressBudgetMs: z
+    .number()
+    .int()
+    .min(1_000)
+    .max(7 * 86_400_000)
+    .optional()
+    .describe(
+      "how long the step keeps asking while the destination answers that this key's earlier request is still in progress " +
+        "(409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes)",
+    ),
 });
 export const DEFAULT_RETRY = RetryPolicy.parse({});
 

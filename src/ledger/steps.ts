@@ -73,7 +73,20 @@ export interface StepRunRow {
   available_at: number | null;
   /** JSON object: vertex id → { output, next } of every COMPLETED step of the execution. */
   completed: string | null;
+  /**
+   * When the destination first answered "in progress" for this step since it was dispatched or
+   * operator-retried (the first `IN_PROGRESS_MARK` event after the last `operator_retry`); null
+   * if it has not. The in-progress budget counts from here.
+   */
+  in_progress_since: number | null;
 }
+
+/**
+ * The start of the `attempt_failed` detail (and step error) of an attempt the destination
+ * answered "in progress". `readStepRun` finds the first one to time the in-progress budget, so
+ * the text is fixed: the steps layer writes it first, before anything a payload could shape.
+ */
+export const IN_PROGRESS_MARK = "waiting: destination says in progress";
 
 /**
  * `claimStep`: DISPATCHED (due) → EXECUTING, or the takeover of an EXECUTING step whose lease
@@ -143,7 +156,12 @@ export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
               e.status AS execution_status, v.definition,
               s.state AS step_state, s.epoch, s.attempt, s.lease_until, s.available_at,
               (SELECT json_group_object(o.vertex_id, json_object('output', json(coalesce(o.output, 'null')), 'next', json(o.next_vertices)))
-                 FROM steps o WHERE o.execution_id = e.id AND o.state = 'COMPLETED') AS completed
+                 FROM steps o WHERE o.execution_id = e.id AND o.state = 'COMPLETED') AS completed,
+              (SELECT min(ev.at) FROM step_events ev
+                WHERE ev.execution_id = e.id AND ev.vertex_id = ?2 AND ev.type = 'attempt_failed'
+                  AND substr(ev.detail, 1, ${IN_PROGRESS_MARK.length}) = '${IN_PROGRESS_MARK}'
+                  AND ev.id > coalesce((SELECT max(r.id) FROM step_events r
+                                         WHERE r.execution_id = e.id AND r.vertex_id = ?2 AND r.type = 'operator_retry'), 0)) AS in_progress_since
        FROM executions e
        JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
        LEFT JOIN steps s ON s.execution_id = e.id AND s.vertex_id = ?2
@@ -390,11 +408,15 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
 /**
  * `scheduleRetry`: EXECUTING (fenced) → DISPATCHED, due at `availableAt` — the retry-waiting
  * state. One batch: fenced-out record, the attempt's failure as an event, the transition.
+ *
+ * `uncounted`: this attempt does not count against the retry budget or the crash allowance (the
+ * destination said "in progress"): `retry_base` moves up with `attempt`, so `attempt - retry_base`
+ * — the claims the budgets count — stays where it was.
  */
 export async function scheduleRetry(
   db: D1Database,
   fence: Fence,
-  r: { now: number; availableAt: number; error: string; request: string | null; output: string | null },
+  r: { now: number; availableAt: number; error: string; request: string | null; output: string | null; uncounted?: boolean },
 ): Promise<boolean> {
   const results = await db.batch([
     recordFencedOut(db, fence, r.now, "late retry rejected: the step was taken over or re-dispatched"),
@@ -403,11 +425,11 @@ export async function scheduleRetry(
       .prepare(
         `UPDATE steps
            SET state = 'DISPATCHED', available_at = ?5, lease_until = NULL, error = ?6,
-               request = coalesce(?7, request), output = ?8, updated_at = ?4
+               request = coalesce(?7, request), output = ?8, retry_base = retry_base + ?9, updated_at = ?4
          WHERE ${STEP_FENCE}
          RETURNING vertex_id`,
       )
-      .bind(...fenceParams(fence), r.now, r.availableAt, r.error, r.request, r.output),
+      .bind(...fenceParams(fence), r.now, r.availableAt, r.error, r.request, r.output, r.uncounted ? 1 : 0),
   ]);
   return (results[2]?.results ?? []).length > 0;
 }

@@ -10,12 +10,18 @@
  *    retry sends the same value;
  * 3. resolve `{{ secrets.NAME }}` in header values (missing → fail, not retried), check the host
  *    against the outbound allowlist (outside → fail, not retried);
- * 4. send with a timeout; redirects are not followed (a redirect could leave the allowlist);
- * 5. classify: 2xx completes; 409 completes when `conflictAsProcessed`; 408, 429 and 5xx, network
- *    errors and timeouts are retryable (`Retry-After` honoured); any other status fails unless
- *    `clientErrorMode` is `complete`, in which case the response becomes the output for edges.
+ * 4. build the request: every header value is checked (no CR/LF/NUL or other control characters,
+ *    nothing outside ISO-8859-1), the body serialised; anything that cannot be built fails the
+ *    step (not retried: it would fail the same way again) — never a throw, which would read as a
+ *    worker crash and be re-run until the crash allowance ran out;
+ * 5. send with a timeout; redirects are not followed (a redirect could leave the allowlist);
+ * 6. classify: 2xx completes; a 409 saying this key's earlier request is still in progress waits
+ *    (`in_progress`, before any 409 rule); 409 completes when `conflictAsProcessed`; 408, 429 and
+ *    5xx, network errors and timeouts are retryable (`Retry-After` honoured up to a ceiling); any
+ *    other status fails unless `clientErrorMode` is `complete`, in which case the response becomes
+ *    the output for edges.
  */
-import { isExpression, type GatewayVertex } from "../definitions/schema";
+import { HEADER_NAME_PATTERN, isExpression, type GatewayVertex } from "../definitions/schema";
 import { evaluateValue } from "../expressions/evaluate";
 import { isAllowed } from "./allowlist";
 import { allowlistedHeaders, parseBody, readBoundedText, ResponseTooLargeError } from "./http-response";
@@ -25,6 +31,11 @@ import { isRetryableStatus, parseRetryAfter } from "./retry-policy";
 import { MissingSecretError, resolveSecrets, scrubDeep, scrubSecrets, secretNamesIn } from "./secrets";
 
 export const IDEMPOTENCY_HEADER = "idempotency-key";
+/**
+ * The `code` of idemflow's own Idempotency-Key middleware's in-progress problem
+ * (src/http/idempotency/problems.ts; a test keeps them equal — steps do not import the http layer).
+ */
+export const IN_PROGRESS_PROBLEM_CODE = "idempotency-key-in-progress";
 const MAX_SUMMARY_BODY_CHARS = 4096;
 
 export interface GatewayDeps {
@@ -54,13 +65,78 @@ export function validateDestinationKey(value: unknown): string {
   return value;
 }
 
+/**
+ * A 409 that says "the request with this key is still running here": with a `Retry-After` (the
+ * Idempotency-Key draft's advice to come back), or idemflow's own in-progress problem.
+ */
+export function isInProgress(status: number, retryAfterMs: number | undefined, body: unknown): boolean {
+  if (status !== 409) return false;
+  if (retryAfterMs !== undefined) return true;
+  if (body === null || typeof body !== "object") return false;
+  const problem = body as { code?: unknown; type?: unknown };
+  return problem.code === IN_PROGRESS_PROBLEM_CODE || (typeof problem.type === "string" && problem.type.endsWith(`:${IN_PROGRESS_PROBLEM_CODE}`));
+}
+
+/**
+ * A header value `Headers` and the wire accept: ISO-8859-1 (what a header byte can be), no
+ * control characters but tab — CR/LF would split the header, NUL ends it in some servers.
+ */
+const VALID_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/** What is wrong with a header value, in words (never the value itself). */
+function invalidHeaderCharacters(value: string): string {
+  if (/[\r\n]/.test(value)) return "CR or LF";
+  if (/[\x00-\x08\x0a-\x1f\x7f]/.test(value)) return "a control character (e.g. NUL)";
+  return "characters outside ISO-8859-1";
+}
+
+/**
+ * The request, or why it cannot be built. An error names the header, never its value (it may
+ * carry a resolved secret or payload data).
+ */
+function buildRequest(url: URL, method: string, headers: Record<string, string>, body: unknown): { request: Request } | { error: string } {
+  for (const [name, value] of Object.entries(headers)) {
+    if (!HEADER_NAME_PATTERN.test(name)) return { error: `header name ${JSON.stringify(name.slice(0, 64))} is not a valid HTTP header name` };
+    if (!VALID_HEADER_VALUE.test(value)) {
+      return {
+        error:
+          `the value of header ${name} contains ${invalidHeaderCharacters(value)}, which an HTTP header cannot carry; ` +
+          "encode the value (e.g. $encodeUrlComponent) or send it in the body",
+      };
+    }
+  }
+  try {
+    const sendHeaders = new Headers(headers);
+    let sendBody: string | undefined;
+    if (body !== undefined) {
+      if (typeof body === "string") {
+        sendBody = body;
+        if (!sendHeaders.has("content-type")) sendHeaders.set("content-type", "text/plain; charset=utf-8");
+      } else {
+        sendBody = JSON.stringify(body) as string | undefined;
+        if (typeof sendBody !== "string") return { error: `the body evaluated to ${typeof body}, which is not JSON` };
+        if (!sendHeaders.has("content-type")) sendHeaders.set("content-type", "application/json");
+      }
+    }
+    return { request: new Request(url.toString(), { method, headers: sendHeaders, body: sendBody, redirect: "manual" }) };
+  } catch (error) {
+    return { error: `the request could not be built: ${message(error)}` };
+  }
+}
+
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
 function summaryBody(body: unknown): unknown {
   if (body === undefined) return undefined;
-  const text = typeof body === "string" ? body : JSON.stringify(body);
+  let text: string | undefined;
+  try {
+    text = typeof body === "string" ? body : (JSON.stringify(body) as string | undefined);
+  } catch {
+    text = undefined; // the send fails the step with the reason (buildRequest)
+  }
+  if (text === undefined) return `[not JSON: ${typeof body}]`;
   return text.length <= MAX_SUMMARY_BODY_CHARS ? body : `[omitted: ${text.length} characters]`;
 }
 
@@ -80,7 +156,11 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     try {
       url = new URL(rawUrl);
     } catch {
-      return { kind: "failed", error: `url ${JSON.stringify(rawUrl)} is not an absolute URL` };
+      return { kind: "failed", error: `url ${JSON.stringify(rawUrl.slice(0, 200))} is not an absolute URL` };
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      // fetch would refuse it with a TypeError, which reads as a network error and is retried.
+      return { kind: "failed", error: `url ${url.protocol}//${url.host}${url.pathname} is not http(s); a Gateway step only calls http:// or https:// URLs` };
     }
     if (url.username !== "" || url.password !== "") {
       // They would be stored in the request summary and shown in the trace.
@@ -152,18 +232,11 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     };
   }
 
-  // 4. Send.
-  const sendHeaders = new Headers(resolved.send);
-  let sendBody: string | undefined;
-  if (body !== undefined) {
-    if (typeof body === "string") {
-      sendBody = body;
-      if (!sendHeaders.has("content-type")) sendHeaders.set("content-type", "text/plain; charset=utf-8");
-    } else {
-      sendBody = JSON.stringify(body);
-      if (!sendHeaders.has("content-type")) sendHeaders.set("content-type", "application/json");
-    }
-  }
+  // 4. Build the request. Nothing here may throw: see the module comment.
+  const built = buildRequest(url, method, resolved.send, body);
+  if ("error" in built) return { kind: "failed", request, error: `gateway ${vertex.id}: ${built.error}; not sent, not retried` };
+
+  // 5. Send.
   const controller = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {
@@ -173,7 +246,7 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
   let response: Response;
   let text: string;
   try {
-    response = await deps.fetch(url.toString(), { method, headers: sendHeaders, body: sendBody, redirect: "manual", signal: controller.signal });
+    response = await deps.fetch(built.request, { signal: controller.signal });
     text = await readBoundedText(response, config.maxResponseBytes);
   } catch (error) {
     if (error instanceof ResponseTooLargeError) return { kind: "failed", request, error: error.message };
@@ -183,7 +256,7 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     clearTimeout(timer);
   }
 
-  // 5. Classify. Anything recorded from the response is scrubbed of the secrets just sent.
+  // 6. Classify. Anything recorded from the response is scrubbed of the secrets just sent.
   const contentType = response.headers.get("content-type");
   const output = scrubDeep(
     {
@@ -196,11 +269,15 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
   ) as { status: number };
   const status = response.status;
   const what = `${method} ${url.host}${url.pathname} answered ${status}`;
+  const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"), deps.now());
   if (status >= 200 && status < 300) return { kind: "completed", output, request };
-  if (status === 409 && config.conflictAsProcessed) return { kind: "completed", output, request };
-  if (isRetryableStatus(status)) {
-    return { kind: "retryable", output, request, error: what, retryAfterMs: parseRetryAfter(response.headers.get("retry-after"), deps.now()) };
+  // Before the 409 rules: "in progress" is neither "already processed" nor an answer to route on.
+  if (isInProgress(status, retryAfterMs, (output as { body?: unknown }).body)) {
+    const after = retryAfterMs === undefined ? "" : ` (Retry-After ${Math.ceil(retryAfterMs / 1000)} s)`;
+    return { kind: "in_progress", output, request, error: `${what}${after}: the request with this key is still running there`, retryAfterMs };
   }
+  if (status === 409 && config.conflictAsProcessed) return { kind: "completed", output, request };
+  if (isRetryableStatus(status)) return { kind: "retryable", output, request, error: what, retryAfterMs };
   if (config.clientErrorMode === "complete") return { kind: "completed", output, request };
   return {
     kind: "failed",

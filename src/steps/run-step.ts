@@ -9,6 +9,7 @@ import { DEFAULT_RETRY, WorkflowDefinition as WorkflowDefinitionSchema, type Ret
 import {
   claimAndLoad,
   extendLease,
+  IN_PROGRESS_MARK,
   persistIdempotencyKey,
   scheduleRetry,
   settleAndDispatch,
@@ -24,7 +25,7 @@ import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
 import type { RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
 import { dropsIfNotClaimable, type Delivery } from "./redelivery";
-import { retryDelayMs, delaySeconds } from "./retry-policy";
+import { delaySeconds, inProgressBudgetMs, inProgressWaitMs, planRetry } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
 
@@ -164,6 +165,26 @@ async function settleFailedUnrun(rt: StepRuntime, fence: Fence, error: string): 
   return { action: "ack", why: result.settled ? "settled FAILED" : "fenced out (recorded)" };
 }
 
+/** Back to DISPATCHED, due after `delayMs` (fenced, one batch), then the delayed message. */
+async function retryLater(
+  rt: StepRuntime,
+  ref: StepRef,
+  fence: Fence,
+  r: { now: number; delayMs: number; error: string; request: string | null; output: unknown; uncounted: boolean },
+): Promise<Decision> {
+  const ours = await scheduleRetry(rt.db, fence, {
+    now: r.now,
+    availableAt: r.now + r.delayMs,
+    error: r.error,
+    request: r.request,
+    output: r.output === undefined ? null : json(r.output),
+    uncounted: r.uncounted,
+  });
+  if (!ours) return { action: "ack", why: "retry fenced out (recorded)" };
+  await sendStepMessages(rt.queue, [ref], delaySeconds(r.delayMs));
+  return { action: "ack", why: `retry scheduled in ${r.delayMs} ms` };
+}
+
 export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery = { messageId: "(direct)", attempts: 1 }): Promise<Decision> {
   const claimedAt = rt.now();
   const drop = dropsIfNotClaimable(delivery);
@@ -204,27 +225,45 @@ export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery 
   const now = rt.now();
   const request = "request" in outcome && outcome.request ? json(outcome.request) : null;
 
+  if (outcome.kind === "in_progress") {
+    const policy = retryPolicyOf(vertex) ?? DEFAULT_RETRY;
+    const since = run.in_progress_since ?? now;
+    const budget = inProgressBudgetMs(policy);
+    const waited = now - since;
+    if (waited < budget) {
+      const delayMs = inProgressWaitMs(policy, outcome.retryAfterMs, since + budget - now);
+      const error =
+        `${IN_PROGRESS_MARK} (attempt ${claimed.attempt}): ${outcome.error}; asking again in ${delayMs} ms ` +
+        `(in-progress budget until ${new Date(since + budget).toISOString()})`;
+      return retryLater(rt, ref, fence, { now, delayMs, error, request, output: outcome.output, uncounted: true });
+    }
+    outcome = {
+      kind: "failed",
+      error:
+        `the destination still answers "in progress" for this step's key ${Math.round(waited / 1000)} s after it first did: ` +
+        `the in-progress budget (retry.inProgressBudgetMs ${budget} ms) ran out (${outcome.error}). The earlier request may still ` +
+        `finish there: check the destination before an operator retry (it re-sends the same key), or raise retry.inProgressBudgetMs`,
+      ...(outcome.output === undefined ? {} : { output: outcome.output }),
+    };
+  }
+
   if (outcome.kind === "retryable") {
     const policy = retryPolicyOf(vertex);
     const used = claimed.attempt - claimed.retryBase;
     if (policy && used < policy.maxAttempts) {
-      const delayMs = retryDelayMs(policy, used, rt.random, outcome.retryAfterMs);
-      const ours = await scheduleRetry(rt.db, fence, {
-        now,
-        availableAt: now + delayMs,
-        error: `attempt ${claimed.attempt}: ${outcome.error}`,
-        request,
-        output: outcome.output === undefined ? null : json(outcome.output),
-      });
-      if (!ours) return { action: "ack", why: "retry fenced out (recorded)" };
-      await sendStepMessages(rt.queue, [ref], delaySeconds(delayMs));
-      return { action: "ack", why: `retry scheduled in ${delayMs} ms` };
+      const plan = planRetry(policy, used, rt.random, outcome.retryAfterMs);
+      if ("delayMs" in plan) {
+        const error = `attempt ${claimed.attempt}: ${outcome.error}`;
+        return retryLater(rt, ref, fence, { now, delayMs: plan.delayMs, error, request, output: outcome.output, uncounted: false });
+      }
+      outcome = { kind: "failed", error: `${outcome.error}: ${plan.refused}`, ...(outcome.output === undefined ? {} : { output: outcome.output }) };
+    } else {
+      outcome = {
+        kind: "failed",
+        error: `gave up after ${used} attempt(s): ${outcome.error}`,
+        ...(outcome.output === undefined ? {} : { output: outcome.output }),
+      };
     }
-    outcome = {
-      kind: "failed",
-      error: `gave up after ${used} attempt(s): ${outcome.error}`,
-      ...(outcome.output === undefined ? {} : { output: outcome.output }),
-    };
   }
 
   let settle: SettleOutcome;

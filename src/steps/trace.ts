@@ -6,13 +6,22 @@
  */
 import { listExecutionRows, readTraceRows, type ExecutionRow, type StepRow } from "../ledger/steps";
 
-const iso = (ms: number | null | undefined): string | null => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
+/**
+ * Milliseconds as an ISO-8601 timestamp. The engine never stores a time a Date cannot hold (waits
+ * are bounded, see src/steps/retry-policy.ts), but a trace must render whatever a row holds: a
+ * value outside Date's range is shown as null rather than answering 500 for the whole trace.
+ */
+const iso = (ms: number | null | undefined): string | null => {
+  if (ms === null || ms === undefined) return null;
+  const date = new Date(ms);
+  return Number.isNaN(date.getTime()) ? null : date.toISOString();
+};
 const parsed = (text: string | null): unknown => (text === null ? null : (JSON.parse(text) as unknown));
 
 export interface TraceEvent {
   type: string;
   epoch: number | null;
-  at: string;
+  at: string | null;
   detail: string | null;
 }
 
@@ -60,7 +69,7 @@ export async function readTrace(db: D1Database, workspace: string, executionId: 
   const byStep = new Map<string, TraceEvent[]>();
   for (const ev of rows.events) {
     const list = byStep.get(ev.vertex_id) ?? [];
-    list.push({ type: ev.type, epoch: ev.epoch, at: iso(ev.at)!, detail: ev.detail });
+    list.push({ type: ev.type, epoch: ev.epoch, at: iso(ev.at), detail: ev.detail });
     byStep.set(ev.vertex_id, list);
   }
   return { ...executionSummary(rows.execution), steps: rows.steps.map((s) => stepTrace(s, byStep.get(s.vertex_id) ?? [])) };

@@ -26,7 +26,7 @@ describe("Gateway retries", () => {
   });
 
   it("waits at least Retry-After on a 429 before the next attempt", async () => {
-    const { h, id } = await run({ retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 100 } });
+    const { h, id } = await run({ retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 120_000 } });
     h.dest.fault("/payments/charges", 429, 1, { headers: { "retry-after": "120" } });
     const [msg] = h.queue.take();
     const t0 = h.clock.now();
@@ -44,7 +44,7 @@ describe("Gateway retries", () => {
   });
 
   it("a Retry-After longer than the queue's 12-hour delay limit is still honoured: the early message bounces, nothing is sent", async () => {
-    const { h, id } = await run({ retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 100 } });
+    const { h, id } = await run({ retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 24 * 3_600_000 } });
     h.dest.fault("/payments/charges", 503, 1, { headers: { "retry-after": String(24 * 3600) } });
     const [msg] = h.queue.take();
     const t0 = h.clock.now();

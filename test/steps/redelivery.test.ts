@@ -110,13 +110,14 @@ describe("a message for a step that is EXECUTING under another worker's live lea
 describe("a message for a DISPATCHED step that is not due yet (a long Retry-After)", () => {
   it("bounces on early deliveries, is acked with a redelivery_dropped event at the threshold, and the reaper re-sends the step once it is overdue", async () => {
     const h = harness({ overdueMs: 60_000 });
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 100 } }));
+    // Retry-After is honoured up to retry.maxDelayMs (at most 24 hours, src/steps/retry-policy.ts).
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 86_400_000 } }));
     const orderId = unique("O");
     const id = await h.start(wf, { order: { id: orderId, total: 8 } });
     // The reaper sweeps the whole (per-file) database: count only this execution's calls.
     const calls = () => h.dest.requests.filter((r) => r.body.includes(orderId)).length;
-    const threeDays = 3 * 24 * 3_600_000;
-    h.dest.fault("/payments/charges", 503, 1, { headers: { "retry-after": String(threeDays / 1000) } });
+    const aDay = 24 * 3_600_000; // the longest Retry-After a step honours
+    h.dest.fault("/payments/charges", 503, 1, { headers: { "retry-after": String(aDay / 1000) } });
     const [first] = h.queue.take();
     const t0 = h.clock.now();
     await h.deliver([first!.body]);
@@ -124,20 +125,20 @@ describe("a message for a DISPATCHED step that is not due yet (a long Retry-Afte
     h.clock.t = retry!.dueAt; // 12 hours: the queue's delay limit
     const early = await h.deliver([retry!.body], {}, 1);
     expect(early.retryDelays[0]).toBe(12 * 3600);
-    h.clock.t = t0 + 2 * 24 * 3_600_000;
+    h.clock.t = t0 + 20 * 3_600_000;
     const late = await h.deliver([retry!.body], {}, DROP_REDELIVERY_AT_ATTEMPT);
     expect(late.explicitAcks).toHaveLength(1);
     expect(late.retryMessages).toHaveLength(0);
     const dropped = (await eventsOf(id)).filter((e) => e.type === "redelivery_dropped");
     expect(dropped).toHaveLength(1);
-    expect(dropped[0]!.detail).toContain(`not due until ${new Date(t0 + threeDays).toISOString()}`);
+    expect(dropped[0]!.detail).toContain(`not due until ${new Date(t0 + aDay).toISOString()}`);
     expect(calls()).toBe(1);
     // Due, then overdue: the reaper re-sends it and it completes.
-    h.clock.t = t0 + threeDays + 30_000;
+    h.clock.t = t0 + aDay + 30_000;
     await reap(h.rt);
     expect((await stepsOf(id)).charge!.state).toBe("DISPATCHED");
     expect(resent(h, id)).toBe(0);
-    h.clock.t = t0 + threeDays + 60_000;
+    h.clock.t = t0 + aDay + 60_000;
     await reap(h.rt);
     expect(resent(h, id)).toBe(1);
     await h.drain();
