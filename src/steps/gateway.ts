@@ -10,8 +10,8 @@
  *    retry sends the same value;
  * 3. resolve `{{ secrets.NAME }}` in header values (missing → fail, not retried), check the host
  *    against the outbound allowlist (outside → fail, not retried);
- * 4. build the request: every header value is checked (no CR/LF/NUL or other control characters,
- *    nothing outside ISO-8859-1), the body serialised; anything that cannot be built fails the
+ * 4. build the request: every header value is checked (printable ASCII, space and tab only: no
+ *    CR/LF/NUL or other control characters, nothing non-ASCII), the body serialised; anything that cannot be built fails the
  *    step (not retried: it would fail the same way again) — never a throw, which would read as a
  *    worker crash and be re-run until the crash allowance ran out;
  * 5. send with a timeout; redirects are not followed (a redirect could leave the allowlist);
