@@ -6,6 +6,8 @@ export default defineConfig(async () => {
   return {
     plugins: [
       cloudflareTest({
+        // The Worker under D1's production limits (test/worker-entry.ts wraps src/index.ts).
+        main: "./test/worker-entry.ts",
         wrangler: { configPath: "./wrangler.toml" },
         miniflare: {
           bindings: {

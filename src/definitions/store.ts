@@ -10,6 +10,7 @@
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { entryPointOf, type WorkflowDefinition } from "./schema";
+import { stepInputsOf } from "./step-inputs";
 
 export interface StoredWorkflow {
   workspace: string;
@@ -37,11 +38,12 @@ export async function saveWorkflow(
   const [inserted] = await db.batch([
     db
       .prepare(
-        `INSERT INTO workflow_versions (workspace, workflow_id, version, definition, schedule, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        `INSERT INTO workflow_versions (workspace, workflow_id, version, definition, schedule, created_at, step_inputs)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (workspace, workflow_id, version) DO NOTHING`,
       )
-      .bind(workspace, definition.id, version, canonical, schedule, now),
+      // What each step reads, computed once per version: its claim loads only that (docs/steps.md).
+      .bind(workspace, definition.id, version, canonical, schedule, now, JSON.stringify(stepInputsOf(definition))),
     db
       .prepare(
         `INSERT INTO workflows (workspace, workflow_id, latest_version, schedule, updated_at)

@@ -62,7 +62,7 @@ export interface StepRunRow {
   workspace: string;
   workflow_id: string;
   version: string;
-  payload: string;
+  entry_vertex_id: string;
   trigger_kind: string;
   execution_status: "RUNNING" | "COMPLETED" | "FAILED";
   definition: string;
@@ -71,14 +71,31 @@ export interface StepRunRow {
   attempt: number | null;
   lease_until: number | null;
   available_at: number | null;
-  /** JSON object: vertex id → { output, next } of every COMPLETED step of the execution. */
-  completed: string | null;
   /**
    * When the destination first answered "in progress" for this step since it was dispatched or
    * operator-retried (the first `IN_PROGRESS_MARK` event after the last `operator_retry`); null
    * if it has not. The in-progress budget counts from here.
    */
   in_progress_since: number | null;
+}
+
+/**
+ * What a claimed step reads (`readStepInputs`): only the outputs its expressions can reach, and
+ * the payload only if they read it, measured in SQL before anything is built.
+ */
+export interface StepInputsRow {
+  /** Bytes of what the step reads: the payload (if read) and the JSON object of the outputs. */
+  input_bytes: number;
+  /** 1 when the step reads the payload (its value is in `payload` when within the bound). */
+  reads_payload: number;
+  /** The payload as JSON text, when read and within the bound. */
+  payload: string | null;
+  /** JSON object vertex id → output of the outputs read, when within the bound. */
+  outputs: string | null;
+  /** Over the bound only: JSON object vertex id → bytes of each output read (for the error). */
+  output_sizes: string | null;
+  /** JSON array: COMPLETED steps whose taken edges were not recorded (see `backfill`). */
+  unrecorded: string;
 }
 
 /**
@@ -148,15 +165,13 @@ export function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: numbe
     .bind(ref.executionId, ref.vertexId, now, message);
 }
 
-/** `readStepRun`: the step (if any), its execution and definition, and the completed outputs. */
+/** `readStepRun`: the step (if any), its execution and its pinned definition. */
 export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
   return db
     .prepare(
-      `SELECT e.id AS execution_id, e.workspace, e.workflow_id, e.version, e.payload, e.trigger_kind,
+      `SELECT e.id AS execution_id, e.workspace, e.workflow_id, e.version, e.entry_vertex_id, e.trigger_kind,
               e.status AS execution_status, v.definition,
               s.state AS step_state, s.epoch, s.attempt, s.lease_until, s.available_at,
-              (SELECT json_group_object(o.vertex_id, json_object('output', json(coalesce(o.output, 'null')), 'next', json(o.next_vertices)))
-                 FROM steps o WHERE o.execution_id = e.id AND o.state = 'COMPLETED') AS completed,
               (SELECT min(ev.at) FROM step_events ev
                 WHERE ev.execution_id = e.id AND ev.vertex_id = ?2 AND ev.type = 'attempt_failed'
                   AND substr(ev.detail, 1, ${IN_PROGRESS_MARK.length}) = '${IN_PROGRESS_MARK}'
@@ -171,13 +186,102 @@ export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
 }
 
 /**
- * Claim and load in ONE round trip: [recordLeaseExpiry, claimStep, readStepRun]. The claim is a
- * single statement; the read after it tells the runner what it needs when the claim succeeded,
- * and tells the consumer why when it did not (completed, live lease, not due, unknown).
+ * The most a step may read in one claim: the payload (if it reads it) plus the JSON object of the
+ * outputs it reads. D1 refuses any value or row over 2,000,000 bytes; the rest of the row is
+ * small (a few numbers and the ids of unrecorded steps).
+ */
+export const MAX_STEP_INPUT_BYTES = 1_900_000;
+
+export interface StepInputsBound {
+  maxBytes: number;
+  /**
+   * The analysis version the caller understands (src/definitions/step-inputs.ts); a version stored
+   * under another one — or `null` — reads every output, under the same bound.
+   */
+  analysisVersion: number | null;
+}
+
+/**
+ * `readStepInputs`: what the step just claimed reads — nothing more. Its pinned version's
+ * `step_inputs` (src/definitions/step-inputs.ts) names, per vertex, the outputs its expressions
+ * can reach and whether they read the payload (the entry step's output IS the payload, so it is
+ * never loaded twice); "all" for a dynamic reference, and for a version without the analysis.
+ * The entry's edges are added while some COMPLETED step has no recorded edges (the backfill).
+ *
+ * D1 refuses any value or row over 2,000,000 bytes, and inside the claim batch such a refusal
+ * would roll the claim back with it (the step would loop, its attempt counter never moving). So
+ * the sizes are summed in SQL first, and the payload and the outputs object are built only when
+ * the sum is within `maxBytes`; over it, the row says so (with each output's size) and the runner
+ * settles the step FAILED. The outputs object is concatenated from the stored JSON texts, so its
+ * size is exactly the sum measured.
+ *
+ * Runs only for a claim made by this batch (EXECUTING, updated at `now`): a duplicate delivery
+ * reads nothing. Binds ?1 execution id, ?2 vertex id, ?3 analysis version, ?4 max bytes, ?5 now.
+ */
+export function readStepInputs(db: D1Database, ref: StepRef, now: number, maxBytes: number, analysisVersion: number | null): D1PreparedStatement {
+  return db
+    .prepare(
+      `WITH run AS (
+         SELECT e.payload, e.entry_vertex_id AS entry,
+                CASE WHEN json_extract(v.step_inputs, '$.v') = ?3 THEN v.step_inputs END AS spec
+         FROM executions e
+         JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
+         WHERE e.id = ?1
+           AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id = ?2 AND s.state = 'EXECUTING' AND s.updated_at = ?5)
+       ),
+       unrecorded AS (
+         SELECT json_group_array(vertex_id) AS ids, count(*) AS n FROM steps
+         WHERE execution_id = ?1 AND state = 'COMPLETED' AND next_vertices IS NULL
+       ),
+       wanted AS (
+         SELECT run.payload, run.entry, unrecorded.ids AS unrecorded,
+                (SELECT value FROM json_each(run.spec, '$.vertices') WHERE key = ?2) AS own,
+                CASE WHEN unrecorded.n > 0 THEN json_extract(run.spec, '$.backfill') END AS backfill,
+                run.spec IS NULL AS legacy
+         FROM run, unrecorded
+       ),
+       flags AS (
+         SELECT wanted.*,
+                (legacy OR coalesce(json_extract(own, '$.all'), 0) OR coalesce(json_extract(backfill, '$.all'), 0)) AS reads_all
+         FROM wanted
+       ),
+       needed AS (
+         SELECT o.vertex_id, coalesce(o.output, 'null') AS output
+         FROM steps o, flags
+         WHERE o.execution_id = ?1 AND o.state = 'COMPLETED' AND o.vertex_id <> flags.entry
+           AND (flags.reads_all
+                OR o.vertex_id IN (SELECT value FROM json_each(flags.own, '$.steps'))
+                OR o.vertex_id IN (SELECT value FROM json_each(flags.backfill, '$.steps')))
+       ),
+       measured AS (
+         SELECT flags.*,
+                (reads_all OR coalesce(json_extract(own, '$.payload'), 0) OR coalesce(json_extract(backfill, '$.payload'), 0)) AS reads_payload,
+                2 + coalesce((SELECT sum(length(CAST(output AS BLOB)) + length(CAST(vertex_id AS BLOB)) + 4) FROM needed), 0) AS outputs_bytes
+         FROM flags
+       )
+       SELECT outputs_bytes + CASE WHEN reads_payload THEN length(CAST(payload AS BLOB)) ELSE 0 END AS input_bytes,
+              reads_payload, unrecorded,
+              CASE WHEN reads_payload AND outputs_bytes + length(CAST(payload AS BLOB)) <= ?4 THEN payload END AS payload,
+              CASE WHEN outputs_bytes + CASE WHEN reads_payload THEN length(CAST(payload AS BLOB)) ELSE 0 END <= ?4
+                THEN (SELECT '{' || coalesce(group_concat(json_quote(vertex_id) || ':' || output, ','), '') || '}' FROM needed) END AS outputs,
+              CASE WHEN outputs_bytes + CASE WHEN reads_payload THEN length(CAST(payload AS BLOB)) ELSE 0 END > ?4
+                THEN (SELECT json_group_object(vertex_id, length(CAST(output AS BLOB))) FROM needed) END AS output_sizes
+       FROM measured`,
+    )
+    .bind(ref.executionId, ref.vertexId, analysisVersion, maxBytes, now);
+}
+
+/**
+ * Claim and load in ONE round trip: [recordLeaseExpiry, claimStep, readStepRun, readStepInputs].
+ * The claim is a single statement; the reads after it tell the runner what it needs when the
+ * claim succeeded, and tell the consumer why when it did not (completed, live lease, not due,
+ * unknown).
  *
  * `dropIfWaiting` (a description of the message): the caller acks rather than retries if the
  * step turns out to be waiting, so `recordRedeliveryDropped` is added before the claim — still
  * one round trip.
+ *
+ * `inputs`: the bound on what the step reads, and the analysis version (see `readStepInputs`).
  */
 export async function claimAndLoad(
   db: D1Database,
@@ -185,17 +289,19 @@ export async function claimAndLoad(
   now: number,
   leaseMs: number,
   dropIfWaiting?: string,
-): Promise<{ claimed: ClaimedStep | null; run: StepRunRow | null }> {
+  inputs: StepInputsBound = { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: null },
+): Promise<{ claimed: ClaimedStep | null; run: StepRunRow | null; inputs: StepInputsRow | null }> {
   const statements = [recordLeaseExpiry(db, ref, now)];
   if (dropIfWaiting !== undefined) statements.push(recordRedeliveryDropped(db, ref, now, dropIfWaiting));
-  statements.push(claimStep(db, ref, now, leaseMs), readStepRun(db, ref));
-  const [claim, read] = (await db.batch(statements)).slice(-2);
+  statements.push(claimStep(db, ref, now, leaseMs), readStepRun(db, ref), readStepInputs(db, ref, now, inputs.maxBytes, inputs.analysisVersion));
+  const [claim, read, loaded] = (await db.batch(statements)).slice(-3);
   const row = (claim?.results as Array<{ epoch: number; attempt: number; retry_base: number; lease_until: number; idempotency_key: string | null }>)[0];
   return {
     claimed: row
       ? { epoch: row.epoch, attempt: row.attempt, retryBase: row.retry_base, leaseUntil: row.lease_until, idempotencyKey: row.idempotency_key }
       : null,
     run: ((read?.results ?? []) as StepRunRow[])[0] ?? null,
+    inputs: ((loaded?.results ?? []) as StepInputsRow[])[0] ?? null,
   };
 }
 

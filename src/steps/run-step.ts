@@ -6,16 +6,19 @@
  * "crashed" mid-step: the step stays EXECUTING under its lease and is taken over after it.
  */
 import { DEFAULT_RETRY, WorkflowDefinition as WorkflowDefinitionSchema, type RetryPolicy, type Vertex, type WorkflowDefinition } from "../definitions/schema";
+import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
 import {
   claimAndLoad,
   extendLease,
   IN_PROGRESS_MARK,
+  MAX_STEP_INPUT_BYTES,
   persistIdempotencyKey,
   scheduleRetry,
   settleAndDispatch,
   type ClaimedStep,
   type Fence,
   type SettleOutcome,
+  type StepInputsRow,
   type StepRef,
   type StepRunRow,
 } from "../ledger/steps";
@@ -49,11 +52,6 @@ function definitionOf(run: StepRunRow): WorkflowDefinition {
     definitions.set(cacheKey, definition);
   }
   return definition;
-}
-
-interface CompletedEntry {
-  output: unknown;
-  next: string[] | null;
 }
 
 /**
@@ -185,11 +183,37 @@ async function retryLater(
   return { action: "ack", why: `retry scheduled in ${r.delayMs} ms` };
 }
 
+/**
+ * Why a step's inputs cannot be loaded: over the bound, with the biggest outputs named so the
+ * author knows what to shrink or stop referencing.
+ */
+function inputsTooLarge(inputs: StepInputsRow): string {
+  const sizes = Object.entries(JSON.parse(inputs.output_sizes ?? "{}") as Record<string, number>).sort((a, b) => b[1] - a[1]);
+  const named = sizes.slice(0, 5).map(([id, bytes]) => `steps.${id} (${bytes} bytes)`);
+  if (inputs.reads_payload) named.push("the payload");
+  return (
+    `the step's inputs are ${inputs.input_bytes} bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound on what one step may load ` +
+    `(D1 refuses values and rows over 2,000,000 bytes); it reads ${named.join(", ") || "no outputs"}. ` +
+    "Reference only the outputs the step needs (a dynamic reference such as `steps.*` or `$lookup(steps, …)` loads them all), or make those outputs smaller"
+  );
+}
+
+/** The JSONata context of a claimed step: the payload and outputs it reads (the entry's output is the payload). */
+function contextOf(ref: StepRef, run: StepRunRow, inputs: StepInputsRow): ExpressionContext {
+  const payload = inputs.payload === null ? undefined : (JSON.parse(inputs.payload) as unknown);
+  const steps = JSON.parse(inputs.outputs ?? "{}") as Record<string, unknown>;
+  if (inputs.reads_payload) steps[run.entry_vertex_id] = payload;
+  return { payload, steps, execution: { id: ref.executionId, workflowId: run.workflow_id, trigger: run.trigger_kind } };
+}
+
 export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery = { messageId: "(direct)", attempts: 1 }): Promise<Decision> {
   const claimedAt = rt.now();
   const drop = dropsIfNotClaimable(delivery);
   const dropDetail = drop ? `message ${delivery.messageId} (delivery ${delivery.attempts})` : undefined;
-  const { claimed, run } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs, dropDetail);
+  const { claimed, run, inputs } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs, dropDetail, {
+    maxBytes: MAX_STEP_INPUT_BYTES,
+    analysisVersion: STEP_INPUTS_VERSION,
+  });
   if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
   if (!claimed) return whyNotClaimed(run, claimedAt, drop);
 
@@ -201,13 +225,14 @@ export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery 
     // Not a crash to retry: the pinned version would fail the same way on every takeover.
     return settleFailedUnrun(rt, fence, `the execution's pinned workflow version ${run.version} can no longer be read: ${error instanceof Error ? error.message : String(error)}`);
   }
+  if (!inputs || inputs.outputs === null) {
+    // Over the bound: nothing was built. Failing it now, fenced, ends the step (and the execution)
+    // instead of a claim that D1 refuses on every redelivery.
+    return settleFailedUnrun(rt, fence, inputs ? inputsTooLarge(inputs) : "the step's inputs could not be read after its claim");
+  }
   const vertex = vertexOf(definition, ref.vertexId);
-  const completed = JSON.parse(run.completed ?? "{}") as Record<string, CompletedEntry>;
-  const context: ExpressionContext = {
-    payload: JSON.parse(run.payload) as unknown,
-    steps: Object.fromEntries(Object.entries(completed).map(([id, c]) => [id, c.output])),
-    execution: { id: ref.executionId, workflowId: run.workflow_id, trigger: run.trigger_kind },
-  };
+  const context = contextOf(ref, run, inputs);
+  const unrecorded = JSON.parse(inputs.unrecorded) as string[];
 
   const claimBudget = (retryPolicyOf(vertex)?.maxAttempts ?? 1) + CRASH_ALLOWANCE;
   const claims = claimed.attempt - claimed.retryBase;
@@ -274,8 +299,8 @@ export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery 
       const nextVertices = await takenSuccessors(definition, ref.vertexId, after);
       // A COMPLETED step without recorded edges was written by ingress (the entry): record them
       // now, so the fan-in decisions in this batch can read them.
-      for (const [id, c] of Object.entries(completed)) {
-        if (c.next === null && id !== ref.vertexId) backfill.push({ vertexId: id, nextVertices: await takenSuccessors(definition, id, after) });
+      for (const id of unrecorded) {
+        if (id !== ref.vertexId) backfill.push({ vertexId: id, nextVertices: await takenSuccessors(definition, id, after) });
       }
       settle = { state: "COMPLETED", output: json(outcome.output), nextVertices };
     } catch (error) {

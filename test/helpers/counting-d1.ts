@@ -4,7 +4,12 @@
  * Budgets in the issues are stated in round trips: one `stmt.run()/all()/first()/raw()` is one
  * round trip of one statement; one `db.batch([...])` is one round trip of N statements. The
  * real database does the work: this only counts, it never answers by itself.
+ *
+ * It also enforces D1's production limits (./d1-limits.ts): a statement production D1 would
+ * refuse throws here, so every budget test also proves its statements fit.
  */
+import { limitedD1 } from "./d1-limits";
+
 export interface D1Call {
   kind: "statement" | "batch" | "exec";
   sql: string[];
@@ -23,7 +28,8 @@ export interface CountingD1 {
 const REAL = Symbol("real statement");
 type Wrapped = D1PreparedStatement & { [REAL]: D1PreparedStatement; sqlText: string };
 
-export function countingD1(real: D1Database): CountingD1 {
+export function countingD1(database: D1Database): CountingD1 {
+  const real = limitedD1(database);
   const calls: D1Call[] = [];
 
   const wrap = (stmt: D1PreparedStatement, sql: string): Wrapped => {
