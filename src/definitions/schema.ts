@@ -41,6 +41,16 @@ export function durationMs(value: number | string): number {
 
 export const DEFAULT_DEDUPE_WINDOW_MS = 24 * 3_600_000;
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+/**
+ * The largest `maxPayloadBytes` a definition may set (SPEC section 11). The payload is stored in
+ * one D1 row (the execution's, and the entry step's output) and a step that reads it loads it
+ * beside other steps' outputs in one row; D1 refuses rows over 2,000,000 bytes. Enforced by the
+ * validation (src/definitions/vertex-rules.ts) rather than the schema, so versions saved under
+ * the older, looser limit still parse; ingress clamps their limit to this.
+ */
+export const MAX_PAYLOAD_BYTES_LIMIT = 1024 * 1024;
+/** The largest `maxResponseBytes`: the response is stored in the step's row (see MAX_OUTPUT_BYTES). */
+export const MAX_RESPONSE_BYTES_LIMIT = 1024 * 1024;
 
 /** Any JSON value. Strings in it that begin with `=` are expressions where the field says so. */
 const JsonValue = z.json().meta({ id: "JsonValue", description: "any JSON value; strings beginning with `=` are JSONata expressions" });
@@ -69,7 +79,12 @@ export const EntryPointConfig = z.strictObject({
     .optional()
     .describe("settings of the public webhook POST /hooks/{workspace}/{workflowId}"),
   dedupeWindow: Duration.optional().describe("how long trigger identities are remembered; default 24h"),
-  maxPayloadBytes: z.number().int().positive().max(10 * 1024 * 1024).optional().describe("payload size limit; default 1 MiB"),
+  maxPayloadBytes: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe("payload size limit in bytes; default and maximum 1 MiB (1048576), what one D1 row can hold beside a step's other inputs"),
 });
 
 export const RetryPolicy = z.strictObject({
@@ -124,7 +139,16 @@ export const GatewayConfig = z.strictObject({
     .boolean()
     .default(false)
     .describe("treat a 409 Conflict as 'already processed' (destinations with natural unique keys)"),
-  maxResponseBytes: z.number().int().min(1).max(1024 * 1024).default(64 * 1024).describe("a larger response fails the step"),
+  maxResponseBytes: z
+    .number()
+    .int()
+    .min(1)
+    .max(
+      MAX_RESPONSE_BYTES_LIMIT,
+      `at most ${MAX_RESPONSE_BYTES_LIMIT} (1 MiB): the response is stored in the step's D1 row, and D1 refuses rows over 2,000,000 bytes`,
+    )
+    .default(64 * 1024)
+    .describe("a larger response fails the step; at most 1 MiB (1048576), what the step's D1 row can hold"),
 });
 
 export const TransformConfig = z.strictObject({

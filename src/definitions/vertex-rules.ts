@@ -1,11 +1,11 @@
 /**
  * Per-vertex rules that a JSON Schema cannot state: a GET/HEAD call has no body, a literal URL is
  * an http(s) URL, headers are not given twice in different letter cases, retry delays are ordered,
- * and a schedule is a cron string the deployment actually fires.
+ * a schedule is a cron string the deployment actually fires, and a payload limit fits in D1.
  */
 import { asArray, asRecord, asString, type ValidationError } from "./errors";
 import { pointerOf } from "./pointer";
-import { isExpression } from "./schema";
+import { isExpression, MAX_PAYLOAD_BYTES_LIMIT } from "./schema";
 
 export interface VertexRuleOptions {
   /** The cron strings configured in wrangler.toml [triggers] crons, when known. */
@@ -55,6 +55,15 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
     }
 
     if (vertex?.type === "ENTRY_POINT") {
+      if (typeof config.maxPayloadBytes === "number" && config.maxPayloadBytes > MAX_PAYLOAD_BYTES_LIMIT) {
+        errors.push({
+          pointer: at("maxPayloadBytes"),
+          code: "limit-above-d1",
+          message:
+            `maxPayloadBytes ${config.maxPayloadBytes} is above ${MAX_PAYLOAD_BYTES_LIMIT} (1 MiB), the most D1 can hold: the payload is stored in one row ` +
+            "and loaded beside the outputs a step reads, and D1 refuses rows over 2,000,000 bytes; set it to 1048576 or less (or leave it out for the 1 MiB default)",
+        });
+      }
       const schedule = asString(config.schedule);
       if (schedule !== undefined) {
         if (schedule.trim().split(/\s+/).length !== 5) {

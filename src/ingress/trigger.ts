@@ -4,7 +4,7 @@
  * point's limit, picks the identity and starts the execution. Everything that can be refused is
  * refused before the start batch, so a refusal writes nothing.
  */
-import { DEFAULT_MAX_PAYLOAD_BYTES, entryPointOf } from "../definitions/schema";
+import { DEFAULT_MAX_PAYLOAD_BYTES, entryPointOf, MAX_PAYLOAD_BYTES_LIMIT } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
 import { ProblemError, problems } from "../lib/problem";
 import { WorkflowVersionChanged, type TriggerKind } from "../ledger/executions";
@@ -52,7 +52,8 @@ export async function loadWorkflow(db: D1Database, workspace: string, workflowId
 }
 
 export function maxPayloadBytes(workflow: StoredWorkflow): number {
-  return entryPointOf(workflow.definition).config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  // Clamped: a version saved before the limit was bounded by D1 may declare more (SPEC section 11).
+  return Math.min(entryPointOf(workflow.definition).config.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT);
 }
 
 /** Choose the identity of an invocation whose body has been read. */

@@ -16,7 +16,7 @@ import { preferredWaitSeconds, streamExecution, waitForExecution } from "../../i
 import { readTrace } from "../../steps/trace";
 import { randomExecutionId } from "../../ingress/identity";
 import { insertExecutionPlain } from "../../ledger/executions";
-import { DEFAULT_MAX_PAYLOAD_BYTES } from "../../definitions/schema";
+import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT } from "../../definitions/schema";
 import { readJsonBody } from "../../lib/request-body";
 import { problems } from "../../lib/problem";
 
@@ -32,7 +32,7 @@ const optionalIdempotencyKey = idempotency({
   principal: principalFromContext("workspace"),
   // The largest maxPayloadBytes an entry point may declare (src/definitions/schema.ts); the
   // workflow's own, smaller limit is still enforced by the trigger itself.
-  maxBodyBytes: 10 * 1024 * 1024,
+  maxBodyBytes: MAX_PAYLOAD_BYTES_LIMIT,
 });
 
 /**

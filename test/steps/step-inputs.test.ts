@@ -1,0 +1,186 @@
+/**
+ * What a step loads at its claim, under D1's production limits (SPEC section 11): only the outputs
+ * its expressions can reach, measured in SQL before anything is built; over the bound the step
+ * fails with a clear error instead of a claim batch D1 refuses on every redelivery.
+ *
+ * Every statement here runs through the enforcing wrapper (test/helpers/d1-limits.ts): a value or
+ * row over 2,000,000 bytes throws, as production D1 would refuse it.
+ */
+import { env } from "cloudflare:test";
+import { beforeEach, describe, expect, it, vi } from "vitest";
+import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
+import { MAX_STEP_INPUT_BYTES } from "../../src/ledger/steps";
+import { executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => {});
+  vi.spyOn(console, "warn").mockImplementation(() => {});
+});
+
+const BIG = 700_000; // four of these are 2.8 MB together: more than one D1 value or row may hold
+
+/** entry → big1..big4 (each a 700 KB output) → join → done (only when `when` says so). */
+function fanOfBigOutputs(id: string, join: unknown, when = "= steps.big2.size = 700000"): WorkflowDefinitionInput {
+  const bigs = ["big1", "big2", "big3", "big4"];
+  return {
+    id,
+    vertices: [
+      { id: "entry", type: "ENTRY_POINT", config: {} },
+      ...bigs.map((b) => ({ id: b, type: "TRANSFORM", config: { output: { size: BIG, text: `= $pad('', ${BIG}, 'x')` } } })),
+      { id: "join", type: "TRANSFORM", config: { output: join } },
+      { id: "done", type: "TRANSFORM", config: { output: { ok: true } } },
+    ],
+    edges: [...bigs.map((b) => ({ from: "entry", to: b })), ...bigs.map((b) => ({ from: b, to: "join" })), { from: "join", to: "done", when }],
+  } as WorkflowDefinitionInput;
+}
+
+describe("a step loads only the outputs it can reach", () => {
+  it("a join after four 700 KB outputs that reads one of them (and its edge reads another) completes", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { first: "= $substring(steps.big1.text, 0, 3)", size: "= steps.big1.size" }));
+    const id = await h.start(wf, { order: 1 });
+    await h.drain(20);
+    const steps = await stepsOf(id);
+    expect(steps.join!.state).toBe("COMPLETED");
+    expect(JSON.parse(steps.join!.output!)).toEqual({ first: "xxx", size: BIG });
+    // The outgoing edge's `when` read steps.big2, which the join's config never names: it was loaded.
+    expect(steps.done!.state).toBe("COMPLETED");
+    expect(await executionStatus(id)).toBe("COMPLETED");
+  });
+
+  it("a `when` sees an output it references even when the step's config reads nothing", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", {
+      id: unique("wf"),
+      vertices: [
+        { id: "entry", type: "ENTRY_POINT", config: {} },
+        { id: "a", type: "TRANSFORM", config: { output: { flag: "= payload.flag" } } },
+        { id: "b", type: "TRANSFORM", config: { output: "constant" } },
+        { id: "yes", type: "TRANSFORM", config: { output: 1 } },
+        { id: "no", type: "TRANSFORM", config: { output: 0 } },
+      ],
+      edges: [
+        { from: "entry", to: "a" },
+        { from: "a", to: "b" },
+        { from: "b", to: "yes", when: "= steps.a.flag = true and payload.flag = true and steps.entry.flag = true" },
+        { from: "b", to: "no", when: "= steps.a.flag != true" },
+      ],
+    } as WorkflowDefinitionInput);
+    const id = await h.start(wf, { flag: true });
+    await h.drain(10);
+    const steps = await stepsOf(id);
+    expect(steps.yes!.state).toBe("COMPLETED");
+    expect(steps.no!.state).toBe("SKIPPED");
+  });
+
+  it("a dynamic reference (`$keys(steps)`) reads everything: over the bound the step FAILS once, with a clear error, and the execution ends FAILED", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { names: "= $keys(steps)" }));
+    const id = await h.start(wf, {});
+    const rounds = await h.drain(50);
+    const join = (await stepsOf(id)).join!;
+    expect(join.state).toBe("FAILED");
+    expect(join.attempt).toBe(1); // the attempt counter moved: no claim rolled back, no loop
+    expect(join.error).toMatch(new RegExp(`the step's inputs are \\d+ bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound`));
+    expect(join.error).toMatch(/steps\.big1 \(\d+ bytes\)/);
+    expect(join.error).toMatch(/`steps\.\*`/);
+    expect(await executionStatus(id)).toBe("FAILED");
+    expect(h.queue.pending).toHaveLength(0);
+    expect(rounds).toBe(5); // four bigs and the join, each delivered once
+  });
+
+  it("`steps.*`, `$lookup(steps, …)` and `$$` are dynamic too; a dynamic read within the bound sees every output", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", {
+      id: unique("wf"),
+      vertices: [
+        { id: "entry", type: "ENTRY_POINT", config: {} },
+        { id: "a", type: "TRANSFORM", config: { output: { n: 1 } } },
+        { id: "b", type: "TRANSFORM", config: { output: { n: 2 } } },
+        {
+          id: "c",
+          type: "TRANSFORM",
+          config: {
+            output: {
+              keys: "= $sort($keys(steps))",
+              star: "= $sum(steps.*.n)",
+              looked: "= $lookup(steps, 'a').n",
+              root: "= $$.steps.b.n",
+              payload: "= $$.payload.p",
+            },
+          },
+        },
+      ],
+      edges: [
+        { from: "entry", to: "a" },
+        { from: "a", to: "b" },
+        { from: "b", to: "c" },
+      ],
+    } as WorkflowDefinitionInput);
+    const id = await h.start(wf, { p: "P" });
+    await h.drain(10);
+    const c = (await stepsOf(id)).c!;
+    expect(c.state).toBe("COMPLETED");
+    expect(JSON.parse(c.output!)).toEqual({ keys: ["a", "b", "entry"], star: 3, looked: 1, root: 2, payload: "P" });
+  });
+});
+
+describe("a payload near maxPayloadBytes' maximum", () => {
+  it("a step reading a ~1 MiB payload beside another step's output completes; the payload is never loaded twice", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", {
+      id: unique("wf"),
+      vertices: [
+        { id: "entry", type: "ENTRY_POINT", config: { maxPayloadBytes: 1024 * 1024 } },
+        { id: "half", type: "TRANSFORM", config: { output: { text: "= $pad('', 500000, 'y')" } } },
+        {
+          id: "t",
+          type: "TRANSFORM",
+          config: { output: { payload: "= $length(payload.blob)", entry: "= $length(steps.entry.blob)", half: "= $length(steps.half.text)" } },
+        },
+      ],
+      edges: [
+        { from: "entry", to: "half" },
+        { from: "half", to: "t" },
+      ],
+    } as WorkflowDefinitionInput);
+    const blob = "p".repeat(1024 * 1024 - 100);
+    const id = await h.start(wf, { blob });
+    await h.drain(10);
+    const t = (await stepsOf(id)).t!;
+    expect(t.state).toBe("COMPLETED");
+    expect(JSON.parse(t.output!)).toEqual({ payload: blob.length, entry: blob.length, half: 500000 });
+  });
+
+  it("a step that reads neither the payload nor other outputs loads nothing (a 1 MiB payload and four 700 KB outputs around it)", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { constant: true }, "= true"));
+    const id = await h.start(wf, { blob: "p".repeat(1024 * 1024 - 100) });
+    await h.drain(20);
+    expect((await stepsOf(id)).done!.state).toBe("COMPLETED");
+  });
+});
+
+describe("versions without the analysis", () => {
+  it("a version saved before step_inputs existed loads every output, under the same bound", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", {
+      id: unique("wf"),
+      vertices: [
+        { id: "entry", type: "ENTRY_POINT", config: {} },
+        { id: "a", type: "TRANSFORM", config: { output: { n: 1 } } },
+        { id: "b", type: "TRANSFORM", config: { output: "= steps.a.n + $count($keys(payload))" } },
+      ],
+      edges: [
+        { from: "entry", to: "a" },
+        { from: "a", to: "b" },
+      ],
+    } as WorkflowDefinitionInput);
+    await env.DB.prepare("UPDATE workflow_versions SET step_inputs = NULL WHERE workflow_id = ?1").bind(wf.workflowId).run();
+    const id = await h.start(wf, { x: 1, y: 2 });
+    await h.drain(10);
+    const b = (await stepsOf(id)).b!;
+    expect(b.state).toBe("COMPLETED");
+    expect(JSON.parse(b.output!)).toBe(3);
+  });
+});
