@@ -8,12 +8,13 @@
 import engine from "../src/index";
 import { limitedD1 } from "./helpers/d1-limits";
 
-function limited(env: Env): Env {
+/** The env one invocation of the Worker gets: its DB under the limits, with a fresh query counter. */
+export function limitedEnv(env: Env): Env {
   return { ...env, DB: limitedD1(env.DB, { queries: 0 }) };
 }
 
 export default {
-  fetch: (request, env, ctx) => engine.fetch(request, limited(env), ctx),
-  queue: (batch, env, ctx) => engine.queue(batch, limited(env), ctx),
-  scheduled: (controller, env, ctx) => engine.scheduled(controller, limited(env), ctx),
+  fetch: (request, env, ctx) => engine.fetch(request, limitedEnv(env), ctx),
+  queue: (batch, env, ctx) => engine.queue(batch, limitedEnv(env), ctx),
+  scheduled: (controller, env, ctx) => engine.scheduled(controller, limitedEnv(env), ctx),
 } satisfies ExportedHandler<Env>;

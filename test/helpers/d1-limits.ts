@@ -30,7 +30,7 @@ export class D1LimitError extends Error {
     detail: string,
     readonly sql: string,
   ) {
-    super(`D1 limit exceeded (${limit}): ${detail}. Production D1 refuses this statement.\nSQL: ${sql.replace(/\s+/g, " ").trim().slice(0, 400)}`);
+    super(`D1 limit exceeded — ${limit}: ${detail}. Production D1 refuses this statement.\nSQL: ${sql.replace(/\s+/g, " ").trim().slice(0, 400)}`);
     this.name = "D1LimitError";
   }
 }
