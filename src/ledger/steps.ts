@@ -599,7 +599,9 @@ export type OperatorRetryResult = { retried: true } | { retried: false; state: S
  * `retryFailedStep`: FAILED → DISPATCHED (operator action), in the caller's workspace only. The
  * persisted destination key stays on the row, so the retry sends it again; the attempt counter
  * continues and `retry_base` restarts the retry budget. The execution goes back to RUNNING in the
- * same batch. Zero rows: not found in this workspace, or not FAILED (state tells which).
+ * same batch. Zero rows: not found in this workspace, or not FAILED (state tells which). The
+ * event quotes at most 10,000 characters of the error: a value built in SQL must stay under what
+ * D1 stores (2,000,000 bytes) whatever the error held.
  */
 export async function retryFailedStep(db: D1Database, workspace: string, ref: StepRef, now: number): Promise<OperatorRetryResult> {
   const failed = `execution_id = ?1 AND vertex_id = ?2 AND workspace = ?3 AND state = 'FAILED'`;
@@ -607,7 +609,7 @@ export async function retryFailedStep(db: D1Database, workspace: string, ref: St
     db
       .prepare(
         `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-         SELECT execution_id, vertex_id, 'operator_retry', epoch, ?4, 'previous error: ' || coalesce(error, '')
+         SELECT execution_id, vertex_id, 'operator_retry', epoch, ?4, 'previous error: ' || substr(coalesce(error, ''), 1, 10000)
          FROM steps WHERE ${failed}`,
       )
       .bind(ref.executionId, ref.vertexId, workspace, now),
