@@ -228,3 +228,24 @@ describe("queries per Worker invocation", () => {
     expect(invocation.queries).toBeLessThan(1_000);
   });
 });
+
+describe("payloads through the Worker (SELF.fetch, under the enforcing wrapper)", () => {
+  it("a ~1 MiB payload is accepted and runs; a version saved with maxPayloadBytes above 1 MiB is clamped to it (413, nothing written)", async () => {
+    const { SELF } = await import("cloudflare:test");
+    const { BASE, jsonRequest, seedWorkflow: seedLatest, transformWorkflow } = await import("../ingress/helpers");
+    const trigger = (workflowId: string, body: unknown) =>
+      SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger`, body, { token: "dev-token" }));
+    const near = unique("near-max");
+    await seedLatest("dev", transformWorkflow(near, { maxPayloadBytes: 1024 * 1024 }));
+    const ok = await trigger(near, { blob: "n".repeat(1024 * 1024 - 100) });
+    expect(ok.status).toBe(202);
+    // An older version, saved before the limit was bounded by D1 (zod still parses it; validation refuses it now).
+    const old = unique("old-limit");
+    await seedLatest("dev", transformWorkflow(old, { maxPayloadBytes: 5 * 1024 * 1024 }));
+    const big = await trigger(old, { blob: "o".repeat(1_500_000) });
+    expect(big.status).toBe(413);
+    expect((await big.json<{ code: string }>()).code).toBe("payload-too-large");
+    const rows = await env.DB.prepare("SELECT count(*) AS n FROM executions WHERE workflow_id = ?1").bind(old).first<{ n: number }>();
+    expect(rows?.n).toBe(0);
+  });
+});
