@@ -15,6 +15,19 @@ export default defineConfig(async () => {
             // A canary secret: tests scan stored rows, logs and responses for it.
             PAYMENTS_KEY: "sk_test_canary_4f1d9a",
             WEBHOOK_SECRET: "whsec_test_canary_77ab",
+            // 32 fixed test bytes (base64) sealing workspace secrets; never a real key.
+            SECRETS_MASTER_KEY: "dGVzdC1vbmx5LW1hc3Rlci1rZXktMzItYnl0ZXMhISE=",
+            // wrangler.toml grants the Worker secrets to `dev` only; the step tests run in their own
+            // workspaces and are granted the canary explicitly (a new test workspace that sends a
+            // Worker secret must be added here: ungranted secrets are invisible, by design).
+            SECRET_GRANTS: [
+              "dev:PAYMENTS_KEY,WEBHOOK_SECRET",
+              "steps-claims:PAYMENTS_KEY",
+              "steps-gateway:PAYMENTS_KEY",
+              "steps-reaper:PAYMENTS_KEY",
+              "steps-redelivery:PAYMENTS_KEY",
+              "steps-secrets-hardening:PAYMENTS_KEY,TAG_SECRET",
+            ].join(";"),
           },
         },
       }),

@@ -10,6 +10,7 @@ import { triggerRoutes } from "./http/routes/triggers";
 import { hookRoutes } from "./http/routes/hooks";
 import { executionRoutes } from "./http/routes/executions";
 import { demoRoutes } from "./http/routes/demo";
+import { secretRoutes } from "./http/routes/secrets";
 
 export const app = new Hono<AppEnv>();
 
@@ -18,6 +19,7 @@ app.get("/health", (c) => c.json({ ok: true, service: "idemflow" }));
 app.route("/v1/workflows", workflowRoutes);
 app.route("/v1/workflows", triggerRoutes);
 app.route("/v1/executions", executionRoutes);
+app.route("/v1/secrets", secretRoutes);
 app.route("/hooks", hookRoutes);
 app.route("/demo", demoRoutes);
 

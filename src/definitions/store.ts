@@ -9,6 +9,7 @@
  */
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
+import { parseSealedSecrets, sealedSecretsColumn, type StoredSecret } from "../secrets/store";
 import { entryPointOf, type WorkflowDefinition } from "./schema";
 import { stepInputsOf } from "./step-inputs";
 
@@ -102,6 +103,28 @@ export async function getWorkflow(
           .bind(workspace, workflowId, version)
           .first<VersionRow>();
   return row ? toStored(row) : null;
+}
+
+/**
+ * The latest version plus the sealed workspace secrets its definition names, in ONE statement:
+ * the signed hook needs its signing secret and must not spend a round trip on it.
+ */
+export async function getWorkflowWithSecrets(
+  db: D1Database,
+  workspace: string,
+  workflowId: string,
+): Promise<{ workflow: StoredWorkflow; secrets: StoredSecret[] } | null> {
+  const row = await db
+    .prepare(
+      `SELECT v.workspace, v.workflow_id, v.version, v.definition, v.created_at,
+              ${sealedSecretsColumn("w.workspace", "v.definition")} AS secrets
+       FROM workflows w JOIN workflow_versions v
+         ON v.workspace = w.workspace AND v.workflow_id = w.workflow_id AND v.version = w.latest_version
+       WHERE w.workspace = ?1 AND w.workflow_id = ?2`,
+    )
+    .bind(workspace, workflowId)
+    .first<VersionRow & { secrets: string | null }>();
+  return row ? { workflow: toStored(row), secrets: parseSealedSecrets(row.secrets) } : null;
 }
 
 /** Every workflow (latest version) whose entry point has a schedule, across workspaces. */

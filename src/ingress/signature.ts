@@ -1,61 +1,102 @@
 /**
- * Signed webhooks (SPEC section 3). The sender computes
+ * Signed webhooks (SPEC section 3), scheme v1. The sender computes
  *
- *     hex(HMAC-SHA256(secret, "<timestamp>." + <raw body bytes>))
+ *     hex(HMAC-SHA256(secret, "v1:" + <timestamp> + ":" + <workspaceId> + ":" + <workflowId> + ":" + <raw body bytes>))
  *
- * where `<timestamp>` is the exact text of the timestamp header (Unix seconds), and sends it in
- * the signature header (default `x-idemflow-signature`, optionally prefixed `sha256=`) with the
- * timestamp in the timestamp header (default `x-idemflow-timestamp`). Signing the timestamp with
- * the body is what makes the tolerance window a replay defence: an old capture cannot be re-sent
- * with a fresh timestamp.
+ * and sends `v1=<hex>` in the signature header (default `x-idemflow-signature`) with the timestamp
+ * (Unix seconds, the exact text signed) in the timestamp header (default `x-idemflow-timestamp`).
+ * `<workspaceId>` and `<workflowId>` are the two path segments of `/hooks/{workspaceId}/{workflowId}`.
  *
- * Every failure is the same 401 problem with a reason code, raised before anything is written.
- * The comparison is constant-time (both sides hashed, then compared byte by byte).
+ * - Signing the timestamp makes the tolerance window a replay defence: an old capture cannot be
+ *   re-sent with a fresh timestamp.
+ * - Signing the target makes a delivery valid for one hook only: a capture for `/hooks/dev/A`
+ *   does not verify at `/hooks/other/B` or `/hooks/dev/B`, even where both share a secret.
+ *   Neither id can contain `:` (workflow ids are `[A-Za-z0-9_-]`, workspaces come from
+ *   `API_TOKENS` whose `:` is the separator), so the fields cannot slide into each other.
+ * - The `v1` label is inside the signed bytes as well as in the header: a signature made for one
+ *   scheme is never valid under another. Any other version, or none, is refused.
+ *
+ * Every failure is a 401 problem with a reason code, raised before anything is written. The
+ * comparison is constant-time (both sides hashed, then compared byte by byte).
  */
 import type { EntryPointConfig } from "../definitions/schema";
 import { ProblemError } from "../lib/problem";
-import { concatBytes, hmacSha256, timingSafeEqualStrings, toHex, utf8 } from "../lib/crypto";
+import { concatBytes, hmacSha256, timingSafeEqualStrings, toHex, utf8, type Bytes } from "../lib/crypto";
+import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
+import { MissingSecretError, type SecretLookup } from "../secrets/resolve";
 
 export type SignatureSettings = NonNullable<EntryPointConfig["webhook"]>["signature"];
 
+export const SIGNATURE_SCHEME = "v1";
+
 const SECRET_REFERENCE = /^\s*\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*$/;
+
+export interface HookTarget {
+  workspace: string;
+  workflowId: string;
+}
 
 function unauthorized(code: string, detail: string): ProblemError {
   return new ProblemError({ status: 401, code, title: "Webhook signature rejected", detail });
 }
 
+const SCHEME_TEXT = `hex(HMAC-SHA256(secret, "v1:<timestamp>:<workspaceId>:<workflowId>:" + raw body))`;
+
+/** The exact bytes signed under v1. */
+export function signedBytesV1(timestamp: string, target: HookTarget, raw: Uint8Array): Bytes {
+  return concatBytes([utf8(`${SIGNATURE_SCHEME}:${timestamp}:${target.workspace}:${target.workflowId}:`), raw]);
+}
+
 /**
- * The secret named by `{{ secrets.NAME }}`, from the Worker's env. Its value is never logged or
- * returned. When it is missing, the public answer stays generic: the hook is unauthenticated, so
- * the name of the secret (a hint about the deployment) goes only to the operator's log.
+ * The signing secret named by `{{ secrets.NAME }}`, for the hook's workspace (its own sealed
+ * secret, else a Worker secret granted to it). Its value is never logged or returned. When it
+ * cannot be had, the public answer stays generic: the hook is unauthenticated, so the name of the
+ * secret (a hint about the deployment) and the reason go only to the operator's log.
  */
-export function resolveSigningSecret(settings: SignatureSettings, env: Record<string, unknown>, hook: { workspace: string; workflowId: string }): string {
+export async function resolveSigningSecret(settings: SignatureSettings, lookup: SecretLookup, hook: HookTarget): Promise<string> {
   const match = SECRET_REFERENCE.exec(settings.secret);
-  const value = match ? env[match[1]!] : undefined;
-  if (typeof value !== "string" || value.length === 0) {
-    console.error(
-      "webhook signing secret missing: public hook answered 503",
-      JSON.stringify({
-        ...hook,
-        // The NAME only, never a value.
-        secretName: match ? match[1] : null,
-        fix: match ? `wrangler secret put ${match[1]}` : "webhook.signature.secret must be `{{ secrets.NAME }}`",
-      }),
-    );
-    // The operator's mistake, not the sender's: 503 so senders retry once it is fixed.
-    throw new ProblemError({
-      status: 503,
-      code: "webhook-secret-missing",
-      title: "The webhook is not configured",
-      detail: "The hook is not configured; the operator has been told. Retry later.",
-    });
+  let reason: string;
+  if (match) {
+    try {
+      return await lookup(match[1]!);
+    } catch (error) {
+      if (!(error instanceof MissingSecretError || error instanceof SecretUnreadableError || error instanceof MasterKeyError)) throw error;
+      reason = error.message;
+    }
+  } else {
+    reason = "webhook.signature.secret must be `{{ secrets.NAME }}`";
   }
-  return value;
+  console.error(
+    "webhook signing secret unavailable: public hook answered 503",
+    // The NAME and the reason only, never a value.
+    JSON.stringify({ ...hook, secretName: match ? match[1] : null, reason }),
+  );
+  // The operator's mistake, not the sender's: 503 so senders retry once it is fixed.
+  throw new ProblemError({
+    status: 503,
+    code: "webhook-secret-missing",
+    title: "The webhook is not configured",
+    detail: "The hook is not configured; the operator has been told. Retry later.",
+  });
+}
+
+/** `v1=<hex>` → the hex; anything else → 401 naming what is accepted. */
+function presentedV1(given: string, header: string): string {
+  const match = /^\s*([A-Za-z0-9]+)=(.*)$/.exec(given);
+  if (!match || match[1]!.toLowerCase() !== SIGNATURE_SCHEME) {
+    const what = match ? `scheme "${match[1]}" is not supported` : "the signature has no scheme version";
+    throw unauthorized(
+      "webhook-signature-version-unsupported",
+      `${what}: send \`${header}: v1=<hex>\` where <hex> = ${SCHEME_TEXT} (docs/ingress.md, "Signed webhooks").`,
+    );
+  }
+  return match[2]!.trim().toLowerCase();
 }
 
 export async function verifyWebhookSignature(input: {
   settings: SignatureSettings;
   secret: string;
+  target: HookTarget;
   headers: Headers;
   raw: Uint8Array;
   nowMs: number;
@@ -66,21 +107,21 @@ export async function verifyWebhookSignature(input: {
   if (timestamp === null || given === null) {
     throw unauthorized(
       "webhook-signature-missing",
-      `Send the HMAC-SHA256 signature in \`${settings.header}\` and the Unix timestamp (seconds) in \`${settings.timestampHeader}\`.`,
+      `Send \`${settings.header}: v1=<hex>\` (<hex> = ${SCHEME_TEXT}) and the Unix timestamp (seconds) in \`${settings.timestampHeader}\`.`,
     );
   }
+  const presented = presentedV1(given, settings.header);
   if (!/^\d{1,12}$/.test(timestamp) || Math.abs(input.nowMs / 1000 - Number(timestamp)) > settings.toleranceSeconds) {
     throw unauthorized(
       "webhook-signature-stale",
       `The timestamp in \`${settings.timestampHeader}\` must be Unix seconds within ${settings.toleranceSeconds} s of now; sign again with the current time.`,
     );
   }
-  const expected = toHex(await hmacSha256(input.secret, concatBytes([utf8(`${timestamp}.`), input.raw])));
-  const presented = given.trim().replace(/^sha256=/i, "").toLowerCase();
+  const expected = toHex(await hmacSha256(input.secret, signedBytesV1(timestamp, input.target, input.raw)));
   if (!(await timingSafeEqualStrings(presented, expected))) {
     throw unauthorized(
       "webhook-signature-invalid",
-      `The signature does not match: compute hex(HMAC-SHA256(secret, "<timestamp>." + raw body)) and send it in \`${settings.header}\`.`,
+      `The signature does not match: send \`v1=\` + ${SCHEME_TEXT}, signed for this hook's workspace and workflow.`,
     );
   }
 }

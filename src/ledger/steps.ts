@@ -6,6 +6,7 @@
  * Parameter convention for statements acting on one step as its worker: ?1 execution id,
  * ?2 vertex id, ?3 epoch, ?4 now; further parameters follow.
  */
+import { sealedSecretsColumn } from "../secrets/store";
 
 export type StepState = "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "SKIPPED";
 export type StepEventType =
@@ -77,6 +78,8 @@ export interface StepRunRow {
    * if it has not. The in-progress budget counts from here.
    */
   in_progress_since: number | null;
+  /** JSON array of the workspace's sealed secrets that the definition names (src/secrets/store.ts). */
+  secrets: string | null;
 }
 
 /**
@@ -165,7 +168,11 @@ export function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: numbe
     .bind(ref.executionId, ref.vertexId, now, message);
 }
 
-/** `readStepRun`: the step (if any), its execution and its pinned definition. */
+/**
+ * `readStepRun`: the step (if any), its execution and pinned definition, and the sealed workspace
+ * secrets the definition names (so a Gateway step resolves them without another round trip; they
+ * are opened only when a header needs them).
+ */
 export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
   return db
     .prepare(
@@ -176,7 +183,8 @@ export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
                 WHERE ev.execution_id = e.id AND ev.vertex_id = ?2 AND ev.type = 'attempt_failed'
                   AND substr(ev.detail, 1, ${IN_PROGRESS_MARK.length}) = '${IN_PROGRESS_MARK}'
                   AND ev.id > coalesce((SELECT max(r.id) FROM step_events r
-                                         WHERE r.execution_id = e.id AND r.vertex_id = ?2 AND r.type = 'operator_retry'), 0)) AS in_progress_since
+                                         WHERE r.execution_id = e.id AND r.vertex_id = ?2 AND r.type = 'operator_retry'), 0)) AS in_progress_since,
+              ${sealedSecretsColumn("e.workspace", "v.definition")} AS secrets
        FROM executions e
        JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
        LEFT JOIN steps s ON s.execution_id = e.id AND s.vertex_id = ?2

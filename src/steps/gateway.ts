@@ -8,7 +8,8 @@
  *    there is one; otherwise evaluate it, validate it (1–255 printable ASCII) and persist it —
  *    fenced and only-if-absent — BEFORE the first send, so every retry, takeover and operator
  *    retry sends the same value;
- * 3. resolve `{{ secrets.NAME }}` in header values (missing → fail, not retried), check the host
+ * 3. resolve `{{ secrets.NAME }}` in header values for the execution's workspace (missing or
+ *    undecryptable → fail, not retried), check the host
  *    against the outbound allowlist (outside → fail, not retried);
  * 4. build the request: every header value is checked (printable ASCII, space and tab only: no
  *    CR/LF/NUL or other control characters, nothing non-ASCII), the body serialised; anything that cannot be built fails the
@@ -28,6 +29,8 @@ import { allowlistedHeaders, parseBody, readBoundedText, ResponseTooLargeError }
 import type { RequestSummary, RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
 import { isRetryableStatus, parseRetryAfter } from "./retry-policy";
+import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
+import type { SecretLookup } from "../secrets/resolve";
 import { MissingSecretError, resolveSecrets, scrubDeep, scrubSecrets, secretNamesIn } from "./secrets";
 
 export const IDEMPOTENCY_HEADER = "idempotency-key";
@@ -39,7 +42,10 @@ export const IN_PROGRESS_PROBLEM_CODE = "idempotency-key-in-progress";
 const MAX_SUMMARY_BODY_CHARS = 4096;
 
 export interface GatewayDeps {
+  /** `OUTBOUND_ALLOWLIST`. */
   env: Env;
+  /** `{{ secrets.NAME }}` for the execution's workspace (src/secrets/resolve.ts). */
+  secret: SecretLookup;
   fetch: typeof fetch;
   now: () => number;
   /** The key an earlier attempt persisted, from the claim. */
@@ -217,12 +223,15 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     // never in what an expression produced (data, e.g. the payload, could carry a template).
     const configured = config.headers ?? {};
     const none: ReadonlySet<string> = new Set();
-    resolved = resolveSecrets(headers, deps.env as unknown as Record<string, unknown>, (name) => {
+    resolved = await resolveSecrets(headers, deps.secret, (name) => {
       const text = configured[name];
       return name === keyHeaderName || text === undefined || isExpression(text) ? none : secretNamesIn(text);
     });
   } catch (error) {
-    if (error instanceof MissingSecretError) return { kind: "failed", error: error.message };
+    // Retrying cannot help: a person must set the secret (or the master key) first.
+    if (error instanceof MissingSecretError || error instanceof SecretUnreadableError || error instanceof MasterKeyError) {
+      return { kind: "failed", error: error.message };
+    }
     throw error;
   }
   const request: RequestSummary = { method, url: url.toString(), headers: resolved.redacted, ...(body === undefined ? {} : { body: summaryBody(body) }) };

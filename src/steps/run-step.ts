@@ -31,6 +31,8 @@ import { dropsIfNotClaimable, type Delivery } from "./redelivery";
 import { delaySeconds, inProgressBudgetMs, inProgressWaitMs, planRetry } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
+import { secretLookup } from "../secrets/resolve";
+import { parseSealedSecrets } from "../secrets/store";
 
 export type Decision =
   | { action: "ack"; why: string }
@@ -94,13 +96,21 @@ async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, work: () => Promi
   }
 }
 
-async function runVertex(rt: StepRuntime, vertex: Vertex | undefined, context: ExpressionContext, fence: Fence, claimed: ClaimedStep): Promise<RunOutcome> {
+async function runVertex(
+  rt: StepRuntime,
+  run: StepRunRow,
+  vertex: Vertex | undefined,
+  context: ExpressionContext,
+  fence: Fence,
+  claimed: ClaimedStep,
+): Promise<RunOutcome> {
   if (!vertex) return { kind: "failed", error: `vertex ${fence.vertexId} is not in the execution's pinned definition` };
   switch (vertex.type) {
     case "GATEWAY":
       return withHeartbeat(rt, fence, () =>
         runGateway(vertex, context, {
           env: rt.env,
+          secret: secretLookup({ workspace: run.workspace, stored: parseSealedSecrets(run.secrets), env: rt.env as unknown as Record<string, unknown> }),
           fetch: rt.fetch,
           now: rt.now,
           persistedKey: claimed.idempotencyKey,
@@ -243,7 +253,7 @@ export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery 
       error: `gave up: this step was claimed ${claims - 1} times (retries included) without settling — its worker crashed or lost its lease again and again; not run again`,
     };
   } else {
-    outcome = boundOutput(await runVertex(rt, vertex, context, fence, claimed));
+    outcome = boundOutput(await runVertex(rt, run, vertex, context, fence, claimed));
     await rt.afterRun?.(fence);
   }
 

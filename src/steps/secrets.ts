@@ -1,27 +1,16 @@
 /**
- * `{{ secrets.NAME }}` in Gateway header values: resolved from the Worker env at send time, and
+ * `{{ secrets.NAME }}` in Gateway header values: resolved for the execution's workspace at send
+ * time (src/secrets/resolve.ts: its own sealed secret, else a Worker secret granted to it), and
  * replaced by `[redacted]` in everything that is recorded. Resolved values are also scrubbed
  * from anything stored from the response (a destination that echoes a header must not leak it).
  */
 
+import type { SecretLookup } from "../secrets/resolve";
+
 export const REDACTED = "[redacted]";
 const PLACEHOLDER = /\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g;
 
-export class MissingSecretError extends Error {
-  constructor(
-    readonly secretName: string,
-    reserved = false,
-  ) {
-    super(
-      reserved
-        ? `{{ secrets.${secretName} }} names idemflow's own credential, which is never sent to a destination; ` +
-            "store the destination's credential under its own secret name and reference that"
-        : `the secret ${secretName} referenced as {{ secrets.${secretName} }} is not set on the Worker; ` +
-            `set it with \`wrangler secret put ${secretName}\` (locally: .dev.vars) and retry the step`,
-    );
-    this.name = "MissingSecretError";
-  }
-}
+export { MissingSecretError, RESERVED_SECRETS } from "../secrets/resolve";
 
 export interface ResolvedHeaders {
   /** What is sent. Never stored, logged or returned. */
@@ -31,13 +20,6 @@ export interface ResolvedHeaders {
   /** The secret values used, to scrub them from anything recorded afterwards. */
   values: string[];
 }
-
-/**
- * Secrets that are idemflow's own credentials, not the workflows': a definition that names one
- * fails like a missing secret. `API_TOKENS` maps every workspace's bearer token — sending it to a
- * destination would hand one workspace the keys to all the others.
- */
-export const RESERVED_SECRETS: ReadonlySet<string> = new Set(["API_TOKENS"]);
 
 /** The secret names a configured header value references (its text as written in the definition). */
 export function secretNamesIn(configured: string): Set<string> {
@@ -50,27 +32,28 @@ export function secretNamesIn(configured: string): Set<string> {
  * — and a payload carrying `{{ secrets.PAYMENTS_KEY }}` must not make idemflow send that secret.
  * A placeholder that is not allowed stays literal text, in what is sent and in what is recorded.
  */
-export function resolveSecrets(
+export async function resolveSecrets(
   headers: Record<string, string>,
-  env: Record<string, unknown>,
+  lookup: SecretLookup,
   allowed: (headerName: string) => ReadonlySet<string>,
-): ResolvedHeaders {
-  const send: Record<string, string> = {};
-  const redacted: Record<string, string> = {};
-  const values: string[] = [];
+): Promise<ResolvedHeaders> {
+  // Look every named secret up first (the lookup is async; String.replace is not).
+  const resolvedByName = new Map<string, string>();
   for (const [name, value] of Object.entries(headers)) {
     const names = allowed(name);
-    send[name] = value.replace(PLACEHOLDER, (match, secretName: string) => {
-      if (!names.has(secretName)) return match;
-      if (RESERVED_SECRETS.has(secretName)) throw new MissingSecretError(secretName, true);
-      const secret = env[secretName];
-      if (typeof secret !== "string" || secret.length === 0) throw new MissingSecretError(secretName);
-      values.push(secret);
-      return secret;
-    });
+    for (const m of value.matchAll(PLACEHOLDER)) {
+      const secretName = m[1]!;
+      if (names.has(secretName) && !resolvedByName.has(secretName)) resolvedByName.set(secretName, await lookup(secretName));
+    }
+  }
+  const send: Record<string, string> = {};
+  const redacted: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const names = allowed(name);
+    send[name] = value.replace(PLACEHOLDER, (match, secretName: string) => (names.has(secretName) ? resolvedByName.get(secretName)! : match));
     redacted[name] = value.replace(PLACEHOLDER, (match, secretName: string) => (names.has(secretName) ? REDACTED : match));
   }
-  return { send, redacted, values };
+  return { send, redacted, values: [...resolvedByName.values()] };
 }
 
 /** Replace every occurrence of the given secret values in `text`. */

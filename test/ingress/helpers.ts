@@ -52,8 +52,13 @@ export function jsonRequest(url: string, body: unknown, init: { token?: string; 
   return new Request(url, { method: "POST", headers, body: init.raw ?? JSON.stringify(body) });
 }
 
-export async function sign(secret: string, timestamp: string, raw: string): Promise<string> {
-  return toHex(await hmacSha256(secret, `${timestamp}.${raw}`));
+/**
+ * The signature header value of scheme v1 (docs/ingress.md, "Signed webhooks"), written out here
+ * rather than taken from src so the tests check the documented bytes:
+ * `v1=` + hex(HMAC-SHA256(secret, "v1:<timestamp>:<workspaceId>:<workflowId>:" + raw body)).
+ */
+export async function sign(secret: string, timestamp: string, raw: string, target: { workspace: string; workflowId: string }): Promise<string> {
+  return `v1=${toHex(await hmacSha256(secret, `v1:${timestamp}:${target.workspace}:${target.workflowId}:${raw}`))}`;
 }
 
 export async function countRows(sql: string, ...params: unknown[]): Promise<number> {

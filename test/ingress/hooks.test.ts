@@ -14,8 +14,8 @@ function hook(workflowId: string, raw: string, headers: Record<string, string>, 
   return SELF.fetch(new Request(`${BASE}/hooks/${workspace}/${workflowId}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }));
 }
 
-async function signedHeaders(raw: string, timestamp = Math.floor(Date.now() / 1000).toString(), secret = env.WEBHOOK_SECRET) {
-  return { "x-idemflow-timestamp": timestamp, "x-idemflow-signature": await sign(secret, timestamp, raw) };
+async function signedHeaders(workflowId: string, raw: string, timestamp = Math.floor(Date.now() / 1000).toString(), secret = env.WEBHOOK_SECRET) {
+  return { "x-idemflow-timestamp": timestamp, "x-idemflow-signature": await sign(secret, timestamp, raw, { workspace: "dev", workflowId }) };
 }
 
 /** A request through the app in THIS isolate: the test shares its module state (the workflow cache). */
@@ -45,11 +45,11 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const id = unique("hook");
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
     const raw = '{"event":"paid","id":"evt_1"}';
-    const res = await hook(id, raw, await signedHeaders(raw));
+    const res = await hook(id, raw, await signedHeaders(id, raw));
     expect(res.status).toBe(202);
     const body = await res.json<{ executionId: string; identity: string; deduplicated: boolean }>();
     expect(body).toMatchObject({ identity: "content", deduplicated: false });
-    const again = await hook(id, raw, await signedHeaders(raw));
+    const again = await hook(id, raw, await signedHeaders(id, raw));
     expect(again.status).toBe(200);
     expect((await again.json<{ executionId: string }>()).executionId).toBe(body.executionId);
   });
@@ -61,7 +61,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const raw = '{"event":"paid","id":"evt_budget"}';
     const ctx = createExecutionContext();
     const res = await app.fetch(
-      new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { "content-type": "application/json", ...(await signedHeaders(raw)) }, body: raw }),
+      new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { "content-type": "application/json", ...(await signedHeaders(id, raw)) }, body: raw }),
       { ...env, DB: counting.db },
       ctx,
     );
@@ -70,12 +70,12 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     await waitOnExecutionContext(ctx);
   });
 
-  it("accepts the sha256= prefixed form and custom header names", async () => {
+  it("accepts custom header names", async () => {
     const id = unique("hookcustom");
     await seedWorkflow("dev", transformWorkflow(id, { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", header: "x-sig", timestampHeader: "x-ts" } } }));
     const raw = '{"a":1}';
     const ts = Math.floor(Date.now() / 1000).toString();
-    const res = await hook(id, raw, { "x-ts": ts, "x-sig": `sha256=${await sign(env.WEBHOOK_SECRET, ts, raw)}` });
+    const res = await hook(id, raw, { "x-ts": ts, "x-sig": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: id }) });
     expect(res.status).toBe(202);
   });
 
@@ -84,14 +84,14 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
     const raw = '{"event":"paid"}';
     const cases: Array<[string, Record<string, string>]> = [
-      ["webhook-signature-invalid", await signedHeaders(raw, undefined, "whsec_wrong")],
-      ["webhook-signature-invalid", await signedHeaders('{"event":"tampered"}')],
+      ["webhook-signature-invalid", await signedHeaders(id, raw, undefined, "whsec_wrong")],
+      ["webhook-signature-invalid", await signedHeaders(id, '{"event":"tampered"}')],
       // Well clear of the 300 s tolerance on both sides, so the test never depends on how long it
       // ran; the exact boundary is tested below with a fixed clock.
-      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 - 1000).toString())],
-      ["webhook-signature-stale", await signedHeaders(raw, Math.floor(Date.now() / 1000 + 1000).toString())],
+      ["webhook-signature-stale", await signedHeaders(id, raw, Math.floor(Date.now() / 1000 - 1000).toString())],
+      ["webhook-signature-stale", await signedHeaders(id, raw, Math.floor(Date.now() / 1000 + 1000).toString())],
       ["webhook-signature-missing", { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString() }],
-      ["webhook-signature-missing", { "x-idemflow-signature": (await signedHeaders(raw))["x-idemflow-signature"] }],
+      ["webhook-signature-missing", { "x-idemflow-signature": (await signedHeaders(id, raw))["x-idemflow-signature"] }],
     ];
     for (const [code, headers] of cases) {
       const res = await hook(id, raw, headers);
@@ -100,7 +100,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     }
     // A captured delivery re-sent with a fresh timestamp but the old signature does not verify.
     const old = Math.floor(Date.now() / 1000 - 1000).toString();
-    const replayed = await hook(id, raw, { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString(), "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, old, raw) });
+    const replayed = await hook(id, raw, { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString(), "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, old, raw, { workspace: "dev", workflowId: id }) });
     expect(replayed.status).toBe(401);
     expect(await rowsOf(id)).toBe(0);
   });
@@ -111,7 +111,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const T = 1_900_000_000; // a whole second: the boundary does not depend on when the test runs
     const at = async (offsetSeconds: number) => {
       const raw = JSON.stringify({ offset: offsetSeconds });
-      return hookWithClock(T * 1000, id, raw, await signedHeaders(raw, String(T + offsetSeconds)));
+      return hookWithClock(T * 1000, id, raw, await signedHeaders(id, raw, String(T + offsetSeconds)));
     };
     expect((await at(-300)).status).toBe(202);
     expect((await at(300)).status).toBe(202);
@@ -129,8 +129,8 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const ofBytes = (n: number) => JSON.stringify({ pad: "x".repeat(n - '{"pad":""}'.length) });
     expect(ofBytes(65)).toHaveLength(65);
     for (const [label, raw, headers] of [
-      ["one byte over, signed", ofBytes(65), await signedHeaders(ofBytes(65))],
-      ["far over, signed", ofBytes(100_000), await signedHeaders(ofBytes(100_000))],
+      ["one byte over, signed", ofBytes(65), await signedHeaders(id, ofBytes(65))],
+      ["far over, signed", ofBytes(100_000), await signedHeaders(id, ofBytes(100_000))],
       ["over and unsigned", ofBytes(65), {}],
     ] as const) {
       const res = await hook(id, raw, headers);
@@ -140,7 +140,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     }
     expect(await rowsOf(id)).toBe(0);
     // The limit itself is allowed: the 413s were the limit, not some other refusal.
-    expect((await hook(id, ofBytes(64), await signedHeaders(ofBytes(64)))).status).toBe(202);
+    expect((await hook(id, ofBytes(64), await signedHeaders(id, ofBytes(64)))).status).toBe(202);
   });
 
   it("applies a newly saved LOWER maxPayloadBytes at once, though this isolate cached the older version (via the trigger route): 413, nothing recorded", async () => {
@@ -149,13 +149,13 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const ofBytes = (n: number, fill: string) => JSON.stringify({ pad: fill.repeat(n - '{"pad":""}'.length) });
     const warm = ofBytes(100, "w");
     expect((await inThisIsolate(`/v1/workflows/${id}/trigger`, warm, { authorization: "Bearer dev-token" })).status).toBe(202);
-    expect((await inThisIsolate(`/hooks/dev/${id}`, ofBytes(100, "h"), await signedHeaders(ofBytes(100, "h")))).status).toBe(202);
+    expect((await inThisIsolate(`/hooks/dev/${id}`, ofBytes(100, "h"), await signedHeaders(id, ofBytes(100, "h")))).status).toBe(202);
     expect(cachedWorkflow("dev", id)?.version).toBe(v1.version);
     const v2 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
     expect(v2.version).not.toBe(v1.version);
 
     const between = ofBytes(100, "b");
-    const res = await inThisIsolate(`/hooks/dev/${id}`, between, await signedHeaders(between));
+    const res = await inThisIsolate(`/hooks/dev/${id}`, between, await signedHeaders(id, between));
     expect(res.status).toBe(413);
     expect(res.headers.get("content-type")).toBe("application/problem+json");
     expect(await res.json()).toMatchObject({ code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
@@ -167,7 +167,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
     const raw = '{"a":';
     expect((await hook(id, raw, { "x-idemflow-timestamp": "1", "x-idemflow-signature": "00" })).status).toBe(401);
-    expect((await hook(id, raw, await signedHeaders(raw))).status).toBe(400);
+    expect((await hook(id, raw, await signedHeaders(id, raw))).status).toBe(400);
     expect(await rowsOf(id)).toBe(0);
   });
 
@@ -175,12 +175,12 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const id = unique("nohook");
     await seedWorkflow("dev", transformWorkflow(id));
     const raw = "{}";
-    const res = await hook(id, raw, await signedHeaders(raw));
+    const res = await hook(id, raw, await signedHeaders(id, raw));
     expect(res.status).toBe(404);
     expect((await res.json<{ code: string }>()).code).toBe("hook-not-found");
     const signedId = unique("hookws");
     await seedWorkflow("dev", transformWorkflow(signedId, SIGNED));
-    expect((await hook(signedId, raw, await signedHeaders(raw), "other")).status).toBe(404);
+    expect((await hook(signedId, raw, await signedHeaders(signedId, raw), "other")).status).toBe(404);
     expect(await rowsOf(id)).toBe(0);
   });
 
@@ -188,7 +188,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const id = unique("hookreplay");
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
     const raw = '{"event":"paid","id":"evt_9"}';
-    const headers = await signedHeaders(raw);
+    const headers = await signedHeaders(id, raw);
     const send = (query: string, contentType: string) =>
       SELF.fetch(new Request(`${BASE}/hooks/dev/${id}${query}`, { method: "POST", headers: { ...headers, "content-type": contentType }, body: raw }));
 
@@ -216,7 +216,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
     const raw = "event=paid&id=evt_10";
     const send = async (contentType: string) =>
-      SELF.fetch(new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { ...(await signedHeaders(raw)), "content-type": contentType }, body: raw }));
+      SELF.fetch(new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { ...(await signedHeaders(id, raw)), "content-type": contentType }, body: raw }));
     expect((await send("application/x-www-form-urlencoded")).status).toBe(202);
     expect((await send("text/plain")).status).toBe(200);
     expect((await send("application/json")).status).toBe(400);
@@ -235,17 +235,17 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const accepted = '{"order":{"id":"o-accepted"}}';
     const withSecret = JSON.stringify({ order: { id: "o-refused" }, token: secret });
     const cases: Array<[number, () => Promise<Response>]> = [
-      [202, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(accepted)) })],
-      [200, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(accepted)) })],
-      [400, async () => hook(id, `{"token":"${secret}"`, { ...leak, ...(await signedHeaders(`{"token":"${secret}"`)) })],
-      [400, async () => SELF.fetch(new Request(`${BASE}/hooks/dev/${id}?clientIdempotencyId=${secret}`, { method: "POST", headers: { ...leak, ...(await signedHeaders(accepted)) }, body: accepted }))],
-      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret, undefined, "whsec_wrong")) })],
-      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret, "1")) })],
+      [202, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(id, accepted)) })],
+      [200, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(id, accepted)) })],
+      [400, async () => hook(id, `{"token":"${secret}"`, { ...leak, ...(await signedHeaders(id, `{"token":"${secret}"`)) })],
+      [400, async () => SELF.fetch(new Request(`${BASE}/hooks/dev/${id}?clientIdempotencyId=${secret}`, { method: "POST", headers: { ...leak, ...(await signedHeaders(id, accepted)) }, body: accepted }))],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, undefined, "whsec_wrong")) })],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, "1")) })],
       [401, async () => hook(id, withSecret, { ...leak, "x-idemflow-timestamp": secret })],
-      [404, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(withSecret)) }, "other")],
-      [413, async () => hook(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }), { ...leak, ...(await signedHeaders(JSON.stringify({ token: secret, pad: "x".repeat(300) }))) })],
-      [422, async () => hook(id, JSON.stringify({ token: secret }), { ...leak, ...(await signedHeaders(JSON.stringify({ token: secret }))) })],
-      [503, async () => hook(unconfigured, withSecret, { ...leak, ...(await signedHeaders(withSecret)) })],
+      [404, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) }, "other")],
+      [413, async () => hook(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }), { ...leak, ...(await signedHeaders(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }))) })],
+      [422, async () => hook(id, JSON.stringify({ token: secret }), { ...leak, ...(await signedHeaders(id, JSON.stringify({ token: secret }))) })],
+      [503, async () => hook(unconfigured, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) })],
     ];
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     try {
@@ -271,7 +271,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     try {
       const raw = '{"a":1}';
-      const res = await hook(id, raw, await signedHeaders(raw));
+      const res = await hook(id, raw, await signedHeaders(id, raw));
       expect(res.status).toBe(503);
       const text = await res.text();
       expect(JSON.parse(text)).toMatchObject({ code: "webhook-secret-missing", detail: expect.stringContaining("the operator has been told") });
@@ -292,7 +292,14 @@ describe("verifyWebhookSignature's tolerance, with an exact injected now", () =>
   const T = 1_900_000_000;
   const raw = '{"event":"paid"}';
   const verifyAt = async (nowMs: number) =>
-    verifyWebhookSignature({ settings, secret: env.WEBHOOK_SECRET, headers: new Headers(await signedHeaders(raw, String(T))), raw: new TextEncoder().encode(raw), nowMs });
+    verifyWebhookSignature({
+      settings,
+      secret: env.WEBHOOK_SECRET,
+      target: { workspace: "dev", workflowId: "tolerance" },
+      headers: new Headers(await signedHeaders("tolerance", raw, String(T))),
+      raw: new TextEncoder().encode(raw),
+      nowMs,
+    });
   const refusal = (nowMs: number) =>
     verifyAt(nowMs).then(
       () => "accepted",

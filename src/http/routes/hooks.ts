@@ -8,13 +8,14 @@
  */
 import { Hono } from "hono";
 import type { AppEnv } from "../auth";
-import { getWorkflow } from "../../definitions/store";
+import { getWorkflowWithSecrets } from "../../definitions/store";
 import { entryPointOf } from "../../definitions/schema";
 import { readRawBody } from "../../lib/request-body";
 import { ProblemError } from "../../lib/problem";
 import { ingressDeps } from "../../ingress/start";
 import { parseSignedTriggerBody } from "../../ingress/payload";
 import { resolveSigningSecret, verifyWebhookSignature } from "../../ingress/signature";
+import { secretLookup } from "../../secrets/resolve";
 import { forceNewExecution, maxPayloadBytes, startResponse, triggerFromRequest } from "../../ingress/trigger";
 
 export const hookRoutes = new Hono<AppEnv>();
@@ -28,7 +29,7 @@ const noHook = () =>
   });
 
 /**
- * Only the timestamp and the body are signed, so nothing else may choose the identity: a captured
+ * Only the scheme, timestamp, target and body are signed (not the query), so nothing else may choose the identity: a captured
  * delivery replayed inside the tolerance with `?clientIdempotencyId=<anything new>` would
  * otherwise start a new execution per replay. Identity on a hook comes from the signed body
  * (`idempotencyFields` or content).
@@ -49,12 +50,16 @@ hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
   const url = new URL(c.req.url);
   forceNewExecution("production", url);
   if (url.searchParams.has("clientIdempotencyId")) throw unsignedClientId();
-  const workflow = await getWorkflow(deps.db, workspace, workflowId);
+  // One statement: the workflow and the sealed secrets it names (its signing secret among them).
+  const found = await getWorkflowWithSecrets(deps.db, workspace, workflowId);
+  const workflow = found?.workflow;
   const settings = workflow ? entryPointOf(workflow.definition).config.webhook?.signature : undefined;
-  if (!workflow || !settings) throw noHook();
-  const secret = resolveSigningSecret(settings, c.env as unknown as Record<string, unknown>, { workspace, workflowId });
+  if (!found || !workflow || !settings) throw noHook();
+  const target = { workspace, workflowId };
+  const lookup = secretLookup({ workspace, stored: found.secrets, env: c.env as unknown as Record<string, unknown> });
+  const secret = await resolveSigningSecret(settings, lookup, target);
   const raw = await readRawBody(c.req.raw, maxPayloadBytes(workflow));
-  await verifyWebhookSignature({ settings, secret, headers: c.req.raw.headers, raw, nowMs: deps.now() });
+  await verifyWebhookSignature({ settings, secret, target, headers: c.req.raw.headers, raw, nowMs: deps.now() });
   // The signed bytes alone decide JSON or not: `content-type` is unsigned (see parseSignedTriggerBody).
   const body = parseSignedTriggerBody(raw, c.req.header("content-type") ?? null);
   const result = await triggerFromRequest(deps, { workspace, workflowId, invocation: "production", request: c.req.raw, workflow, body });

@@ -1,0 +1,101 @@
+/**
+ * Workspace secrets over HTTP (SPEC sections 3 and 7), scoped to the bearer token's workspace:
+ *   PUT    /v1/secrets/{name}   body `{ "value": "…" }`: create or replace; answers name and times
+ *   GET    /v1/secrets          names with created/updated times (and the key id that sealed each)
+ *   DELETE /v1/secrets/{name}   204, or 404
+ * Write-only: no route ever returns a value or a ciphertext.
+ *
+ * No Idempotency-Key ledger here, on purpose: PUT is idempotent by itself (the same value twice is
+ * the same state), and the ledger stores a SHA-256 fingerprint of the request body — for this
+ * route, a hash of the secret, which a guessable secret would not survive.
+ */
+import { Hono } from "hono";
+import { requireWorkspace, type AppEnv } from "../auth";
+import { readJsonBody } from "../../lib/request-body";
+import { ProblemError, problems } from "../../lib/problem";
+import { asRecord } from "../../definitions/errors";
+import { SECRET_NAME_PATTERN } from "../../definitions/secrets";
+import { keyringFrom, MasterKeyError, sealSecret } from "../../secrets/crypto";
+import { RESERVED_SECRETS } from "../../secrets/resolve";
+import { deleteSecret, listSecrets, putSealedSecret, type SecretListing } from "../../secrets/store";
+
+/** A credential, not a document: 4 KiB of UTF-8 covers every API key and signing secret we know. */
+export const MAX_SECRET_VALUE_BYTES = 4096;
+const MAX_SECRET_BODY_BYTES = 16 * 1024;
+
+export const secretRoutes = new Hono<AppEnv>();
+secretRoutes.use("*", requireWorkspace);
+
+function invalid(code: string, title: string, detail: string): ProblemError {
+  return new ProblemError({ status: 422, code, title, detail });
+}
+
+function checkedName(name: string): string {
+  if (!SECRET_NAME_PATTERN.test(name)) {
+    throw invalid(
+      "secret-name-invalid",
+      "Invalid secret name",
+      `"${name}" is not a secret name: use letters, digits and \`_\`, not starting with a digit, at most 128 characters (the NAME of \`{{ secrets.NAME }}\`).`,
+    );
+  }
+  if (RESERVED_SECRETS.has(name)) {
+    throw invalid("secret-name-reserved", "Reserved secret name", `${name} is one of idemflow's own credentials and cannot be a workspace secret; choose another name.`);
+  }
+  return name;
+}
+
+/** Exactly `{ "value": <string> }`; the value must fit in an HTTP header (it is sent in one). */
+function checkedValue(json: unknown): string {
+  const body = asRecord(json);
+  const value = body?.value;
+  const fix = `Send \`{ "value": "…" }\`: a non-empty string of at most ${MAX_SECRET_VALUE_BYTES} bytes (UTF-8) without control characters.`;
+  if (!body || typeof value !== "string" || Object.keys(body).length !== 1) {
+    throw invalid("secret-value-invalid", "Invalid secret body", fix);
+  }
+  // A header cannot carry CR, LF or NUL; refuse them now rather than fail every step later.
+  // eslint-disable-next-line no-control-regex
+  if (value.length === 0 || new TextEncoder().encode(value).byteLength > MAX_SECRET_VALUE_BYTES || /[\u0000-\u001f\u007f]/.test(value)) {
+    throw invalid("secret-value-invalid", "Invalid secret value", fix);
+  }
+  return value;
+}
+
+function present(s: SecretListing) {
+  return { name: s.name, keyId: s.keyId, createdAt: new Date(s.createdAt).toISOString(), updatedAt: new Date(s.updatedAt).toISOString() };
+}
+
+secretRoutes.put("/:name", async (c) => {
+  const name = checkedName(c.req.param("name"));
+  const { json } = await readJsonBody(c.req.raw, MAX_SECRET_BODY_BYTES);
+  const value = checkedValue(json);
+  let keyring;
+  try {
+    keyring = await keyringFrom(c.env as unknown as Record<string, unknown>);
+  } catch (error) {
+    if (!(error instanceof MasterKeyError)) throw error;
+    console.error("workspace secrets unavailable", error.message);
+    throw new ProblemError({
+      status: 503,
+      code: "secrets-master-key-missing",
+      title: "Workspace secrets are not configured",
+      detail: "The deployment has no valid SECRETS_MASTER_KEY, so secrets cannot be stored; the operator has been told. Nothing was stored. Retry later.",
+    });
+  }
+  const workspace = c.get("workspace");
+  const sealed = await sealSecret(keyring, workspace, name, value);
+  const stored = await putSealedSecret(c.env.DB, workspace, name, sealed, Date.now());
+  return c.json(present(stored), 200, { "cache-control": "no-store" });
+});
+
+secretRoutes.get("/", async (c) => {
+  const items = await listSecrets(c.env.DB, c.get("workspace"));
+  return c.json({ items: items.map(present) });
+});
+
+secretRoutes.delete("/:name", async (c) => {
+  const name = c.req.param("name");
+  if (!(await deleteSecret(c.env.DB, c.get("workspace"), name))) {
+    throw problems.notFound(`Secret "${name}"`);
+  }
+  return c.body(null, 204);
+});
