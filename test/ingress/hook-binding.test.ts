@@ -1,0 +1,150 @@
+/**
+ * Signed hooks, scheme v1: the signature binds the target (workspace and workflow), the scheme is
+ * versioned, and the signing secret is the hook workspace's own (SPEC section 3).
+ */
+import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { app } from "../../src/app";
+import { hmacSha256, timingSafeEqualStrings, toHex } from "../../src/lib/crypto";
+import signatureSource from "../../src/ingress/signature.ts?raw";
+import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
+
+const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}" } } };
+
+beforeEach(() => {
+  vi.spyOn(console, "error").mockImplementation(() => {});
+});
+afterEach(() => vi.restoreAllMocks());
+
+const now = () => Math.floor(Date.now() / 1000).toString();
+
+function deliver(workspace: string, workflowId: string, raw: string, headers: Record<string, string>) {
+  return SELF.fetch(new Request(`${BASE}/hooks/${workspace}/${workflowId}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }));
+}
+
+async function putSecret(token: string, name: string, value: string): Promise<number> {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(
+    new Request(`${BASE}/v1/secrets/${name}`, { method: "PUT", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ value }) }),
+    env,
+    ctx,
+  );
+  await waitOnExecutionContext(ctx);
+  return res.status;
+}
+
+const executionsOf = (workflowId: string) => countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", workflowId);
+
+describe("a v1 signature binds the delivery to its hook", () => {
+  it("a delivery signed for dev/A is accepted at dev/A and refused at dev/B and at other/B — even where they share the secret", async () => {
+    const a = unique("A");
+    const b = unique("B");
+    await seedWorkflow("dev", transformWorkflow(a, SIGNED));
+    await seedWorkflow("dev", transformWorkflow(b, SIGNED));
+    await seedWorkflow("other", transformWorkflow(b, SIGNED));
+    // `other` stores the SAME secret value as its own: only the bound target can tell them apart.
+    expect(await putSecret("other-token", "WEBHOOK_SECRET", env.WEBHOOK_SECRET)).toBe(200);
+
+    const raw = '{"event":"paid","id":"evt_bind"}';
+    const ts = now();
+    const signedForDevA = { "x-idemflow-timestamp": ts, "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: a }) };
+    for (const [workspace, workflowId] of [
+      ["dev", b],
+      ["other", b],
+    ] as const) {
+      const res = await deliver(workspace, workflowId, raw, signedForDevA);
+      expect(res.status, `${workspace}/${workflowId}`).toBe(401);
+      expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-invalid");
+    }
+    expect(await executionsOf(b)).toBe(0);
+    expect((await deliver("dev", a, raw, signedForDevA)).status).toBe(202);
+    // other/B itself works when signed for other/B (its own D1 secret verifies it).
+    const signedForOtherB = { "x-idemflow-timestamp": ts, "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "other", workflowId: b }) };
+    expect((await deliver("other", b, raw, signedForOtherB)).status).toBe(202);
+  });
+
+  it("signs exactly `v1:<timestamp>:<workspaceId>:<workflowId>:<raw body>` (the documented bytes, computed here by hand)", async () => {
+    const id = unique("bytes");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = '{"x":1}';
+    const ts = now();
+    const hex = toHex(await hmacSha256(env.WEBHOOK_SECRET, `v1:${ts}:dev:${id}:${raw}`));
+    expect((await deliver("dev", id, raw, { "x-idemflow-timestamp": ts, "x-idemflow-signature": `v1=${hex}` })).status).toBe(202);
+    // Upper-case hex and surrounding whitespace are the same signature.
+    const raw2 = '{"x":2}';
+    const hex2 = toHex(await hmacSha256(env.WEBHOOK_SECRET, `v1:${ts}:dev:${id}:${raw2}`));
+    expect((await deliver("dev", id, raw2, { "x-idemflow-timestamp": ts, "x-idemflow-signature": ` v1=${hex2.toUpperCase()} ` })).status).toBe(202);
+  });
+
+  it("refuses an unversioned signature, an unknown version and the old unbound scheme with 401, recording nothing", async () => {
+    const id = unique("versions");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = '{"event":"paid"}';
+    const ts = now();
+    const v1Hex = (await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: id })).slice(3);
+    const oldUnbound = toHex(await hmacSha256(env.WEBHOOK_SECRET, `${ts}.${raw}`));
+    const cases: Array<[string, string]> = [
+      [v1Hex, "webhook-signature-version-unsupported"], // bare hex
+      [`sha256=${v1Hex}`, "webhook-signature-version-unsupported"],
+      [`v2=${v1Hex}`, "webhook-signature-version-unsupported"],
+      [`v0=${v1Hex}`, "webhook-signature-version-unsupported"],
+      [oldUnbound, "webhook-signature-version-unsupported"],
+      [`sha256=${oldUnbound}`, "webhook-signature-version-unsupported"],
+      [`v1=${oldUnbound}`, "webhook-signature-invalid"],
+    ];
+    for (const [header, code] of cases) {
+      const res = await deliver("dev", id, raw, { "x-idemflow-timestamp": ts, "x-idemflow-signature": header });
+      expect(res.status, header).toBe(401);
+      const problem = await res.json<{ code: string; detail: string }>();
+      expect(problem.code, header).toBe(code);
+      if (code === "webhook-signature-version-unsupported") expect(problem.detail).toMatch(/v1=<hex>.*v1:<timestamp>:<workspaceId>:<workflowId>:/);
+    }
+    expect(await executionsOf(id)).toBe(0);
+  });
+
+  it("keeps the constant-time comparison (hashes of both sides compared byte by byte)", async () => {
+    expect(signatureSource).toMatch(/await timingSafeEqualStrings\(presented, expected\)/);
+    expect(signatureSource).not.toMatch(/presented\s*[!=]==?\s*expected|expected\s*[!=]==?\s*presented/);
+    expect(await timingSafeEqualStrings("v1", "v1")).toBe(true);
+    expect(await timingSafeEqualStrings("ab", "abc")).toBe(false);
+  });
+});
+
+describe("the signing secret is the hook workspace's own", () => {
+  it("a hook in `other` naming a Worker secret granted only to `dev` is not configured (503), records nothing", async () => {
+    const id = unique("nogrant");
+    await seedWorkflow("other", transformWorkflow(id, { webhook: { signature: { secret: "{{ secrets.PAYMENTS_KEY }}" } } }));
+    const raw = "{}";
+    const ts = now();
+    // Even signed with dev's granted value, `other` cannot use it.
+    const res = await deliver("other", id, raw, { "x-idemflow-timestamp": ts, "x-idemflow-signature": await sign(env.PAYMENTS_KEY, ts, raw, { workspace: "other", workflowId: id }) });
+    expect(res.status).toBe(503);
+    const text = await res.text();
+    expect(JSON.parse(text).code).toBe("webhook-secret-missing");
+    expect(text).not.toContain("PAYMENTS_KEY");
+    expect(await executionsOf(id)).toBe(0);
+  });
+
+  it("costs two round trips with a D1 signing secret too (the secret rides in the workflow read)", async () => {
+    const { countingD1 } = await import("../helpers/counting-d1");
+    const id = unique("budget");
+    await seedWorkflow("other", transformWorkflow(id, { webhook: { signature: { secret: "{{ secrets.HOOK_KEY }}" } } }));
+    expect(await putSecret("other-token", "HOOK_KEY", "whsec_other_hook_canary")).toBe(200);
+    const counting = countingD1(env.DB);
+    const raw = '{"n":1}';
+    const ts = now();
+    const ctx = createExecutionContext();
+    const res = await app.fetch(
+      new Request(`${BASE}/hooks/other/${id}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-idemflow-timestamp": ts, "x-idemflow-signature": await sign("whsec_other_hook_canary", ts, raw, { workspace: "other", workflowId: id }) },
+        body: raw,
+      }),
+      { ...env, DB: counting.db },
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    expect(res.status).toBe(202);
+    expect(counting.calls.map((c) => c.kind)).toEqual(["statement", "batch"]);
+  });
+});
