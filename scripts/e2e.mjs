@@ -8,7 +8,7 @@
  * 50-concurrent-duplicates story, asserting on what the demo destinations recorded.
  * Prints `N passed, N failed` and exits non-zero on any failure. Bounded: every wait has a cap.
  */
-import { createHmac } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -27,6 +27,8 @@ import {
 const TOKEN = "dev-token";
 const PAYMENTS_KEY = "sk_e2e_canary_91c3";
 const WEBHOOK_SECRET = "whsec_e2e_canary_5a0e";
+/** Seals workspace secrets (PUT /v1/secrets) in the temporary D1; fresh per run. */
+const SECRETS_MASTER_KEY = randomBytes(32).toString("base64");
 /** Hard cap for the whole run: a hung worker must not hang CI. */
 const RUN_DEADLINE_MS = 170_000;
 /** Distinct business ids per run, so a rerun against leftover state can never pass by accident. */
@@ -83,6 +85,7 @@ try {
       OUTBOUND_ALLOWLIST: `localhost:${demoPort},127.0.0.1:${demoPort}`,
       PAYMENTS_KEY,
       WEBHOOK_SECRET,
+      SECRETS_MASTER_KEY,
     },
     onOutput: echo("[engine]"),
   });
@@ -288,11 +291,13 @@ await test("a streaming test run sends execution and step events until the execu
   expectEqual(events.at(-1), "execution.finished", `last event (all: ${events.join(", ")})`);
 });
 
-await test("a signed webhook: a good signature starts one execution, a resend dedupes, a bad signature gets 401", async () => {
+await test("a signed webhook (v1, bound to its hook): a good signature starts one execution, a resend dedupes; forged, unversioned or re-targeted deliveries get 401", async () => {
   const body = JSON.stringify({ event: { id: `evt-${RUN}`, type: "order.paid" } });
-  const sign = (timestamp, secret = WEBHOOK_SECRET) => createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex");
-  const send = (headers) =>
-    fetch(`${engine.url}/hooks/dev/signed-webhook`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+  // The documented scheme (docs/ingress.md): v1= hex(HMAC-SHA256(secret, "v1:<ts>:<workspace>:<workflow>:" + body)).
+  const sign = (timestamp, { secret = WEBHOOK_SECRET, workspace = "dev", workflow = "signed-webhook" } = {}) =>
+    `v1=${createHmac("sha256", secret).update(`v1:${timestamp}:${workspace}:${workflow}:${body}`).digest("hex")}`;
+  const send = (headers, workspace = "dev") =>
+    fetch(`${engine.url}/hooks/${workspace}/signed-webhook`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
   const ts = String(Math.floor(Date.now() / 1000));
   const good = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) });
   expectEqual(good.status, 202, `signed delivery (${await good.clone().text()})`);
@@ -300,8 +305,28 @@ await test("a signed webhook: a good signature starts one execution, a resend de
   const again = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) });
   expectEqual(again.status, 200, "resent delivery");
   expectEqual((await again.json()).deduplicated, true, "resent delivery deduplicated");
-  const forged = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts, "not-the-secret") });
+  const forged = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts, { secret: "not-the-secret" }) });
   expectEqual(forged.status, 401, "forged delivery");
+  const unversioned = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts).slice(3) });
+  expectEqual(unversioned.status, 401, "unversioned signature");
+  expectEqual((await unversioned.json()).code, "webhook-signature-version-unsupported", "unversioned signature's code");
+
+  // Workspace `other` gets the same workflow and, as its OWN secret (PUT /v1/secrets), the same
+  // signing secret value: the dev delivery still does not verify there, because it names dev.
+  const asOther = { authorization: "Bearer other-token" };
+  const definition = await readFile(join(ROOT, "workflows", "signed-webhook.json"), "utf8");
+  const saved = await api("PUT", "/v1/workflows/signed-webhook", { raw: definition, headers: { ...asOther, "content-type": "application/json" } });
+  expect(saved.status === 201 || saved.status === 200, `PUT the workflow into other: ${saved.status} ${saved.text.slice(0, 300)}`);
+  const put = await api("PUT", "/v1/secrets/WEBHOOK_SECRET", { body: { value: WEBHOOK_SECRET }, headers: asOther });
+  expectEqual(put.status, 200, `PUT /v1/secrets/WEBHOOK_SECRET as other (${put.text.slice(0, 300)})`);
+  const listed = await api("GET", "/v1/secrets", { headers: asOther });
+  expectEqual(listed.json?.items?.map((i) => i.name), ["WEBHOOK_SECRET"], "other's secret names");
+  expect(!listed.text.includes(WEBHOOK_SECRET), "GET /v1/secrets returned a value");
+  const retargeted = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) }, "other");
+  expectEqual(retargeted.status, 401, "dev's delivery replayed at /hooks/other/signed-webhook");
+  const ownDelivery = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts, { workspace: "other" }) }, "other");
+  expectEqual(ownDelivery.status, 202, `a delivery signed for other (${await ownDelivery.clone().text()})`);
+
   const trace = await waitForExecution(executionId);
   expectEqual(trace.status, "COMPLETED", "signed execution");
 });
@@ -350,7 +375,7 @@ await test("no secret value appears in any API answer (traces of every execution
   const localSecrets = await readFile(join(ROOT, ".dev.vars"), "utf8")
     .then((text) => [...text.matchAll(/^\s*[A-Z_][A-Z0-9_]*\s*=\s*(\S+)\s*$/gm)].map((m) => m[1]))
     .catch(() => []);
-  const canaries = [PAYMENTS_KEY, WEBHOOK_SECRET, ...localSecrets];
+  const canaries = [PAYMENTS_KEY, WEBHOOK_SECRET, SECRETS_MASTER_KEY, ...localSecrets];
   const list = await api("GET", "/v1/executions");
   expectEqual(list.status, 200, "GET /v1/executions");
   expect((list.json?.items ?? []).length > 0, "the execution list is empty");

@@ -2,7 +2,8 @@
 /**
  * `npm start`: the whole of idemflow on your laptop.
  *
- *   1. creates .dev.vars (local secrets) when it does not exist,
+ *   1. creates .dev.vars (local secrets) when it does not exist, and adds a random
+ *      SECRETS_MASTER_KEY to it when it has none (older files),
  *   2. applies the D1 migrations of the engine and of the demo destinations (local state lives in
  *      .wrangler/state and survives restarts; `npm run reset` wipes it),
  *   3. starts the engine (`wrangler dev --port 8787 --test-scheduled`: HTTP, queue consumer, cron)
@@ -10,8 +11,9 @@
  *   4. waits for both /health routes, loads every workflows/*.json into workspace `dev`,
  *   5. prints the URLs, the token and the next command. Ctrl-C stops everything it started.
  */
+import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   DEMO_CONFIG,
@@ -33,10 +35,13 @@ const TOKEN = "dev-token";
 const STATE_DIR = join(ROOT, ".wrangler", "state");
 const DEV_VARS = join(ROOT, ".dev.vars");
 const DEV_VARS_CONTENT = `# Local secrets for \`npm start\` (wrangler dev reads this file). Gitignored; never commit real keys.
-# The example workflows send PAYMENTS_KEY to the demo payments API and verify webhooks with WEBHOOK_SECRET.
+# The example workflows send PAYMENTS_KEY to the demo payments API and verify webhooks with WEBHOOK_SECRET
+# (granted to workspace \`dev\` by SECRET_GRANTS in wrangler.toml).
 PAYMENTS_KEY=sk_local_demo
 WEBHOOK_SECRET=whsec_local_demo
 `;
+/** A fresh random key per laptop: it seals the workspace secrets (PUT /v1/secrets/NAME) in the local D1. */
+const masterKeyLine = () => `# Seals workspace secrets stored in D1. Losing it makes them unreadable: PUT them again.\nSECRETS_MASTER_KEY=${randomBytes(32).toString("base64")}\n`;
 
 const say = (line = "") => process.stdout.write(`${line}\n`);
 const fail = (message) => {
@@ -56,8 +61,12 @@ for (const [port, what] of [
 }
 
 if (!existsSync(DEV_VARS)) {
-  await writeFile(DEV_VARS, DEV_VARS_CONTENT);
-  say("created .dev.vars with local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo");
+  await writeFile(DEV_VARS, DEV_VARS_CONTENT + masterKeyLine());
+  say("created .dev.vars with local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo, and a random SECRETS_MASTER_KEY");
+} else if (!/^\s*SECRETS_MASTER_KEY\s*=/m.test(await readFile(DEV_VARS, "utf8"))) {
+  const text = await readFile(DEV_VARS, "utf8");
+  await appendFile(DEV_VARS, `${text.endsWith("\n") || text === "" ? "" : "\n"}${masterKeyLine()}`);
+  say("added a random SECRETS_MASTER_KEY to .dev.vars (it seals workspace secrets in the local D1)");
 }
 
 say("applying D1 migrations (engine, then demo destinations)…");
