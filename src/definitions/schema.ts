@@ -56,13 +56,13 @@ export const MAX_RESPONSE_BYTES_LIMIT = 1024 * 1024;
 const JsonValue = z.json().meta({ id: "JsonValue", description: "any JSON value; strings beginning with `=` are JSONata expressions" });
 
 const WebhookSignature = z.strictObject({
-  secret: z.string().describe("exactly `{{ secrets.NAME }}`: the Worker secret holding the HMAC-SHA256 key"),
-  header: z.string().regex(HEADER_NAME_PATTERN).default("x-idemflow-signature").describe("header carrying the hex HMAC-SHA256"),
+  secret: z.string().describe("exactly `{{ secrets.NAME }}`: the workspace's secret (or a Worker secret granted to it) holding the HMAC-SHA256 key"),
+  header: z.string().regex(HEADER_NAME_PATTERN).default("x-idemflow-signature").describe("header carrying `v1=` and the hex HMAC-SHA256 of `v1:<timestamp>:<workspaceId>:<workflowId>:<raw body>`"),
   timestampHeader: z
     .string()
     .regex(HEADER_NAME_PATTERN)
     .default("x-idemflow-timestamp")
-    .describe("header carrying the Unix timestamp in seconds that was signed with the body"),
+    .describe("header carrying the Unix timestamp in seconds that was signed with the target and body"),
   toleranceSeconds: z.number().int().positive().max(3600).default(300).describe("how old a signed timestamp may be"),
 });
 

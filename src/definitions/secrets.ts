@@ -1,6 +1,6 @@
 /**
- * `{{ secrets.NAME }}` templates (SPEC section 2): replaced by the Worker secret NAME at call
- * time, never stored, logged or returned.
+ * `{{ secrets.NAME }}` templates (SPEC section 2): replaced at call time by the workflow's
+ * workspace's secret NAME (src/secrets/resolve.ts), never stored, logged or returned.
  *
  * They are allowed in exactly two places:
  * - a literal (non-expression) GATEWAY header value other than Idempotency-Key — the one place a
@@ -15,7 +15,7 @@ import { isIdempotencyKeyHeader } from "./expression-sites";
 import { pointerOf, type PathSegment } from "./pointer";
 import { isExpression } from "./schema";
 
-/** A Worker secret name: letters, digits and `_`, not starting with a digit. */
+/** A secret name (workspace or Worker): letters, digits and `_`, not starting with a digit. */
 export const SECRET_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** A well-formed template; group 1 is the name. Use a fresh `new RegExp(…, "g")` per scan. */
 export const SECRET_TEMPLATE_SOURCE = String.raw`\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]{0,127})\s*\}\}`;
@@ -103,7 +103,7 @@ export function checkSecrets(document: unknown): ValidationError[] {
           errors.push({
             pointer,
             code: "webhook-secret-not-template",
-            message: "the signing secret must be exactly `{{ secrets.NAME }}` naming a Worker secret; never write the secret itself into a definition",
+            message: "the signing secret must be exactly `{{ secrets.NAME }}` naming a secret of the workspace; never write the secret itself into a definition",
           });
         }
       });

@@ -31,6 +31,9 @@ async function api(method: string, path: string, workspace: keyof typeof TOKENS,
   return { status: res.status, text: await res.text() };
 }
 
+/** The test env with extra Worker bindings (another grant list, an extra Worker secret). */
+const envWith = (extra: Record<string, string>): Env => ({ ...env, ...extra }) as unknown as Env;
+
 const putSecret = (workspace: keyof typeof TOKENS, name: string, value: string) => api("PUT", `/v1/secrets/${name}`, workspace, { value });
 
 /** entry → one Gateway call to the echo destination with `Authorization: Bearer {{ secrets.NAME }}`. */
@@ -94,15 +97,14 @@ describe("a workspace resolves only its own secrets", () => {
   });
 
   it("an ungranted Worker secret is not visible to a workspace; granting it makes it visible", async () => {
-    const bindings = { ...env, UNGRANTED_KEY: "sk_ungranted_canary_4" } as Env;
-    const hidden = await runIn("dev", "UNGRANTED_KEY", { env: bindings });
+    const hidden = await runIn("dev", "UNGRANTED_KEY", { env: envWith({ UNGRANTED_KEY: "sk_ungranted_canary_4" }) });
     expect(hidden.step.state).toBe("FAILED");
     expect(hidden.step.error).toMatch(/UNGRANTED_KEY .*not set for this workspace/);
     expect(hidden.received).toHaveLength(0);
-    const granted = await runIn("dev", "UNGRANTED_KEY", { env: { ...bindings, SECRET_GRANTS: "dev:UNGRANTED_KEY" } as Env });
+    const granted = await runIn("dev", "UNGRANTED_KEY", { env: envWith({ UNGRANTED_KEY: "sk_ungranted_canary_4", SECRET_GRANTS: "dev:UNGRANTED_KEY" }) });
     expect(granted.received).toEqual(["Bearer sk_ungranted_canary_4"]);
     // A grant names a workspace exactly: `dev` is not `dev2`, nor a prefix match.
-    const elsewhere = await runIn("dev2", "UNGRANTED_KEY", { env: { ...bindings, SECRET_GRANTS: "dev:UNGRANTED_KEY" } as Env });
+    const elsewhere = await runIn("dev2", "UNGRANTED_KEY", { env: envWith({ UNGRANTED_KEY: "sk_ungranted_canary_4", SECRET_GRANTS: "dev:UNGRANTED_KEY" }) });
     expect(elsewhere.received).toHaveLength(0);
   });
 
@@ -115,7 +117,7 @@ describe("a workspace resolves only its own secrets", () => {
     )
       .bind(name)
       .run();
-    const other = await runIn("other", name, { env: { ...env, SECRET_GRANTS: `other:${name}`, [name]: "sk_worker_fallback" } as Env });
+    const other = await runIn("other", name, { env: envWith({ SECRET_GRANTS: `other:${name}`, [name]: "sk_worker_fallback" }) });
     expect(other.step.state).toBe("FAILED");
     expect(other.step.error).toMatch(/cannot be decrypted: the stored row fails authentication/);
     // Fail closed: an unreadable row never falls back to a granted Worker secret.
