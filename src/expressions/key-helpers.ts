@@ -5,10 +5,17 @@
  * stable across runs and deployments (it depends only on the business values), scoped per
  * operation by its prefix, and bounded in length (prefix + 44 characters).
  * `$sha256(value)` → lowercase hex SHA-256 of a string (or of the canonical JSON of any other value).
+ *
+ * Both refuse a number a 64-bit float cannot carry exactly (src/lib/json-numbers.ts: beyond
+ * ±(2^53 − 1), or not finite) — the same rule as trigger payloads. Payloads are checked on the
+ * way in, but keys are also built from destination answers and computed values: a charge id
+ * `12345678901234567891` in a response body reads as `…567000`, and its neighbours would get the
+ * same key (one charge deduplicating another).
  */
 import type jsonata from "jsonata";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256, sha256Hex, toBase64Url } from "../lib/crypto";
+import { findUnsafeNumber, MAX_EXACT_NUMBER } from "../lib/json-numbers";
 
 export const KEY_PREFIX_MAX = 64;
 
@@ -19,13 +26,23 @@ export async function idempotencyKey(prefix: unknown, ...parts: unknown[]): Prom
   if (parts.length === 0) throw new Error("$idempotencyKey: pass at least one business value after the prefix");
   parts.forEach((part, i) => {
     if (part === undefined) throw new Error(`$idempotencyKey: value ${i + 1} is missing (undefined); keys must not collapse on absent data`);
+    assertExactNumbers("$idempotencyKey", `value ${i + 1}`, part);
   });
   return `${prefix}-${toBase64Url(await sha256(canonicalJson(parts)))}`;
 }
 
 export async function sha256Of(value: unknown): Promise<string> {
   if (value === undefined) throw new Error("$sha256: the value is missing (undefined)");
+  if (typeof value !== "string") assertExactNumbers("$sha256", "the value", value);
   return sha256Hex(typeof value === "string" ? value : canonicalJson(value));
+}
+
+function assertExactNumbers(helper: string, what: string, value: unknown): void {
+  const found = findUnsafeNumber(value);
+  if (!found) return;
+  const at = found.pointer === "" ? "" : ` at ${found.pointer}`;
+  const why = Number.isFinite(Number(found.literal)) ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1), which a 64-bit float cannot tell from its neighbours` : "not a finite number";
+  throw new Error(`${helper}: ${what} holds the number ${found.literal}${at}, ${why}, so different values could get the same key; pass such an id as a string`);
 }
 
 /** The functions idemflow adds to every expression (validation treats them as known). */

@@ -57,7 +57,8 @@ export function valueAtPath(payload: unknown, path: string): unknown {
 
 /**
  * Select every configured field. A field that is absent — or null, which would make every
- * delivery without a real value share one identity — is a 422 naming each such field.
+ * delivery without a real value share one identity — is a 422 naming each such field; so is an
+ * empty one (`isEmptyIdentityValue`).
  */
 export function selectFields(body: TriggerBody, paths: string[]): Record<string, unknown> {
   if (!body.isJson) {
@@ -85,29 +86,30 @@ export function selectFields(body: TriggerBody, paths: string[]): Record<string,
       extensions: { fields: missing },
     });
   }
-  // JSON numbers are 64-bit floats here (and in RFC 8785): integers past 2^53 lose digits, so
-  // `{"order":{"id":12345678901234567891}}` and `…892` would select the same value and two
-  // different orders would collapse into one identity — the second silently never runs.
-  const imprecise = paths.filter((p) => hasUnsafeInteger(selected[p]));
-  if (imprecise.length > 0) {
+  // An empty value is no identity: every delivery with `"id": ""` would be one execution. (Numbers
+  // a float cannot carry were already refused with the body, see payload.ts.)
+  const empty = paths.filter((p) => isEmptyIdentityValue(selected[p]));
+  if (empty.length > 0) {
     throw new ProblemError({
       status: 422,
-      code: "idempotency-field-imprecise",
-      title: "A field this workflow deduplicates on is a number too large to compare exactly",
-      detail: `The value at ${imprecise.map((p) => `\`${p}\``).join(", ")} is an integer beyond 2^53, which JSON numbers cannot hold exactly, so different values could deduplicate as one. Send ${imprecise.length === 1 ? "it" : "them"} as a JSON string, or pass \`clientIdempotencyId\`.`,
-      extensions: { fields: imprecise },
+      code: "idempotency-field-empty",
+      title: "A field this workflow deduplicates on is empty",
+      detail: `The value at ${empty.map((p) => `\`${p}\``).join(", ")} (listed in the entry point's idempotencyFields) is empty: an empty or blank string, \`[]\` or \`{}\`. Every delivery with such a value would be one execution. Send the real value, or pass \`clientIdempotencyId\`.`,
+      extensions: { fields: empty },
     });
   }
   return selected;
 }
 
-function hasUnsafeInteger(value: unknown): boolean {
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v === "number" && Number.isInteger(v) && !Number.isSafeInteger(v)) return true;
-    if (v !== null && typeof v === "object") for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push(item);
-  }
+/**
+ * `""`, a string of only whitespace (a blank form field or template), `[]` and `{}` identify
+ * nothing. Only the selected value itself is judged: `{"id": ""}` is a non-empty object, and
+ * `0` and `false` are values.
+ */
+export function isEmptyIdentityValue(value: unknown): boolean {
+  if (typeof value === "string") return value.trim() === "";
+  if (Array.isArray(value)) return value.length === 0;
+  if (value !== null && typeof value === "object") return Object.keys(value).length === 0;
   return false;
 }
 

@@ -1,10 +1,12 @@
 /**
  * Reading a trigger's body: once, as bytes, under the entry point's size limit (413 before any
  * hashing or parsing). JSON bodies (`application/json` or any `+json` media type) are parsed
- * (malformed → 400); any other body stays bytes, and its payload in expressions is its text.
+ * (malformed → 400) and held to the number rule (422, `assertExactNumbers`); any other body stays
+ * bytes, and its payload in expressions is its text.
  */
 import { ProblemError } from "../lib/problem";
-import { parseJsonBytes, readRawBody } from "../lib/request-body";
+import { findUnsafeNumberLiteral, MAX_EXACT_NUMBER, type UnsafeNumber } from "../lib/json-numbers";
+import { parseJsonBytesWithText, readRawBody } from "../lib/request-body";
 
 export interface TriggerBody {
   raw: Uint8Array;
@@ -26,7 +28,8 @@ export function parseTriggerBody(raw: Uint8Array, contentType: string | null): T
     // Not JSON: the identity hashes the bytes; expressions see the text (invalid UTF-8 replaced).
     return { raw, isJson: false, payload: raw.byteLength === 0 ? null : new TextDecoder().decode(raw) };
   }
-  return { raw, isJson: true, payload: assertFiniteNumbers(parseJsonBytes(raw)) };
+  const { text, json } = parseJsonBytesWithText(raw);
+  return { raw, isJson: true, payload: assertExactNumbers(text, json, "The JSON body") };
 }
 
 /**
@@ -38,36 +41,54 @@ export function parseTriggerBody(raw: Uint8Array, contentType: string | null): T
  */
 export function parseSignedTriggerBody(raw: Uint8Array, contentType: string | null): TriggerBody {
   if (isJsonContentType(contentType)) return parseTriggerBody(raw, contentType);
-  let payload: unknown;
+  let parsed: { text: string; json: unknown };
   try {
-    payload = parseJsonBytes(raw);
+    parsed = parseJsonBytesWithText(raw);
   } catch {
     return parseTriggerBody(raw, contentType); // not JSON: raw bytes, as on /trigger
   }
-  return { raw, isJson: true, payload: assertFiniteNumbers(payload) };
+  return { raw, isJson: true, payload: assertExactNumbers(parsed.text, parsed.json, "The JSON body") };
 }
 
 /**
- * `JSON.parse` turns an out-of-range number (`1e400`) into Infinity, which JSON cannot carry: the
- * identity (RFC 8785) and the stored payload could not be written. Refuse it as bad input (400)
- * instead of failing later with a 500.
+ * A start over runs again on the payload stored with the old execution. Payloads stored before
+ * the number rule existed may hold an integer that was already rounded: running on it would act
+ * on an id the sender never sent, so it is refused like a new trigger would be.
  */
-function assertFiniteNumbers(value: unknown): unknown {
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v === "number" && !Number.isFinite(v)) {
-      throw new ProblemError({
-        status: 400,
-        code: "json-number-out-of-range",
-        title: "A number in the JSON body is out of range",
-        detail: "The body contains a number too large for a 64-bit float (it parses as Infinity). Send it as a string.",
-      });
-    }
-    // A loop, not push(...items): a 1 MiB array has more elements than a call may take arguments.
-    if (v !== null && typeof v === "object") for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push(item);
-  }
-  return value;
+export function parseStoredPayload(text: string): unknown {
+  return assertExactNumbers(text, JSON.parse(text) as unknown, "The stored payload");
+}
+
+/**
+ * Every JSON payload idemflow accepts — trigger, test run, stream run, signed hook, start over —
+ * passes here: a number a 64-bit float cannot carry exactly (the rule: src/lib/json-numbers.ts)
+ * would merge two identities, round the stored payload, or not serialise at all. One answer on
+ * every path, whatever decides the identity (a client id too: the payload is still stored and
+ * read by expressions): 422 naming the number's JSON Pointer.
+ */
+function assertExactNumbers(text: string, json: unknown, where: string): unknown {
+  const found = findUnsafeNumberLiteral(text);
+  if (found) throw unsafeNumberProblem(found, where);
+  return json;
+}
+
+/** Long literals and pointers are cut in the answer (a body may hold a megabyte of digits). */
+const SHOWN_CHARS = 200;
+const shorten = (s: string) => (s.length > SHOWN_CHARS ? `${s.slice(0, SHOWN_CHARS)}…` : s);
+
+export function unsafeNumberProblem(found: UnsafeNumber, where: string): ProblemError {
+  const literal = shorten(found.literal);
+  const at = found.pointer === "" ? "as its whole value" : `at \`${shorten(found.pointer)}\``;
+  const why = Number.isFinite(Number(found.literal))
+    ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1): JSON numbers are 64-bit floats here, which cannot tell it from its neighbours, so two different values would become one identity and the stored payload would be rounded`
+    : "beyond the range of a 64-bit float (it parses as Infinity)";
+  return new ProblemError({
+    status: 422,
+    code: "json-number-out-of-range",
+    title: "A number in the payload cannot be carried exactly",
+    detail: `${where} holds \`${literal}\` ${at}, ${why}. Send it as a JSON string (for example \`"${literal}"\`); numbers up to ±${MAX_EXACT_NUMBER} and fractions are accepted.`,
+    extensions: { pointer: shorten(found.pointer), number: literal },
+  });
 }
 
 export async function readTriggerBody(request: Request, maxBytes: number): Promise<TriggerBody> {

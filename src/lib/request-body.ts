@@ -33,6 +33,11 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
 
 /** Parse bytes already read as JSON: 400 `malformed-json` when empty, not UTF-8, or not JSON. */
 export function parseJsonBytes(raw: Uint8Array): unknown {
+  return parseJsonBytesWithText(raw).json;
+}
+
+/** As `parseJsonBytes`, also returning the decoded text (for checks that need the literals as sent). */
+export function parseJsonBytesWithText(raw: Uint8Array): { text: string; json: unknown } {
   if (raw.byteLength === 0) throw problems.malformedJson("The request body is empty");
   let text: string;
   try {
@@ -41,7 +46,7 @@ export function parseJsonBytes(raw: Uint8Array): unknown {
     throw problems.malformedJson("The request body is not valid UTF-8");
   }
   try {
-    return JSON.parse(text) as unknown;
+    return { text, json: JSON.parse(text) as unknown };
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw problems.malformedJson(`The request body does not parse as JSON (${reason})`);

@@ -7,6 +7,7 @@
 import { Hono } from "hono";
 import { getWorkflow } from "../../definitions/store";
 import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
+import { parseStoredPayload } from "../../ingress/payload";
 import { readExecutionRow, retryFailedStep } from "../../ledger/steps";
 import { sendStepMessages } from "../../steps/dispatch";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
@@ -89,7 +90,7 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
   const started = await startWorkflowExecution(ingressDeps(c.env), {
     workflow,
     triggerKind: "start_over",
-    payload: JSON.parse(old.payload) as unknown,
+    payload: parseStoredPayload(old.payload),
     identity: { kind: "forced" },
     startedOverFrom: executionId,
   });
