@@ -61,6 +61,13 @@ const COMMA = 0x2c;
  */
 const ALWAYS_EXACT_DIGITS = 15;
 
+/**
+ * A number can break the rule only with an exponent (a digit then `e`) or 16 digits in a row
+ * before any `.`: one native regex pass clears most bodies without the scan. A match inside a
+ * string (a hex hash) only costs the full scan, never a wrong answer.
+ */
+const MAY_HOLD_UNSAFE_NUMBER = /\d{16}|\d[eE]/;
+
 /** Where the scanner is: an array with the index of the current element, or an object. */
 interface Frame {
   array: boolean;
@@ -78,6 +85,7 @@ interface Frame {
  * answer means nothing. Members whose name repeats are all scanned, also those JSON.parse drops.
  */
 export function findUnsafeNumberLiteral(text: string): UnsafeNumber | undefined {
+  if (!MAY_HOLD_UNSAFE_NUMBER.test(text)) return undefined;
   const stack: Frame[] = [];
   const length = text.length;
   let i = 0;

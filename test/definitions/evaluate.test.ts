@@ -210,6 +210,26 @@ describe("key helpers", () => {
     expect(error.message).toMatch(/missing/);
   });
 
+  it("$idempotencyKey and $sha256 refuse a number a float cannot carry exactly, instead of giving neighbours one key", async () => {
+    // A destination answered with a 20-digit id: it reads as 12345678901234567000, like its neighbours.
+    const big = JSON.parse('{"id":12345678901234567891}') as { id: number };
+    const direct = await failure(evaluate("$idempotencyKey('refund', steps.charge.body.id)", { steps: { charge: { body: big } } }));
+    expect(direct.message).toMatch(/\$idempotencyKey: value 1 holds the number 12345678901234567000, an integer beyond ±9007199254740991/);
+    expect(direct.message).toMatch(/as a string/);
+    const nested = await failure(evaluate("$idempotencyKey('c', 'A', payload.order)", { payload: { order: { lines: [{ n: 1 }, { n: 2 ** 60 }] } } }));
+    expect(nested.message).toMatch(/value 2 holds the number 1152921504606847000 at \/lines\/1\/n/);
+    const computed = await failure(evaluate("$idempotencyKey('c', payload.n * 1e10)", { payload: { n: 1e10 } }));
+    expect(computed.message).toMatch(/integer beyond/);
+    expect((await failure(evaluate("$sha256(payload)", { payload: { a: [big.id] } }))).message).toMatch(/\$sha256: the value holds the number .* at \/a\/0/);
+    await expect(idempotencyKey("c", Infinity)).rejects.toThrow(/not a finite number/);
+    await expect(sha256Of({ x: -Infinity })).rejects.toThrow(/not a finite number/);
+    // The edge of the rule, fractions and digits in strings are keys as before.
+    expect(await evaluate("$idempotencyKey('c', payload.n, 0.1, '12345678901234567891')", { payload: { n: Number.MAX_SAFE_INTEGER } })).toBe(
+      await idempotencyKey("c", 9007199254740991, 0.1, "12345678901234567891"),
+    );
+    expect(await sha256Of("12345678901234567891")).toMatch(/^[0-9a-f]{64}$/);
+  });
+
   it("$sha256 hashes strings directly and other values canonically", async () => {
     expect(await sha256Of("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     expect(await evaluate("$sha256(payload)", { payload: { b: 1, a: 2 } })).toBe(await sha256Of({ a: 2, b: 1 }));

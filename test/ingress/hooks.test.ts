@@ -223,6 +223,21 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(1);
   });
 
+  it("refuses a signed number a float cannot carry with the same 422 as /trigger, whatever the content-type says", async () => {
+    for (const [label, entry] of [["content", SIGNED], ["fields", { ...SIGNED, idempotencyFields: "order.id" }]] as const) {
+      const id = unique(`hooknum-${label}`);
+      await seedWorkflow("dev", transformWorkflow(id, entry));
+      for (const [raw, pointer] of [['{"order":{"id":12345678901234567891}}', "/order/id"], ['{"order":{"id":"A"},"x":[1e400]}', "/x/0"]] as const) {
+        for (const contentType of ["application/json", "text/plain"]) {
+          const res = await SELF.fetch(new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { ...(await signedHeaders(id, raw)), "content-type": contentType }, body: raw }));
+          expect(res.status, `${label} ${contentType} ${raw}`).toBe(422);
+          expect(await res.json()).toMatchObject({ code: "json-number-out-of-range", pointer });
+        }
+      }
+      expect(await rowsOf(id)).toBe(0);
+    }
+  });
+
   it("never echoes the signing secret, even when the request carries it: no answer (202, 200, 400, 401, 404, 413, 422, 503) and no stored row contains it", async () => {
     const secret = env.WEBHOOK_SECRET;
     const id = unique("hooksecret");

@@ -217,32 +217,94 @@ describe("POST /v1/workflows/:id/trigger", () => {
     expect(await env.DB.prepare("SELECT version FROM executions WHERE id = ?").bind(executionId).first("version")).toBe(v2.version);
   });
 
-  it("answers 400 json-number-out-of-range (not a 500) for a number JSON cannot carry, writing nothing", async () => {
-    for (const [label, entry] of [["content", {}], ["fields", { idempotencyFields: "a" }]] as const) {
-      const id = unique(`inf-${label}`);
+  it("refuses a number a float cannot carry with one 422 naming its JSON Pointer, on every identity path, writing nothing", async () => {
+    // Without the rule, the first two parse to the same float: one execution for two orders.
+    const bodies: Array<[string, string, string]> = [
+      ['{"order":{"id":12345678901234567891}}', "/order/id", "12345678901234567891"],
+      ['{"order":{"id":12345678901234567892}}', "/order/id", "12345678901234567892"],
+      ['{"order":{"id":1e20}}', "/order/id", "1e20"],
+      [`{"order":{"id":${Number.MAX_SAFE_INTEGER + 1}}}`, "/order/id", "9007199254740992"],
+      ['{"order":{"id":"A-1"},"lines":[{"qty":1},{"qty":1e400}]}', "/lines/1/qty", "1e400"],
+      ['{"order":{"id":"A-1"},"b":[1,-1e999]}', "/b/1", "-1e999"],
+    ];
+    const paths: Array<[string, Record<string, unknown>, string]> = [
+      ["content", {}, ""],
+      ["fields", { idempotencyFields: "order.id" }, ""],
+      ["client", {}, "?clientIdempotencyId=order-1"], // the payload is still stored and read by expressions
+    ];
+    for (const [label, entry, query] of paths) {
+      const id = unique(`num-${label}`);
       await seedWorkflow("dev", transformWorkflow(id, entry));
-      const res = await trigger(id, null, { raw: '{"a":1e400,"b":[1,-1e999]}' });
-      expect(res.status, label).toBe(400);
-      expect((await res.json<{ code: string }>()).code).toBe("json-number-out-of-range");
+      for (const [raw, pointer, number] of bodies) {
+        const res = await trigger(id, null, { raw, query });
+        expect(res.status, `${label} ${raw}`).toBe(422);
+        expect(res.headers.get("content-type")).toBe("application/problem+json");
+        const problem = await res.json<{ code: string; pointer: string; number: string; detail: string }>();
+        expect(problem, `${label} ${raw}`).toMatchObject({ code: "json-number-out-of-range", pointer, number });
+        expect(problem.detail).toContain(`\`${pointer}\``);
+        expect(problem.detail).toContain("JSON string");
+      }
       expect(await executionsOf(id)).toBe(0);
+      expect(await countRows("SELECT count(*) AS n FROM execution_identities WHERE workflow_id = ?", id)).toBe(0);
     }
   });
 
-  it("refuses an idempotencyFields integer beyond 2^53 with 422 instead of merging two different ids into one execution", async () => {
-    const id = unique("bigint");
+  it("refuses such numbers on test and stream runs too, forced or deduplicated", async () => {
+    const id = unique("num-runs");
     await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: "order.id" }));
-    // Both parse to the same float: without the check the second order would be a "duplicate".
-    for (const raw of ['{"order":{"id":12345678901234567891}}', '{"order":{"id":12345678901234567892}}']) {
-      const res = await trigger(id, null, { raw });
-      expect(res.status).toBe(422);
-      const problem = await res.json<{ code: string; fields: string[] }>();
-      expect(problem).toMatchObject({ code: "idempotency-field-imprecise", fields: ["order.id"] });
+    const raw = '{"order":{"id":12345678901234567891}}';
+    for (const path of ["test-runs", "test-runs?forceNewExecution=false", "stream", "stream?forceNewExecution=false"]) {
+      const res = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/${path}`, null, { token: "dev-token", raw }));
+      expect(res.status, path).toBe(422);
+      expect(await res.json(), path).toMatchObject({ code: "json-number-out-of-range", pointer: "/order/id" });
     }
     expect(await executionsOf(id)).toBe(0);
-    // As strings they are exact and stay apart; safe integers are fine.
-    expect((await trigger(id, null, { raw: '{"order":{"id":"12345678901234567891"}}' })).status).toBe(202);
-    expect((await trigger(id, null, { raw: '{"order":{"id":"12345678901234567892"}}' })).status).toBe(202);
-    expect((await trigger(id, null, { raw: `{"order":{"id":${Number.MAX_SAFE_INTEGER}}}` })).status).toBe(202);
+  });
+
+  it("accepts MAX_SAFE_INTEGER, fractions, digits in strings and non-JSON bodies; ids sent as strings stay apart", async () => {
+    const id = unique("num-ok");
+    await seedWorkflow("dev", transformWorkflow(id));
+    const accepted = [
+      `{"order":{"id":${Number.MAX_SAFE_INTEGER}}}`,
+      `{"order":{"id":-${Number.MAX_SAFE_INTEGER}}}`,
+      '{"order":{"id":"12345678901234567891"},"note":"1e400 \\"12345678901234567892\\""}',
+      '{"order":{"id":"12345678901234567892"}}',
+      '{"price":0.1,"exact":4503599627370495.5,"tiny":1e-7,"12345678901234567893":[]}',
+    ];
+    const ids = new Set<string>();
+    for (const raw of accepted) {
+      const res = await trigger(id, null, { raw });
+      expect(res.status, raw).toBe(202);
+      ids.add((await res.json<{ executionId: string }>()).executionId);
+    }
+    expect(ids.size).toBe(accepted.length);
+    // 1.0 is the number 1: the same payload, the same identity.
+    const one = await (await trigger(id, null, { raw: '{"n":1}' })).json<{ executionId: string }>();
+    const again = await trigger(id, null, { raw: '{"n":1.0}' });
+    expect(again.status).toBe(200);
+    expect((await again.json<{ executionId: string }>()).executionId).toBe(one.executionId);
+    // A body that is not JSON is bytes: its digits are text, never numbers.
+    const text = await trigger(id, null, { raw: '{"order":{"id":12345678901234567891}}', headers: { "content-type": "text/plain" } });
+    expect(text.status).toBe(202);
+    expect(await text.json()).toMatchObject({ identity: "content" });
+  });
+
+  it("refuses an empty idempotencyFields value with 422 naming the field, instead of making every such order one execution", async () => {
+    const id = unique("empty");
+    await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: ["order.id", "tenant"] }));
+    for (const value of ['""', '"   "', '"\\t\\n"', "[]", "{}"]) {
+      const res = await trigger(id, null, { raw: `{"order":{"id":${value}},"tenant":"t1"}` });
+      expect(res.status, value).toBe(422);
+      const problem = await res.json<{ code: string; fields: string[]; detail: string }>();
+      expect(problem, value).toMatchObject({ code: "idempotency-field-empty", fields: ["order.id"] });
+      expect(problem.detail).toContain("`order.id`");
+    }
+    expect(await executionsOf(id)).toBe(0);
+    // Real values, however falsy, are identities: 0, false, a non-empty object holding "".
+    for (const value of ["0", "false", '{"sub":""}', '" x "']) {
+      expect((await trigger(id, null, { raw: `{"order":{"id":${value}},"tenant":"t1"}` })).status, value).toBe(202);
+    }
+    expect(await executionsOf(id)).toBe(4);
   });
 
   it("applies the default 1 MiB limit, and accepts a payload just under it", async () => {
