@@ -29,7 +29,7 @@ export function parseTriggerBody(raw: Uint8Array, contentType: string | null): T
     return { raw, isJson: false, payload: raw.byteLength === 0 ? null : new TextDecoder().decode(raw) };
   }
   const { text, json } = parseJsonBytesWithText(raw);
-  return { raw, isJson: true, payload: assertExactNumbers(text, json, "The JSON body") };
+  return { raw, isJson: true, payload: assertExactNumbers(text, json, "body") };
 }
 
 /**
@@ -47,7 +47,7 @@ export function parseSignedTriggerBody(raw: Uint8Array, contentType: string | nu
   } catch {
     return parseTriggerBody(raw, contentType); // not JSON: raw bytes, as on /trigger
   }
-  return { raw, isJson: true, payload: assertExactNumbers(parsed.text, parsed.json, "The JSON body") };
+  return { raw, isJson: true, payload: assertExactNumbers(parsed.text, parsed.json, "body") };
 }
 
 /**
@@ -56,7 +56,7 @@ export function parseSignedTriggerBody(raw: Uint8Array, contentType: string | nu
  * on an id the sender never sent, so it is refused like a new trigger would be.
  */
 export function parseStoredPayload(text: string): unknown {
-  return assertExactNumbers(text, JSON.parse(text) as unknown, "The stored payload");
+  return assertExactNumbers(text, JSON.parse(text) as unknown, "stored");
 }
 
 /**
@@ -66,7 +66,7 @@ export function parseStoredPayload(text: string): unknown {
  * every path, whatever decides the identity (a client id too: the payload is still stored and
  * read by expressions): 422 naming the number's JSON Pointer.
  */
-function assertExactNumbers(text: string, json: unknown, where: string): unknown {
+function assertExactNumbers(text: string, json: unknown, where: "body" | "stored"): unknown {
   const found = findUnsafeNumberLiteral(text);
   if (found) throw unsafeNumberProblem(found, where);
   return json;
@@ -76,17 +76,22 @@ function assertExactNumbers(text: string, json: unknown, where: string): unknown
 const SHOWN_CHARS = 200;
 const shorten = (s: string) => (s.length > SHOWN_CHARS ? `${s.slice(0, SHOWN_CHARS)}…` : s);
 
-export function unsafeNumberProblem(found: UnsafeNumber, where: string): ProblemError {
+function unsafeNumberProblem(found: UnsafeNumber, where: "body" | "stored"): ProblemError {
   const literal = shorten(found.literal);
-  const at = found.pointer === "" ? "as its whole value" : `at \`${shorten(found.pointer)}\``;
+  const what = where === "body" ? "The JSON body" : "The stored payload";
+  const subject = found.pointer === "" ? `${what} is \`${literal}\`` : `${what} holds \`${literal}\` at \`${shorten(found.pointer)}\``;
   const why = Number.isFinite(Number(found.literal))
-    ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1): JSON numbers are 64-bit floats here, which cannot tell it from its neighbours, so two different values would become one identity and the stored payload would be rounded`
+    ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1): JSON numbers are 64-bit floats here, which cannot tell it from its neighbours, so two different values would become one identity`
     : "beyond the range of a 64-bit float (it parses as Infinity)";
+  const fix =
+    where === "body"
+      ? `Send it as a JSON string (for example \`"${literal}"\`); numbers up to ±${MAX_EXACT_NUMBER} and fractions are accepted.`
+      : "It was stored before idemflow refused such numbers, so it may already be rounded: trigger the workflow again with the value as a JSON string instead of starting over.";
   return new ProblemError({
     status: 422,
     code: "json-number-out-of-range",
     title: "A number in the payload cannot be carried exactly",
-    detail: `${where} holds \`${literal}\` ${at}, ${why}. Send it as a JSON string (for example \`"${literal}"\`); numbers up to ±${MAX_EXACT_NUMBER} and fractions are accepted.`,
+    detail: `${subject}, ${why}. ${fix}`,
     extensions: { pointer: shorten(found.pointer), number: literal },
   });
 }
