@@ -127,19 +127,6 @@ export async function getWorkflowWithSecrets(
   return row ? { workflow: toStored(row), secrets: parseSealedSecrets(row.secrets) } : null;
 }
 
-/** Every workflow (latest version) whose entry point has a schedule, across workspaces. */
-export async function listScheduledWorkflows(db: D1Database): Promise<StoredWorkflow[]> {
-  const { results } = await db
-    .prepare(
-      `SELECT v.workspace, v.workflow_id, v.version, v.definition, v.created_at
-       FROM workflows w JOIN workflow_versions v
-         ON v.workspace = w.workspace AND v.workflow_id = w.workflow_id AND v.version = w.latest_version
-       WHERE w.schedule IS NOT NULL`,
-    )
-    .all<VersionRow>();
-  return results.map(toStored);
-}
-
 export interface WorkflowSummary {
   workflowId: string;
   latestVersion: string;

@@ -111,12 +111,14 @@ export const IN_PROGRESS_MARK = "waiting: destination says in progress";
 /**
  * `claimStep`: DISPATCHED (due) → EXECUTING, or the takeover of an EXECUTING step whose lease
  * expired. One statement: epoch and attempt +1, lease set, RETURNING the new epoch and the key.
+ * A message arrived, so the reaper's re-send back-off starts over (`next_resend_at` cleared).
  */
 export function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE steps
-         SET state = 'EXECUTING', epoch = epoch + 1, attempt = attempt + 1, lease_until = ?3 + ?4, updated_at = ?3
+         SET state = 'EXECUTING', epoch = epoch + 1, attempt = attempt + 1, lease_until = ?3 + ?4, updated_at = ?3,
+             next_resend_at = NULL
        WHERE execution_id = ?1 AND vertex_id = ?2 AND ${CLAIMABLE}
        RETURNING epoch, attempt, retry_base, lease_until, idempotency_key`,
     )
@@ -551,20 +553,44 @@ export async function scheduleRetry(
 // ---------------------------------------------------------------------------------------------
 // Reaper
 
+/** The reaper's longest wait between two re-sends of the same step (its back-off cap). */
+export const DEFAULT_MAX_RESEND_WAIT_MS = 60 * 60_000;
+
 /**
- * `redispatchOverdue`: DISPATCHED steps due for longer than `overdueMs` lost their message (the
- * send after the commit failed, or it was dead-lettered). Bounded; bumps `available_at` to now so
- * the next sweep waits another `overdueMs` before re-sending again. RETURNING what to re-send.
+ * `redispatchOverdue`: DISPATCHED steps whose message is presumed lost (the send after the commit
+ * failed, it was dead-lettered, or it waits in a backlog). The first re-send is due `overdueMs`
+ * after `available_at`; after the n-th, the next is due `min(overdueMs · 2^n, maxWaitMs)` later
+ * (`next_resend_at`), so a step whose message sits in a backlog does not gain one message per
+ * sweep. `resends` counts them (the trace shows it). A claim clears `next_resend_at`.
+ *
+ * Bounded: each kind of due step is one index range (`steps_first_resend_due`,
+ * `steps_next_resend_due`), at most `limit` of each read, the `limit` most overdue re-sent.
+ * `available_at` is left alone (the step stays claimable). RETURNING what to re-send.
  */
-export async function redispatchOverdue(db: D1Database, now: number, overdueMs: number, limit: number): Promise<StepRef[]> {
+export async function redispatchOverdue(
+  db: D1Database,
+  now: number,
+  overdueMs: number,
+  limit: number,
+  maxWaitMs: number = DEFAULT_MAX_RESEND_WAIT_MS,
+): Promise<StepRef[]> {
+  const due = `SELECT id FROM (
+      SELECT * FROM (SELECT rowid AS id, available_at + ?2 AS due FROM steps
+                     WHERE state = 'DISPATCHED' AND next_resend_at IS NULL AND available_at <= ?1 - ?2
+                     ORDER BY available_at LIMIT ?3)
+      UNION ALL
+      SELECT * FROM (SELECT rowid AS id, next_resend_at AS due FROM steps
+                     WHERE state = 'DISPATCHED' AND next_resend_at IS NOT NULL AND next_resend_at <= ?1
+                     ORDER BY next_resend_at LIMIT ?3)
+    ) ORDER BY due LIMIT ?3`;
   const { results } = await db
     .prepare(
-      `UPDATE steps SET available_at = ?1, updated_at = ?1
-       WHERE rowid IN (SELECT rowid FROM steps WHERE state = 'DISPATCHED' AND available_at <= ?1 - ?2 ORDER BY available_at LIMIT ?3)
-         AND state = 'DISPATCHED'
+      `UPDATE steps
+         SET resends = resends + 1, next_resend_at = ?1 + min(?2 << min(resends + 1, 30), ?4), updated_at = ?1
+       WHERE rowid IN (${due}) AND state = 'DISPATCHED'
        RETURNING execution_id, vertex_id`,
     )
-    .bind(now, overdueMs, limit)
+    .bind(now, overdueMs, limit, maxWaitMs)
     .all<{ execution_id: string; vertex_id: string }>();
   return results.map((r) => ({ executionId: r.execution_id, vertexId: r.vertex_id }));
 }
@@ -728,6 +754,9 @@ export interface StepRow {
   created_at: number;
   updated_at: number;
   finished_at: number | null;
+  /** Re-sends of this step's message by the reaper; the next is not due before `next_resend_at`. */
+  resends: number;
+  next_resend_at: number | null;
 }
 
 export interface StepEventRow {
@@ -749,7 +778,7 @@ export async function readTraceRows(
     db
       .prepare(
         `SELECT vertex_id, state, epoch, attempt, available_at, lease_until, idempotency_key, request, output, next_vertices,
-                error, created_at, updated_at, finished_at
+                error, created_at, updated_at, finished_at, resends, next_resend_at
          FROM steps WHERE execution_id = ?1 AND workspace = ?2 ORDER BY created_at, rowid`,
       )
       .bind(executionId, workspace),

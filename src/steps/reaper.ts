@@ -2,7 +2,9 @@
  * The reaper: heals what a crash or a lost message left behind, in bounded sweeps.
  * - EXECUTING steps whose lease expired (worker presumed dead) go back to DISPATCHED and are re-sent;
  * - DISPATCHED steps overdue by `overdueMs` (their message was lost after the commit, or
- *   dead-lettered) are re-sent.
+ *   dead-lettered) are re-sent, backing off per step: after the n-th re-send the next waits
+ *   `min(overdueMs · 2^n, maxResendWaitMs)` (a message stuck in a backlog is not joined by one
+ *   more every sweep).
  * A re-sent message for a step that is in fact fine costs one claim attempt that misses.
  */
 import { redispatchExpiredLeases, redispatchOverdue } from "../ledger/steps";
@@ -17,7 +19,7 @@ export interface ReapReport {
 export async function reap(rt: StepRuntime): Promise<ReapReport> {
   const now = rt.now();
   const expired = await redispatchExpiredLeases(rt.db, now, rt.reapLimit);
-  const overdue = await redispatchOverdue(rt.db, now, rt.overdueMs, rt.reapLimit);
+  const overdue = await redispatchOverdue(rt.db, now, rt.overdueMs, rt.reapLimit, rt.maxResendWaitMs);
   await sendStepMessages(rt.queue, [...expired, ...overdue]);
   if (expired.length + overdue.length > 0) {
     console.warn("reaper re-dispatched steps", JSON.stringify({ expiredLeases: expired.length, overdue: overdue.length }));

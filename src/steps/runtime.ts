@@ -23,6 +23,8 @@ export interface StepRuntime {
   leaseMs: number;
   /** A DISPATCHED step due for this long without being claimed has lost its message. */
   overdueMs: number;
+  /** The cap of the reaper's per-step re-send back-off (see `redispatchOverdue`). */
+  maxResendWaitMs?: number;
   /** Rows per reaper sweep. */
   reapLimit: number;
   /**

@@ -49,6 +49,9 @@ function stepTrace(s: StepRow, events: TraceEvent[]) {
     epoch: s.epoch,
     leaseUntil: iso(s.lease_until),
     availableAt: s.state === "DISPATCHED" ? iso(s.available_at) : null,
+    // How often the reaper re-sent this step's message (it backs off: docs/steps.md "Reaper").
+    resends: s.resends,
+    nextResendAt: s.state === "DISPATCHED" ? iso(s.next_resend_at) : null,
     idempotencyKey: s.idempotency_key,
     request: parsed(s.request),
     output: parsed(s.output),

@@ -1,7 +1,8 @@
 /**
  * Workflow definitions over HTTP (SPEC section 7):
  *   PUT /v1/workflows/{workflowId}   save (201 new version, 200 already saved, 422 every error)
- *   GET /v1/workflows/{workflowId}   the latest version, or `?version=`
+ *   GET /v1/workflows/{workflowId}   the latest version, or `?version=`; a scheduled workflow's latest
+ *                                    version also shows its recent scheduled runs (`scheduleRuns`)
  *   GET /v1/workflows                list (`?after=` & `?limit=` page by id)
  * Every route is scoped to the bearer token's workspace; another workspace's workflow is a 404.
  */
@@ -13,6 +14,11 @@ import { configuredCrons } from "../../definitions/crons";
 import { getWorkflow, listWorkflows, saveWorkflow, type StoredWorkflow } from "../../definitions/store";
 import { validateDefinition, type ValidationError } from "../../definitions/validate";
 import { asRecord } from "../../definitions/errors";
+import { entryPointOf } from "../../definitions/schema";
+import { recentScheduleRuns, type ScheduleRunRow } from "../../ledger/schedule-runs";
+
+/** How many scheduled runs the workflow read shows (newest minute first). */
+const SCHEDULE_RUNS_SHOWN = 20;
 
 /** Definitions are small documents; 256 KiB leaves room for large TRANSFORM templates. */
 export const MAX_DEFINITION_BYTES = 256 * 1024;
@@ -52,6 +58,11 @@ workflowRoutes.get("/:workflowId", requireWorkspace, async (c) => {
   }
   const stored = await getWorkflow(c.env.DB, c.get("workspace"), workflowId, version);
   if (!stored) throw problems.notFound(version ? `Version ${version} of workflow "${workflowId}"` : `Workflow "${workflowId}"`);
+  // Operators see scheduled starts here: which minutes started which execution, and which failed (with the error).
+  if (version === undefined && entryPointOf(stored.definition).config.schedule !== undefined) {
+    const runs = await recentScheduleRuns(c.env.DB, stored.workspace, stored.workflowId, SCHEDULE_RUNS_SHOWN);
+    return c.json({ ...present(stored), scheduleRuns: runs.map(presentRun) });
+  }
   return c.json(present(stored));
 });
 
@@ -74,6 +85,18 @@ function present(stored: StoredWorkflow) {
     version: stored.version,
     createdAt: new Date(stored.createdAt).toISOString(),
     definition: stored.definition,
+  };
+}
+
+function presentRun(run: ScheduleRunRow) {
+  return {
+    cron: run.cron,
+    scheduledTime: new Date(run.scheduled_at).toISOString(),
+    status: run.status,
+    attempts: run.attempts,
+    executionId: run.execution_id,
+    error: run.error,
+    updatedAt: new Date(run.updated_at).toISOString(),
   };
 }
 
