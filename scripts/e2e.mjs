@@ -367,6 +367,20 @@ await test("a schedule tick (wrangler dev --test-scheduled) runs the scheduled r
   const trace = await waitForExecution(finished.executionId ?? finished.id);
   expectEqual(trace.identity, "schedule", "identity of a scheduled execution");
   expect(typeof stepOf(trace, "summary")?.output?.charges === "number", `summary output: ${JSON.stringify(stepOf(trace, "summary"))}`);
+
+  // Replaying one tick (docs/ingress.md): two deliveries of 2026-01-05 09:00 carrying different
+  // times (09:00:05, 09:04:00) are one scheduled minute, so one execution.
+  const before = (await api("GET", "/v1/executions?workflowId=scheduled-report&limit=100")).json.items.length;
+  for (const time of [Date.UTC(2026, 0, 5, 9, 0, 5), Date.UTC(2026, 0, 5, 9, 4, 0)]) {
+    const replay = await fetch(`${engine.url}/cdn-cgi/local/scheduled?cron=${encodeURIComponent("0 9 * * *")}&time=${time}`, { signal: AbortSignal.timeout(20_000) });
+    expect(replay.status < 300, `/cdn-cgi/local/scheduled answered ${replay.status}`);
+  }
+  const read = await api("GET", "/v1/workflows/scheduled-report");
+  const runs = (read.json?.scheduleRuns ?? []).filter((r) => r.scheduledTime === "2026-01-05T09:00:00.000Z");
+  expectEqual(runs.length, 1, `scheduled runs of the replayed minute: ${JSON.stringify(read.json?.scheduleRuns)}`);
+  expectEqual(runs[0].status, "STARTED", "status of the replayed minute's run");
+  const after = (await api("GET", "/v1/executions?workflowId=scheduled-report&limit=100")).json.items.length;
+  expectEqual(after - before, 1, "executions started by two deliveries of one tick");
 });
 
 await test("no secret value appears in any API answer (traces of every execution)", async () => {
