@@ -6,6 +6,7 @@
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import { idempotency, parseIdempotencyKey } from "../../src/http/idempotency";
+import { sha256Hex } from "../../src/lib/crypto";
 import { ProblemError } from "../../src/lib/problem";
 import type { DemoAppEnv, DemoOptions } from "./env";
 import { afterCommitFaults } from "./faults";
@@ -13,14 +14,25 @@ import { identifierOf, readJsonObject } from "./json";
 import { insertCharge, listCharges } from "./store";
 
 /**
- * The ledger's principal for this route: a fixed, server-side value. The demo has no accounts;
- * a real API would use its authenticated merchant id here, never a value the client sends.
+ * The ledger's principal for this route: the caller's account, derived on the server from its API
+ * key, so two callers that happen to send the same Idempotency-Key never see each other's charge.
+ * The demo has no account table, so the account IS the key; the ledger stores a SHA-256 of it,
+ * never the secret itself (a real API would use the merchant id its key authenticates to).
  */
-export const PAYMENTS_PRINCIPAL = "demo:payments";
+export async function paymentsPrincipal(request: Request): Promise<string> {
+  const token = bearerToken(request.headers.get("authorization"));
+  // requireBearer runs first; without a key there is no account to scope the ledger to.
+  if (token === null) throw new Error("paymentsPrincipal: no bearer token; mount it after requireBearer");
+  return `demo:payments:${await sha256Hex(token)}`;
+}
+
+function bearerToken(header: string | null): string | null {
+  return /^Bearer\s+(\S+)\s*$/i.exec(header ?? "")?.[1] ?? null;
+}
 
 /** Like a real payment API, refuse anonymous calls (the workflow sends `{{ secrets.PAYMENTS_KEY }}`). */
 const requireBearer: MiddlewareHandler<DemoAppEnv> = async function requireBearer(c, next) {
-  if (!/^Bearer\s+\S+/i.test(c.req.header("authorization") ?? "")) {
+  if (bearerToken(c.req.header("authorization") ?? null) === null) {
     throw new ProblemError({
       status: 401,
       code: "demo-unauthorized",
@@ -45,7 +57,7 @@ export function paymentRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> 
     "/charges",
     afterCommitFaults(options.database),
     requireBearer,
-    idempotency({ principal: () => PAYMENTS_PRINCIPAL, database: options.database, now: options.now }),
+    idempotency({ principal: paymentsPrincipal, database: options.database, now: options.now }),
     async (c) => {
       const body = await readJsonObject(c.req);
       const amount = body.amount;

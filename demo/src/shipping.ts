@@ -11,7 +11,12 @@ import { identifierOf, readJsonObject } from "./json";
 import { admittedKey } from "./payments";
 import { insertLabel, listLabels } from "./store";
 
-/** The ledger's principal for this route: a fixed server-side value (see PAYMENTS_PRINCIPAL). */
+/**
+ * The ledger's principal for this route. The demo shipping API is anonymous (no API key), so all
+ * of its callers share this one scope: two callers that pick the same Idempotency-Key would see
+ * each other's label. That is acceptable only because there are no accounts to keep apart; an API
+ * with callers scopes keys per caller, as payments does (`paymentsPrincipal`).
+ */
 export const SHIPPING_PRINCIPAL = "demo:shipping";
 
 export function shippingRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> {

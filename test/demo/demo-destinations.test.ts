@@ -101,6 +101,28 @@ describe("POST /payments/charges", () => {
     expect(await items("/payments/charges?order=REPLAY-1")).toHaveLength(1);
   });
 
+  it("scopes keys per API key: two callers with the same Idempotency-Key both get charged and never see each other's charge", async () => {
+    const a = await charge("charge-TENANTS-1", "TENANTS-1", { authorization: "Bearer sk_alice" });
+    const b = await charge("charge-TENANTS-1", "TENANTS-1", { authorization: "Bearer sk_bob" });
+    expect(a.status).toBe(201);
+    expect(b.status).toBe(201);
+    expect(b.headers.get("idempotent-replayed")).toBeNull();
+    const [chargeA, chargeB] = [(await a.json()) as { id: string }, (await b.json()) as { id: string }];
+    expect(chargeB.id).not.toBe(chargeA.id);
+    expect(await items("/payments/charges?order=TENANTS-1")).toHaveLength(2);
+    // Each retry replays its own caller's charge.
+    const retryB = await charge("charge-TENANTS-1", "TENANTS-1", { authorization: "Bearer sk_bob" });
+    expect(retryB.headers.get("idempotent-replayed")).toBe("true");
+    expect(((await retryB.json()) as { id: string }).id).toBe(chargeB.id);
+    // The ledger's principal is derived from the key, never the key itself.
+    const { results } = await env.DB.prepare("SELECT principal FROM idempotency_keys WHERE idem_key = ?").bind("charge-TENANTS-1").all<{ principal: string }>();
+    expect(results).toHaveLength(2);
+    for (const { principal } of results) {
+      expect(principal).toMatch(/^demo:payments:[0-9a-f]{64}$/);
+      expect(principal).not.toContain("sk_");
+    }
+  });
+
   it("keys payments and shipping apart: the same key on both routes creates one of each", async () => {
     expect((await charge("shared-key-1", "SHARED-1")).status).toBe(201);
     const label = await call("POST", "/shipping/labels", { body: { order: "SHARED-1" }, headers: { "idempotency-key": "shared-key-1" } });

@@ -11,11 +11,16 @@ describe("parseIdempotencyKey", () => {
     ['"a,b"', "a,b"],
     ["with space inside", "with space inside"],
     ["  padded  ", "padded"],
+    ['"k";v=1', "k"],
+    ['"k";a;b=?0;c=-12;d=1.5;e=tok/x:y;f=:aGk=:;g="q;\\"r"', "k"],
+    ['"a\\"b";v=1', 'a"b'],
+    ['"k"; v=1', "k"],
+    ["k;v=1", "k;v=1"],
   ])("reads %s as %s", (header, key) => {
     expect(parseIdempotencyKey(header)).toEqual({ ok: true, key });
   });
 
-  it.each(["", '""', '"unterminated', '"a"b', '"\\x"', "a, b", "é", "k".repeat(256), `"${"k".repeat(256)}"`, '"tab\there"'])(
+  it.each(["", '""', '"unterminated', '"a"b', '"\\x"', "a, b", "é", "k".repeat(256), `"${"k".repeat(256)}"`, '"tab\there"', '"k";', '"k";V=1', '"k" ;v=1', '"k";v=', '"k";v=1.2345', '"k";v="open', '"k";v=1,x'])(
     "rejects %j",
     (header) => {
       expect(parseIdempotencyKey(header).ok).toBe(false);

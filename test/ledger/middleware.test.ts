@@ -91,6 +91,19 @@ describe("admission: the key header", () => {
     expect((await h.send({ key })).status).toBe(201);
   });
 
+  it("accepts an sf-string key with RFC 8941 parameters, ignoring them: the same key as the bare form", async () => {
+    const h = harness();
+    const bare = `${uniqueKey()}-a"b`;
+    const first = await h.send({ key: `"${bare.replace(/"/g, '\\"')}";v=1;kind=retry;note="x;\\"y"` });
+    expect(first.status).toBe(201);
+    const second = await h.send({ key: bare });
+    expect(second.headers.get("idempotent-replayed")).toBe("true");
+    expect(h.runs).toHaveLength(1);
+    const malformed = await h.send({ key: `"${uniqueKey()}";V=1` });
+    expect(malformed.status).toBe(400);
+    expect((await problemOf(malformed)).detail).toContain("parameters");
+  });
+
   it("treats the sf-string form and the bare form as the same key", async () => {
     const h = harness();
     const bare = `${uniqueKey()}-a"b\\c`;
@@ -257,11 +270,32 @@ describe("concurrency, takeover and fencing", () => {
     h.counting.reset();
     const second = await h.send({ key });
     expect(second.status).toBe(409);
-    expect(second.headers.get("retry-after")).toBe("30");
+    // Not the 30 s lease: the first request is most likely done within a second.
+    expect(second.headers.get("retry-after")).toBe("1");
     expect((await problemOf(second)).code).toBe("idempotency-key-in-progress");
     expect(h.counting.roundTrips()).toBe(1);
     g.open();
     expect((await first).status).toBe(201);
+    expect(h.runs).toHaveLength(1);
+  });
+
+  it("advertises Retry-After as what is left of the lease, capped by maxRetryAfterSeconds, in whole seconds >= 1", async () => {
+    const g = gate();
+    const h = harness({ pendingTtlMs: 30_000, maxRetryAfterSeconds: 10 }, async (c) => {
+      g.entered();
+      await g.opened;
+      return c.json({}, 201);
+    });
+    const key = uniqueKey();
+    const first = h.send({ key });
+    await g.reached;
+    expect((await h.send({ key })).headers.get("retry-after")).toBe("10"); // 30 s left, capped
+    h.clock.now += 27_500;
+    expect((await h.send({ key })).headers.get("retry-after")).toBe("3"); // 2.5 s left, rounded up
+    h.clock.now += 2_499;
+    expect((await h.send({ key })).headers.get("retry-after")).toBe("1"); // 1 ms left: never 0
+    g.open();
+    await first;
     expect(h.runs).toHaveLength(1);
   });
 
@@ -370,6 +404,28 @@ describe("release: a handler that does not produce a storable result", () => {
     const h = harness({}, (c, run) => {
       if (run === 1) throw new Error("boom");
       return c.json({ run }, 201);
+    });
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    const key = uniqueKey();
+    expect((await h.send({ key })).status).toBe(500);
+    expect(await env.DB.prepare("SELECT 1 FROM idempotency_keys WHERE idem_key = ?").bind(key).first()).toBeNull();
+    const retry = await h.send({ key });
+    expect(retry.status).toBe(201);
+    expect(await retry.json()).toEqual({ run: 2 });
+  });
+
+  it("releases the reservation when the response body cannot be read (its stream errors mid-way), so a retry runs", async () => {
+    const h = harness({}, (c, run) => {
+      if (run > 1) return c.json({ run }, 201);
+      let sent = false;
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (sent) return controller.error(new Error("upstream connection reset"));
+          sent = true;
+          controller.enqueue(new TextEncoder().encode('{"partial":'));
+        },
+      });
+      return new Response(body, { status: 201, headers: { "content-type": "application/json" } });
     });
     vi.spyOn(console, "error").mockImplementation(() => {});
     const key = uniqueKey();

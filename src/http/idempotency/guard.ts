@@ -3,7 +3,7 @@
  *
  *   parse key → derive principal → read body bytes once → fingerprint →
  *   claim-or-load (1 statement) →
- *     claimed:   run handler → complete (fenced)   | threw or declined → release (fenced)
+ *     claimed:   run handler → complete (fenced)   | threw, declined or body unreadable → release (fenced)
  *     existing:  mismatch 422/409 | pending 409 + Retry-After | completed → replay
  *
  * Request-path round trips: first execution 2 (claim, complete); replay, mismatch and
@@ -111,8 +111,7 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
       const row = outcome.row;
       if (row.fingerprint !== fingerprint) return respond(idempotencyProblems.mismatch(options.mismatchStatus));
       if (row.status === "pending" || !row.response) {
-        const waitMs = Math.max(0, (row.leaseUntil ?? now) - now);
-        return respond(idempotencyProblems.inProgress(Math.max(1, Math.ceil(waitMs / 1000))));
+        return respond(idempotencyProblems.inProgress(retryAfterSeconds(row.leaseUntil, now, options.maxRetryAfterSeconds)));
       }
       return replayResponse(row.response);
     }
@@ -141,7 +140,15 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     return result.response;
   }
 
-  const captured = await captureResponse(result.response, options);
+  let captured;
+  try {
+    captured = await captureResponse(result.response, options);
+  } catch (error) {
+    // The body could not be read (its stream errored, say): nothing can be stored, and leaving
+    // the reservation pending would answer 409 to every retry until the lease ends.
+    await release(db, fence, where);
+    throw error;
+  }
   const settledAt = options.now();
   try {
     const completed = await completeIfOwned(db, fence, {
@@ -161,6 +168,15 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     console.error(`idempotency ledger: COMPLETION WRITE FAILED — the response was returned but not stored (${where}):`, errorText(error));
   }
   return captured.forCaller;
+}
+
+/**
+ * Seconds worth waiting before retrying a pending key: what is left of the lease, capped at
+ * `maxSeconds` (see the option), as RFC 9110 delta-seconds (a whole number, at least 1).
+ */
+export function retryAfterSeconds(leaseUntil: number | null, now: number, maxSeconds: number): number {
+  const leftMs = Math.max(0, (leaseUntil ?? now) - now);
+  return Math.max(1, Math.min(maxSeconds, Math.ceil(leftMs / 1000)));
 }
 
 async function release(db: D1Database, fence: FenceInput, where: string): Promise<void> {

@@ -28,6 +28,14 @@ export interface IdempotencyOptions {
   maxStoredBodyBytes?: number;
   /** Default 60 s. After this a pending reservation may be taken over by a retry. */
   pendingTtlMs?: number;
+  /**
+   * Default 1. The most `Retry-After` seconds a 409 "in progress" answer advertises. The lease
+   * (`pendingTtlMs`) is how long a dead owner blocks the key, not how long a live one takes: most
+   * first requests finish in milliseconds, and a client that honours `Retry-After` (idemflow's
+   * own Gateway does) would otherwise wait the whole lease for an answer already stored. The
+   * answer is min(remaining lease, this), at least 1 (RFC 9110 delta-seconds are whole seconds).
+   */
+  maxRetryAfterSeconds?: number;
   /** Default 24 h. How long a key answers after its response was stored; the sweep uses it too. */
   retentionMs?: number;
   /** Default 422. */
@@ -47,6 +55,7 @@ export const DEFAULTS = {
   maxStoredBodyBytes: 16 * 1024,
   maxBodyBytes: 1024 * 1024,
   pendingTtlMs: 60_000,
+  maxRetryAfterSeconds: 1,
   retentionMs: 24 * 60 * 60 * 1000,
   sweepBatchSize: 100,
   sweepIntervalMs: 60_000,
@@ -64,6 +73,7 @@ export interface ResolvedOptions {
   maxStoredBodyBytes: number;
   maxBodyBytes: number;
   pendingTtlMs: number;
+  maxRetryAfterSeconds: number;
   retentionMs: number;
   mismatchStatus: 422 | 409;
   shouldStore: (response: Response) => boolean | Promise<boolean>;
@@ -123,6 +133,7 @@ export function resolveOptions(options: IdempotencyOptions): ResolvedOptions {
     maxStoredBodyBytes: positiveInt("maxStoredBodyBytes", options.maxStoredBodyBytes, DEFAULTS.maxStoredBodyBytes),
     maxBodyBytes: positiveInt("maxBodyBytes", options.maxBodyBytes, DEFAULTS.maxBodyBytes),
     pendingTtlMs,
+    maxRetryAfterSeconds: positiveInt("maxRetryAfterSeconds", options.maxRetryAfterSeconds, DEFAULTS.maxRetryAfterSeconds),
     retentionMs,
     mismatchStatus: options.mismatchStatus ?? 422,
     shouldStore: options.shouldStore ?? (() => true),
