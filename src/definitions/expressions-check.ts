@@ -4,7 +4,8 @@
  * unknown function only when the expression runs, which for a Gateway step is too late.
  */
 import { compile, ExpressionError } from "../expressions/evaluate";
-import { KEY_HELPER_NAMES } from "../expressions/key-helpers";
+import { KEY_HELPER_NAMES, KEY_HELPERS } from "../expressions/key-helpers";
+import { arityOf } from "../expressions/native-function";
 import { allNodes, isNode, type AstNode } from "./ast";
 import type { ValidationError } from "./errors";
 import { expressionSites } from "./expression-sites";
@@ -35,6 +36,15 @@ export function checkExpressions(document: unknown): ValidationError[] {
       errors.push({ pointer: site.pointer, code: "expression-syntax", message: `the expression does not compile: ${message} (positions count from the character after \`=\`)` });
       continue;
     }
+    for (const { name, count, declared } of overfullHelperPartials(ast)) {
+      errors.push({
+        pointer: site.pointer,
+        code: "helper-partial-arguments",
+        message:
+          `a partial application of \`$${name}\` takes at most ${declared} argument(s) (${KEY_HELPERS[name].parameters}), got ${count}; ` +
+          `JSONata would drop the rest without a word. To key on more values, write a function, e.g. \`function($v){ $idempotencyKey('line', payload.order.id, $v) }\``,
+      });
+    }
     for (const name of unknownFunctions(ast)) {
       errors.push({
         pointer: site.pointer,
@@ -59,4 +69,23 @@ function unknownFunctions(ast: AstNode): string[] {
     }
   }
   return [...new Set(called.filter((name) => !JSONATA_FUNCTIONS.has(name) && !KEY_HELPER_NAMES.has(name) && !bound.has(name)))];
+}
+
+/**
+ * Partial applications of a key helper with more arguments than it declares. JSONata binds a
+ * native function's partial application to its declared parameters and drops the rest, so
+ * `$idempotencyKey('line', payload.order.id, ?)` would silently key on the order id alone.
+ */
+function overfullHelperPartials(ast: AstNode): Array<{ name: keyof typeof KEY_HELPERS; count: number; declared: number }> {
+  const out: Array<{ name: keyof typeof KEY_HELPERS; count: number; declared: number }> = [];
+  for (const node of allNodes(ast)) {
+    if (node.type !== "partial" || !isNode(node.procedure) || node.procedure.type !== "variable") continue;
+    const name = node.procedure.value;
+    if (typeof name !== "string" || !Object.hasOwn(KEY_HELPERS, name)) continue;
+    const helper = name as keyof typeof KEY_HELPERS;
+    const declared = arityOf(KEY_HELPERS[helper].parameters);
+    const count = Array.isArray(node.arguments) ? node.arguments.length : 0;
+    if (count > declared) out.push({ name: helper, count, declared });
+  }
+  return out;
 }

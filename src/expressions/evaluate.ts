@@ -4,18 +4,24 @@
  * A definition's expressions run inside the engine's Worker, so a runaway one must end with a
  * clear error instead of hanging it. Two bounds, both deterministic:
  *
- * - **depth**: the evaluation nesting depth (non-tail infinite recursion ends here; JSONata turns
- *   tail calls into a loop, so `($f := function($x){ $f($x) }; $f(1))` never gets deeper and is
- *   stopped by the step budget instead);
- * - **steps**: a count of evaluation steps, through JSONata's `__evaluate_entry` hook. Wall-clock
- *   time is not a usable bound in Workers: `Date.now()` does not advance during CPU-bound work
- *   (it only moves on I/O), so JSONata's `timeout` option would never fire. A step budget is the
- *   time bound that actually holds there, and it behaves the same in tests and in production.
+ * - **depth**: the evaluation nesting depth, through JSONata's own `stack` option (non-tail
+ *   infinite recursion ends here; JSONata turns tail calls into a loop, so
+ *   `($f := function($x){ $f($x) }; $f(1))` never gets deeper and is stopped by the step budget
+ *   instead). The option is fixed at compile time, so the cache is keyed by depth and source;
+ * - **steps**: a count of evaluated nodes, through JSONata's `__evaluate_exit` hook (the same hook
+ *   that checks sizes, see `size-limits.ts`). Wall-clock time is not a usable bound in Workers:
+ *   `Date.now()` does not advance during CPU-bound work (it only moves on I/O), so JSONata's
+ *   `timeout` option would never fire. A step budget is the time bound that actually holds
+ *   there, and it behaves the same in tests and in production.
  *
  * - **sequence length**: a range such as `[1..10000000]` is refused before it is allocated (it
  *   costs one step but megabytes of memory; Workers have 128 MB).
  * - **size**: strings, lists and the total an evaluation builds are capped, including inside
  *   built-ins such as `$pad('', 1e9)` that allocate within one step (see `size-limits.ts`).
+ *
+ * Apart from these bounds an expression behaves exactly as in JSONata (test/definitions/
+ * jsonata-conformance.test.ts); its result is normalised to plain JSON (`normalise`). The
+ * overhead over plain JSONata is measured by `npm run bench:expressions` (docs/benchmarks.md).
  *
  * No `eval` and no `new Function` anywhere on this path (both are blocked in Workers).
  */
@@ -23,7 +29,7 @@ import jsonata from "jsonata";
 import { EXPRESSION_PREFIX, isExpression } from "../definitions/schema";
 import { ExpressionError } from "./errors";
 import { registerKeyHelpers } from "./key-helpers";
-import { registerBoundedBuiltins, SIZE_BUDGET, sizeExitHook, type SizeBudget } from "./size-limits";
+import { exitHook, registerBoundedBuiltins, SIZE_BUDGET, type SizeBudget } from "./size-limits";
 
 export { ExpressionError };
 
@@ -55,57 +61,31 @@ export const DEFAULT_LIMITS: EvaluationLimits = {
   maxProducedSize: 16_777_216,
 };
 
-const BUDGET = "__idemflow_budget";
 const cache = new Map<string, jsonata.Expression>();
 const CACHE_LIMIT = 1_000;
 
-/** Compile a JSONata source (without the leading `=`). Throws `ExpressionError` with the position. */
-export function compile(source: string): jsonata.Expression {
-  const cached = cache.get(source);
+/**
+ * Compile a JSONata source (without the leading `=`) for evaluations nested at most `maxDepth`
+ * deep. Throws `ExpressionError` with the position.
+ */
+export function compile(source: string, maxDepth: number = DEFAULT_LIMITS.maxDepth): jsonata.Expression {
+  const cacheKey = `${maxDepth}\u0000${source}`;
+  const cached = cache.get(cacheKey);
   if (cached) return cached;
   let expression: jsonata.Expression;
   try {
-    // `sequence` bounds ranges at allocation. Depth is checked per evaluation in `countStep`, so that
-    // the cached compiled expression serves callers with different limits.
-    expression = jsonata(source, { sequence: MAX_SEQUENCE_LENGTH });
+    // `sequence` bounds ranges at allocation; `stack` bounds the nesting depth (JSONata checks it
+    // synchronously on entry to every node, at no extra cost).
+    expression = jsonata(source, { sequence: MAX_SEQUENCE_LENGTH, stack: maxDepth } as jsonata.JsonataOptions);
   } catch (error) {
     throw toExpressionError(error, "compile");
   }
-  expression.assign(Symbol.for("jsonata.__evaluate_entry") as unknown as string, countStep);
-  expression.assign(Symbol.for("jsonata.__evaluate_exit") as unknown as string, sizeExitHook(expression));
+  expression.assign(Symbol.for("jsonata.__evaluate_exit") as unknown as string, exitHook(expression));
   registerBoundedBuiltins(expression);
   registerKeyHelpers(expression);
   if (cache.size >= CACHE_LIMIT) cache.delete(cache.keys().next().value as string);
-  cache.set(source, expression);
+  cache.set(cacheKey, expression);
   return expression;
-}
-
-interface Budget {
-  steps: number;
-  limits: EvaluationLimits;
-}
-
-function countStep(_expr: unknown, _input: unknown, environment: jsonata.Environment): void {
-  const budget = environment.lookup(BUDGET) as Budget | undefined;
-  if (!budget) return;
-  // JSONata keeps the current nesting depth on the evaluation's base frame.
-  const depth = (environment as unknown as { base?: { depth?: number } }).base?.depth ?? 0;
-  if (depth > budget.limits.maxDepth) {
-    throw new ExpressionError(
-      `the expression nested deeper than ${budget.limits.maxDepth} levels and was stopped; look for unbounded recursion`,
-      "depth-limit",
-      undefined,
-    );
-  }
-  budget.steps += 1;
-  if (budget.steps > budget.limits.maxSteps) {
-    throw new ExpressionError(
-      `the expression ran for more than ${budget.limits.maxSteps} evaluation steps and was stopped; ` +
-        "look for unbounded recursion or very large ranges",
-      "step-limit",
-      undefined,
-    );
-  }
 }
 
 /**
@@ -117,17 +97,18 @@ export async function evaluate(
   context: unknown,
   overrides: Partial<EvaluationLimits> = DEFAULT_LIMITS,
 ): Promise<unknown> {
-  const expression = compile(source);
-  const limits: EvaluationLimits = { ...DEFAULT_LIMITS, ...overrides };
-  const budget: Budget = { steps: 0, limits };
-  const size: SizeBudget = {
+  const limits: EvaluationLimits = overrides === DEFAULT_LIMITS ? DEFAULT_LIMITS : { ...DEFAULT_LIMITS, ...overrides };
+  const expression = compile(source, limits.maxDepth);
+  const budget: SizeBudget = {
+    steps: 0,
+    maxSteps: limits.maxSteps,
     produced: 0,
     maxStringLength: limits.maxStringLength,
     maxItems: MAX_SEQUENCE_LENGTH,
     maxProducedSize: limits.maxProducedSize,
   };
   try {
-    const result = await expression.evaluate(context, { [BUDGET]: budget, [SIZE_BUDGET]: size });
+    const result = await expression.evaluate(context, { [SIZE_BUDGET]: budget });
     return normalise(result);
   } catch (error) {
     throw toExpressionError(error, "evaluate");
@@ -157,9 +138,14 @@ export async function evaluateValue(
   return value;
 }
 
-/** JSONata results can carry sequence markers and `undefined`; turn them into plain JSON values. */
-function normalise(value: unknown): unknown {
+/**
+ * JSONata results can carry sequence markers and `undefined`; turn them into plain JSON values
+ * (what `JSON.stringify` keeps). `undefined` (no result) stays `undefined`. Strings, booleans and
+ * finite numbers are already JSON and are returned as they are.
+ */
+export function normalise(value: unknown): unknown {
   if (value === undefined) return undefined;
+  if (typeof value === "string" || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value))) return value;
   return JSON.parse(JSON.stringify(value)) as unknown;
 }
 

@@ -16,6 +16,7 @@ import type jsonata from "jsonata";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256, sha256Hex, toBase64Url } from "../lib/crypto";
 import { findUnsafeNumber, MAX_EXACT_NUMBER } from "../lib/json-numbers";
+import { declareParameters } from "./native-function";
 
 export const KEY_PREFIX_MAX = 64;
 
@@ -48,7 +49,30 @@ function assertExactNumbers(helper: string, what: string, value: unknown): void 
 /** The functions idemflow adds to every expression (validation treats them as known). */
 export const KEY_HELPER_NAMES: ReadonlySet<string> = new Set(["idempotencyKey", "sha256"]);
 
+/**
+ * How the helpers present themselves to JSONata, like any of its functions: a signature (checked
+ * on every call, JSONata's own T0410 error when an argument has the wrong type), an arity (what
+ * higher-order functions pass them) and a parameter list (what partial application binds).
+ *
+ * `$idempotencyKey` is variadic, but JSONata's partial application binds a fixed parameter list,
+ * so it declares two: the prefix and one value. `$idempotencyKey('line', ?)` is a function of one
+ * value; to key on more values, write a lambda (definitions validation refuses a partial
+ * application with more arguments, which JSONata would otherwise drop without a word).
+ */
+export const KEY_HELPERS = {
+  idempotencyKey: { signature: "<sx+:s>", parameters: "prefix, value" },
+  sha256: { signature: "<x:s>", parameters: "value" },
+} as const;
+
 export function registerKeyHelpers(expression: jsonata.Expression): void {
-  expression.registerFunction("idempotencyKey", (prefix: unknown, ...parts: unknown[]) => idempotencyKey(prefix, ...parts));
-  expression.registerFunction("sha256", (value: unknown) => sha256Of(value));
+  expression.registerFunction(
+    "idempotencyKey",
+    declareParameters((prefix: unknown, ...parts: unknown[]) => idempotencyKey(prefix, ...parts), "idempotencyKey", KEY_HELPERS.idempotencyKey.parameters),
+    KEY_HELPERS.idempotencyKey.signature,
+  );
+  expression.registerFunction(
+    "sha256",
+    declareParameters((value: unknown) => sha256Of(value), "sha256", KEY_HELPERS.sha256.parameters),
+    KEY_HELPERS.sha256.signature,
+  );
 }

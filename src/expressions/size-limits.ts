@@ -22,15 +22,26 @@
  *    result they return. Function calls are charged here rather than in the exit hook so that a
  *    built-in passed by reference (`$map(list, $join)`) is charged as well.
  *
- * A shadowing version delegates to JSONata's own implementation, so semantics and signatures stay
- * identical. The originals are obtained by evaluating `$name` once in a plain expression (the
- * variable lookup yields the built-in's definition object `{ implementation, signature }`); that
- * is asynchronous, so it happens on first use and is memoised for the life of the isolate.
+ * A shadowing version delegates to JSONata's own implementation, and is registered with the same
+ * signature, the same arity and the same parameter list (`native-function.ts`), so it behaves like
+ * the original in every position: called, partially applied (`$substring(?, 0, ?)`), or passed to
+ * a higher-order function (`$reduce(lists, $append)`). The originals are obtained by evaluating
+ * `$name` once in a plain expression (the variable lookup yields the built-in's definition object
+ * `{ implementation, signature }`); that is asynchronous, so it happens on first use and is
+ * memoised for the life of the isolate.
+ *
+ * The budget is read from the evaluation's base frame (`environment.base`), where `evaluate()`
+ * binds it: one lookup instead of a walk up the frame chain on every node, and an expression
+ * cannot shadow it with a variable of the same name.
  */
 import jsonata from "jsonata";
 import { ExpressionError } from "./errors";
+import { declareParameters } from "./native-function";
 
 export interface SizeBudget {
+  /** Evaluation steps (nodes evaluated) so far, and the most allowed. */
+  steps: number;
+  maxSteps: number;
   /** Characters + items built so far by this evaluation. */
   produced: number;
   maxStringLength: number;
@@ -50,8 +61,15 @@ interface Focus {
   environment: jsonata.Environment;
 }
 
+type Frame = jsonata.Environment & { base?: jsonata.Environment };
+
+/** The evaluation's budget, bound on its base frame by `evaluate()`; absent in plain JSONata use. */
+function budgetIn(environment: Frame | undefined): SizeBudget | undefined {
+  return (environment?.base ?? environment)?.lookup(SIZE_BUDGET) as SizeBudget | undefined;
+}
+
 function budgetOf(focus: Focus | undefined): SizeBudget | undefined {
-  return focus?.environment?.lookup(SIZE_BUDGET) as SizeBudget | undefined;
+  return budgetIn(focus?.environment);
 }
 
 function sizeError(message: string): ExpressionError {
@@ -201,16 +219,37 @@ const SHADOWED = [
 ];
 
 const originals = new Map<string, Promise<BuiltinDefinition>>();
+/** The same definitions once resolved, so that later calls need not wait for a promise. */
+const resolvedOriginals = new Map<string, BuiltinDefinition>();
 
 /** JSONata's own definition of built-in `name`, looked up once in an expression that shadows nothing. */
 export function originalBuiltin(name: string): Promise<BuiltinDefinition> {
   let found = originals.get(name);
   if (!found) {
-    found = jsonata(`$${name}`).evaluate(undefined) as Promise<BuiltinDefinition>;
+    found = (jsonata(`$${name}`).evaluate(undefined) as Promise<BuiltinDefinition>).then((definition) => {
+      resolvedOriginals.set(name, definition);
+      return definition;
+    });
     originals.set(name, found);
   }
   return found;
 }
+
+/**
+ * The parameter lists of the shadowed built-ins, exactly as JSONata 2.x's sources declare them
+ * (checked by a test): partial application parses them, and their arity steers the higher-order
+ * functions. `string`'s default value and `zip`'s empty list are JSONata's own, quirks included
+ * (its `$string(?)` does not parse, nor does ours).
+ */
+export const PARAMETERS: Record<string, string> = {
+  pad: "str, width, char", join: "strs, separator", string: "arg, prettify = false", replace: "str, pattern, replacement, limit",
+  split: "str, separator, limit", substring: "str, start, length", substringBefore: "str, chars", substringAfter: "str, chars",
+  lowercase: "str", uppercase: "str", trim: "str", formatNumber: "value, picture, options", formatBase: "value, radix",
+  formatInteger: "value, picture", base64encode: "str", base64decode: "str", encodeUrlComponent: "str", encodeUrl: "str",
+  decodeUrlComponent: "str", decodeUrl: "str", fromMillis: "millis, picture, timezone", match: "str, regex, limit",
+  append: "arg1, arg2", spread: "arg", reverse: "arr", sort: "arr, comparator", shuffle: "arr", distinct: "arr", zip: "",
+  map: "arr, func", filter: "arr, func", keys: "arg", each: "obj, func", lookup: "input, key",
+};
 
 /** The JSONata signatures of the shadowed built-ins (copied from JSONata 2.x, checked by a test). */
 export const SIGNATURES: Record<string, string> = {
@@ -223,31 +262,47 @@ export const SIGNATURES: Record<string, string> = {
   zip: "<a+>", map: "<af>", filter: "<af>", keys: "<x-:a<s>>", each: "<o-f:a>", lookup: "<x-s:x>",
 };
 
-async function callOriginal(name: string, focus: unknown, args: unknown[]): Promise<unknown> {
-  const original = await originalBuiltin(name);
-  let result = original.implementation.apply(focus, args);
-  // JSONata also accepts generator-style implementations: take their first value, as it does.
+/** Calls JSONata's implementation as JSONata would (a generator-style one yields its value). */
+function invoke(original: BuiltinDefinition, focus: unknown, args: unknown[]): unknown {
+  const result = original.implementation.apply(focus, args);
   const maybeIterator = result as { next?: unknown } | null;
   if (maybeIterator !== null && typeof maybeIterator === "object" && !Array.isArray(maybeIterator) && typeof maybeIterator.next === "function") {
-    result = (maybeIterator as Iterator<unknown>).next().value;
+    return (maybeIterator as Iterator<unknown>).next().value;
   }
-  return await result;
+  return result;
 }
 
-async function bounded(name: string, focus: Focus, args: unknown[]): Promise<unknown> {
+function isPromise(value: unknown): value is Promise<unknown> {
+  return value !== null && typeof value === "object" && typeof (value as { then?: unknown }).then === "function";
+}
+
+/**
+ * A bounded call. Synchronous whenever JSONata's own implementation is (a promise only where
+ * the original returns one, or the first time the original is looked up), so the wrapper adds no
+ * turns of the event loop to an evaluation.
+ */
+function bounded(name: string, focus: Focus, args: unknown[]): unknown {
   const budget = budgetOf(focus);
-  if (!budget) return callOriginal(name, focus, args);
-  await PRECHECKS[name]?.(budget, args);
+  const original = resolvedOriginals.get(name);
+  if (!original) return originalBuiltin(name).then(() => bounded(name, focus, args));
+  if (!budget) return invoke(original, focus, args);
+  const checked = PRECHECKS[name]?.(budget, args);
+  if (isPromise(checked)) return checked.then(() => callCharged(name, original, focus, args, budget));
+  return callCharged(name, original, focus, args, budget);
+}
+
+function callCharged(name: string, original: BuiltinDefinition, focus: Focus, args: unknown[], budget: SizeBudget): unknown {
   if (name === "split") {
     // Cap how many parts JSONata builds; a caller-given smaller limit is passed on unchanged.
     const limit = typeof args[2] === "number" ? Math.min(args[2], budget.maxItems + 1) : budget.maxItems + 1;
     args = [args[0], args[1], limit];
-    const parts = await callOriginal(name, focus, args);
-    checkValue(budget, parts, "$split");
-    charge(budget, parts);
-    return parts;
   }
-  const result = await callOriginal(name, focus, args);
+  const result = invoke(original, focus, args);
+  if (isPromise(result)) return result.then((value) => settle(name, budget, value));
+  return settle(name, budget, result);
+}
+
+function settle(name: string, budget: SizeBudget, result: unknown): unknown {
   checkValue(budget, result, `$${name}`);
   charge(budget, result);
   return result;
@@ -256,13 +311,14 @@ async function bounded(name: string, focus: Focus, args: unknown[]): Promise<unk
 /** Shadow the size-sensitive built-ins of `expression` with bounded versions. */
 export function registerBoundedBuiltins(expression: jsonata.Expression): void {
   for (const name of SHADOWED) {
-    expression.registerFunction(
-      name,
+    const wrapper = declareParameters(
       function (this: Focus, ...args: unknown[]) {
         return bounded(name, this, args);
       },
-      SIGNATURES[name],
+      name,
+      PARAMETERS[name] ?? "",
     );
+    expression.registerFunction(name, wrapper, SIGNATURES[name]);
   }
 }
 
@@ -295,15 +351,32 @@ function concatOperands(ast: unknown): WeakSet<object> {
 /** Node types whose string/list results are newly built by an operator (function calls charge themselves). */
 const BUILDING_NODES = new Set(["binary", "unary", "path", "wildcard", "descendant"]);
 
-/** The `__evaluate_exit` hook for `expression`. */
-export function sizeExitHook(expression: jsonata.Expression) {
+function stepError(maxSteps: number): ExpressionError {
+  return new ExpressionError(
+    `the expression ran for more than ${maxSteps} evaluation steps and was stopped; look for unbounded recursion or very large ranges`,
+    "step-limit",
+    undefined,
+  );
+}
+
+/**
+ * The `__evaluate_exit` hook for `expression`: counts the step and checks the node's result.
+ *
+ * Steps are counted on the way out rather than in, so that one hook (and one await per node in
+ * JSONata's evaluator) does both jobs. That still bounds every runaway: an evaluation that never
+ * ends either nests without end (JSONata's own `stack` guard stops it, see evaluate.ts) or keeps
+ * finishing nodes (a tail-recursive loop, a huge `$map`), which this counts.
+ */
+export function exitHook(expression: jsonata.Expression) {
   const operandsOfConcat = concatOperands(expression.ast());
-  return (expr: AstNode, _input: unknown, environment: jsonata.Environment, result: unknown): void => {
-    const budget = environment.lookup(SIZE_BUDGET) as SizeBudget | undefined;
+  return (expr: AstNode, _input: unknown, environment: Frame, result: unknown): void => {
+    const budget = budgetIn(environment);
     if (!budget) return;
-    const what = expr.type === "binary" && expr.value === "&" ? "the concatenation (&)" : "a value";
-    checkValue(budget, result, what);
-    if (expr.type === "path" ? Array.isArray(result) : BUILDING_NODES.has(expr.type ?? "")) charge(budget, result);
+    if (++budget.steps > budget.maxSteps) throw stepError(budget.maxSteps);
+    if (typeof result === "string" || Array.isArray(result)) {
+      checkValue(budget, result, expr.type === "binary" && expr.value === "&" ? "the concatenation (&)" : "a value");
+      if (expr.type === "path" ? Array.isArray(result) : BUILDING_NODES.has(expr.type ?? "")) charge(budget, result);
+    }
     if (result !== null && typeof result === "object" && operandsOfConcat.has(expr)) {
       checkString(budget, estimateJsonLength(result, budget.maxStringLength), "the text of an & operand");
     }

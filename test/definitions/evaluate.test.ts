@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { compile, evaluate, evaluateValue, ExpressionError, DEFAULT_LIMITS } from "../../src/expressions/evaluate";
 import { idempotencyKey, sha256Of } from "../../src/expressions/key-helpers";
-import { originalBuiltin, SIGNATURES } from "../../src/expressions/size-limits";
+import { parameterText, arityOf } from "../../src/expressions/native-function";
+import { originalBuiltin, PARAMETERS, SIGNATURES } from "../../src/expressions/size-limits";
 import jsonata from "jsonata";
 
 async function failure(promise: Promise<unknown>): Promise<ExpressionError> {
@@ -119,7 +120,9 @@ describe("size limits", () => {
   });
 
   it("charges built-ins passed by reference to higher-order functions", async () => {
-    const source = "($parts := $split($pad('', 100000, 'x'), ''); $count($map([1..1000], function($i){ $parts }) ~> $map($join)))";
+    // $uppercase by reference: each call builds a 100 000-character string; 1 000 of them exceed
+    // maxProducedSize. (Not $join: with JSONata's arity, $map passes it the index as separator.)
+    const source = "($s := $pad('', 100000, 'x'); $count($map([1..1000], function($i){ $s }) ~> $map($uppercase)))";
     const error = await failure(evaluate(source, {}));
     expect(error.code).toBe("size-limit");
   });
@@ -185,6 +188,24 @@ describe("size limits", () => {
     expect(await evaluate("$keys({'a': 1, 'b': 2})", {})).toEqual(["a", "b"]);
   });
 
+  it("registers each bounded built-in with JSONata's own parameter list and arity", async () => {
+    expect(Object.keys(PARAMETERS).sort()).toEqual(Object.keys(SIGNATURES).sort());
+    for (const name of Object.keys(SIGNATURES)) {
+      const original = (await originalBuiltin(name)).implementation;
+      expect(PARAMETERS[name], name).toBe(parameterText(original));
+      expect(arityOf(PARAMETERS[name]!), name).toBe(original.length);
+    }
+  });
+
+  it("keeps the bounded built-ins usable in every position: partially applied, by reference, chained", async () => {
+    expect(await evaluate("$substring(?, 0, ?)('hello', 2)", {})).toBe("he");
+    expect(await evaluate("($d := $substringAfter(?, '@') ~> $substringBefore(?, '.'); $d('ada@example.com'))", {})).toBe("example");
+    expect(await evaluate("$reduce([[1], [2], [3]], $append)", {})).toEqual([1, 2, 3]);
+    expect(await evaluate("$map(['a b', 'c'], $split(?, ' '))", {})).toEqual([["a", "b"], ["c"]]);
+    // Partial applications are bounded too: the wrapper runs underneath.
+    expect((await failure(evaluate("$pad(?, 2000000)('x')", {}))).code).toBe("size-limit");
+  });
+
   it("$idempotencyKey still works next to the bounded built-ins", async () => {
     const key = await evaluate("$idempotencyKey('charge', $pad(payload.id, 3, '0'), $join(payload.tags, ','))", { payload: { id: "7", tags: ["a"] } });
     expect(key).toBe(await idempotencyKey("charge", "700", "a"));
@@ -228,6 +249,25 @@ describe("key helpers", () => {
       await idempotencyKey("c", 9007199254740991, 0.1, "12345678901234567891"),
     );
     expect(await sha256Of("12345678901234567891")).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("behave like any JSONata function with their signatures: partial application, higher-order use, signature errors", async () => {
+    const context = { payload: { order: { id: "A-1" }, items: ["x", "y"] } };
+    expect(await evaluate("$map(payload.items, $idempotencyKey('line', ?))", context)).toEqual([
+      await idempotencyKey("line", "x"),
+      await idempotencyKey("line", "y"),
+    ]);
+    expect(await evaluate("$idempotencyKey(?, payload.order.id)('charge')", context)).toBe(await idempotencyKey("charge", "A-1"));
+    expect(await evaluate("payload.order.id ~> $idempotencyKey('charge', ?)", context)).toBe(await idempotencyKey("charge", "A-1"));
+    expect(await evaluate("$map(payload.items, $sha256)", context)).toEqual([await sha256Of("x"), await sha256Of("y")]);
+    expect(await evaluate("$sha256(?)('abc')", {})).toBe(await sha256Of("abc"));
+    // Still variadic when called.
+    expect(await evaluate("$idempotencyKey('c', 1, 2, 3)", {})).toBe(await idempotencyKey("c", 1, 2, 3));
+    // Signatures: JSONata's own type errors.
+    expect((await failure(evaluate("$idempotencyKey(1, 'x')", {}))).code).toBe("T0410");
+    expect((await failure(evaluate("$idempotencyKey('p')", {}))).code).toBe("T0410");
+    // A value missing when the partial application is called is refused, as in a direct call.
+    expect((await failure(evaluate("$idempotencyKey('line', ?)(payload.nope)", context))).message).toMatch(/missing/);
   });
 
   it("$sha256 hashes strings directly and other values canonically", async () => {

@@ -160,6 +160,24 @@ describe("validateDefinition", () => {
     ]);
   });
 
+  it("refuses a partial application of a key helper with more arguments than it declares (JSONata would drop them)", () => {
+    const transform = (output: string) => ({
+      id: "partials",
+      vertices: [
+        { id: "received", type: "ENTRY_POINT", config: {} },
+        { id: "keys", type: "TRANSFORM", config: { output } },
+      ],
+      edges: [{ from: "received", to: "keys" }],
+    });
+    const [error, ...rest] = errorsOf(transform("= $map(payload.items, $idempotencyKey('line', payload.order.id, ?))"));
+    expect(rest).toEqual([]);
+    expect(error).toMatchObject({ pointer: "/vertices/1/config/output", code: "helper-partial-arguments" });
+    expect(error?.message).toMatch(/at most 2 argument.*got 3.*function\(\$v\)/);
+    expect(errorsOf(transform("= $sha256(?, 1)"))[0]?.code).toBe("helper-partial-arguments");
+    expect(errorsOf(transform("= $map(payload.items, $idempotencyKey('line', ?))"))).toEqual([]);
+    expect(errorsOf(transform("= $map(payload.items, function($v){ $idempotencyKey('line', payload.order.id, $v) })"))).toEqual([]);
+  });
+
   it("reports every error of a definition with 12 distinct errors", () => {
     const doc = {
       $schema: "../schema/workflow.schema.json",
