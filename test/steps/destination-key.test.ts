@@ -16,8 +16,9 @@ describe("the destination key is persisted before the first send", () => {
     h = harness({
       // The destination, on the same workerd and D1, looks at idemflow's row before it answers.
       fetch: async (input, init) => {
-        seen.push({ received: new Headers(init?.headers).get("idempotency-key"), storedDuringCall: await storedKey(executionId) });
-        return h.dest.fetch(input, init);
+        const request = new Request(input, init);
+        seen.push({ received: request.headers.get("idempotency-key"), storedDuringCall: await storedKey(executionId) });
+        return h.dest.fetch(request);
       },
     });
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));

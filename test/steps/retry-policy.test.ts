@@ -1,6 +1,15 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { RetryPolicy } from "../../src/definitions/schema";
-import { backoffDelayMs, delaySeconds, MAX_DELAY_MS, parseRetryAfter, retryDelayMs } from "../../src/steps/retry-policy";
+import {
+  backoffDelayMs,
+  delaySeconds,
+  inProgressWaitMs,
+  MAX_DELAY_MS,
+  MAX_RETRY_AFTER_MS,
+  parseRetryAfter,
+  planRetry,
+  retryAfterCeilingMs,
+} from "../../src/steps/retry-policy";
 
 const exponential = RetryPolicy.parse({ maxAttempts: 10, backoff: "exponential", initialDelayMs: 1_000, maxDelayMs: 60_000 });
 const fixed = RetryPolicy.parse({ maxAttempts: 10, backoff: "fixed", initialDelayMs: 750, maxDelayMs: 60_000 });
@@ -67,16 +76,35 @@ describe("fixed backoff", () => {
 });
 
 describe("Retry-After", () => {
-  it("is a floor: a Retry-After longer than the backoff wins, a shorter one leaves the backoff", () => {
-    expect(retryDelayMs(exponential, 1, always(0.5), 120_000)).toBe(120_000);
-    expect(retryDelayMs(exponential, 4, always(0.5), 1_000)).toBe(4_000);
-    expect(retryDelayMs(exponential, 4, always(0.5))).toBe(4_000);
-    expect(retryDelayMs(fixed, 1, always(0.5), 0)).toBe(750);
+  const patient = RetryPolicy.parse({ maxAttempts: 10, backoff: "exponential", initialDelayMs: 1_000, maxDelayMs: 600_000 });
+
+  it("is a floor up to the ceiling: a Retry-After longer than the backoff wins, a shorter one leaves the backoff", () => {
+    expect(planRetry(patient, 1, always(0.5), 120_000)).toEqual({ delayMs: 120_000 });
+    expect(planRetry(patient, 4, always(0.5), 1_000)).toEqual({ delayMs: 4_000 });
+    expect(planRetry(patient, 4, always(0.5))).toEqual({ delayMs: 4_000 });
+    expect(planRetry(fixed, 1, always(0.5), 0)).toEqual({ delayMs: 750 });
+    // Exactly at the ceiling is still a wait, not a refusal.
+    expect(planRetry(patient, 1, always(0.5), 600_000)).toEqual({ delayMs: 600_000 });
   });
 
-  it("is not capped by maxDelayMs nor by the queue's 12-hour delay limit (the step's available_at keeps the full delay)", () => {
-    const day = 24 * 3_600_000;
-    expect(retryDelayMs(exponential, 1, always(0.5), day)).toBe(day);
+  it("refuses a demand above the ceiling (maxDelayMs within 24 h), naming both numbers, instead of parking the step", () => {
+    const plan = planRetry(exponential, 1, always(0.5), 60_001);
+    expect(plan).toHaveProperty("refused");
+    const refused = (plan as { refused: string }).refused;
+    expect(refused).toContain("60001 ms");
+    expect(refused).toContain("60000 ms");
+    // The global maximum bounds even a vertex that allows more.
+    const lax = { ...patient, maxDelayMs: Number.MAX_SAFE_INTEGER };
+    expect(retryAfterCeilingMs(lax)).toBe(MAX_RETRY_AFTER_MS);
+    expect(planRetry(lax, 1, always(0.5), MAX_RETRY_AFTER_MS)).toEqual({ delayMs: MAX_RETRY_AFTER_MS });
+    expect(planRetry(lax, 1, always(0.5), MAX_RETRY_AFTER_MS + 1000)).toHaveProperty("refused");
+  });
+
+  it("while the destination says in progress, a longer demand waits at the ceiling and the last ask falls at the end of the budget", () => {
+    expect(inProgressWaitMs(exponential, 10 * 365 * 24 * 3_600_000, 3_600_000)).toBe(60_000);
+    expect(inProgressWaitMs(exponential, 30_000, 5_000)).toBe(5_000);
+    expect(inProgressWaitMs(exponential, undefined, 3_600_000)).toBe(1_000);
+    expect(inProgressWaitMs(exponential, 0, 3_600_000)).toBe(1_000);
   });
 
   it("parses delay-seconds and HTTP dates; a date in the past means now; anything else is ignored", () => {

@@ -85,8 +85,8 @@ describe("a network error that quotes a secret", () => {
     for (const level of ["warn", "error"] as const) vi.spyOn(console, level).mockImplementation((...args) => void logged.push(args));
     const h = harness({
       // A network layer that echoes the request it failed to send, Authorization header included.
-      fetch: async (_input, init) => {
-        throw new TypeError(`connection reset while sending authorization=${new Headers(init?.headers).get("authorization")} (${canary})`);
+      fetch: async (input, init) => {
+        throw new TypeError(`connection reset while sending authorization=${new Request(input, init).headers.get("authorization")} (${canary})`);
       },
     });
     const wf = await seedWorkflow(
