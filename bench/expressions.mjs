@@ -30,9 +30,17 @@ import { fmt, machine, markdownTable } from "./lib/report.mjs";
 const ROUNDS = Number(process.env.ROUNDS ?? 9);
 const ROUND_MS = Number(process.env.ROUND_MS ?? 60);
 
-const items = Array.from({ length: 50 }, (_, i) => ({ sku: `SKU-${i}`, qty: (i % 4) + 1, price: 5 + (i % 7) * 2.5, tags: i % 3 === 0 ? ["gift"] : [] }));
+const items = Array.from({ length: 50 }, (_, i) => ({
+  sku: `SKU-${i}`,
+  qty: (i % 4) + 1,
+  price: 5 + (i % 7) * 2.5,
+  tags: i % 3 === 0 ? ["gift"] : [],
+}));
 const context = {
-  payload: { order: { id: "A-1001", total: 1234.5, currency: "EUR", email: "ada@example.com", items }, customer: { name: "Ada Lovelace", tier: "gold" } },
+  payload: {
+    order: { id: "A-1001", total: 1234.5, currency: "EUR", email: "ada@example.com", items },
+    customer: { name: "Ada Lovelace", tier: "gold" },
+  },
   steps: { charge: { status: 201, body: { id: "ch_123", amount: 1234.5 } } },
   execution: { id: "ex-1", workflowId: "order-fulfilment", trigger: "webhook" },
 };
@@ -129,7 +137,9 @@ async function main() {
     console.log(JSON.stringify(await measureOne(Number(process.argv[only + 1]))));
     return;
   }
-  const loadBefore = loadavg().map((n) => n.toFixed(2)).join(" ");
+  const loadBefore = loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ");
   const script = fileURLToPath(import.meta.url);
   const results = [];
   for (let i = 0; i < EXPRESSIONS.length; i++) {
@@ -138,7 +148,9 @@ async function main() {
     process.stderr.write(".");
   }
   process.stderr.write("\n");
-  const loadAfter = loadavg().map((n) => n.toFixed(2)).join(" ");
+  const loadAfter = loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ");
   const m = machine();
   const rows = results.map((r) => [
     r.name,
@@ -154,9 +166,13 @@ async function main() {
     return `${fmt.ratio(median(values))}× (min ${fmt.ratio(Math.min(...values))}, max ${fmt.ratio(Math.max(...values))})`;
   };
   console.log(`# Expression evaluation: idemflow evaluate() vs plain jsonata (${new Date().toISOString().slice(0, 10)})\n`);
-  console.log(`${m.cpus} × ${m.cpuModel}, node ${m.node}; ${ROUNDS} alternating rounds of ~${ROUND_MS} ms CPU per side and expression, one process per expression.`);
+  console.log(
+    `${m.cpus} × ${m.cpuModel}, node ${m.node}; ${ROUNDS} alternating rounds of ~${ROUND_MS} ms CPU per side and expression, one process per expression.`,
+  );
   console.log(`Load average (1 5 15 min) before: ${loadBefore}; after: ${loadAfter}.\n`);
-  console.log(markdownTable(["expression", "source", "plain µs", "plain + options µs", "idemflow µs", "÷ plain", "÷ plain + options"], rows));
+  console.log(
+    markdownTable(["expression", "source", "plain µs", "plain + options µs", "idemflow µs", "÷ plain", "÷ plain + options"], rows),
+  );
   console.log(`\n**Median ratio vs plain jsonata: ${headline("plain")}**; vs jsonata with the engine's options: ${headline("options")}`);
 }
 

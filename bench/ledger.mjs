@@ -22,8 +22,18 @@ export async function benchLedger({ baseUrl, durationMs, concurrencies = [1, 16,
 
   const results = [];
   for (const concurrency of concurrencies) {
-    const unguarded = await runLoad({ concurrency, durationMs, request: (i) => post(unguardedUrl, `u-${run}-${concurrency}-${i}`), check: created });
-    const fresh = await runLoad({ concurrency, durationMs, request: (i) => post(guardedUrl, `f-${run}-${concurrency}-${i}`), check: executed });
+    const unguarded = await runLoad({
+      concurrency,
+      durationMs,
+      request: (i) => post(unguardedUrl, `u-${run}-${concurrency}-${i}`),
+      check: created,
+    });
+    const fresh = await runLoad({
+      concurrency,
+      durationMs,
+      request: (i) => post(guardedUrl, `f-${run}-${concurrency}-${i}`),
+      check: executed,
+    });
     const pool = Array.from({ length: REPLAY_POOL }, (_, j) => `r-${run}-${concurrency}-${j}`);
     await Promise.all(pool.map((key) => fetch(post(guardedUrl, key).url, post(guardedUrl, key).init).then((r) => r.arrayBuffer())));
     const replay = await runLoad({ concurrency, durationMs, request: (i) => post(guardedUrl, pool[i % REPLAY_POOL]), check: replayed });

@@ -9,7 +9,7 @@ import { machine } from "./lib/report.mjs";
 import { startWranglerDev } from "./lib/wrangler.mjs";
 
 const BENCHES = {
-  ledger: { title: "Ledger middleware", run: benchLedger, format: formatLedger },
+  ledger: { title: "Idempotency-Key middleware", run: benchLedger, format: formatLedger },
   triggers: { title: "Triggers (ingress dedupe)", run: benchTriggers, format: formatTriggers },
 };
 
@@ -20,7 +20,9 @@ const selected = names.length > 0 ? names : Object.keys(BENCHES);
 for (const name of selected) if (!BENCHES[name]) throw new Error(`unknown bench "${name}"; known: ${Object.keys(BENCHES).join(", ")}`);
 
 const info = machine();
-console.log(`machine: ${info.cpus} × ${info.cpuModel}, ${info.memoryGiB} GiB, ${info.platform}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`);
+console.log(
+  `machine: ${info.cpus} × ${info.cpuModel}, ${info.memoryGiB} GiB, ${info.platform}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`,
+);
 // BENCH_ROUTES switches on bench-only baseline routes (e.g. the plain-INSERT trigger baseline).
 const server = await startWranglerDev({ vars: { BENCH_ROUTES: "on" } });
 console.log(`wrangler dev on ${server.baseUrl} (log: ${server.logPath}); ${durationMs} ms per measurement`);

@@ -81,7 +81,12 @@ const definition = (id, demoPort) => ({
 });
 
 async function api(baseUrl, method, path, body) {
-  const res = await fetch(`${baseUrl}${path}`, { method, headers: HEADERS, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+  const res = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: HEADERS,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(30_000),
+  });
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 500)}`);
   return JSON.parse(text);
@@ -130,7 +135,10 @@ async function round({ engine, demo, concurrency }) {
     concurrency,
     durationMs: CAP_MS,
     maxRequests: N,
-    request: (i) => ({ url: triggerUrl, init: { method: "POST", headers: HEADERS, body: JSON.stringify({ order: { id: orderId(i), total: 1 + (i % 50) } }) } }),
+    request: (i) => ({
+      url: triggerUrl,
+      init: { method: "POST", headers: HEADERS, body: JSON.stringify({ order: { id: orderId(i), total: 1 + (i % 50) } }) },
+    }),
     check: (r) => r.status === 202,
   });
   const triggeredAt = Date.now();
@@ -188,7 +196,9 @@ async function round({ engine, demo, concurrency }) {
  */
 async function diagnoseStall(engine, workflowId) {
   const running = await listAll(engine.baseUrl, workflowId, "RUNNING");
-  const traces = (await pool(running.slice(0, 300), 8, Date.now() + 20_000, (e) => api(engine.baseUrl, "GET", `/v1/executions/${e.executionId}`))).filter(Boolean);
+  const traces = (
+    await pool(running.slice(0, 300), 8, Date.now() + 20_000, (e) => api(engine.baseUrl, "GET", `/v1/executions/${e.executionId}`))
+  ).filter(Boolean);
   const now = Date.now();
   const states = {};
   const executing = [];
@@ -222,7 +232,9 @@ async function serialRound({ engine, demo, count }) {
   const startedAt = Date.now();
   const traces = [];
   for (let i = 0; i < count && Date.now() < startedAt + CAP_MS; i++) {
-    const { executionId } = await api(engine.baseUrl, "POST", `/v1/workflows/${workflowId}/trigger`, { order: { id: `o-${RUN}-serial-${i}`, total: 1 } });
+    const { executionId } = await api(engine.baseUrl, "POST", `/v1/workflows/${workflowId}/trigger`, {
+      order: { id: `o-${RUN}-serial-${i}`, total: 1 },
+    });
     const deadline = Date.now() + 15_000;
     let trace;
     while (Date.now() < deadline) {
@@ -268,13 +280,23 @@ async function checkTraces(engine, ids, deadline) {
   );
   const stepMs = { charge: [], done: [] };
   for (const t of seen) {
-    for (const s of t.steps) if (stepMs[s.vertexId] && s.createdAt && s.finishedAt) stepMs[s.vertexId].push(Date.parse(s.finishedAt) - Date.parse(s.createdAt));
+    for (const s of t.steps)
+      if (stepMs[s.vertexId] && s.createdAt && s.finishedAt) stepMs[s.vertexId].push(Date.parse(s.finishedAt) - Date.parse(s.createdAt));
   }
   for (const list of Object.values(stepMs)) list.sort((a, b) => a - b);
   return {
     checked: seen.length,
     offHappyPath: offPath.length,
-    offSample: offPath.slice(0, 2).map((t) => ({ id: t.executionId, steps: t.steps.map((s) => ({ v: s.vertexId, state: s.state, attempt: s.attempt, epoch: s.epoch, events: s.events.map((e) => e.type) })) })),
+    offSample: offPath.slice(0, 2).map((t) => ({
+      id: t.executionId,
+      steps: t.steps.map((s) => ({
+        v: s.vertexId,
+        state: s.state,
+        attempt: s.attempt,
+        epoch: s.epoch,
+        events: s.events.map((e) => e.type),
+      })),
+    })),
     // A step's row is created when it is dispatched: created → finished is queue wait + run.
     chargeP50: percentile(stepMs.charge, 0.5),
     doneP50: percentile(stepMs.done, 0.5),
@@ -305,7 +327,8 @@ async function countStatements(demoPort) {
   const calls = [];
   const statement = (sql) => {
     const s = { sql, bind: () => s };
-    for (const method of ["first", "run", "all", "raw"]) s[method] = async () => (calls.push([sql]), method === "first" ? null : { results: [] });
+    for (const method of ["first", "run", "all", "raw"])
+      s[method] = async () => (calls.push([sql]), method === "first" ? null : { results: [] });
     return s;
   };
   const db = { prepare: statement, batch: async (list) => (calls.push(list.map((s) => s.sql)), list.map(() => ({ results: [] }))) };
@@ -337,12 +360,24 @@ async function countStatements(demoPort) {
   const plan = { steps: [{ vertexId: "charge", state: "DISPATCHED" }], entryNext: ["charge"] };
   const start = m.startExecutionStatements(
     db,
-    { workspace: "dev", workflowId: "count", version: "v", entryVertexId: "received", triggerKind: "webhook", identityKind: "fields", payloadJson: "{}", requireLatestVersion: true },
+    {
+      workspace: "dev",
+      workflowId: "count",
+      version: "v",
+      entryVertexId: "received",
+      triggerKind: "webhook",
+      identityKind: "fields",
+      payloadJson: "{}",
+      requireLatestVersion: true,
+    },
     { mode: "claim", identity: "i", claimToken: "t", takeoverExecutionId: "x", expiresAt: 1, plans: { first: plan, takeover: plan } },
     0,
   ).length;
 
-  const gateway = { roundTrips: claim.roundTrips + persist.roundTrips + 1, statements: claim.statements + persist.statements + gatewaySettle };
+  const gateway = {
+    roundTrips: claim.roundTrips + persist.roundTrips + 1,
+    statements: claim.statements + persist.statements + gatewaySettle,
+  };
   const transform = { roundTrips: claim.roundTrips + 1, statements: claim.statements + transformSettle };
   return {
     claimBatch: claim.statements,
@@ -352,7 +387,10 @@ async function countStatements(demoPort) {
     gateway,
     transform,
     ingressStart: start,
-    perExecution: { roundTrips: 1 + gateway.roundTrips + transform.roundTrips, statements: start + gateway.statements + transform.statements },
+    perExecution: {
+      roundTrips: 1 + gateway.roundTrips + transform.roundTrips,
+      statements: start + gateway.statements + transform.statements,
+    },
   };
 }
 
@@ -374,7 +412,17 @@ function format(rounds, counts) {
     `${counts.gateway.statements} / ${counts.transform.statements} (≈${perStep.toFixed(1)})`,
   ]);
   return markdownTable(
-    ["trigger concurrency", "completed", "triggers/s", "executions/s", "steps/s", "execution p50 ms", "execution p99 ms", "span s (engine / wall)", "D1 statements per step: Gateway / Transform (mean)"],
+    [
+      "trigger concurrency",
+      "completed",
+      "triggers/s",
+      "executions/s",
+      "steps/s",
+      "execution p50 ms",
+      "execution p99 ms",
+      "span s (engine / wall)",
+      "D1 statements per step: Gateway / Transform (mean)",
+    ],
     rows,
   );
 }
@@ -402,7 +450,13 @@ async function main() {
     const demoPersist = join(dir, "demo-state");
     await Promise.all([
       applyMigrations({ database: "idemflow", config: join(ROOT, "wrangler.toml"), persistTo: enginePersist, log: setupLog, cwd: ROOT }),
-      applyMigrations({ database: "idemflow-demo", config: join(ROOT, "demo", "wrangler.toml"), persistTo: demoPersist, log: setupLog, cwd: ROOT }),
+      applyMigrations({
+        database: "idemflow-demo",
+        config: join(ROOT, "demo", "wrangler.toml"),
+        persistTo: demoPersist,
+        log: setupLog,
+        cwd: ROOT,
+      }),
     ]);
     // Secrets for the engine from a temporary env file: with --env-file, wrangler dev does not
     // read the .dev.vars next to wrangler.toml. Dummy values; the demo accepts any bearer.
@@ -412,7 +466,14 @@ async function main() {
     await writeFile(demoEnv, "");
 
     const common = { logLevel: LOG_LEVEL, cwd: ROOT };
-    const demo = await startDev({ ...common, name: "demo", config: join(ROOT, "demo", "wrangler.toml"), persistTo: demoPersist, envFile: demoEnv, logPath: join(dir, "demo.log") });
+    const demo = await startDev({
+      ...common,
+      name: "demo",
+      config: join(ROOT, "demo", "wrangler.toml"),
+      persistTo: demoPersist,
+      envFile: demoEnv,
+      logPath: join(dir, "demo.log"),
+    });
     servers.push(demo);
     const engine = await startDev({
       name: "engine",
@@ -426,14 +487,20 @@ async function main() {
     servers.push(engine);
     const bootStarted = Date.now();
     await Promise.all([waitHealthy(demo, 120_000), waitHealthy(engine, 120_000)]);
-    log(`engine ${engine.baseUrl}, demo ${demo.baseUrl}; healthy after ${((Date.now() - bootStarted) / 1000).toFixed(1)} s; logs in ${dir}`);
+    log(
+      `engine ${engine.baseUrl}, demo ${demo.baseUrl}; healthy after ${((Date.now() - bootStarted) / 1000).toFixed(1)} s; logs in ${dir}`,
+    );
 
     const counts = await countStatements(demo.port);
 
     // Warm-up: a few executions end to end (isolates, workflow cache, the queue consumer).
     const warmId = `bench-steps-${RUN}-warm`;
     await api(engine.baseUrl, "PUT", `/v1/workflows/${warmId}`, definition(warmId, demo.port));
-    await Promise.all(Array.from({ length: 4 }, (_, i) => api(engine.baseUrl, "POST", `/v1/workflows/${warmId}/trigger`, { order: { id: `warm-${RUN}-${i}`, total: 1 } })));
+    await Promise.all(
+      Array.from({ length: 4 }, (_, i) =>
+        api(engine.baseUrl, "POST", `/v1/workflows/${warmId}/trigger`, { order: { id: `warm-${RUN}-${i}`, total: 1 } }),
+      ),
+    );
     const warmDeadline = Date.now() + 30_000;
     let warm = [];
     while (Date.now() < warmDeadline) {
@@ -443,7 +510,9 @@ async function main() {
     }
     if (warm.length < 4) {
       const failed = await listAll(engine.baseUrl, warmId, "FAILED");
-      const detail = failed[0] ? JSON.stringify(await api(engine.baseUrl, "GET", `/v1/executions/${failed[0].executionId}`)).slice(0, 1500) : "none failed; still running";
+      const detail = failed[0]
+        ? JSON.stringify(await api(engine.baseUrl, "GET", `/v1/executions/${failed[0].executionId}`)).slice(0, 1500)
+        : "none failed; still running";
       throw new Error(`warm-up executions did not complete (${warm.length}/4): ${detail}`);
     }
 
@@ -455,7 +524,9 @@ async function main() {
     for (const concurrency of CONCURRENCIES) {
       log(`round: ${N} triggers at concurrency ${concurrency}`);
       const r = await round({ engine, demo, concurrency });
-      log(`  ${r.completed} completed, ${r.failed} failed, ${r.stillRunning ? "SOME STILL RUNNING at the cap" : "none running"}; ${fmt.ratio(r.executionsPerSecond)} executions/s`);
+      log(
+        `  ${r.completed} completed, ${r.failed} failed, ${r.stillRunning ? "SOME STILL RUNNING at the cap" : "none running"}; ${fmt.ratio(r.executionsPerSecond)} executions/s`,
+      );
       rounds.push(r);
     }
 
@@ -480,7 +551,9 @@ async function main() {
     for (const r of rounds) {
       console.log(
         `c=${r.concurrency}: ` +
-          (r.triggerStatuses ? `triggers ${JSON.stringify(r.triggerStatuses)} (p50 ${fmt.ms(r.triggerP50)} ms, p99 ${fmt.ms(r.triggerP99)} ms, errors ${r.triggerErrors}); ` : "") +
+          (r.triggerStatuses
+            ? `triggers ${JSON.stringify(r.triggerStatuses)} (p50 ${fmt.ms(r.triggerP50)} ms, p99 ${fmt.ms(r.triggerP99)} ms, errors ${r.triggerErrors}); `
+            : "") +
           `traces checked ${r.traces.checked}, off the happy path ${r.traces.offHappyPath}; step created→finished p50: charge ${fmt.ms(r.traces.chargeP50)} ms, done ${fmt.ms(r.traces.doneP50)} ms; ` +
           `destination charges ${r.charges} for ${r.distinctChargeOrders} distinct orders` +
           (r.traces.offHappyPath ? `\n  off-path sample: ${JSON.stringify(r.traces.offSample)}` : "") +
@@ -490,14 +563,34 @@ async function main() {
     // What the engine logged off the happy path (re-sends, crashes, fenced-out writes, failures).
     await Promise.all(servers.map((s) => s.stop()));
     const engineLog = await readFile(engine.logPath, "utf8").catch(() => "");
-    const notable = engineLog.split("\n").filter((l) => /reaper re-dispatched|crashed|fenced out|step failed|send failed|poison|dead-lettered/.test(l));
-    console.log(`engine log: ${notable.length} notable line(s)${notable.length ? `, e.g. ${notable.slice(0, 3).join(" | ").slice(0, 600)}` : ""}`);
+    const notable = engineLog
+      .split("\n")
+      .filter((l) => /reaper re-dispatched|crashed|fenced out|step failed|send failed|poison|dead-lettered/.test(l));
+    console.log(
+      `engine log: ${notable.length} notable line(s)${notable.length ? `, e.g. ${notable.slice(0, 3).join(" | ").slice(0, 600)}` : ""}`,
+    );
     const after = machine().loadAverage1m;
     console.log(`load average: ${info.loadAverage1m} before, ${after} after`);
 
     await mkdir(join(ROOT, "bench", "results"), { recursive: true });
     const file = join(ROOT, "bench", "results", "steps-latest.json");
-    await writeFile(file, JSON.stringify({ machine: info, loadAverageAfter1m: after, notableEngineLogLines: notable.length, at: new Date().toISOString(), n: N, capMs: CAP_MS, counts, rounds: rounds.map(({ executionIds, ...r }) => r) }, null, 2));
+    await writeFile(
+      file,
+      JSON.stringify(
+        {
+          machine: info,
+          loadAverageAfter1m: after,
+          notableEngineLogLines: notable.length,
+          at: new Date().toISOString(),
+          n: N,
+          capMs: CAP_MS,
+          counts,
+          rounds: rounds.map(({ executionIds: _ids, ...r }) => r),
+        },
+        null,
+        2,
+      ),
+    );
     console.log(`raw figures: ${file}`);
     const bad = rounds.some((r) => r.completed !== r.n || r.traces.offHappyPath > 0 || r.charges !== r.completed);
     if (bad) {

@@ -23,7 +23,11 @@ const post = (url, body) => ({ url, init: { method: "POST", headers: HEADERS, bo
 export async function benchTriggers({ baseUrl, durationMs, concurrencies = [16, 64], duplicateRates = [0, 0.5, 0.95] }) {
   const run = Date.now().toString(36);
   const workflowId = `bench-triggers-${run}`;
-  const put = await fetch(`${baseUrl}/v1/workflows/${workflowId}`, { method: "PUT", headers: HEADERS, body: JSON.stringify(definition(workflowId)) });
+  const put = await fetch(`${baseUrl}/v1/workflows/${workflowId}`, {
+    method: "PUT",
+    headers: HEADERS,
+    body: JSON.stringify(definition(workflowId)),
+  });
   if (!put.ok) throw new Error(`could not save the bench workflow: ${put.status} ${await put.text()}`);
   const triggerUrl = `${baseUrl}/v1/workflows/${workflowId}/trigger`;
   const baselineUrl = `${baseUrl}/v1/workflows/${workflowId}/trigger-baseline`;
@@ -31,11 +35,21 @@ export async function benchTriggers({ baseUrl, durationMs, concurrencies = [16, 
   if (probe.status !== 202) throw new Error(`baseline route unavailable (${probe.status}); is BENCH_ROUTES=on passed to wrangler dev?`);
 
   // Warm the isolate (and its workflow cache), the connection pool and D1.
-  await runLoad({ concurrency: 4, durationMs: 1_000, request: (i) => post(triggerUrl, { order: { id: `warm-${i}` } }), check: (r) => r.status === 202 });
+  await runLoad({
+    concurrency: 4,
+    durationMs: 1_000,
+    request: (i) => post(triggerUrl, { order: { id: `warm-${i}` } }),
+    check: (r) => r.status === 202,
+  });
 
   const results = [];
   for (const concurrency of concurrencies) {
-    const baseline = await runLoad({ concurrency, durationMs, request: (i) => post(baselineUrl, { order: { id: `b-${concurrency}-${i}` } }), check: (r) => r.status === 202 });
+    const baseline = await runLoad({
+      concurrency,
+      durationMs,
+      request: (i) => post(baselineUrl, { order: { id: `b-${concurrency}-${i}` } }),
+      check: (r) => r.status === 202,
+    });
     const rows = [];
     for (const rate of duplicateRates) {
       const tag = `${concurrency}-${rate}`;
@@ -59,7 +73,15 @@ export async function benchTriggers({ baseUrl, durationMs, concurrencies = [16, 
 export function formatTriggers(results) {
   const rows = [];
   for (const { concurrency, baseline, triggers } of results) {
-    rows.push([String(concurrency), "baseline: one plain INSERT", fmt.rps(baseline.rps), fmt.ms(baseline.p50), fmt.ms(baseline.p99), String(baseline.errors), "1.00"]);
+    rows.push([
+      String(concurrency),
+      "baseline: one plain INSERT",
+      fmt.rps(baseline.rps),
+      fmt.ms(baseline.p50),
+      fmt.ms(baseline.p99),
+      String(baseline.errors),
+      "1.00",
+    ]);
     for (const t of triggers) {
       rows.push([
         String(concurrency),

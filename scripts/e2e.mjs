@@ -66,7 +66,9 @@ try {
     readFile(join(ROOT, "demo", "migrations", "0001_idempotency_keys.sql"), "utf8"),
   ]);
   if (original !== copy) {
-    throw new Error("demo/migrations/0001_idempotency_keys.sql differs from migrations/0001_idempotency_keys.sql: copy the engine's file over it");
+    throw new Error(
+      "demo/migrations/0001_idempotency_keys.sql differs from migrations/0001_idempotency_keys.sql: copy the engine's file over it",
+    );
   }
   stateDir = await mkdtemp(join(tmpdir(), "idemflow-e2e-"));
   const [enginePort, demoPort, engineInspector, demoInspector] = await freePorts(4);
@@ -89,7 +91,14 @@ try {
     },
     onOutput: echo("[engine]"),
   });
-  demo = startWorker({ name: "demo", config: DEMO_CONFIG, port: demoPort, inspectorPort: demoInspector, persistTo: stateDir, onOutput: echo("[demo]") });
+  demo = startWorker({
+    name: "demo",
+    config: DEMO_CONFIG,
+    port: demoPort,
+    inspectorPort: demoInspector,
+    persistTo: stateDir,
+    onOutput: echo("[demo]"),
+  });
   workers = [engine, demo];
   await Promise.all([waitForHealth(engine, 120_000), waitForHealth(demo, 120_000)]);
   log(`e2e: both workers healthy after ${((Date.now() - started) / 1000).toFixed(1)}s`);
@@ -143,7 +152,9 @@ async function waitForExecution(executionId, capMs = 45_000) {
     if (last.status === 200 && (last.json?.status === "COMPLETED" || last.json?.status === "FAILED")) return last.json;
     await sleep(300);
   }
-  throw new Error(`execution ${executionId} did not finish within ${capMs / 1000}s; last answer ${last?.status}: ${last?.text?.slice(0, 600)}`);
+  throw new Error(
+    `execution ${executionId} did not finish within ${capMs / 1000}s; last answer ${last?.status}: ${last?.text?.slice(0, 600)}`,
+  );
 }
 
 const stepOf = (trace, vertexId) => trace.steps?.find((s) => s.vertexId === vertexId);
@@ -223,7 +234,10 @@ await test("a lost response (fault after commit) is retried with the same key: o
 await test("legacy sync run twice (two test runs): one legacy order; the second run reads it and skips the write", async () => {
   const orderId = `LEG-${RUN}`;
   const runOnce = async () => {
-    const res = await api("POST", "/v1/workflows/legacy-sync/test-runs", { body: { order: { id: orderId, total: 7 } }, headers: { prefer: "wait=30" } });
+    const res = await api("POST", "/v1/workflows/legacy-sync/test-runs", {
+      body: { order: { id: orderId, total: 7 } },
+      headers: { prefer: "wait=30" },
+    });
     expect(res.status === 200 || res.status === 201 || res.status === 202, `test run status ${res.status}: ${res.text.slice(0, 300)}`);
     const id = res.json?.executionId;
     expect(typeof id === "string", `test run answered no executionId: ${res.text.slice(0, 300)}`);
@@ -297,7 +311,11 @@ await test("a signed webhook (v1, bound to its hook): a good signature starts on
   const sign = (timestamp, { secret = WEBHOOK_SECRET, workspace = "dev", workflow = "signed-webhook" } = {}) =>
     `v1=${createHmac("sha256", secret).update(`v1:${timestamp}:${workspace}:${workflow}:${body}`).digest("hex")}`;
   const send = (headers, workspace = "dev") =>
-    fetch(`${engine.url}/hooks/${workspace}/signed-webhook`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+    fetch(`${engine.url}/hooks/${workspace}/signed-webhook`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body,
+    });
   const ts = String(Math.floor(Date.now() / 1000));
   const good = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) });
   expectEqual(good.status, 202, `signed delivery (${await good.clone().text()})`);
@@ -315,12 +333,19 @@ await test("a signed webhook (v1, bound to its hook): a good signature starts on
   // signing secret value: the dev delivery still does not verify there, because it names dev.
   const asOther = { authorization: "Bearer other-token" };
   const definition = await readFile(join(ROOT, "workflows", "signed-webhook.json"), "utf8");
-  const saved = await api("PUT", "/v1/workflows/signed-webhook", { raw: definition, headers: { ...asOther, "content-type": "application/json" } });
+  const saved = await api("PUT", "/v1/workflows/signed-webhook", {
+    raw: definition,
+    headers: { ...asOther, "content-type": "application/json" },
+  });
   expect(saved.status === 201 || saved.status === 200, `PUT the workflow into other: ${saved.status} ${saved.text.slice(0, 300)}`);
   const put = await api("PUT", "/v1/secrets/WEBHOOK_SECRET", { body: { value: WEBHOOK_SECRET }, headers: asOther });
   expectEqual(put.status, 200, `PUT /v1/secrets/WEBHOOK_SECRET as other (${put.text.slice(0, 300)})`);
   const listed = await api("GET", "/v1/secrets", { headers: asOther });
-  expectEqual(listed.json?.items?.map((i) => i.name), ["WEBHOOK_SECRET"], "other's secret names");
+  expectEqual(
+    listed.json?.items?.map((i) => i.name),
+    ["WEBHOOK_SECRET"],
+    "other's secret names",
+  );
   expect(!listed.text.includes(WEBHOOK_SECRET), "GET /v1/secrets returned a value");
   const retargeted = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) }, "other");
   expectEqual(retargeted.status, 401, "dev's delivery replayed at /hooks/other/signed-webhook");
@@ -372,7 +397,9 @@ await test("a schedule tick (wrangler dev --test-scheduled) runs the scheduled r
   // times (09:00:05, 09:04:00) are one scheduled minute, so one execution.
   const before = (await api("GET", "/v1/executions?workflowId=scheduled-report&limit=100")).json.items.length;
   for (const time of [Date.UTC(2026, 0, 5, 9, 0, 5), Date.UTC(2026, 0, 5, 9, 4, 0)]) {
-    const replay = await fetch(`${engine.url}/cdn-cgi/local/scheduled?cron=${encodeURIComponent("0 9 * * *")}&time=${time}`, { signal: AbortSignal.timeout(20_000) });
+    const replay = await fetch(`${engine.url}/cdn-cgi/local/scheduled?cron=${encodeURIComponent("0 9 * * *")}&time=${time}`, {
+      signal: AbortSignal.timeout(20_000),
+    });
     expect(replay.status < 300, `/cdn-cgi/local/scheduled answered ${replay.status}`);
   }
   const read = await api("GET", "/v1/workflows/scheduled-report");

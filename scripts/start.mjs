@@ -41,7 +41,8 @@ PAYMENTS_KEY=sk_local_demo
 WEBHOOK_SECRET=whsec_local_demo
 `;
 /** A fresh random key per laptop: it seals the workspace secrets (PUT /v1/secrets/NAME) in the local D1. */
-const masterKeyLine = () => `# Seals workspace secrets stored in D1. Losing it makes them unreadable: PUT them again.\nSECRETS_MASTER_KEY=${randomBytes(32).toString("base64")}\n`;
+const masterKeyLine = () =>
+  `# Seals workspace secrets stored in D1. Losing it makes them unreadable: PUT them again.\nSECRETS_MASTER_KEY=${randomBytes(32).toString("base64")}\n`;
 
 const say = (line = "") => process.stdout.write(`${line}\n`);
 const fail = (message) => {
@@ -56,13 +57,17 @@ for (const [port, what] of [
   [DEMO_PORT, "demo destinations"],
 ]) {
   if (await portInUse(port)) {
-    fail(`port ${port} (for the ${what}) is already in use. Is another \`npm start\` running? Stop it (Ctrl-C in its terminal) and try again.`);
+    fail(
+      `port ${port} (for the ${what}) is already in use. Is another \`npm start\` running? Stop it (Ctrl-C in its terminal) and try again.`,
+    );
   }
 }
 
 if (!existsSync(DEV_VARS)) {
   await writeFile(DEV_VARS, DEV_VARS_CONTENT + masterKeyLine());
-  say("created .dev.vars with local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo, and a random SECRETS_MASTER_KEY");
+  say(
+    "created .dev.vars with local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo, and a random SECRETS_MASTER_KEY",
+  );
 } else if (!/^\s*SECRETS_MASTER_KEY\s*=/m.test(await readFile(DEV_VARS, "utf8"))) {
   const text = await readFile(DEV_VARS, "utf8");
   await appendFile(DEV_VARS, `${text.endsWith("\n") || text === "" ? "" : "\n"}${masterKeyLine()}`);
@@ -102,8 +107,21 @@ const prefixed = (tag) => (line) => {
 say("starting the engine on :8787 and the demo destinations on :8788 (the first start takes a while)…");
 // Explicit inspector ports: two `wrangler dev` processes would otherwise both want 9229.
 const [engineInspector, demoInspector] = await freePorts(2);
-const engine = startWorker({ name: "engine", port: ENGINE_PORT, inspectorPort: engineInspector, testScheduled: true, onOutput: prefixed("[engine]") });
-const demo = startWorker({ name: "demo", config: DEMO_CONFIG, port: DEMO_PORT, inspectorPort: demoInspector, persistTo: STATE_DIR, onOutput: prefixed("[demo]  ") });
+const engine = startWorker({
+  name: "engine",
+  port: ENGINE_PORT,
+  inspectorPort: engineInspector,
+  testScheduled: true,
+  onOutput: prefixed("[engine]"),
+});
+const demo = startWorker({
+  name: "demo",
+  config: DEMO_CONFIG,
+  port: DEMO_PORT,
+  inspectorPort: demoInspector,
+  persistTo: STATE_DIR,
+  onOutput: prefixed("[demo]  "),
+});
 workers.push(engine, demo);
 for (const worker of workers) {
   worker.exitPromise.then((how) => {

@@ -12,7 +12,10 @@ const [{ validateFiles }, { cronsFromWranglerToml }] = await Promise.all([
 
 let paths = process.argv.slice(2);
 if (paths.length === 0) {
-  paths = (await readdir("workflows")).filter((f) => f.endsWith(".json")).sort().map((f) => `workflows/${f}`);
+  paths = (await readdir("workflows"))
+    .filter((f) => f.endsWith(".json"))
+    .sort()
+    .map((f) => `workflows/${f}`);
 }
 
 const files = [];
@@ -30,9 +33,5 @@ const crons = await readFile("wrangler.toml", "utf8").then(cronsFromWranglerToml
 const report = validateFiles(files, { crons });
 for (const line of report.lines) console.log(line);
 const failed = report.errorCount + unreadable;
-console.error(
-  failed === 0
-    ? `${report.fileCount} definition(s) valid`
-    : `${failed} error(s) in ${paths.length} file(s)`,
-);
+console.error(failed === 0 ? `${report.fileCount} definition(s) valid` : `${failed} error(s) in ${paths.length} file(s)`);
 process.exit(failed === 0 ? 0 : 1);

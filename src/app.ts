@@ -24,7 +24,12 @@ app.route("/hooks", hookRoutes);
 app.route("/demo", demoRoutes);
 
 app.notFound(() =>
-  problemResponse({ status: 404, code: "route-not-found", title: "No such route", detail: "See the README's API table for the routes idemflow serves." }),
+  problemResponse({
+    status: 404,
+    code: "route-not-found",
+    title: "No such route",
+    detail: "See the README's API table for the routes idemflow serves.",
+  }),
 );
 
 app.onError((error) => {

@@ -33,17 +33,23 @@ describe("the enforcing D1 wrapper", () => {
   });
 
   it("refuses a value built and returned by SQL over 2,000,000 bytes, and a row over it", async () => {
-    await expect(env.DB.prepare("SELECT replace(hex(zeroblob(2000001)), '00', 'x') AS v").first()).rejects.toThrow(/a returned value is 2000001 bytes/);
-    await expect(env.DB.prepare("SELECT replace(hex(zeroblob(1000000)), '00', 'x') AS a, replace(hex(zeroblob(1000001)), '00', 'y') AS b").all()).rejects.toThrow(
-      /a returned row is 2000001 bytes/,
+    await expect(env.DB.prepare("SELECT replace(hex(zeroblob(2000001)), '00', 'x') AS v").first()).rejects.toThrow(
+      /a returned value is 2000001 bytes/,
     );
+    await expect(
+      env.DB.prepare("SELECT replace(hex(zeroblob(1000000)), '00', 'x') AS a, replace(hex(zeroblob(1000001)), '00', 'y') AS b").all(),
+    ).rejects.toThrow(/a returned row is 2000001 bytes/);
     const counting = countingD1(env.DB);
-    await expect(counting.db.batch([counting.db.prepare("SELECT replace(hex(zeroblob(2000001)), '00', 'x') AS v")])).rejects.toThrow(D1LimitError);
+    await expect(counting.db.batch([counting.db.prepare("SELECT replace(hex(zeroblob(2000001)), '00', 'x') AS v")])).rejects.toThrow(
+      D1LimitError,
+    );
   });
 
   it("refuses a SQL function called with more than 32 arguments (json_object counts)", () => {
     const args = (n: number) => Array.from({ length: n }, (_, i) => `'k${i}', ${i}`).join(", ");
-    expect(() => env.DB.prepare(`SELECT json_object(${args(17)})`)).toThrow(/arguments per SQL function: json_object\(…\) is called with 34 arguments/);
+    expect(() => env.DB.prepare(`SELECT json_object(${args(17)})`)).toThrow(
+      /arguments per SQL function: json_object\(…\) is called with 34 arguments/,
+    );
     expect(() => env.DB.prepare(`SELECT json_object(${args(16)})`)).not.toThrow();
     // Column lists and IN lists are not function calls; strings are not SQL.
     const columns = Array.from({ length: 40 }, (_, i) => `c${i}`).join(", ");

@@ -27,7 +27,7 @@ const realFetch = globalThis.fetch.bind(globalThis);
 globalThis.fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
   const key = idempotencyKeyOf(input, init);
   const response = await realFetch(input, init);
-  const remaining = key ? armedCrashes.get(key) ?? 0 : 0;
+  const remaining = key ? (armedCrashes.get(key) ?? 0) : 0;
   if (key && remaining > 0) {
     armedCrashes.set(key, remaining - 1);
     crashesFired++;

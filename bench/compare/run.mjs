@@ -17,7 +17,7 @@ import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from "nod
 import { cpus, loadavg, tmpdir } from "node:os";
 import { basename, join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, startWrangler, runWrangler, waitForHttp, stopAll, sleep, tail } from "./lib/processes.mjs";
+import { freePort, startWrangler, runWrangler, waitForHttp, stopAll, sleep } from "./lib/processes.mjs";
 import { runClosedLoop, percentile, shuffle } from "./lib/load.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -79,24 +79,45 @@ async function setup() {
   ]);
 
   log("starting demo, engine and Workflows twin…");
-  const common = (port, inspector, persist) => ["--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persist, "--log-level", "warn"];
+  const common = (port, inspector, persist) => [
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--inspector-port",
+    String(inspector),
+    "--persist-to",
+    persist,
+    "--log-level",
+    "warn",
+  ];
   startWrangler(["dev", "-c", demoConfig, ...common(demoPort, inspectorPorts[0], join(tmp, "demo"))], {
     cwd: ROOT,
     logFile: join(logs, "demo.log"),
   });
   startWrangler(
     [
-      "dev", "-c", engineConfig, ...common(enginePort, inspectorPorts[1], join(tmp, "engine")),
-      "--var", `OUTBOUND_ALLOWLIST:127.0.0.1:${demoPort}`,
-      "--var", `PAYMENTS_KEY:${PAYMENTS_KEY}`,
+      "dev",
+      "-c",
+      engineConfig,
+      ...common(enginePort, inspectorPorts[1], join(tmp, "engine")),
+      "--var",
+      `OUTBOUND_ALLOWLIST:127.0.0.1:${demoPort}`,
+      "--var",
+      `PAYMENTS_KEY:${PAYMENTS_KEY}`,
     ],
     { cwd: ROOT, logFile: join(logs, "engine.log") },
   );
   startWrangler(
     [
-      "dev", "-c", wfConfig, ...common(wfPort, inspectorPorts[2], join(tmp, "workflows")),
-      "--var", `PAYMENTS_URL:${demo}`,
-      "--var", `PAYMENTS_KEY:${PAYMENTS_KEY}`,
+      "dev",
+      "-c",
+      wfConfig,
+      ...common(wfPort, inspectorPorts[2], join(tmp, "workflows")),
+      "--var",
+      `PAYMENTS_URL:${demo}`,
+      "--var",
+      `PAYMENTS_KEY:${PAYMENTS_KEY}`,
     ],
     { cwd: ROOT, logFile: join(logs, "workflows.log") },
   );
@@ -117,9 +138,17 @@ async function snapshot({ tmp, logs, name, config, main }) {
   const configDir = dirname(config);
   const entry = main ?? resolve(configDir, /^main\s*=\s*"([^"]+)"/m.exec(source)[1]);
   const buildConfig = join(tmp, `${name}.build.wrangler.toml`);
-  writeFileSync(buildConfig, source.replace(/^main\s*=.*$/m, `main = ${JSON.stringify(entry)}`).replace(/^migrations_dir\s*=\s*"([^"]+)"/m, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`));
+  writeFileSync(
+    buildConfig,
+    source
+      .replace(/^main\s*=.*$/m, `main = ${JSON.stringify(entry)}`)
+      .replace(/^migrations_dir\s*=\s*"([^"]+)"/m, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`),
+  );
   const outdir = join(tmp, `${name}-build`);
-  await runWrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", buildConfig], { cwd: ROOT, logFile: join(logs, `${name}-build.log`) });
+  await runWrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", buildConfig], {
+    cwd: ROOT,
+    logFile: join(logs, `${name}-build.log`),
+  });
   const bundle = join(outdir, basename(entry).replace(/\.ts$/, ".js"));
   const devConfig = join(tmp, `${name}.wrangler.toml`);
   writeFileSync(
@@ -135,7 +164,9 @@ async function snapshot({ tmp, logs, name, config, main }) {
 /** The destination key both systems derive: `$idempotencyKey('charge', order.id)`. */
 function chargeKey(orderId) {
   // JCS of a one-string array is plain JSON for the ASCII ids used here.
-  const digest = createHash("sha256").update(JSON.stringify([orderId])).digest("base64url");
+  const digest = createHash("sha256")
+    .update(JSON.stringify([orderId]))
+    .digest("base64url");
   return `charge-${digest}`;
 }
 
@@ -205,7 +236,9 @@ function makeIdemflow(ctx) {
       if (!response.ok) return undefined;
       const trace = await response.json();
       const charge = trace.steps?.find((s) => s.vertexId === "charge");
-      log(`  idemflow ${executionId.slice(0, 12)}…: charge step ${charge?.state}, attempt ${charge?.attempt}, epoch ${charge?.epoch}, events ${JSON.stringify(charge?.events ?? []).slice(0, 300)}`);
+      log(
+        `  idemflow ${executionId.slice(0, 12)}…: charge step ${charge?.state}, attempt ${charge?.attempt}, epoch ${charge?.epoch}, events ${JSON.stringify(charge?.events ?? []).slice(0, 300)}`,
+      );
       return charge?.attempt;
     },
   };
@@ -232,9 +265,7 @@ function makeWorkflows(ctx) {
       let lastFinishedAt = 0;
       while (pending.size > 0 && Date.now() < deadline) {
         const ids = [...pending].slice(0, 100);
-        const result = await (
-          await fetch(`${ctx.wf}/instances/status`, { method: "POST", body: JSON.stringify({ ids }) })
-        ).json();
+        const result = await (await fetch(`${ctx.wf}/instances/status`, { method: "POST", body: JSON.stringify({ ids }) })).json();
         for (const id of result.complete) pending.delete(id);
         completed += result.complete.length;
         lastFinishedAt = Math.max(lastFinishedAt, result.lastCompletedAt);
@@ -298,7 +329,10 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
   const errors = load.results.filter((r) => r.status !== 200 && r.status !== 202);
   // Wait for what was actually started (a failed trigger starts nothing).
   const started = [...new Set(accepted.map((r) => r.body?.executionId).filter(Boolean))];
-  const completion = started.length > 0 ? await system.awaitCompletion(scenario, started, Date.now() + COMPLETION_TIMEOUT_MS) : { completed: 0, failed: 0, lastFinishedAt: 0 };
+  const completion =
+    started.length > 0
+      ? await system.awaitCompletion(scenario, started, Date.now() + COMPLETION_TIMEOUT_MS)
+      : { completed: 0, failed: 0, lastFinishedAt: 0 };
   const e2eSeconds = (completion.lastFinishedAt - load.startedAt) / 1000;
   const d1 = system.d1 ? await system.d1() : undefined;
   return {
@@ -314,8 +348,14 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
     errors: errors.length,
     firstError: errors[0] ? `${errors[0].status} ${JSON.stringify(errors[0].body).slice(0, 200)}` : undefined,
     triggersPerSecond: accepted.length / (load.wallMs / 1000),
-    p50: percentile(load.results.map((r) => r.ms), 50),
-    p99: percentile(load.results.map((r) => r.ms), 99),
+    p50: percentile(
+      load.results.map((r) => r.ms),
+      50,
+    ),
+    p99: percentile(
+      load.results.map((r) => r.ms),
+      99,
+    ),
     completed: completion.completed,
     failed: completion.failed,
     completedPerSecond: completion.completed > 0 && e2eSeconds > 0 ? completion.completed / e2eSeconds : 0,
@@ -329,7 +369,7 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
  * One execution at a time: the time from sending the trigger to the system's own completion
  * timestamp (idemflow: executions.finished_at; Workflows: the receipt step's Date.now()).
  */
-async function singleExecutionLatency(system, ctx) {
+async function singleExecutionLatency(system, _ctx) {
   const scenario = "latency";
   await system.prepare(scenario);
   const latencies = [];
@@ -454,7 +494,9 @@ function table(rows, correctness, latency, meta) {
   lines.push("| metric | idemflow | Workflows |");
   lines.push("| --- | ---: | ---: |");
   const single = (l) => (l ? `${fmt(l.p50)} / ${fmt(l.max)}${l.completed < l.runs ? ` (${l.completed}/${l.runs} completed)` : ""}` : "–");
-  lines.push(`| one execution at a time: trigger → completed, p50 / max ms (${LATENCY_RUNS} runs) | ${single(latency.idemflow)} | ${single(latency.Workflows)} |`);
+  lines.push(
+    `| one execution at a time: trigger → completed, p50 / max ms (${LATENCY_RUNS} runs) | ${single(latency.idemflow)} | ${single(latency.Workflows)} |`,
+  );
   const cell = (concurrency, duplicateShare, system) =>
     rows.find((r) => r.concurrency === concurrency && r.duplicateShare === duplicateShare && r.system === system);
   const both = (label, value) => {
@@ -472,7 +514,11 @@ function table(rows, correctness, latency, meta) {
         r ? `${fmt(r.completedPerSecond, 1)} (${r.completed}/${r.unique}${r.failed ? `, ${r.failed} failed` : ""})` : "–",
       );
       both(`${scenario}: D1 statements (round trips) per execution`, (r) =>
-        !r ? "–" : r.d1StatementsPerExecution === undefined ? "no D1 (instance storage)" : `${fmt(r.d1StatementsPerExecution, 1)} (${fmt(r.d1RoundTripsPerExecution, 1)})`,
+        !r
+          ? "–"
+          : r.d1StatementsPerExecution === undefined
+            ? "no D1 (instance storage)"
+            : `${fmt(r.d1StatementsPerExecution, 1)} (${fmt(r.d1RoundTripsPerExecution, 1)})`,
       );
     }
   }
@@ -503,13 +549,13 @@ async function main() {
   const ctx = await setup();
   const systems = { idemflow: makeIdemflow(ctx), Workflows: makeWorkflows(ctx) };
   const order = (i) =>
-    (i % 2 === 0 ? [systems.idemflow, systems.Workflows] : [systems.Workflows, systems.idemflow]).filter(
-      (s) => !ONLY || s.name === ONLY,
-    );
+    (i % 2 === 0 ? [systems.idemflow, systems.Workflows] : [systems.Workflows, systems.idemflow]).filter((s) => !ONLY || s.name === ONLY);
 
   log("warm-up…");
   for (const system of order(0)) {
-    await throughput(system, ctx, { concurrency: 8, duplicateShare: 0, total: 16, seed: 1 }).catch((e) => log(`warm-up ${system.name}: ${e.message}`));
+    await throughput(system, ctx, { concurrency: 8, duplicateShare: 0, total: 16, seed: 1 }).catch((e) =>
+      log(`warm-up ${system.name}: ${e.message}`),
+    );
   }
 
   log("single-execution latency…");
@@ -532,7 +578,9 @@ async function main() {
         try {
           const row = await throughput(system, ctx, { concurrency, duplicateShare, total: TRIGGERS, seed: 1000 + i });
           rows.push(row);
-          log(`  ${fmt(row.triggersPerSecond)} triggers/s, p50 ${fmt(row.p50)} ms, p99 ${fmt(row.p99)} ms, ${row.completed}/${row.unique} completed, ${fmt(row.completedPerSecond, 1)}/s${row.firstError ? `, first error: ${row.firstError}` : ""}`);
+          log(
+            `  ${fmt(row.triggersPerSecond)} triggers/s, p50 ${fmt(row.p50)} ms, p99 ${fmt(row.p99)} ms, ${row.completed}/${row.unique} completed, ${fmt(row.completedPerSecond, 1)}/s${row.firstError ? `, first error: ${row.firstError}` : ""}`,
+          );
         } catch (error) {
           log(`  ${system.name} failed: ${error.message}`);
         }
@@ -545,7 +593,11 @@ async function main() {
   const correctness = {};
   for (const system of order(0)) {
     const result = {};
-    for (const [name, run] of [["duplicates", concurrentDuplicates], ["crash", crashAfterCall], ["lost", responseLost]]) {
+    for (const [name, run] of [
+      ["duplicates", concurrentDuplicates],
+      ["crash", crashAfterCall],
+      ["lost", responseLost],
+    ]) {
       try {
         result[name] = await run(system, ctx);
       } catch (error) {
@@ -555,7 +607,9 @@ async function main() {
     correctness[system.name] = result;
   }
 
-  const d1Detail = await fetch(`${ctx.engine}/__bench/d1?detail`).then((r) => r.json()).catch(() => undefined);
+  const d1Detail = await fetch(`${ctx.engine}/__bench/d1?detail`)
+    .then((r) => r.json())
+    .catch(() => undefined);
   const meta = {
     triggers: TRIGGERS,
     date: new Date().toISOString(),

@@ -16,7 +16,10 @@ export const fmt = {
 export function machine() {
   const version = (cmd, args) => {
     try {
-      return execFileSync(cmd, args, { encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false" } }).trim().split("\n").pop();
+      return execFileSync(cmd, args, { encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false" } })
+        .trim()
+        .split("\n")
+        .pop();
     } catch {
       return "?";
     }

@@ -28,9 +28,14 @@ const configArgs = (config) => (config ? ["-c", config] : []);
 /** `wrangler d1 migrations apply <database> --local` into `persistTo`. */
 export function applyMigrations({ database = "idemflow", config, persistTo, log, cwd = process.cwd() }) {
   return new Promise((resolve, reject) => {
-    const child = wrangler(["d1", "migrations", "apply", database, "--local", ...configArgs(config), "--persist-to", persistTo], { log, cwd });
+    const child = wrangler(["d1", "migrations", "apply", database, "--local", ...configArgs(config), "--persist-to", persistTo], {
+      log,
+      cwd,
+    });
     child.on("error", reject);
-    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`migrations for ${database} exited with ${code}; see ${log.path}`))));
+    child.on("exit", (code) =>
+      code === 0 ? resolve() : reject(new Error(`migrations for ${database} exited with ${code}; see ${log.path}`)),
+    );
   });
 }
 
@@ -39,14 +44,35 @@ export function applyMigrations({ database = "idemflow", config, persistTo, log,
  * ends exactly what it started (workerd included). `envFile` replaces .dev.vars, so a bench never
  * reads the user's secrets. Returns { name, port, baseUrl, logPath, stop, exited }.
  */
-export async function startDev({ name = "wrangler", config, persistTo, envFile, vars = {}, logPath, logLevel = "warn", cwd = process.cwd() }) {
+export async function startDev({
+  name = "wrangler",
+  config,
+  persistTo,
+  envFile,
+  vars = {},
+  logPath,
+  logLevel = "warn",
+  cwd = process.cwd(),
+}) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const log = createWriteStream(logPath);
   const child = wrangler(
     [
-      "dev", ...configArgs(config), "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort),
-      "--persist-to", persistTo, ...(envFile ? ["--env-file", envFile] : []), "--show-interactive-dev-session=false", "--log-level", logLevel,
+      "dev",
+      ...configArgs(config),
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(inspectorPort),
+      "--persist-to",
+      persistTo,
+      ...(envFile ? ["--env-file", envFile] : []),
+      "--show-interactive-dev-session=false",
+      "--log-level",
+      logLevel,
       ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
     ],
     { log, cwd, detached: true },
@@ -60,12 +86,16 @@ export async function startDev({ name = "wrangler", config, persistTo, envFile, 
     if (!exited) {
       try {
         process.kill(-child.pid, "SIGTERM");
-      } catch {}
+      } catch {
+        // already gone
+      }
       await new Promise((resolve) => {
         const timer = setTimeout(() => {
           try {
             process.kill(-child.pid, "SIGKILL");
-          } catch {}
+          } catch {
+            // already gone
+          }
           resolve();
         }, 5_000);
         child.once("exit", () => {
@@ -87,7 +117,9 @@ export async function waitHealthy(server, timeoutMs = 90_000) {
     try {
       const res = await fetch(`${server.baseUrl}/health`);
       if (res.ok) return;
-    } catch {}
+    } catch {
+      // already gone
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
   throw new Error(`${server.name} did not become healthy within ${timeoutMs} ms; see ${server.logPath}`);

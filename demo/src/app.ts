@@ -2,9 +2,9 @@
  * The demo destinations as one Hono app (port 8788 under `npm start`): the pretend third parties
  * every example workflow calls. `createDemoApp()` is exported so tests can run it in-process.
  *
- *   POST /payments/charges   Idempotency-Key + Bearer key required (ledger middleware, keys scoped per API key)
+ *   POST /payments/charges   Idempotency-Key + Bearer key required (Idempotency-Key middleware, keys scoped per API key)
  *   GET  /payments/charges   { items: [...] } each with its idempotencyKey (?order=, ?idempotencyKey=)
- *   POST /shipping/labels    Idempotency-Key required (ledger middleware; anonymous, one shared scope)
+ *   POST /shipping/labels    Idempotency-Key required (Idempotency-Key middleware; anonymous, one shared scope)
  *   GET  /shipping/labels    { items: [...] }
  *   GET  /legacy/orders      ?external_id= → { items: [...] }   (no key support)
  *   POST /legacy/orders      unique external_id; a duplicate answers 409

@@ -25,7 +25,9 @@ export function afterCommitFaults(database: (env: DemoEnv) => D1Database): Middl
     if (c.res.status < 200 || c.res.status > 299) return;
     const fault = await fireFault(database(c.env), c.req.method, new URL(c.req.url).pathname);
     if (!fault) return;
-    console.log(`demo: fault #${fault.id} fired on ${c.req.method} ${fault.path} (answered ${c.res.status}, sending 502; ${fault.remaining} left)`);
+    console.log(
+      `demo: fault #${fault.id} fired on ${c.req.method} ${fault.path} (answered ${c.res.status}, sending 502; ${fault.remaining} left)`,
+    );
     // Clear first: assigning c.res over an existing response would copy its headers (location,
     // Idempotent-Replayed, …) onto the 502, which a real lost response would not carry.
     c.res = undefined;
@@ -49,14 +51,19 @@ export function faultRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> {
     const count = body.count ?? 1;
     const method = typeof body.method === "string" ? body.method.toUpperCase() : "POST";
     const errors: string[] = [];
-    if (typeof path !== "string" || !path.startsWith("/")) errors.push("`path` must be a request path such as \"/payments/charges\"");
-    if (mode !== "after-commit") errors.push("`mode` must be \"after-commit\" (the only mode)");
-    if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > 1000) errors.push("`count` must be an integer from 1 to 1000");
+    if (typeof path !== "string" || !path.startsWith("/")) errors.push('`path` must be a request path such as "/payments/charges"');
+    if (mode !== "after-commit") errors.push('`mode` must be "after-commit" (the only mode)');
+    if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > 1000)
+      errors.push("`count` must be an integer from 1 to 1000");
     if (!FAULT_METHODS.includes(method)) errors.push(`\`method\` must be one of ${FAULT_METHODS.join(", ")} (default POST)`);
     if (errors.length > 0) {
       throw new ProblemError({ status: 422, code: "demo-fault-invalid", title: "Invalid fault", detail: errors.join("; ") });
     }
-    const fault = await armFault(options.database(c.env), { method, path: path as string, mode: "after-commit", count: count as number }, options.now());
+    const fault = await armFault(
+      options.database(c.env),
+      { method, path: path as string, mode: "after-commit", count: count as number },
+      options.now(),
+    );
     return c.json({ fault }, 201);
   });
 

@@ -10,10 +10,19 @@ export async function readJsonObject(request: { text(): Promise<string> }): Prom
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw problems.malformedJson(text.length === 0 ? "The request body is empty" : `The request body does not parse as JSON (${error instanceof Error ? error.message : String(error)})`);
+    throw problems.malformedJson(
+      text.length === 0
+        ? "The request body is empty"
+        : `The request body does not parse as JSON (${error instanceof Error ? error.message : String(error)})`,
+    );
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new ProblemError({ status: 422, code: "demo-body-not-object", title: "Body must be a JSON object", detail: "Send a JSON object, e.g. {\"order\": \"A-1001\", \"amount\": 42}." });
+    throw new ProblemError({
+      status: 422,
+      code: "demo-body-not-object",
+      title: "Body must be a JSON object",
+      detail: 'Send a JSON object, e.g. {"order": "A-1001", "amount": 42}.',
+    });
   }
   return value as Record<string, unknown>;
 }

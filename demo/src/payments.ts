@@ -1,6 +1,6 @@
 /**
  * The demo payments API: `POST /payments/charges` creates a charge and REQUIRES an
- * Idempotency-Key; it is served through idemflow's own ledger middleware, exactly the way a user
+ * Idempotency-Key; it is served through idemflow's own Idempotency-Key middleware, exactly the way a user
  * would make their own Worker endpoint idempotent. `GET /payments/charges` lists every charge with
  * the key it was created under, so a duplicate charge is visible at a glance.
  */
@@ -37,7 +37,8 @@ const requireBearer: MiddlewareHandler<DemoAppEnv> = async function requireBeare
       status: 401,
       code: "demo-unauthorized",
       title: "Missing API key",
-      detail: "Send `Authorization: Bearer <key>`; any non-empty key is accepted by the demo (the example workflow sends the PAYMENTS_KEY secret).",
+      detail:
+        "Send `Authorization: Bearer <key>`; any non-empty key is accepted by the demo (the example workflow sends the PAYMENTS_KEY secret).",
     });
   }
   await next();
@@ -62,11 +63,21 @@ export function paymentRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> 
       const body = await readJsonObject(c.req);
       const amount = body.amount;
       if (amount !== undefined && (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0)) {
-        throw new ProblemError({ status: 422, code: "demo-charge-invalid", title: "Invalid charge", detail: "`amount` must be a non-negative number." });
+        throw new ProblemError({
+          status: 422,
+          code: "demo-charge-invalid",
+          title: "Invalid charge",
+          detail: "`amount` must be a non-negative number.",
+        });
       }
       const charge = await insertCharge(
         options.database(c.env),
-        { idempotencyKey: admittedKey(c.req.header("idempotency-key")), order: identifierOf(body.order), amount: amount ?? null, request: body },
+        {
+          idempotencyKey: admittedKey(c.req.header("idempotency-key")),
+          order: identifierOf(body.order),
+          amount: amount ?? null,
+          request: body,
+        },
         options.now(),
       );
       return c.json({ object: "charge", ...charge }, 201, { location: `/payments/charges/${charge.id}` });

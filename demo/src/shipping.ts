@@ -1,6 +1,6 @@
 /**
  * The demo shipping API: `POST /shipping/labels` buys a label and REQUIRES an Idempotency-Key,
- * served through the same ledger middleware as payments (its own principal, so a payments key
+ * served through the same Idempotency-Key middleware as payments (its own principal, so a payments key
  * and a shipping key never collide). `GET /shipping/labels` lists labels with their keys.
  */
 import { Hono } from "hono";

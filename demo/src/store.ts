@@ -132,7 +132,12 @@ export async function listLegacyOrders(db: D1Database, filter: { externalId?: st
     )
     .bind(filter.externalId ?? null)
     .all<{ id: string; external_id: string; request: string; created_at: number }>();
-  return results.map((r) => ({ id: r.id, externalId: r.external_id, request: JSON.parse(r.request) as unknown, createdAt: iso(r.created_at) }));
+  return results.map((r) => ({
+    id: r.id,
+    externalId: r.external_id,
+    request: JSON.parse(r.request) as unknown,
+    createdAt: iso(r.created_at),
+  }));
 }
 
 type FaultRow = { id: number; method: string; path: string; mode: "after-commit"; remaining: number; fired: number; created_at: number };

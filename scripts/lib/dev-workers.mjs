@@ -125,7 +125,9 @@ export async function waitForHealth(worker, timeoutMs = 90_000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (worker.exited()) {
-      throw new Error(`${worker.name} exited (${JSON.stringify(worker.exited())}) before it was healthy. Its output:\n${indent(worker.recentOutput())}`);
+      throw new Error(
+        `${worker.name} exited (${JSON.stringify(worker.exited())}) before it was healthy. Its output:\n${indent(worker.recentOutput())}`,
+      );
     }
     try {
       const res = await fetch(`${worker.url}/health`, { signal: AbortSignal.timeout(2000) });
@@ -135,7 +137,9 @@ export async function waitForHealth(worker, timeoutMs = 90_000) {
     }
     await sleep(250);
   }
-  throw new Error(`${worker.name} did not answer ${worker.url}/health within ${timeoutMs / 1000}s. Its output:\n${indent(worker.recentOutput())}`);
+  throw new Error(
+    `${worker.name} did not answer ${worker.url}/health within ${timeoutMs / 1000}s. Its output:\n${indent(worker.recentOutput())}`,
+  );
 }
 
 /** A TCP port that is free right now on 127.0.0.1. */
@@ -154,12 +158,14 @@ export function freePort() {
 /** `n` distinct free ports: all are held open together, so no two answers can be the same port. */
 export async function freePorts(n) {
   const servers = await Promise.all(
-    Array.from({ length: n }, () =>
-      new Promise((resolveServer, reject) => {
-        const server = createServer();
-        server.on("error", reject);
-        server.listen(0, "127.0.0.1", () => resolveServer(server));
-      }),
+    Array.from(
+      { length: n },
+      () =>
+        new Promise((resolveServer, reject) => {
+          const server = createServer();
+          server.on("error", reject);
+          server.listen(0, "127.0.0.1", () => resolveServer(server));
+        }),
     ),
   );
   const ports = servers.map((server) => server.address().port);
@@ -225,7 +231,9 @@ export function describeLoadResult(result) {
     const version = result.answer?.version ? ` version ${String(result.answer.version).slice(0, 12)}…` : "";
     return `  ✓ ${result.file} → ${result.id} (${result.status === 201 ? "saved" : "unchanged"}${version})`;
   }
-  const lines = [`  ✗ ${result.file}${result.id ? ` → ${result.id}` : ""}: ${result.status ? `HTTP ${result.status}` : ""} ${result.message ?? result.answer?.title ?? ""}`.trimEnd()];
+  const lines = [
+    `  ✗ ${result.file}${result.id ? ` → ${result.id}` : ""}: ${result.status ? `HTTP ${result.status}` : ""} ${result.message ?? result.answer?.title ?? ""}`.trimEnd(),
+  ];
   if (result.status === 404 && result.answer?.code === "route-not-found") {
     lines.push("      the engine does not serve PUT /v1/workflows/:id yet (is this build complete?)");
   }
@@ -239,9 +247,11 @@ export function describeLoadResult(result) {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function indent(text) {
-  return text
-    .split("\n")
-    .filter((line) => line.trim().length > 0)
-    .map((line) => `    ${line}`)
-    .join("\n") + "\n";
+  return (
+    text
+      .split("\n")
+      .filter((line) => line.trim().length > 0)
+      .map((line) => `    ${line}`)
+      .join("\n") + "\n"
+  );
 }

@@ -24,7 +24,9 @@ export function validateFiles(files: SourceFile[], options: { crons?: readonly s
     try {
       json = JSON.parse(file.text);
     } catch (error) {
-      lines.push(`${file.path} (root) the file is not valid JSON: ${error instanceof Error ? error.message : String(error)} [malformed-json]`);
+      lines.push(
+        `${file.path} (root) the file is not valid JSON: ${error instanceof Error ? error.message : String(error)} [malformed-json]`,
+      );
       continue;
     }
     const result = validateDefinition(json, options);

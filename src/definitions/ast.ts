@@ -15,7 +15,19 @@ export function isNode(value: unknown): value is AstNode {
 }
 
 /** Members that never hold sub-expressions (or that would be visited twice). */
-const NOT_CHILDREN = new Set(["type", "value", "position", "signature", "slot", "tuple", "ancestor", "seekingParent", "focus", "index", "label"]);
+const NOT_CHILDREN = new Set([
+  "type",
+  "value",
+  "position",
+  "signature",
+  "slot",
+  "tuple",
+  "ancestor",
+  "seekingParent",
+  "focus",
+  "index",
+  "label",
+]);
 
 /** The direct child nodes of `node`, with the member they sit in (nested arrays are flattened). */
 export function childrenOf(node: AstNode): Array<{ member: string; child: AstNode }> {

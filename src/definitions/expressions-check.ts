@@ -25,7 +25,11 @@ export function checkExpressions(document: unknown): ValidationError[] {
   const errors: ValidationError[] = [];
   for (const site of expressionSites(document)) {
     if (site.source.trim() === "") {
-      errors.push({ pointer: site.pointer, code: "expression-empty", message: "the expression after `=` is empty; write a JSONata expression, or drop the `=` for a literal" });
+      errors.push({
+        pointer: site.pointer,
+        code: "expression-empty",
+        message: "the expression after `=` is empty; write a JSONata expression, or drop the `=` for a literal",
+      });
       continue;
     }
     let ast: AstNode;
@@ -33,7 +37,11 @@ export function checkExpressions(document: unknown): ValidationError[] {
       ast = compile(site.source).ast() as unknown as AstNode;
     } catch (error) {
       const message = error instanceof ExpressionError ? error.message : String(error);
-      errors.push({ pointer: site.pointer, code: "expression-syntax", message: `the expression does not compile: ${message} (positions count from the character after \`=\`)` });
+      errors.push({
+        pointer: site.pointer,
+        code: "expression-syntax",
+        message: `the expression does not compile: ${message} (positions count from the character after \`=\`)`,
+      });
       continue;
     }
     for (const { name, count, declared } of overfullHelperPartials(ast)) {

@@ -122,7 +122,11 @@ export function lintKey(ast: AstNode): { findings: Finding[]; readsBusinessData:
     if (field === "execution") {
       const next = rest[0];
       const stable =
-        isNode(next) && next.type === "name" && typeof next.value === "string" && STABLE_EXECUTION_FIELDS.has(next.value) && !("stages" in name);
+        isNode(next) &&
+        next.type === "name" &&
+        typeof next.value === "string" &&
+        STABLE_EXECUTION_FIELDS.has(next.value) &&
+        !("stages" in name);
       if (!stable) {
         const shown = isNode(next) && next.type === "name" ? `\`execution.${String(next.value)}\`` : "`execution` (as a whole)";
         report(shown, "is different for every execution (a start-over creates a new one) or may contain its id", name, scope);

@@ -56,8 +56,14 @@ export const MAX_RESPONSE_BYTES_LIMIT = 1024 * 1024;
 const JsonValue = z.json().meta({ id: "JsonValue", description: "any JSON value; strings beginning with `=` are JSONata expressions" });
 
 const WebhookSignature = z.strictObject({
-  secret: z.string().describe("exactly `{{ secrets.NAME }}`: the workspace's secret (or a Worker secret granted to it) holding the HMAC-SHA256 key"),
-  header: z.string().regex(HEADER_NAME_PATTERN).default("x-idemflow-signature").describe("header carrying `v1=` and the hex HMAC-SHA256 of `v1:<timestamp>:<workspaceId>:<workflowId>:<raw body>`"),
+  secret: z
+    .string()
+    .describe("exactly `{{ secrets.NAME }}`: the workspace's secret (or a Worker secret granted to it) holding the HMAC-SHA256 key"),
+  header: z
+    .string()
+    .regex(HEADER_NAME_PATTERN)
+    .default("x-idemflow-signature")
+    .describe("header carrying `v1=` and the hex HMAC-SHA256 of `v1:<timestamp>:<workspaceId>:<workflowId>:<raw body>`"),
   timestampHeader: z
     .string()
     .regex(HEADER_NAME_PATTERN)
@@ -134,7 +140,9 @@ export const GatewayConfig = z.strictObject({
   clientErrorMode: z
     .enum(["fail", "complete"])
     .default("fail")
-    .describe("`complete`: a response that is neither 2xx nor retried (a 4xx, a 3xx, a 409 without conflictAsProcessed) becomes the step's output so edges can route on it; `fail` fails the step"),
+    .describe(
+      "`complete`: a response that is neither 2xx nor retried (a 4xx, a 3xx, a 409 without conflictAsProcessed) becomes the step's output so edges can route on it; `fail` fails the step",
+    ),
   conflictAsProcessed: z
     .boolean()
     .default(false)
@@ -181,10 +189,7 @@ export const Edge = z.strictObject({
 });
 
 export const WorkflowDefinition = z.strictObject({
-  $schema: z
-    .string()
-    .optional()
-    .describe("editor hint only (e.g. ../schema/workflow.schema.json); not stored and not part of the version"),
+  $schema: z.string().optional().describe("editor hint only (e.g. ../schema/workflow.schema.json); not stored and not part of the version"),
   id: z.string().regex(WORKFLOW_ID_PATTERN, "letters, digits, `_` or `-` (at most 64)"),
   description: z.string().optional(),
   vertices: z.array(Vertex).min(1),

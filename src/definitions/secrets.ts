@@ -80,13 +80,15 @@ export function checkSecrets(document: unknown): ValidationError[] {
             errors.push({
               pointer,
               code: "secret-in-idempotency-key",
-              message: "a secret cannot be part of an Idempotency-Key: the key is stored on the step and shown in traces; derive it from business data",
+              message:
+                "a secret cannot be part of an Idempotency-Key: the key is stored on the step and shown in traces; derive it from business data",
             });
           } else if (isExpression(value)) {
             errors.push({
               pointer,
               code: "secret-in-expression",
-              message: "secrets are substituted into literal header values only; remove the leading `=` and write the value as a literal such as `Bearer {{ secrets.NAME }}`",
+              message:
+                "secrets are substituted into literal header values only; remove the leading `=` and write the value as a literal such as `Bearer {{ secrets.NAME }}`",
             });
           } else {
             for (const t of templates) if (t.problem) errors.push({ pointer, ...t.problem });
@@ -103,7 +105,8 @@ export function checkSecrets(document: unknown): ValidationError[] {
           errors.push({
             pointer,
             code: "webhook-secret-not-template",
-            message: "the signing secret must be exactly `{{ secrets.NAME }}` naming a secret of the workspace; never write the secret itself into a definition",
+            message:
+              "the signing secret must be exactly `{{ secrets.NAME }}` naming a secret of the workspace; never write the secret itself into a definition",
           });
         }
       });

@@ -78,12 +78,7 @@ function toStored(row: VersionRow): StoredWorkflow {
 }
 
 /** The latest version, or a given one. `null` when it does not exist in this workspace. */
-export async function getWorkflow(
-  db: D1Database,
-  workspace: string,
-  workflowId: string,
-  version?: string,
-): Promise<StoredWorkflow | null> {
+export async function getWorkflow(db: D1Database, workspace: string, workflowId: string, version?: string): Promise<StoredWorkflow | null> {
   const row =
     version === undefined
       ? await db

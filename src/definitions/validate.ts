@@ -82,9 +82,17 @@ function fromZodIssue(issue: z.core.$ZodIssue, input: unknown): ValidationError[
     case "invalid_type":
       return [{ pointer, code: "invalid-type", message: `${issue.message.replace(/^Invalid input: /, "")}; change the value's type` }];
     case "invalid_key":
-      return [{ pointer, code: "invalid-key", message: `"${String(path[path.length - 1])}" is not allowed as a name here: ${issue.issues.map((i) => i.message).join("; ")}` }];
+      return [
+        {
+          pointer,
+          code: "invalid-key",
+          message: `"${String(path[path.length - 1])}" is not allowed as a name here: ${issue.issues.map((i) => i.message).join("; ")}`,
+        },
+      ];
     default:
-      return [{ pointer, code: `invalid-${issue.code.replace(/_/g, "-")}`.replace(/^invalid-invalid-/, "invalid-"), message: issue.message }];
+      return [
+        { pointer, code: `invalid-${issue.code.replace(/_/g, "-")}`.replace(/^invalid-invalid-/, "invalid-"), message: issue.message },
+      ];
   }
 }
 

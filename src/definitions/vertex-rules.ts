@@ -42,7 +42,11 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
     if (vertex?.type === "GATEWAY") {
       const method = asString(config.method);
       if ((method === "GET" || method === "HEAD") && config.body !== undefined) {
-        errors.push({ pointer: at("body"), code: "body-not-allowed", message: `a ${method} request cannot carry a body; remove \`body\` or use POST/PUT/PATCH` });
+        errors.push({
+          pointer: at("body"),
+          code: "body-not-allowed",
+          message: `a ${method} request cannot carry a body; remove \`body\` or use POST/PUT/PATCH`,
+        });
       }
       const url = asString(config.url);
       if (url !== undefined && !isExpression(url) && !isHttpUrl(url)) {
@@ -64,7 +68,12 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
         } else seen.set(name.toLowerCase(), name);
       }
       const retry = asRecord(config.retry);
-      if (retry && typeof retry.initialDelayMs === "number" && typeof retry.maxDelayMs === "number" && retry.maxDelayMs < retry.initialDelayMs) {
+      if (
+        retry &&
+        typeof retry.initialDelayMs === "number" &&
+        typeof retry.maxDelayMs === "number" &&
+        retry.maxDelayMs < retry.initialDelayMs
+      ) {
         errors.push({
           pointer: at("retry", "maxDelayMs"),
           code: "retry-delay-order",

@@ -92,11 +92,7 @@ export function compile(source: string, maxDepth: number = DEFAULT_LIMITS.maxDep
  * Evaluate JSONata `source` (without the leading `=`) against `context`. `overrides` replaces the
  * defaults one by one.
  */
-export async function evaluate(
-  source: string,
-  context: unknown,
-  overrides: Partial<EvaluationLimits> = DEFAULT_LIMITS,
-): Promise<unknown> {
+export async function evaluate(source: string, context: unknown, overrides: Partial<EvaluationLimits> = DEFAULT_LIMITS): Promise<unknown> {
   const limits: EvaluationLimits = overrides === DEFAULT_LIMITS ? DEFAULT_LIMITS : { ...DEFAULT_LIMITS, ...overrides };
   const expression = compile(source, limits.maxDepth);
   const budget: SizeBudget = {

@@ -26,7 +26,8 @@ export async function idempotencyKey(prefix: unknown, ...parts: unknown[]): Prom
   }
   if (parts.length === 0) throw new Error("$idempotencyKey: pass at least one business value after the prefix");
   parts.forEach((part, i) => {
-    if (part === undefined) throw new Error(`$idempotencyKey: value ${i + 1} is missing (undefined); keys must not collapse on absent data`);
+    if (part === undefined)
+      throw new Error(`$idempotencyKey: value ${i + 1} is missing (undefined); keys must not collapse on absent data`);
     assertExactNumbers("$idempotencyKey", `value ${i + 1}`, part);
   });
   return `${prefix}-${toBase64Url(await sha256(canonicalJson(parts)))}`;
@@ -42,8 +43,12 @@ function assertExactNumbers(helper: string, what: string, value: unknown): void 
   const found = findUnsafeNumber(value);
   if (!found) return;
   const at = found.pointer === "" ? "" : ` at ${found.pointer}`;
-  const why = Number.isFinite(Number(found.literal)) ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1), which a 64-bit float cannot tell from its neighbours` : "not a finite number";
-  throw new Error(`${helper}: ${what} holds the number ${found.literal}${at}, ${why}, so different values could get the same key; pass such an id as a string`);
+  const why = Number.isFinite(Number(found.literal))
+    ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1), which a 64-bit float cannot tell from its neighbours`
+    : "not a finite number";
+  throw new Error(
+    `${helper}: ${what} holds the number ${found.literal}${at}, ${why}, so different values could get the same key; pass such an id as a string`,
+  );
 }
 
 /** The functions idemflow adds to every expression (validation treats them as known). */
@@ -67,7 +72,11 @@ export const KEY_HELPERS = {
 export function registerKeyHelpers(expression: jsonata.Expression): void {
   expression.registerFunction(
     "idempotencyKey",
-    declareParameters((prefix: unknown, ...parts: unknown[]) => idempotencyKey(prefix, ...parts), "idempotencyKey", KEY_HELPERS.idempotencyKey.parameters),
+    declareParameters(
+      (prefix: unknown, ...parts: unknown[]) => idempotencyKey(prefix, ...parts),
+      "idempotencyKey",
+      KEY_HELPERS.idempotencyKey.parameters,
+    ),
     KEY_HELPERS.idempotencyKey.signature,
   );
   expression.registerFunction(

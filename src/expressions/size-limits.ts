@@ -212,10 +212,36 @@ const PRECHECKS: Record<string, (budget: SizeBudget, args: unknown[]) => void | 
 /** Built-ins that build strings or lists: each call's result is checked and charged. */
 const SHADOWED = [
   ...Object.keys(PRECHECKS),
-  "split", "substring", "substringBefore", "substringAfter", "lowercase", "uppercase", "trim",
-  "formatNumber", "formatBase", "formatInteger", "base64encode", "base64decode", "encodeUrlComponent",
-  "encodeUrl", "decodeUrlComponent", "decodeUrl", "fromMillis", "match", "append", "spread", "reverse",
-  "sort", "shuffle", "distinct", "zip", "map", "filter", "keys", "each", "lookup",
+  "split",
+  "substring",
+  "substringBefore",
+  "substringAfter",
+  "lowercase",
+  "uppercase",
+  "trim",
+  "formatNumber",
+  "formatBase",
+  "formatInteger",
+  "base64encode",
+  "base64decode",
+  "encodeUrlComponent",
+  "encodeUrl",
+  "decodeUrlComponent",
+  "decodeUrl",
+  "fromMillis",
+  "match",
+  "append",
+  "spread",
+  "reverse",
+  "sort",
+  "shuffle",
+  "distinct",
+  "zip",
+  "map",
+  "filter",
+  "keys",
+  "each",
+  "lookup",
 ];
 
 const originals = new Map<string, Promise<BuiltinDefinition>>();
@@ -242,31 +268,90 @@ export function originalBuiltin(name: string): Promise<BuiltinDefinition> {
  * (its `$string(?)` does not parse, nor does ours).
  */
 export const PARAMETERS: Record<string, string> = {
-  pad: "str, width, char", join: "strs, separator", string: "arg, prettify = false", replace: "str, pattern, replacement, limit",
-  split: "str, separator, limit", substring: "str, start, length", substringBefore: "str, chars", substringAfter: "str, chars",
-  lowercase: "str", uppercase: "str", trim: "str", formatNumber: "value, picture, options", formatBase: "value, radix",
-  formatInteger: "value, picture", base64encode: "str", base64decode: "str", encodeUrlComponent: "str", encodeUrl: "str",
-  decodeUrlComponent: "str", decodeUrl: "str", fromMillis: "millis, picture, timezone", match: "str, regex, limit",
-  append: "arg1, arg2", spread: "arg", reverse: "arr", sort: "arr, comparator", shuffle: "arr", distinct: "arr", zip: "",
-  map: "arr, func", filter: "arr, func", keys: "arg", each: "obj, func", lookup: "input, key",
+  pad: "str, width, char",
+  join: "strs, separator",
+  string: "arg, prettify = false",
+  replace: "str, pattern, replacement, limit",
+  split: "str, separator, limit",
+  substring: "str, start, length",
+  substringBefore: "str, chars",
+  substringAfter: "str, chars",
+  lowercase: "str",
+  uppercase: "str",
+  trim: "str",
+  formatNumber: "value, picture, options",
+  formatBase: "value, radix",
+  formatInteger: "value, picture",
+  base64encode: "str",
+  base64decode: "str",
+  encodeUrlComponent: "str",
+  encodeUrl: "str",
+  decodeUrlComponent: "str",
+  decodeUrl: "str",
+  fromMillis: "millis, picture, timezone",
+  match: "str, regex, limit",
+  append: "arg1, arg2",
+  spread: "arg",
+  reverse: "arr",
+  sort: "arr, comparator",
+  shuffle: "arr",
+  distinct: "arr",
+  zip: "",
+  map: "arr, func",
+  filter: "arr, func",
+  keys: "arg",
+  each: "obj, func",
+  lookup: "input, key",
 };
 
 /** The JSONata signatures of the shadowed built-ins (copied from JSONata 2.x, checked by a test). */
 export const SIGNATURES: Record<string, string> = {
-  pad: "<s-ns?:s>", join: "<a<s>s?:s>", string: "<x-b?:s>", replace: "<s-(sf)(sf)n?:s>", split: "<s-(sf)n?:a<s>>",
-  substring: "<s-nn?:s>", substringBefore: "<s-s:s>", substringAfter: "<s-s:s>", lowercase: "<s-:s>",
-  uppercase: "<s-:s>", trim: "<s-:s>", formatNumber: "<n-so?:s>", formatBase: "<n-n?:s>", formatInteger: "<n-s:s>",
-  base64encode: "<s-:s>", base64decode: "<s-:s>", encodeUrlComponent: "<s-:s>", encodeUrl: "<s-:s>",
-  decodeUrlComponent: "<s-:s>", decodeUrl: "<s-:s>", fromMillis: "<n-s?s?:s>", match: "<s-f<s:o>n?:a<o>>",
-  append: "<xx:a>", spread: "<x-:a<o>>", reverse: "<a:a>", sort: "<af?:a>", shuffle: "<a:a>", distinct: "<x:x>",
-  zip: "<a+>", map: "<af>", filter: "<af>", keys: "<x-:a<s>>", each: "<o-f:a>", lookup: "<x-s:x>",
+  pad: "<s-ns?:s>",
+  join: "<a<s>s?:s>",
+  string: "<x-b?:s>",
+  replace: "<s-(sf)(sf)n?:s>",
+  split: "<s-(sf)n?:a<s>>",
+  substring: "<s-nn?:s>",
+  substringBefore: "<s-s:s>",
+  substringAfter: "<s-s:s>",
+  lowercase: "<s-:s>",
+  uppercase: "<s-:s>",
+  trim: "<s-:s>",
+  formatNumber: "<n-so?:s>",
+  formatBase: "<n-n?:s>",
+  formatInteger: "<n-s:s>",
+  base64encode: "<s-:s>",
+  base64decode: "<s-:s>",
+  encodeUrlComponent: "<s-:s>",
+  encodeUrl: "<s-:s>",
+  decodeUrlComponent: "<s-:s>",
+  decodeUrl: "<s-:s>",
+  fromMillis: "<n-s?s?:s>",
+  match: "<s-f<s:o>n?:a<o>>",
+  append: "<xx:a>",
+  spread: "<x-:a<o>>",
+  reverse: "<a:a>",
+  sort: "<af?:a>",
+  shuffle: "<a:a>",
+  distinct: "<x:x>",
+  zip: "<a+>",
+  map: "<af>",
+  filter: "<af>",
+  keys: "<x-:a<s>>",
+  each: "<o-f:a>",
+  lookup: "<x-s:x>",
 };
 
 /** Calls JSONata's implementation as JSONata would (a generator-style one yields its value). */
 function invoke(original: BuiltinDefinition, focus: unknown, args: unknown[]): unknown {
   const result = original.implementation.apply(focus, args);
   const maybeIterator = result as { next?: unknown } | null;
-  if (maybeIterator !== null && typeof maybeIterator === "object" && !Array.isArray(maybeIterator) && typeof maybeIterator.next === "function") {
+  if (
+    maybeIterator !== null &&
+    typeof maybeIterator === "object" &&
+    !Array.isArray(maybeIterator) &&
+    typeof maybeIterator.next === "function"
+  ) {
     return (maybeIterator as Iterator<unknown>).next().value;
   }
   return result;

@@ -3,7 +3,12 @@ import { sweepExpiredIdentities } from "../ledger/executions";
 import { fireSchedules, type ScheduleReport } from "./schedule";
 import { ingressDeps, type IngressDeps } from "./start";
 
-export async function ingressCron(controller: ScheduledController, env: Env, _ctx: ExecutionContext, deps: IngressDeps = ingressDeps(env)): Promise<void> {
+export async function ingressCron(
+  controller: ScheduledController,
+  env: Env,
+  _ctx: ExecutionContext,
+  deps: IngressDeps = ingressDeps(env),
+): Promise<void> {
   // Independent jobs: a failing schedule listing must not stop the sweep, nor the reverse.
   const [schedules, sweep] = await Promise.allSettled([
     fireSchedules(deps, controller.cron, controller.scheduledTime),
@@ -12,7 +17,9 @@ export async function ingressCron(controller: ScheduledController, env: Env, _ct
   if (schedules.status === "rejected") console.error(`ingress cron ${controller.cron}: schedules failed`, String(schedules.reason));
   if (sweep.status === "rejected") console.error(`ingress cron ${controller.cron}: identity sweep failed`, String(sweep.reason));
   const report: ScheduleReport =
-    schedules.status === "fulfilled" ? schedules.value : { scheduledAt: controller.scheduledTime, recorded: 0, started: [], failed: [], skipped: 0, expired: 0 };
+    schedules.status === "fulfilled"
+      ? schedules.value
+      : { scheduledAt: controller.scheduledTime, recorded: 0, started: [], failed: [], skipped: 0, expired: 0 };
   const deleted = sweep.status === "fulfilled" ? sweep.value.deleted : 0;
   if (report.started.length > 0 || report.failed.length > 0 || report.expired > 0 || deleted > 0) {
     console.log(

@@ -19,7 +19,13 @@
  */
 import type { WorkflowDefinition } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
-import { claimScheduleRuns, finishScheduleRuns, recordTick, type ClaimedScheduleRun, type ScheduleRunOutcome } from "../ledger/schedule-runs";
+import {
+  claimScheduleRuns,
+  finishScheduleRuns,
+  recordTick,
+  type ClaimedScheduleRun,
+  type ScheduleRunOutcome,
+} from "../ledger/schedule-runs";
 import { startWorkflowExecution, type IngressDeps, type StartResult } from "./start";
 import { scheduledMinute } from "./tick";
 
@@ -51,14 +57,24 @@ export interface ScheduleReport {
   expired: number;
 }
 
-export async function fireSchedules(deps: IngressDeps, cron: string, scheduledTime: number, options: ScheduleOptions = {}): Promise<ScheduleReport> {
+export async function fireSchedules(
+  deps: IngressDeps,
+  cron: string,
+  scheduledTime: number,
+  options: ScheduleOptions = {},
+): Promise<ScheduleReport> {
   const now = deps.now();
   const scheduledAt = scheduledMinute(cron, scheduledTime);
   const recorded = await recordTick(deps.db, cron, scheduledAt, now);
   // Recent relative to the tick as well as the clock, so a replayed old tick still starts.
   const reference = Math.min(now, scheduledAt);
   const since = reference - SCHEDULE_RECENT_MS;
-  const claimed = await claimScheduleRuns(deps.db, { now, since, leaseMs: CLAIM_LEASE_MS, limit: options.startsPerTick ?? SCHEDULE_STARTS_PER_TICK });
+  const claimed = await claimScheduleRuns(deps.db, {
+    now,
+    since,
+    leaseMs: CLAIM_LEASE_MS,
+    limit: options.startsPerTick ?? SCHEDULE_STARTS_PER_TICK,
+  });
 
   const report: ScheduleReport = { scheduledAt, recorded, started: [], failed: [], skipped: 0, expired: 0 };
   const outcomes: ScheduleRunOutcome[] = [];
@@ -66,7 +82,12 @@ export async function fireSchedules(deps: IngressDeps, cron: string, scheduledTi
     const chunk = claimed.slice(i, i + START_CONCURRENCY);
     outcomes.push(...(await Promise.all(chunk.map((run) => startRun(deps, run, report)))));
   }
-  const swept = await finishScheduleRuns(deps.db, outcomes, { now, since, keepAfter: reference - SCHEDULE_RUN_RETENTION_MS, limit: SWEEP_LIMIT });
+  const swept = await finishScheduleRuns(deps.db, outcomes, {
+    now,
+    since,
+    keepAfter: reference - SCHEDULE_RUN_RETENTION_MS,
+    limit: SWEEP_LIMIT,
+  });
   report.expired = swept.expired;
   return report;
 }
@@ -96,7 +117,10 @@ async function startRun(deps: IngressDeps, run: ClaimedScheduleRun, report: Sche
     return { rowid: run.rowid, status: "STARTED", executionId: result.executionId };
   } catch (reason) {
     const error = reason instanceof Error ? reason.message : String(reason);
-    console.error(`scheduled start of ${run.workspace}/${run.workflowId} for ${run.cron} at ${new Date(run.scheduledAt).toISOString()} failed (attempt ${run.attempts})`, error);
+    console.error(
+      `scheduled start of ${run.workspace}/${run.workflowId} for ${run.cron} at ${new Date(run.scheduledAt).toISOString()} failed (attempt ${run.attempts})`,
+      error,
+    );
     report.failed.push({ workspace: run.workspace, workflowId: run.workflowId, scheduledAt: run.scheduledAt, error });
     return { rowid: run.rowid, status: "FAILED", error };
   }

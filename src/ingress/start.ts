@@ -12,13 +12,7 @@ import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf } from "../definitio
 import type { StoredWorkflow } from "../definitions/store";
 import { ExpressionError } from "../expressions/evaluate";
 import { ProblemError } from "../lib/problem";
-import {
-  startExecution,
-  type ExecutionStatus,
-  type IdentityKind,
-  type StartPlan,
-  type TriggerKind,
-} from "../ledger/executions";
+import { startExecution, type ExecutionStatus, type IdentityKind, type StartPlan, type TriggerKind } from "../ledger/executions";
 import type { StepMessage } from "../steps/messages";
 import { takenSuccessors } from "../steps/graph";
 import { planReadySteps, type ExpressionContext } from "../steps/plan";
@@ -35,9 +29,7 @@ export function ingressDeps(env: Env): IngressDeps {
   return { db: env.DB, queue: env.QUEUE as Queue<StepMessage>, now: () => Date.now() };
 }
 
-export type StartIdentity =
-  | { kind: "forced" }
-  | { kind: Exclude<IdentityKind, "forced">; material: unknown; scope: IdentityScope };
+export type StartIdentity = { kind: "forced" } | { kind: Exclude<IdentityKind, "forced">; material: unknown; scope: IdentityScope };
 
 export interface StartRequest {
   workflow: StoredWorkflow;
@@ -99,7 +91,12 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   let outcome;
   if (identity.kind === "forced") {
     const executionId = randomExecutionId();
-    outcome = await startExecution(deps.db, record, { mode: "forced", executionId, plan: await planFor(workflow, executionId, triggerKind, payload) }, now);
+    outcome = await startExecution(
+      deps.db,
+      record,
+      { mode: "forced", executionId, plan: await planFor(workflow, executionId, triggerKind, payload) },
+      now,
+    );
   } else {
     const hash = await deriveIdentity({
       workspace: workflow.workspace,
@@ -119,7 +116,14 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     outcome = await startExecution(
       deps.db,
       record,
-      { mode: "claim", identity: hash, claimToken: randomClaimToken(), takeoverExecutionId, expiresAt: now + windowMs, plans: { first, takeover } },
+      {
+        mode: "claim",
+        identity: hash,
+        claimToken: randomClaimToken(),
+        takeoverExecutionId,
+        expiresAt: now + windowMs,
+        plans: { first, takeover },
+      },
       now,
     );
   }
@@ -129,12 +133,17 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
 }
 
 async function sendFirstMessages(deps: IngressDeps, executionId: string, plan: StartPlan): Promise<void> {
-  const messages = plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => ({ body: { executionId, vertexId: s.vertexId } satisfies StepMessage }));
+  const messages = plan.steps
+    .filter((s) => s.state === "DISPATCHED")
+    .map((s) => ({ body: { executionId, vertexId: s.vertexId } satisfies StepMessage }));
   if (messages.length === 0) return;
   try {
     await deps.queue.sendBatch(messages);
   } catch (error) {
     // The step rows are committed as DISPATCHED: the reaper re-sends them. Loud, not fatal.
-    console.error(`queue send failed for execution ${executionId}; the steps reaper will re-send`, error instanceof Error ? error.message : String(error));
+    console.error(
+      `queue send failed for execution ${executionId}; the steps reaper will re-send`,
+      error instanceof Error ? error.message : String(error),
+    );
   }
 }

@@ -30,7 +30,8 @@ export function forceNewExecution(invocation: Invocation, url: URL): boolean {
         status: 400,
         code: "force-new-execution-not-allowed",
         title: "forceNewExecution is not allowed on production triggers",
-        detail: "Production triggers always deduplicate. Remove `forceNewExecution`, or use `POST /v1/workflows/{workflowId}/test-runs` to start a fresh execution.",
+        detail:
+          "Production triggers always deduplicate. Remove `forceNewExecution`, or use `POST /v1/workflows/{workflowId}/test-runs` to start a fresh execution.",
       });
     }
     return false;
@@ -41,7 +42,8 @@ export function forceNewExecution(invocation: Invocation, url: URL): boolean {
     status: 400,
     code: "force-new-execution-invalid",
     title: "forceNewExecution must be true or false",
-    detail: "Pass `?forceNewExecution=false` to deduplicate this run like a production trigger (in a scope of its own: test and stream runs never deduplicate against production or each other), or leave it out.",
+    detail:
+      "Pass `?forceNewExecution=false` to deduplicate this run like a production trigger (in a scope of its own: test and stream runs never deduplicate against production or each other), or leave it out.",
   });
 }
 
@@ -57,7 +59,12 @@ export function maxPayloadBytes(workflow: StoredWorkflow): number {
 }
 
 /** Choose the identity of an invocation whose body has been read. */
-export async function chooseIdentity(workflow: StoredWorkflow, invocation: Invocation, url: URL, body: TriggerBody): Promise<StartIdentity> {
+export async function chooseIdentity(
+  workflow: StoredWorkflow,
+  invocation: Invocation,
+  url: URL,
+  body: TriggerBody,
+): Promise<StartIdentity> {
   if (forceNewExecution(invocation, url)) return { kind: "forced" };
   const { kind, material } = await identityMaterial({
     clientIdempotencyId: url.searchParams.get("clientIdempotencyId") ?? undefined,

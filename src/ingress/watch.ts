@@ -24,7 +24,13 @@ export function preferredWaitSeconds(prefer: string | null | undefined): number 
 }
 
 /** Poll the status until it is final or `waitMs` passed. Returns whether it finished. */
-export async function waitForExecution(db: D1Database, workspace: string, executionId: string, waitMs: number, pollMs = 150): Promise<boolean> {
+export async function waitForExecution(
+  db: D1Database,
+  workspace: string,
+  executionId: string,
+  waitMs: number,
+  pollMs = 150,
+): Promise<boolean> {
   const deadline = Date.now() + waitMs;
   for (;;) {
     const status = await readExecutionStatus(db, workspace, executionId);
@@ -99,7 +105,7 @@ export function streamExecution(
     await send({ event: "execution.started", data: { ...start } });
     const seen = new Map<string, StepProgress>();
     const deadline = Date.now() + maxMs;
-    let progress: Trace | null = null;
+    let progress: Trace | null;
     for (;;) {
       // The same read as GET /v1/executions/{id}: the stream shows what the trace shows.
       progress = await readTrace(db, workspace, start.executionId);
@@ -112,7 +118,10 @@ export function streamExecution(
     if (progress && progress.status !== "RUNNING") {
       await send({ event: "execution.finished", data: { executionId: start.executionId, status: progress.status } });
     } else {
-      await send({ event: "stream.timeout", data: { executionId: start.executionId, detail: "The execution is still running; follow it with GET /v1/executions/{id}." } });
+      await send({
+        event: "stream.timeout",
+        data: { executionId: start.executionId, detail: "The execution is still running; follow it with GET /v1/executions/{id}." },
+      });
     }
     await writer.close();
   };

@@ -41,7 +41,11 @@ export interface ExecutionRecord {
 
 /** The start was gated on a version that is no longer the workflow's latest; nothing was written. */
 export class WorkflowVersionChanged extends Error {
-  constructor(readonly workspace: string, readonly workflowId: string, readonly version: string) {
+  constructor(
+    readonly workspace: string,
+    readonly workflowId: string,
+    readonly version: string,
+  ) {
     super(`workflow ${workspace}/${workflowId} is no longer at version ${version}`);
     this.name = "WorkflowVersionChanged";
   }
@@ -109,7 +113,15 @@ export function startStatus(plan: StartPlan): ExecutionStatus {
  */
 export function claimIdentity(
   db: D1Database,
-  c: { identity: string; workspace: string; workflowId: string; takeoverExecutionId: string; claimToken: string; expiresAt: number; gateVersion: string | null },
+  c: {
+    identity: string;
+    workspace: string;
+    workflowId: string;
+    takeoverExecutionId: string;
+    claimToken: string;
+    expiresAt: number;
+    gateVersion: string | null;
+  },
   now: number,
 ): D1PreparedStatement {
   const expired = "execution_identities.expires_at <= ?6";
@@ -185,7 +197,14 @@ function gateVersionOf(record: ExecutionRecord): string | null {
 }
 
 /** Insert the execution row (the winner's only), RETURNING its id and status. */
-export function insertExecution(db: D1Database, source: Source, record: ExecutionRecord, identityExpr: string, status: ExecutionStatus, now: number): D1PreparedStatement {
+export function insertExecution(
+  db: D1Database,
+  source: Source,
+  record: ExecutionRecord,
+  identityExpr: string,
+  status: ExecutionStatus,
+  now: number,
+): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO executions
@@ -230,7 +249,18 @@ function insertStartStep(
        ${source.from}
        ON CONFLICT (execution_id, vertex_id) DO NOTHING`,
     )
-    .bind(step.vertexId, step.workspace, step.state, now, step.output, step.next, now, now, step.state === "DISPATCHED" ? null : now, ...source.params);
+    .bind(
+      step.vertexId,
+      step.workspace,
+      step.state,
+      now,
+      step.output,
+      step.next,
+      now,
+      now,
+      step.state === "DISPATCHED" ? null : now,
+      ...source.params,
+    );
 }
 
 function samePlan(a: StartPlan, b: StartPlan): boolean {
@@ -268,7 +298,13 @@ export function startExecutionStatements(db: D1Database, record: ExecutionRecord
       ),
       recordDuplicateDelivery(
         db,
-        { identity: start.identity, claimToken: start.claimToken, workspace: record.workspace, workflowId: record.workflowId, gateVersion: gateVersionOf(record) },
+        {
+          identity: start.identity,
+          claimToken: start.claimToken,
+          workspace: record.workspace,
+          workflowId: record.workflowId,
+          gateVersion: gateVersionOf(record),
+        },
         now,
       ),
     );
@@ -282,9 +318,29 @@ export function startExecutionStatements(db: D1Database, record: ExecutionRecord
   }
   for (const { source, plan } of variants) {
     statements.push(insertExecution(db, source, record, identityExpr, startStatus(plan), now));
-    statements.push(insertStartStep(db, source, { vertexId: record.entryVertexId, workspace: record.workspace, state: "COMPLETED", output: record.payloadJson, next: JSON.stringify(plan.entryNext) }, now));
+    statements.push(
+      insertStartStep(
+        db,
+        source,
+        {
+          vertexId: record.entryVertexId,
+          workspace: record.workspace,
+          state: "COMPLETED",
+          output: record.payloadJson,
+          next: JSON.stringify(plan.entryNext),
+        },
+        now,
+      ),
+    );
     for (const step of plan.steps) {
-      statements.push(insertStartStep(db, source, { vertexId: step.vertexId, workspace: record.workspace, state: step.state, output: null, next: null }, now));
+      statements.push(
+        insertStartStep(
+          db,
+          source,
+          { vertexId: step.vertexId, workspace: record.workspace, state: step.state, output: null, next: null },
+          now,
+        ),
+      );
     }
   }
   return statements;
@@ -309,7 +365,11 @@ export async function startExecution(db: D1Database, record: ExecutionRecord, st
   }
   const offset = start.mode === "claim" ? 2 : 0;
   const variantPlans =
-    start.mode === "forced" ? [start.plan] : samePlan(start.plans.first, start.plans.takeover) ? [start.plans.first] : [start.plans.first, start.plans.takeover];
+    start.mode === "forced"
+      ? [start.plan]
+      : samePlan(start.plans.first, start.plans.takeover)
+        ? [start.plans.first]
+        : [start.plans.first, start.plans.takeover];
   let index = offset;
   for (const plan of variantPlans) {
     const inserted = (results[index]?.results as ExecutionIdRow[] | undefined)?.[0];
@@ -359,7 +419,11 @@ export async function readExecutionStatus(db: D1Database, workspace: string, exe
  * plain INSERT of an execution row. Reached only through a route that exists when the
  * `BENCH_ROUTES` var is `on`.
  */
-export function insertExecutionPlain(db: D1Database, e: { id: string; workspace: string; workflowId: string; payloadJson: string }, now: number): Promise<D1Result> {
+export function insertExecutionPlain(
+  db: D1Database,
+  e: { id: string; workspace: string; workflowId: string; payloadJson: string },
+  now: number,
+): Promise<D1Result> {
   return db
     .prepare(
       `INSERT INTO executions (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, status, payload, created_at, updated_at, finished_at)

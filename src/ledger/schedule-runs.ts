@@ -82,8 +82,7 @@ export async function claimScheduleRuns(
 }
 
 export type ScheduleRunOutcome =
-  | { rowid: number; status: "STARTED"; executionId: string }
-  | { rowid: number; status: "FAILED" | "SKIPPED"; error: string };
+  { rowid: number; status: "STARTED"; executionId: string } | { rowid: number; status: "FAILED" | "SKIPPED"; error: string };
 
 /** Settle claimed runs: one UPDATE each, fenced on the claim (still STARTING). */
 function settleStatements(db: D1Database, outcomes: ScheduleRunOutcome[], now: number): D1PreparedStatement[] {

@@ -9,13 +9,7 @@
 import { sealedSecretsColumn } from "../secrets/store";
 
 export type StepState = "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "SKIPPED";
-export type StepEventType =
-  | "fenced_out"
-  | "attempt_failed"
-  | "lease_expired"
-  | "operator_retry"
-  | "dead_lettered"
-  | "redelivery_dropped";
+export type StepEventType = "fenced_out" | "attempt_failed" | "lease_expired" | "operator_retry" | "dead_lettered" | "redelivery_dropped";
 
 export interface StepRef {
   executionId: string;
@@ -40,8 +34,7 @@ export interface Fence extends StepRef {
 export const STEP_FENCE = "execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND state = 'EXECUTING'";
 
 /** A step a worker may claim now: dispatched and due, or executing under an expired lease. Binds ?3 = now. */
-const CLAIMABLE =
-  "((state = 'DISPATCHED' AND available_at <= ?3) OR (state = 'EXECUTING' AND lease_until <= ?3))";
+const CLAIMABLE = "((state = 'DISPATCHED' AND available_at <= ?3) OR (state = 'EXECUTING' AND lease_until <= ?3))";
 
 const fenceParams = (f: Fence) => [f.executionId, f.vertexId, f.epoch] as const;
 
@@ -228,7 +221,13 @@ export interface StepInputsBound {
  * Runs only for a claim made by this batch (EXECUTING, updated at `now`): a duplicate delivery
  * reads nothing. Binds ?1 execution id, ?2 vertex id, ?3 analysis version, ?4 max bytes, ?5 now.
  */
-export function readStepInputs(db: D1Database, ref: StepRef, now: number, maxBytes: number, analysisVersion: number | null): D1PreparedStatement {
+export function readStepInputs(
+  db: D1Database,
+  ref: StepRef,
+  now: number,
+  maxBytes: number,
+  analysisVersion: number | null,
+): D1PreparedStatement {
   return db
     .prepare(
       `WITH run AS (
@@ -303,12 +302,24 @@ export async function claimAndLoad(
 ): Promise<{ claimed: ClaimedStep | null; run: StepRunRow | null; inputs: StepInputsRow | null }> {
   const statements = [recordLeaseExpiry(db, ref, now)];
   if (dropIfWaiting !== undefined) statements.push(recordRedeliveryDropped(db, ref, now, dropIfWaiting));
-  statements.push(claimStep(db, ref, now, leaseMs), readStepRun(db, ref), readStepInputs(db, ref, now, inputs.maxBytes, inputs.analysisVersion));
+  statements.push(
+    claimStep(db, ref, now, leaseMs),
+    readStepRun(db, ref),
+    readStepInputs(db, ref, now, inputs.maxBytes, inputs.analysisVersion),
+  );
   const [claim, read, loaded] = (await db.batch(statements)).slice(-3);
-  const row = (claim?.results as Array<{ epoch: number; attempt: number; retry_base: number; lease_until: number; idempotency_key: string | null }>)[0];
+  const row = (
+    claim?.results as Array<{ epoch: number; attempt: number; retry_base: number; lease_until: number; idempotency_key: string | null }>
+  )[0];
   return {
     claimed: row
-      ? { epoch: row.epoch, attempt: row.attempt, retryBase: row.retry_base, leaseUntil: row.lease_until, idempotencyKey: row.idempotency_key }
+      ? {
+          epoch: row.epoch,
+          attempt: row.attempt,
+          retryBase: row.retry_base,
+          leaseUntil: row.lease_until,
+          idempotencyKey: row.idempotency_key,
+        }
       : null,
     run: ((read?.results ?? []) as StepRunRow[])[0] ?? null,
     inputs: ((loaded?.results ?? []) as StepInputsRow[])[0] ?? null,
@@ -374,8 +385,7 @@ function recordFencedEvent(db: D1Database, fence: Fence, now: number, type: Step
 // Settle and dispatch
 
 export type SettleOutcome =
-  | { state: "COMPLETED"; output: string; nextVertices: string[] }
-  | { state: "FAILED"; error: string; output: string | null };
+  { state: "COMPLETED"; output: string; nextVertices: string[] } | { state: "FAILED"; error: string; output: string | null };
 
 export interface DescendantPlan {
   vertexId: string;

@@ -145,7 +145,10 @@ function endOfString(text: string, start: number): number {
 
 function pointerOf(text: string, stack: Frame[]): string {
   return stack
-    .map((frame) => `/${frame.array ? String(frame.index) : escapePointerToken(JSON.parse(text.slice(frame.keyStart, frame.keyEnd)) as string)}`)
+    .map(
+      (frame) =>
+        `/${frame.array ? String(frame.index) : escapePointerToken(JSON.parse(text.slice(frame.keyStart, frame.keyEnd)) as string)}`,
+    )
     .join("");
 }
 
@@ -173,7 +176,8 @@ export function findUnsafeNumber(value: unknown): UnsafeNumber | undefined {
       for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], parent: node, token: String(i) });
     } else if (v !== null && typeof v === "object") {
       const keys = Object.keys(v);
-      for (let i = keys.length - 1; i >= 0; i--) stack.push({ value: (v as Record<string, unknown>)[keys[i]!], parent: node, token: keys[i]! });
+      for (let i = keys.length - 1; i >= 0; i--)
+        stack.push({ value: (v as Record<string, unknown>)[keys[i]!], parent: node, token: keys[i]! });
     }
   }
   return undefined;
@@ -184,5 +188,8 @@ function pointerOfNode(node: { parent: unknown; token: string }): string {
   for (let n = node as { parent: unknown; token: string } | undefined; n?.parent !== undefined; n = n.parent as typeof n) {
     tokens.push(escapePointerToken(n.token));
   }
-  return tokens.reverse().map((t) => `/${t}`).join("");
+  return tokens
+    .reverse()
+    .map((t) => `/${t}`)
+    .join("");
 }

@@ -48,7 +48,10 @@ export class MasterKeyError extends Error {
 
 /** A stored row does not open: unknown key id, or it fails authentication (altered or moved). */
 export class SecretUnreadableError extends Error {
-  constructor(readonly secretName: string, why: string) {
+  constructor(
+    readonly secretName: string,
+    why: string,
+  ) {
     super(`the workspace secret ${secretName} cannot be decrypted: ${why}`);
     this.name = "SecretUnreadableError";
   }
@@ -113,7 +116,8 @@ export async function keyringFrom(env: Record<string, unknown>): Promise<Keyring
   const previous = env.SECRETS_MASTER_KEY_PREVIOUS;
   return {
     current: await importMasterKey("SECRETS_MASTER_KEY", current),
-    previous: typeof previous === "string" && previous.trim() !== "" ? await importMasterKey("SECRETS_MASTER_KEY_PREVIOUS", previous) : null,
+    previous:
+      typeof previous === "string" && previous.trim() !== "" ? await importMasterKey("SECRETS_MASTER_KEY_PREVIOUS", previous) : null,
   };
 }
 
@@ -144,7 +148,10 @@ export async function openSecret(keyring: Keyring, workspace: string, name: stri
       fromBase64(sealed.ciphertext),
     );
   } catch {
-    throw new SecretUnreadableError(name, "the stored row fails authentication (it was altered, or copied from another workspace or name); PUT the secret again");
+    throw new SecretUnreadableError(
+      name,
+      "the stored row fails authentication (it was altered, or copied from another workspace or name); PUT the secret again",
+    );
   }
   return new TextDecoder().decode(plain);
 }

@@ -16,7 +16,13 @@ export interface SecretListing {
 }
 
 /** Create or replace; `created_at` survives a replace. One statement. */
-export async function putSealedSecret(db: D1Database, workspace: string, name: string, sealed: SealedSecret, now: number): Promise<SecretListing> {
+export async function putSealedSecret(
+  db: D1Database,
+  workspace: string,
+  name: string,
+  sealed: SealedSecret,
+  now: number,
+): Promise<SecretListing> {
   const row = await db
     .prepare(
       `INSERT INTO workspace_secrets (workspace, name, key_id, iv, ciphertext, created_at, updated_at)
@@ -40,7 +46,10 @@ export async function listSecrets(db: D1Database, workspace: string): Promise<Se
 
 /** True when a row was deleted. */
 export async function deleteSecret(db: D1Database, workspace: string, name: string): Promise<boolean> {
-  const row = await db.prepare("DELETE FROM workspace_secrets WHERE workspace = ?1 AND name = ?2 RETURNING name").bind(workspace, name).first();
+  const row = await db
+    .prepare("DELETE FROM workspace_secrets WHERE workspace = ?1 AND name = ?2 RETURNING name")
+    .bind(workspace, name)
+    .first();
   return row !== null;
 }
 

@@ -38,7 +38,10 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
         message.ack();
         return;
       case "drop":
-        console.warn("redundant step message dropped", JSON.stringify({ id: message.id, attempts: message.attempts, ...ref, why: decision.why }));
+        console.warn(
+          "redundant step message dropped",
+          JSON.stringify({ id: message.id, attempts: message.attempts, ...ref, why: decision.why }),
+        );
         message.ack();
         return;
       case "poison":
@@ -51,7 +54,10 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
     }
   } catch (error) {
     // The step (if claimed) stays EXECUTING under its lease; after it, a redelivery takes over.
-    console.error("step run crashed; retrying after the lease", JSON.stringify({ ...ref, error: error instanceof Error ? error.message : String(error) }));
+    console.error(
+      "step run crashed; retrying after the lease",
+      JSON.stringify({ ...ref, error: error instanceof Error ? error.message : String(error) }),
+    );
     message.retry({ delaySeconds: delaySeconds(rt.leaseMs) });
   }
 }
@@ -62,7 +68,11 @@ async function recordDeadLetters(batch: MessageBatch<unknown>, rt: StepRuntime):
     let body = JSON.stringify(m.body) ?? "null";
     if (body.length > MAX_DEAD_LETTER_BODY) body = JSON.stringify(`[omitted: ${body.length} characters]`);
     console.error("step message dead-lettered", JSON.stringify({ id: m.id, attempts: m.attempts, body }));
-    return recordDeadLetter(rt.db, { queue: batch.queue, messageId: m.id, body, attempts: m.attempts, step: parseStepMessage(m.body) }, now);
+    return recordDeadLetter(
+      rt.db,
+      { queue: batch.queue, messageId: m.id, body, attempts: m.attempts, step: parseStepMessage(m.body) },
+      now,
+    );
   });
   if (statements.length > 0) await rt.db.batch(statements);
   batch.ackAll();

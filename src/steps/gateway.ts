@@ -63,7 +63,9 @@ export function validateDestinationKey(value: unknown): string {
     throw new InvalidKeyError(`the Idempotency-Key expression produced ${value === undefined ? "nothing" : typeof value}, not a string`);
   }
   if (value.length < 1 || value.length > 255) {
-    throw new InvalidKeyError(`the Idempotency-Key must be 1-255 characters, got ${value.length}; use $idempotencyKey(prefix, …) to bound it`);
+    throw new InvalidKeyError(
+      `the Idempotency-Key must be 1-255 characters, got ${value.length}; use $idempotencyKey(prefix, …) to bound it`,
+    );
   }
   if (!/^[\x20-\x7e]+$/.test(value)) {
     throw new InvalidKeyError("the Idempotency-Key must be printable ASCII only; use $idempotencyKey(prefix, …) to encode other values");
@@ -80,7 +82,9 @@ export function isInProgress(status: number, retryAfterMs: number | undefined, b
   if (retryAfterMs !== undefined) return true;
   if (body === null || typeof body !== "object") return false;
   const problem = body as { code?: unknown; type?: unknown };
-  return problem.code === IN_PROGRESS_PROBLEM_CODE || (typeof problem.type === "string" && problem.type.endsWith(`:${IN_PROGRESS_PROBLEM_CODE}`));
+  return (
+    problem.code === IN_PROGRESS_PROBLEM_CODE || (typeof problem.type === "string" && problem.type.endsWith(`:${IN_PROGRESS_PROBLEM_CODE}`))
+  );
 }
 
 /**
@@ -94,6 +98,7 @@ const VALID_HEADER_VALUE = /^[\t\x20-\x7e]*$/;
 /** What is wrong with a header value, in words (never the value itself). */
 function invalidHeaderCharacters(value: string): string {
   if (/[\r\n]/.test(value)) return "CR or LF";
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
   if (/[\x00-\x08\x0a-\x1f\x7f]/.test(value)) return "a control character (e.g. NUL)";
   return "non-ASCII characters (workerd would send them as UTF-8 bytes, not as ISO-8859-1)";
 }
@@ -102,9 +107,15 @@ function invalidHeaderCharacters(value: string): string {
  * The request, or why it cannot be built. An error names the header, never its value (it may
  * carry a resolved secret or payload data).
  */
-export function buildRequest(url: URL, method: string, headers: Record<string, string>, body: unknown): { request: Request } | { error: string } {
+export function buildRequest(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: unknown,
+): { request: Request } | { error: string } {
   for (const [name, value] of Object.entries(headers)) {
-    if (!HEADER_NAME_PATTERN.test(name)) return { error: `header name ${JSON.stringify(name.slice(0, 64))} is not a valid HTTP header name` };
+    if (!HEADER_NAME_PATTERN.test(name))
+      return { error: `header name ${JSON.stringify(name.slice(0, 64))} is not a valid HTTP header name` };
     if (!VALID_HEADER_VALUE.test(value)) {
       return {
         error:
@@ -168,7 +179,10 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       // fetch would refuse it with a TypeError, which reads as a network error and is retried.
-      return { kind: "failed", error: `url ${url.protocol}//${url.host}${url.pathname} is not http(s); a Gateway step only calls http:// or https:// URLs` };
+      return {
+        kind: "failed",
+        error: `url ${url.protocol}//${url.host}${url.pathname} is not http(s); a Gateway step only calls http:// or https:// URLs`,
+      };
     }
     if (url.username !== "" || url.password !== "") {
       // They would be stored in the request summary and shown in the trace.
@@ -234,7 +248,12 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     }
     throw error;
   }
-  const request: RequestSummary = { method, url: url.toString(), headers: resolved.redacted, ...(body === undefined ? {} : { body: summaryBody(body) }) };
+  const request: RequestSummary = {
+    method,
+    url: url.toString(),
+    headers: resolved.redacted,
+    ...(body === undefined ? {} : { body: summaryBody(body) }),
+  };
   if (!isAllowed(url, deps.env.OUTBOUND_ALLOWLIST)) {
     return {
       kind: "failed",
@@ -285,7 +304,13 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
   // Before the 409 rules: "in progress" is neither "already processed" nor an answer to route on.
   if (isInProgress(status, retryAfterMs, (output as { body?: unknown }).body)) {
     const after = retryAfterMs === undefined ? "" : ` (Retry-After ${Math.ceil(retryAfterMs / 1000)} s)`;
-    return { kind: "in_progress", output, request, error: `${what}${after}: the request with this key is still running there`, retryAfterMs };
+    return {
+      kind: "in_progress",
+      output,
+      request,
+      error: `${what}${after}: the request with this key is still running there`,
+      retryAfterMs,
+    };
   }
   if (status === 409 && config.conflictAsProcessed) return { kind: "completed", output, request };
   if (isRetryableStatus(status)) return { kind: "retryable", output, request, error: what, retryAfterMs };

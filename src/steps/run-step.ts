@@ -5,7 +5,13 @@
  * Returns what to do with the message; the consumer applies it. A throw means the worker
  * "crashed" mid-step: the step stays EXECUTING under its lease and is taken over after it.
  */
-import { DEFAULT_RETRY, WorkflowDefinition as WorkflowDefinitionSchema, type RetryPolicy, type Vertex, type WorkflowDefinition } from "../definitions/schema";
+import {
+  DEFAULT_RETRY,
+  WorkflowDefinition as WorkflowDefinitionSchema,
+  type RetryPolicy,
+  type Vertex,
+  type WorkflowDefinition,
+} from "../definitions/schema";
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
 import {
   claimAndLoad,
@@ -110,7 +116,11 @@ async function runVertex(
       return withHeartbeat(rt, fence, () =>
         runGateway(vertex, context, {
           env: rt.env,
-          secret: secretLookup({ workspace: run.workspace, stored: parseSealedSecrets(run.secrets), env: rt.env as unknown as Record<string, unknown> }),
+          secret: secretLookup({
+            workspace: run.workspace,
+            stored: parseSealedSecrets(run.secrets),
+            env: rt.env as unknown as Record<string, unknown>,
+          }),
           fetch: rt.fetch,
           now: rt.now,
           persistedKey: claimed.idempotencyKey,
@@ -216,7 +226,11 @@ function contextOf(ref: StepRef, run: StepRunRow, inputs: StepInputsRow): Expres
   return { payload, steps, execution: { id: ref.executionId, workflowId: run.workflow_id, trigger: run.trigger_kind } };
 }
 
-export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery = { messageId: "(direct)", attempts: 1 }): Promise<Decision> {
+export async function runStep(
+  ref: StepRef,
+  rt: StepRuntime,
+  delivery: Delivery = { messageId: "(direct)", attempts: 1 },
+): Promise<Decision> {
   const claimedAt = rt.now();
   const drop = dropsIfNotClaimable(delivery);
   const dropDetail = drop ? `message ${delivery.messageId} (delivery ${delivery.attempts})` : undefined;
@@ -233,7 +247,11 @@ export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery 
     definition = definitionOf(run);
   } catch (error) {
     // Not a crash to retry: the pinned version would fail the same way on every takeover.
-    return settleFailedUnrun(rt, fence, `the execution's pinned workflow version ${run.version} can no longer be read: ${error instanceof Error ? error.message : String(error)}`);
+    return settleFailedUnrun(
+      rt,
+      fence,
+      `the execution's pinned workflow version ${run.version} can no longer be read: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
   if (!inputs || inputs.outputs === null) {
     // Over the bound: nothing was built. Failing it now, fenced, ends the step (and the execution)
@@ -291,7 +309,11 @@ export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery 
         const error = `attempt ${claimed.attempt}: ${outcome.error}`;
         return retryLater(rt, ref, fence, { now, delayMs: plan.delayMs, error, request, output: outcome.output, uncounted: false });
       }
-      outcome = { kind: "failed", error: `${outcome.error}: ${plan.refused}`, ...(outcome.output === undefined ? {} : { output: outcome.output }) };
+      outcome = {
+        kind: "failed",
+        error: `${outcome.error}: ${plan.refused}`,
+        ...(outcome.output === undefined ? {} : { output: outcome.output }),
+      };
     } else {
       outcome = {
         kind: "failed",
@@ -314,7 +336,11 @@ export async function runStep(ref: StepRef, rt: StepRuntime, delivery: Delivery 
       }
       settle = { state: "COMPLETED", output: json(outcome.output), nextVertices };
     } catch (error) {
-      settle = { state: "FAILED", output: json(outcome.output), error: `an edge condition failed: ${error instanceof Error ? error.message : String(error)}` };
+      settle = {
+        state: "FAILED",
+        output: json(outcome.output),
+        error: `an edge condition failed: ${error instanceof Error ? error.message : String(error)}`,
+      };
     }
   } else {
     settle = { state: "FAILED", error: outcome.error, output: outcome.output === undefined ? null : json(outcome.output) };

@@ -50,7 +50,9 @@ export async function resolveSecrets(
   const redacted: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
     const names = allowed(name);
-    send[name] = value.replace(PLACEHOLDER, (match, secretName: string) => (names.has(secretName) ? resolvedByName.get(secretName)! : match));
+    send[name] = value.replace(PLACEHOLDER, (match, secretName: string) =>
+      names.has(secretName) ? resolvedByName.get(secretName)! : match,
+    );
     redacted[name] = value.replace(PLACEHOLDER, (match, secretName: string) => (names.has(secretName) ? REDACTED : match));
   }
   return { send, redacted, values: [...resolvedByName.values()] };

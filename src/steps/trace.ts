@@ -84,7 +84,10 @@ export interface ExecutionPage {
 }
 
 export function encodeCursor(row: { created_at: number; id: string }): string {
-  return btoa(JSON.stringify([row.created_at, row.id])).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return btoa(JSON.stringify([row.created_at, row.id]))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
 }
 
 /** `null` when the cursor is not one we issued. */

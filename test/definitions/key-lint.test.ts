@@ -6,7 +6,11 @@ function withKey(key: string, headerName = "Idempotency-Key"): unknown {
     id: "keyed",
     vertices: [
       { id: "received", type: "ENTRY_POINT" },
-      { id: "charge", type: "GATEWAY", config: { method: "POST", url: "http://localhost:8788/payments/charges", headers: { [headerName]: key } } },
+      {
+        id: "charge",
+        type: "GATEWAY",
+        config: { method: "POST", url: "http://localhost:8788/payments/charges", headers: { [headerName]: key } },
+      },
     ],
     edges: [{ from: "received", to: "charge" }],
   };
@@ -53,9 +57,12 @@ describe("the key lint", () => {
     expect(keyErrors("= ($f := function() { $random() }; 'k-' & payload.id & $f())")[0]?.message).toContain("through the function `$f`");
   });
 
-  it.each(["Idempotency-Key", "idempotency-key", "IDEMPOTENCY-KEY", "idempotency-KEY"])("checks the header in any letter case: %s", (name) => {
-    expect(keyErrors("= 'c-' & $now()", name).map((e) => e.code)).toEqual(["idempotency-key-unstable"]);
-  });
+  it.each(["Idempotency-Key", "idempotency-key", "IDEMPOTENCY-KEY", "idempotency-KEY"])(
+    "checks the header in any letter case: %s",
+    (name) => {
+      expect(keyErrors("= 'c-' & $now()", name).map((e) => e.code)).toEqual(["idempotency-key-unstable"]);
+    },
+  );
 
   it.each([
     ["the key helper over payload fields", "= $idempotencyKey('charge', payload.order.id)"],

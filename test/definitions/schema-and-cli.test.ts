@@ -33,7 +33,16 @@ describe("the validate CLI's report", () => {
   it("prints file, pointer and message for every error of every file, and nothing for valid files", () => {
     const report = validateFiles([
       { path: "ok.json", text: JSON.stringify({ id: "ok", vertices: [{ id: "r", type: "ENTRY_POINT" }] }) },
-      { path: "bad.json", text: JSON.stringify({ id: "bad", vertices: [{ id: "r", type: "ENTRY_POINT" }, { id: "r", type: "TRANSFORM", config: {} }] }) },
+      {
+        path: "bad.json",
+        text: JSON.stringify({
+          id: "bad",
+          vertices: [
+            { id: "r", type: "ENTRY_POINT" },
+            { id: "r", type: "TRANSFORM", config: {} },
+          ],
+        }),
+      },
       { path: "broken.json", text: "{ nope" },
     ]);
     expect(report.fileCount).toBe(3);

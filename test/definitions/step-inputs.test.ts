@@ -120,7 +120,11 @@ describe("size limits a definition may set are bounded by D1", () => {
     const result = validateDefinition(base({ maxPayloadBytes: 1024 * 1024 + 1 }));
     expect(result.ok).toBe(false);
     expect(!result.ok && result.errors).toEqual([
-      { pointer: "/vertices/0/config/maxPayloadBytes", code: "limit-above-d1", message: expect.stringMatching(/2,000,000 bytes; set it to 1048576 or less/) },
+      {
+        pointer: "/vertices/0/config/maxPayloadBytes",
+        code: "limit-above-d1",
+        message: expect.stringMatching(/2,000,000 bytes; set it to 1048576 or less/),
+      },
     ]);
     expect(validateDefinition(base({ maxPayloadBytes: 1024 * 1024 })).ok).toBe(true);
   });
@@ -128,7 +132,11 @@ describe("size limits a definition may set are bounded by D1", () => {
   it("maxResponseBytes above 1 MiB is refused with a pointer and why", () => {
     const result = validateDefinition(base({}, { maxResponseBytes: 2 * 1024 * 1024 }));
     expect(!result.ok && result.errors).toEqual([
-      { pointer: "/vertices/1/config/maxResponseBytes", code: expect.any(String), message: expect.stringMatching(/D1 refuses rows over 2,000,000 bytes/) },
+      {
+        pointer: "/vertices/1/config/maxResponseBytes",
+        code: expect.any(String),
+        message: expect.stringMatching(/D1 refuses rows over 2,000,000 bytes/),
+      },
     ]);
   });
 });

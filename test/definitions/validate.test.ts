@@ -24,9 +24,12 @@ describe("validateDefinition on files", () => {
     expect(invalidFixtures.length).toBeGreaterThanOrEqual(25);
   });
 
-  it.each(Object.entries(examples).map(([path, mod]) => [fileName(path), mod.default]))("accepts the example workflows/%s.json", (_name, doc) => {
-    expect(errorsOf(doc)).toEqual([]);
-  });
+  it.each(Object.entries(examples).map(([path, mod]) => [fileName(path), mod.default]))(
+    "accepts the example workflows/%s.json",
+    (_name, doc) => {
+      expect(errorsOf(doc)).toEqual([]);
+    },
+  );
 
   it.each(validFixtures.map(([path, mod]) => [fileName(path), mod.default]))("accepts the fixture %s", (_name, doc) => {
     expect(errorsOf(doc)).toEqual([]);
@@ -115,14 +118,25 @@ describe("validateDefinition", () => {
   it("checks idempotencyFields paths and durations", () => {
     const errors = errorsOf({
       id: "fields",
-      vertices: [{ id: "received", type: "ENTRY_POINT", config: { idempotencyFields: ["order.id", "order..id", "= payload.x"], dedupeWindow: "a day" } }],
+      vertices: [
+        {
+          id: "received",
+          type: "ENTRY_POINT",
+          config: { idempotencyFields: ["order.id", "order..id", "= payload.x"], dedupeWindow: "a day" },
+        },
+      ],
     });
     expect(errors.map((e) => e.pointer)).toEqual([
       "/vertices/0/config/idempotencyFields/1",
       "/vertices/0/config/idempotencyFields/2",
       "/vertices/0/config/dedupeWindow",
     ]);
-    expect(errorsOf({ id: "fields", vertices: [{ id: "r", type: "ENTRY_POINT", config: { idempotencyFields: "order.id", dedupeWindow: "36h" } }] })).toEqual([]);
+    expect(
+      errorsOf({
+        id: "fields",
+        vertices: [{ id: "r", type: "ENTRY_POINT", config: { idempotencyFields: "order.id", dedupeWindow: "36h" } }],
+      }),
+    ).toEqual([]);
   });
 
   it("rejects a zero dedupe window, which would expire every identity as it is written", () => {
@@ -152,9 +166,9 @@ describe("validateDefinition", () => {
     });
     const key = "= $idempotencyKey('x', payload.id)";
     expect(errorsOf(gateway({ "Idempotency-Key": key, "X-Api-Key": "{{secrets.API_KEY}}" }))).toEqual([]);
-    expect(errorsOf(gateway({ "Idempotency-Key": key }, { body: { token: "{{ secrets.API_KEY }}" } })).map((e) => [e.pointer, e.code])).toEqual([
-      ["/vertices/1/config/body/token", "secret-not-allowed-here"],
-    ]);
+    expect(
+      errorsOf(gateway({ "Idempotency-Key": key }, { body: { token: "{{ secrets.API_KEY }}" } })).map((e) => [e.pointer, e.code]),
+    ).toEqual([["/vertices/1/config/body/token", "secret-not-allowed-here"]]);
     expect(errorsOf(gateway({ "Idempotency-Key": key }, { query: { k: "{{ secrets.API_KEY }}" } })).map((e) => e.code)).toEqual([
       "secret-not-allowed-here",
     ]);

@@ -115,7 +115,9 @@ describe("POST /payments/charges", () => {
     expect(retryB.headers.get("idempotent-replayed")).toBe("true");
     expect(((await retryB.json()) as { id: string }).id).toBe(chargeB.id);
     // The ledger's principal is derived from the key, never the key itself.
-    const { results } = await env.DB.prepare("SELECT principal FROM idempotency_keys WHERE idem_key = ?").bind("charge-TENANTS-1").all<{ principal: string }>();
+    const { results } = await env.DB.prepare("SELECT principal FROM idempotency_keys WHERE idem_key = ?")
+      .bind("charge-TENANTS-1")
+      .all<{ principal: string }>();
     expect(results).toHaveLength(2);
     for (const { principal } of results) {
       expect(principal).toMatch(/^demo:payments:[0-9a-f]{64}$/);
@@ -156,7 +158,9 @@ describe("POST /faults (after-commit)", () => {
   });
 
   it("does not fire on a request that failed on its own (nothing was committed)", async () => {
-    const armed = (await (await call("POST", "/faults", { body: { path: "/shipping/labels", count: 1 } })).json()) as { fault: { id: number } };
+    const armed = (await (await call("POST", "/faults", { body: { path: "/shipping/labels", count: 1 } })).json()) as {
+      fault: { id: number };
+    };
     const rejected = await call("POST", "/shipping/labels", { body: { order: "F-1" } }); // no key → 400
     expect(rejected.status).toBe(400);
     const fault = (await items<{ id: number; remaining: number }>("/faults")).find((f) => f.id === armed.fault.id);
@@ -191,7 +195,9 @@ describe("the legacy orders API (no key support)", () => {
   });
 
   it("creates exactly one order for 10 concurrent POSTs with the same external_id", async () => {
-    const answers = await Promise.all(Array.from({ length: 10 }, () => call("POST", "/legacy/orders", { body: { external_id: "LEG-RACE" } })));
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () => call("POST", "/legacy/orders", { body: { external_id: "LEG-RACE" } })),
+    );
     expect(answers.filter((a) => a.status === 201)).toHaveLength(1);
     expect(answers.filter((a) => a.status === 409)).toHaveLength(9);
   });

@@ -30,7 +30,9 @@ export class D1LimitError extends Error {
     detail: string,
     readonly sql: string,
   ) {
-    super(`D1 limit exceeded — ${limit}: ${detail}. Production D1 refuses this statement.\nSQL: ${sql.replace(/\s+/g, " ").trim().slice(0, 400)}`);
+    super(
+      `D1 limit exceeded — ${limit}: ${detail}. Production D1 refuses this statement.\nSQL: ${sql.replace(/\s+/g, " ").trim().slice(0, 400)}`,
+    );
     this.name = "D1LimitError";
   }
 }
@@ -83,7 +85,8 @@ export function oversizedFunctionCalls(sql: string): Array<{ name: string; args:
     const before = code.slice(0, m.index).trimEnd();
     const previous = /([A-Za-z_]+)$/.exec(before)?.[1]?.toLowerCase();
     // A column list, not a call: INSERT INTO t (…), REFERENCES t (…), CREATE INDEX … ON t (…).
-    if (previous === "into" || previous === "table" || previous === "references" || previous === "exists" || (creates && previous === "on")) continue;
+    if (previous === "into" || previous === "table" || previous === "references" || previous === "exists" || (creates && previous === "on"))
+      continue;
     let depth = 0;
     let args = 0;
     let empty = true;
@@ -123,7 +126,11 @@ function checkSqlText(sql: string): void {
 
 function checkFunctionCalls(sql: string): void {
   for (const { name, args } of oversizedFunctionCalls(sql)) {
-    throw new D1LimitError("arguments per SQL function", `${name}(…) is called with ${args} arguments, over ${D1_LIMITS.maxFunctionArguments}`, sql);
+    throw new D1LimitError(
+      "arguments per SQL function",
+      `${name}(…) is called with ${args} arguments, over ${D1_LIMITS.maxFunctionArguments}`,
+      sql,
+    );
   }
 }
 
@@ -135,7 +142,11 @@ function checkBindings(sql: string, values: unknown[]): void {
     if (valueBytes(value, true) <= D1_LIMITS.maxValueBytes) return;
     const bytes = valueBytes(value);
     if (bytes > D1_LIMITS.maxValueBytes) {
-      throw new D1LimitError("string, BLOB or row size", `bound parameter ${i + 1} is ${bytes} bytes, over ${D1_LIMITS.maxValueBytes}`, sql);
+      throw new D1LimitError(
+        "string, BLOB or row size",
+        `bound parameter ${i + 1} is ${bytes} bytes, over ${D1_LIMITS.maxValueBytes}`,
+        sql,
+      );
     }
   });
 }
@@ -182,7 +193,11 @@ export function limitedD1(db: D1Database, invocation?: InvocationCounter): D1Dat
     if (!invocation) return;
     invocation.queries += n;
     if (invocation.queries > D1_LIMITS.maxQueriesPerInvocation) {
-      throw new D1LimitError("queries per Worker invocation", `this invocation ran ${invocation.queries} queries, over ${D1_LIMITS.maxQueriesPerInvocation}`, sql);
+      throw new D1LimitError(
+        "queries per Worker invocation",
+        `this invocation ran ${invocation.queries} queries, over ${D1_LIMITS.maxQueriesPerInvocation}`,
+        sql,
+      );
     }
   };
 
@@ -207,8 +222,16 @@ export function limitedD1(db: D1Database, invocation?: InvocationCounter): D1Dat
             if (row !== null) checkRow(sql, row);
           },
         ),
-      run: () => run(() => stmt.run(), (result) => checkResult(sql, result)),
-      all: () => run(() => stmt.all(), (result) => checkResult(sql, result)),
+      run: () =>
+        run(
+          () => stmt.run(),
+          (result) => checkResult(sql, result),
+        ),
+      all: () =>
+        run(
+          () => stmt.all(),
+          (result) => checkResult(sql, result),
+        ),
       raw: (options?: { columnNames?: boolean }) =>
         run(
           () => stmt.raw(options as { columnNames: true }),

@@ -37,7 +37,11 @@ describe("the reap after a trigger", () => {
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     try {
       const ctx = createExecutionContext();
-      const res = await worker.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/trigger`, { n: 1 }, { token: "dev-token" }) as IncomingRequest, { ...env, DB: db } as Env, ctx);
+      const res = await worker.fetch(
+        jsonRequest(`${BASE}/v1/workflows/${id}/trigger`, { n: 1 }, { token: "dev-token" }) as IncomingRequest,
+        { ...env, DB: db } as Env,
+        ctx,
+      );
       // The answer is complete while the sweep is still stuck.
       expect(reaperAsked).toBe(true);
       expect(res.status).toBe(202);

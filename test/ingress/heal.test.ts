@@ -26,7 +26,9 @@ async function lostMessageExecution(workspace: string, workflowId: string, start
 }
 
 const stepOf = (executionId: string) =>
-  env.DB.prepare("SELECT state, available_at FROM steps WHERE execution_id = ? AND vertex_id = 'shape'").bind(executionId).first<{ state: string; available_at: number }>();
+  env.DB.prepare("SELECT state, available_at FROM steps WHERE execution_id = ? AND vertex_id = 'shape'")
+    .bind(executionId)
+    .first<{ state: string; available_at: number }>();
 
 describe("a trigger request heals lost step messages", () => {
   it("re-sends an overdue DISPATCHED step after an unrelated trigger, throttled per isolate, without holding the answer", async () => {
@@ -50,7 +52,11 @@ describe("a trigger request heals lost step messages", () => {
     const unrelated = unique("unrelated");
     await seedWorkflow("dev", transformWorkflow(unrelated));
     const ctx = createExecutionContext();
-    const res = await worker.fetch(jsonRequest(`${BASE}/v1/workflows/${unrelated}/trigger`, { n: 1 }, { token: "dev-token" }) as IncomingRequest, testEnv, ctx);
+    const res = await worker.fetch(
+      jsonRequest(`${BASE}/v1/workflows/${unrelated}/trigger`, { n: 1 }, { token: "dev-token" }) as IncomingRequest,
+      testEnv,
+      ctx,
+    );
     expect(res.status).toBe(202);
     await waitOnExecutionContext(ctx);
     expect(sent).toContainEqual({ executionId: lost, vertexId: "shape" });
@@ -66,7 +72,11 @@ describe("a trigger request heals lost step messages", () => {
     // Throttled: another lost message right away waits for the next sweep (or cron).
     const lostAgain = await lostMessageExecution("dev", unique("lost"), backdated);
     const ctx2 = createExecutionContext();
-    const res2 = await worker.fetch(jsonRequest(`${BASE}/v1/workflows/${unrelated}/trigger`, { n: 2 }, { token: "dev-token" }) as IncomingRequest, testEnv, ctx2);
+    const res2 = await worker.fetch(
+      jsonRequest(`${BASE}/v1/workflows/${unrelated}/trigger`, { n: 2 }, { token: "dev-token" }) as IncomingRequest,
+      testEnv,
+      ctx2,
+    );
     expect(res2.status).toBe(202);
     await waitOnExecutionContext(ctx2);
     expect(sent.map((m) => m.executionId)).not.toContain(lostAgain);

@@ -14,7 +14,11 @@ export function unique(prefix: string): string {
 }
 
 /** ENTRY_POINT → one TRANSFORM (no side effects), with entry config overrides. */
-export function transformWorkflow(id: string, entryConfig: Record<string, unknown> = {}, extra: Partial<WorkflowDefinitionInput> = {}): WorkflowDefinitionInput {
+export function transformWorkflow(
+  id: string,
+  entryConfig: Record<string, unknown> = {},
+  extra: Partial<WorkflowDefinitionInput> = {},
+): WorkflowDefinitionInput {
   return {
     id,
     vertices: [
@@ -46,7 +50,11 @@ export function countingQueue(real: Queue = env.QUEUE) {
   return { queue, sent };
 }
 
-export function jsonRequest(url: string, body: unknown, init: { token?: string; headers?: Record<string, string>; raw?: string } = {}): Request {
+export function jsonRequest(
+  url: string,
+  body: unknown,
+  init: { token?: string; headers?: Record<string, string>; raw?: string } = {},
+): Request {
   const headers: Record<string, string> = { "content-type": "application/json", ...(init.headers ?? {}) };
   if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
   return new Request(url, { method: "POST", headers, body: init.raw ?? JSON.stringify(body) });
@@ -57,12 +65,19 @@ export function jsonRequest(url: string, body: unknown, init: { token?: string; 
  * rather than taken from src so the tests check the documented bytes:
  * `v1=` + hex(HMAC-SHA256(secret, "v1:<timestamp>:<workspaceId>:<workflowId>:" + raw body)).
  */
-export async function sign(secret: string, timestamp: string, raw: string, target: { workspace: string; workflowId: string }): Promise<string> {
+export async function sign(
+  secret: string,
+  timestamp: string,
+  raw: string,
+  target: { workspace: string; workflowId: string },
+): Promise<string> {
   return `v1=${toHex(await hmacSha256(secret, `v1:${timestamp}:${target.workspace}:${target.workflowId}:${raw}`))}`;
 }
 
 export async function countRows(sql: string, ...params: unknown[]): Promise<number> {
-  const row = await env.DB.prepare(sql).bind(...params).first<{ n: number }>();
+  const row = await env.DB.prepare(sql)
+    .bind(...params)
+    .first<{ n: number }>();
   return row?.n ?? 0;
 }
 

@@ -19,13 +19,23 @@ afterEach(() => vi.restoreAllMocks());
 const now = () => Math.floor(Date.now() / 1000).toString();
 
 function deliver(workspace: string, workflowId: string, raw: string, headers: Record<string, string>) {
-  return SELF.fetch(new Request(`${BASE}/hooks/${workspace}/${workflowId}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }));
+  return SELF.fetch(
+    new Request(`${BASE}/hooks/${workspace}/${workflowId}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: raw,
+    }),
+  );
 }
 
 async function putSecret(token: string, name: string, value: string): Promise<number> {
   const ctx = createExecutionContext();
   const res = await app.fetch(
-    new Request(`${BASE}/v1/secrets/${name}`, { method: "PUT", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ value }) }),
+    new Request(`${BASE}/v1/secrets/${name}`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ value }),
+    }),
     env,
     ctx,
   );
@@ -47,7 +57,10 @@ describe("a v1 signature binds the delivery to its hook", () => {
 
     const raw = '{"event":"paid","id":"evt_bind"}';
     const ts = now();
-    const signedForDevA = { "x-idemflow-timestamp": ts, "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: a }) };
+    const signedForDevA = {
+      "x-idemflow-timestamp": ts,
+      "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: a }),
+    };
     for (const [workspace, workflowId] of [
       ["dev", b],
       ["other", b],
@@ -59,7 +72,10 @@ describe("a v1 signature binds the delivery to its hook", () => {
     expect(await executionsOf(b)).toBe(0);
     expect((await deliver("dev", a, raw, signedForDevA)).status).toBe(202);
     // other/B itself works when signed for other/B (its own D1 secret verifies it).
-    const signedForOtherB = { "x-idemflow-timestamp": ts, "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "other", workflowId: b }) };
+    const signedForOtherB = {
+      "x-idemflow-timestamp": ts,
+      "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "other", workflowId: b }),
+    };
     expect((await deliver("other", b, raw, signedForOtherB)).status).toBe(202);
   });
 
@@ -73,7 +89,9 @@ describe("a v1 signature binds the delivery to its hook", () => {
     // Upper-case hex and surrounding whitespace are the same signature.
     const raw2 = '{"x":2}';
     const hex2 = toHex(await hmacSha256(env.WEBHOOK_SECRET, `v1:${ts}:dev:${id}:${raw2}`));
-    expect((await deliver("dev", id, raw2, { "x-idemflow-timestamp": ts, "x-idemflow-signature": ` v1=${hex2.toUpperCase()} ` })).status).toBe(202);
+    expect(
+      (await deliver("dev", id, raw2, { "x-idemflow-timestamp": ts, "x-idemflow-signature": ` v1=${hex2.toUpperCase()} ` })).status,
+    ).toBe(202);
   });
 
   it("refuses an unversioned signature, an unknown version and the old unbound scheme with 401, recording nothing", async () => {
@@ -97,7 +115,8 @@ describe("a v1 signature binds the delivery to its hook", () => {
       expect(res.status, header).toBe(401);
       const problem = await res.json<{ code: string; detail: string }>();
       expect(problem.code, header).toBe(code);
-      if (code === "webhook-signature-version-unsupported") expect(problem.detail).toMatch(/v1=<hex>.*v1:<timestamp>:<workspaceId>:<workflowId>:/);
+      if (code === "webhook-signature-version-unsupported")
+        expect(problem.detail).toMatch(/v1=<hex>.*v1:<timestamp>:<workspaceId>:<workflowId>:/);
     }
     expect(await executionsOf(id)).toBe(0);
   });
@@ -117,7 +136,10 @@ describe("the signing secret is the hook workspace's own", () => {
     const raw = "{}";
     const ts = now();
     // Even signed with dev's granted value, `other` cannot use it.
-    const res = await deliver("other", id, raw, { "x-idemflow-timestamp": ts, "x-idemflow-signature": await sign(env.PAYMENTS_KEY, ts, raw, { workspace: "other", workflowId: id }) });
+    const res = await deliver("other", id, raw, {
+      "x-idemflow-timestamp": ts,
+      "x-idemflow-signature": await sign(env.PAYMENTS_KEY, ts, raw, { workspace: "other", workflowId: id }),
+    });
     expect(res.status).toBe(503);
     const text = await res.text();
     expect(JSON.parse(text).code).toBe("webhook-secret-missing");
@@ -137,7 +159,11 @@ describe("the signing secret is the hook workspace's own", () => {
     const res = await app.fetch(
       new Request(`${BASE}/hooks/other/${id}`, {
         method: "POST",
-        headers: { "content-type": "application/json", "x-idemflow-timestamp": ts, "x-idemflow-signature": await sign("whsec_other_hook_canary", ts, raw, { workspace: "other", workflowId: id }) },
+        headers: {
+          "content-type": "application/json",
+          "x-idemflow-timestamp": ts,
+          "x-idemflow-signature": await sign("whsec_other_hook_canary", ts, raw, { workspace: "other", workflowId: id }),
+        },
         body: raw,
       }),
       { ...env, DB: counting.db },

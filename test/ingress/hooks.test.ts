@@ -11,17 +11,35 @@ import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", toleranceSeconds: 300 } } };
 
 function hook(workflowId: string, raw: string, headers: Record<string, string>, workspace = "dev") {
-  return SELF.fetch(new Request(`${BASE}/hooks/${workspace}/${workflowId}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }));
+  return SELF.fetch(
+    new Request(`${BASE}/hooks/${workspace}/${workflowId}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: raw,
+    }),
+  );
 }
 
-async function signedHeaders(workflowId: string, raw: string, timestamp = Math.floor(Date.now() / 1000).toString(), secret = env.WEBHOOK_SECRET) {
-  return { "x-idemflow-timestamp": timestamp, "x-idemflow-signature": await sign(secret, timestamp, raw, { workspace: "dev", workflowId }) };
+async function signedHeaders(
+  workflowId: string,
+  raw: string,
+  timestamp = Math.floor(Date.now() / 1000).toString(),
+  secret = env.WEBHOOK_SECRET,
+) {
+  return {
+    "x-idemflow-timestamp": timestamp,
+    "x-idemflow-signature": await sign(secret, timestamp, raw, { workspace: "dev", workflowId }),
+  };
 }
 
 /** A request through the app in THIS isolate: the test shares its module state (the workflow cache). */
 async function inThisIsolate(path: string, raw: string, headers: Record<string, string>) {
   const ctx = createExecutionContext();
-  const res = await app.fetch(new Request(`${BASE}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }), env, ctx);
+  const res = await app.fetch(
+    new Request(`${BASE}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: raw }),
+    env,
+    ctx,
+  );
   await waitOnExecutionContext(ctx);
   return res;
 }
@@ -61,7 +79,11 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const raw = '{"event":"paid","id":"evt_budget"}';
     const ctx = createExecutionContext();
     const res = await app.fetch(
-      new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { "content-type": "application/json", ...(await signedHeaders(id, raw)) }, body: raw }),
+      new Request(`${BASE}/hooks/dev/${id}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(await signedHeaders(id, raw)) },
+        body: raw,
+      }),
       { ...env, DB: counting.db },
       ctx,
     );
@@ -72,7 +94,12 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
 
   it("accepts custom header names", async () => {
     const id = unique("hookcustom");
-    await seedWorkflow("dev", transformWorkflow(id, { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", header: "x-sig", timestampHeader: "x-ts" } } }));
+    await seedWorkflow(
+      "dev",
+      transformWorkflow(id, {
+        webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", header: "x-sig", timestampHeader: "x-ts" } },
+      }),
+    );
     const raw = '{"a":1}';
     const ts = Math.floor(Date.now() / 1000).toString();
     const res = await hook(id, raw, { "x-ts": ts, "x-sig": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: id }) });
@@ -100,7 +127,10 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     }
     // A captured delivery re-sent with a fresh timestamp but the old signature does not verify.
     const old = Math.floor(Date.now() / 1000 - 1000).toString();
-    const replayed = await hook(id, raw, { "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString(), "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, old, raw, { workspace: "dev", workflowId: id }) });
+    const replayed = await hook(id, raw, {
+      "x-idemflow-timestamp": Math.floor(Date.now() / 1000).toString(),
+      "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, old, raw, { workspace: "dev", workflowId: id }),
+    });
     expect(replayed.status).toBe(401);
     expect(await rowsOf(id)).toBe(0);
   });
@@ -136,7 +166,11 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
       const res = await hook(id, raw, headers);
       expect(res.status, label).toBe(413);
       expect(res.headers.get("content-type"), label).toBe("application/problem+json");
-      expect(await res.json(), label).toMatchObject({ status: 413, code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
+      expect(await res.json(), label).toMatchObject({
+        status: 413,
+        code: "payload-too-large",
+        detail: expect.stringContaining("64 bytes"),
+      });
     }
     expect(await rowsOf(id)).toBe(0);
     // The limit itself is allowed: the 413s were the limit, not some other refusal.
@@ -190,7 +224,9 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const raw = '{"event":"paid","id":"evt_9"}';
     const headers = await signedHeaders(id, raw);
     const send = (query: string, contentType: string) =>
-      SELF.fetch(new Request(`${BASE}/hooks/dev/${id}${query}`, { method: "POST", headers: { ...headers, "content-type": contentType }, body: raw }));
+      SELF.fetch(
+        new Request(`${BASE}/hooks/dev/${id}${query}`, { method: "POST", headers: { ...headers, "content-type": contentType }, body: raw }),
+      );
 
     const original = await send("", "application/json");
     expect(original.status).toBe(202);
@@ -216,7 +252,13 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
     const raw = "event=paid&id=evt_10";
     const send = async (contentType: string) =>
-      SELF.fetch(new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { ...(await signedHeaders(id, raw)), "content-type": contentType }, body: raw }));
+      SELF.fetch(
+        new Request(`${BASE}/hooks/dev/${id}`, {
+          method: "POST",
+          headers: { ...(await signedHeaders(id, raw)), "content-type": contentType },
+          body: raw,
+        }),
+      );
     expect((await send("application/x-www-form-urlencoded")).status).toBe(202);
     expect((await send("text/plain")).status).toBe(200);
     expect((await send("application/json")).status).toBe(400);
@@ -224,12 +266,24 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
   });
 
   it("refuses a signed number a float cannot carry with the same 422 as /trigger, whatever the content-type says", async () => {
-    for (const [label, entry] of [["content", SIGNED], ["fields", { ...SIGNED, idempotencyFields: "order.id" }]] as const) {
+    for (const [label, entry] of [
+      ["content", SIGNED],
+      ["fields", { ...SIGNED, idempotencyFields: "order.id" }],
+    ] as const) {
       const id = unique(`hooknum-${label}`);
       await seedWorkflow("dev", transformWorkflow(id, entry));
-      for (const [raw, pointer] of [['{"order":{"id":12345678901234567891}}', "/order/id"], ['{"order":{"id":"A"},"x":[1e400]}', "/x/0"]] as const) {
+      for (const [raw, pointer] of [
+        ['{"order":{"id":12345678901234567891}}', "/order/id"],
+        ['{"order":{"id":"A"},"x":[1e400]}', "/x/0"],
+      ] as const) {
         for (const contentType of ["application/json", "text/plain"]) {
-          const res = await SELF.fetch(new Request(`${BASE}/hooks/dev/${id}`, { method: "POST", headers: { ...(await signedHeaders(id, raw)), "content-type": contentType }, body: raw }));
+          const res = await SELF.fetch(
+            new Request(`${BASE}/hooks/dev/${id}`, {
+              method: "POST",
+              headers: { ...(await signedHeaders(id, raw)), "content-type": contentType },
+              body: raw,
+            }),
+          );
           expect(res.status, `${label} ${contentType} ${raw}`).toBe(422);
           expect(await res.json()).toMatchObject({ code: "json-number-out-of-range", pointer });
         }
@@ -243,7 +297,10 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     const id = unique("hooksecret");
     await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, idempotencyFields: "order.id", maxPayloadBytes: 256 }));
     const unconfigured = unique("hooksecretunset");
-    await seedWorkflow("dev", transformWorkflow(unconfigured, { webhook: { signature: { secret: "{{ secrets.HOOK_SECRET_NEVER_SET }}" } } }));
+    await seedWorkflow(
+      "dev",
+      transformWorkflow(unconfigured, { webhook: { signature: { secret: "{{ secrets.HOOK_SECRET_NEVER_SET }}" } } }),
+    );
     // The secret travels in the request itself (a header, the body, the query), so a bug that
     // echoes request data into an answer or a row is caught, not only one that echoes the config.
     const leak = { "x-leak": secret };
@@ -253,13 +310,34 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
       [202, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(id, accepted)) })],
       [200, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(id, accepted)) })],
       [400, async () => hook(id, `{"token":"${secret}"`, { ...leak, ...(await signedHeaders(id, `{"token":"${secret}"`)) })],
-      [400, async () => SELF.fetch(new Request(`${BASE}/hooks/dev/${id}?clientIdempotencyId=${secret}`, { method: "POST", headers: { ...leak, ...(await signedHeaders(id, accepted)) }, body: accepted }))],
+      [
+        400,
+        async () =>
+          SELF.fetch(
+            new Request(`${BASE}/hooks/dev/${id}?clientIdempotencyId=${secret}`, {
+              method: "POST",
+              headers: { ...leak, ...(await signedHeaders(id, accepted)) },
+              body: accepted,
+            }),
+          ),
+      ],
       [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, undefined, "whsec_wrong")) })],
       [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, "1")) })],
       [401, async () => hook(id, withSecret, { ...leak, "x-idemflow-timestamp": secret })],
       [404, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) }, "other")],
-      [413, async () => hook(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }), { ...leak, ...(await signedHeaders(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }))) })],
-      [422, async () => hook(id, JSON.stringify({ token: secret }), { ...leak, ...(await signedHeaders(id, JSON.stringify({ token: secret }))) })],
+      [
+        413,
+        async () =>
+          hook(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }), {
+            ...leak,
+            ...(await signedHeaders(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }))),
+          }),
+      ],
+      [
+        422,
+        async () =>
+          hook(id, JSON.stringify({ token: secret }), { ...leak, ...(await signedHeaders(id, JSON.stringify({ token: secret }))) }),
+      ],
       [503, async () => hook(unconfigured, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) })],
     ];
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -289,7 +367,10 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
       const res = await hook(id, raw, await signedHeaders(id, raw));
       expect(res.status).toBe(503);
       const text = await res.text();
-      expect(JSON.parse(text)).toMatchObject({ code: "webhook-secret-missing", detail: expect.stringContaining("the operator has been told") });
+      expect(JSON.parse(text)).toMatchObject({
+        code: "webhook-secret-missing",
+        detail: expect.stringContaining("the operator has been told"),
+      });
       // The caller is unauthenticated: no deployment detail in the answer.
       expect(text).not.toContain("HOOK_SECRET_NEVER_SET");
       const logged = errors.mock.calls.map((args) => args.map(String).join(" ")).join("\n");
@@ -303,7 +384,12 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
 });
 
 describe("verifyWebhookSignature's tolerance, with an exact injected now", () => {
-  const settings: SignatureSettings = { secret: "{{ secrets.WEBHOOK_SECRET }}", header: "x-idemflow-signature", timestampHeader: "x-idemflow-timestamp", toleranceSeconds: 300 };
+  const settings: SignatureSettings = {
+    secret: "{{ secrets.WEBHOOK_SECRET }}",
+    header: "x-idemflow-signature",
+    timestampHeader: "x-idemflow-timestamp",
+    toleranceSeconds: 300,
+  };
   const T = 1_900_000_000;
   const raw = '{"event":"paid"}';
   const verifyAt = async (nowMs: number) =>

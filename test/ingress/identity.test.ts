@@ -5,7 +5,14 @@ import { parseTriggerBody } from "../../src/ingress/payload";
 import { canonicalJson } from "../../src/lib/canonical-json";
 import { utf8 } from "../../src/lib/crypto";
 
-const base = { workspace: "dev", workflowId: "wf", entryVertexId: "in", kind: "client" as const, material: "m" as unknown, scope: "production" as const };
+const base = {
+  workspace: "dev",
+  workflowId: "wf",
+  entryVertexId: "in",
+  kind: "client" as const,
+  material: "m" as unknown,
+  scope: "production" as const,
+};
 
 describe("execution identity", () => {
   it("gives different ids to tuples whose plain concatenations collide", async () => {
@@ -45,7 +52,9 @@ describe("execution identity", () => {
   });
 
   it("separates the identity kinds even for equal material", async () => {
-    expect(await deriveIdentity({ ...base, kind: "client", material: "k" })).not.toBe(await deriveIdentity({ ...base, kind: "fields", material: "k" }));
+    expect(await deriveIdentity({ ...base, kind: "client", material: "k" })).not.toBe(
+      await deriveIdentity({ ...base, kind: "fields", material: "k" }),
+    );
   });
 });
 
@@ -55,8 +64,14 @@ describe("identity material", () => {
   it("follows the precedence client > fields > content", async () => {
     const body = json({ order: { id: "A" } });
     expect((await identityMaterial({ clientIdempotencyId: "c", idempotencyFields: "order.id", body })).kind).toBe("client");
-    expect(await identityMaterial({ clientIdempotencyId: undefined, idempotencyFields: "order.id", body })).toEqual({ kind: "fields", material: { "order.id": "A" } });
-    expect(await identityMaterial({ clientIdempotencyId: undefined, idempotencyFields: undefined, body })).toEqual({ kind: "content", material: ["json", { order: { id: "A" } }] });
+    expect(await identityMaterial({ clientIdempotencyId: undefined, idempotencyFields: "order.id", body })).toEqual({
+      kind: "fields",
+      material: { "order.id": "A" },
+    });
+    expect(await identityMaterial({ clientIdempotencyId: undefined, idempotencyFields: undefined, body })).toEqual({
+      kind: "content",
+      material: ["json", { order: { id: "A" } }],
+    });
   });
 
   it("walks dot paths through objects and arrays", () => {

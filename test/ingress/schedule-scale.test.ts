@@ -33,7 +33,8 @@ function rowsReadCounter(real: D1Database) {
     }) as unknown as D1PreparedStatement;
   const db = {
     prepare: (sql: string) => wrap(real.prepare(sql)),
-    batch: async (stmts: D1PreparedStatement[]) => add(await real.batch(stmts.map((s) => (s as unknown as { real: D1PreparedStatement }).real))),
+    batch: async (stmts: D1PreparedStatement[]) =>
+      add(await real.batch(stmts.map((s) => (s as unknown as { real: D1PreparedStatement }).real))),
   } as unknown as D1Database;
   return { db, rowsRead: () => rowsRead, reset: () => (rowsRead = 0) };
 }
@@ -47,7 +48,11 @@ const executionsOf = (id: string) => countRows("SELECT count(*) AS n FROM execut
 async function scheduleRuns(id: string) {
   const res = await SELF.fetch(`${BASE}/v1/workflows/${id}`, { headers: { authorization: "Bearer dev-token" } });
   expect(res.status).toBe(200);
-  return (await res.json<{ scheduleRuns: Array<{ scheduledTime: string; status: string; attempts: number; executionId: string | null; error: string | null }> }>()).scheduleRuns;
+  return (
+    await res.json<{
+      scheduleRuns: Array<{ scheduledTime: string; status: string; attempts: number; executionId: string | null; error: string | null }>;
+    }>()
+  ).scheduleRuns;
 }
 
 describe("the tick's identity is its scheduled minute", () => {

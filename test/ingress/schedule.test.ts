@@ -16,14 +16,19 @@ describe("scheduled starts", () => {
     const first = await fireSchedules(deps, "0 9 * * *", tick);
     const redelivered = await fireSchedules(deps, "0 9 * * *", tick);
     const mine = (r: typeof first) => r.started.filter((s) => s.executionId && s.identity === "schedule");
-    const a = (await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id));
+    const a = await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id);
     expect(a).toBe(1);
     expect(mine(first).some((s) => !s.deduplicated)).toBe(true);
     expect(redelivered.started.every((s) => s.deduplicated)).toBe(true);
 
     await fireSchedules(deps, "0 9 * * *", tick + 86_400_000);
     expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2);
-    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ? AND trigger_kind = 'schedule' AND identity_kind = 'schedule'", id)).toBe(2);
+    expect(
+      await countRows(
+        "SELECT count(*) AS n FROM executions WHERE workflow_id = ? AND trigger_kind = 'schedule' AND identity_kind = 'schedule'",
+        id,
+      ),
+    ).toBe(2);
     expect(sent.filter((m) => m.vertexId === "shape")).toHaveLength(2);
   });
 
@@ -52,7 +57,9 @@ describe("scheduled starts", () => {
   it("sweeps expired identities from the cron", async () => {
     await env.DB.prepare(
       "INSERT INTO execution_identities (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at) VALUES (?, 'dev', 'gone', 'x', 't', 1, 2)",
-    ).bind("f".repeat(64)).run();
+    )
+      .bind("f".repeat(64))
+      .run();
     await ingressCron(createScheduledController({ cron: "0 0 1 1 *", scheduledTime: Date.now() }), env, createExecutionContext());
     expect(await countRows("SELECT count(*) AS n FROM execution_identities WHERE identity = ?", "f".repeat(64))).toBe(0);
   });

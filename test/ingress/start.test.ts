@@ -83,7 +83,9 @@ describe("the start service", () => {
     expect(new Set(results.map((r) => r.executionId)).size).toBe(1);
     expect(h.sent).toEqual([{ executionId: results[0]!.executionId, vertexId: "shape" }]);
     expect(await countRows("SELECT duplicate_deliveries AS n FROM executions WHERE id = ?", results[0]!.executionId)).toBe(49);
-    expect(await countRows("SELECT duplicate_deliveries AS n FROM execution_identities WHERE execution_id = ?", results[0]!.executionId)).toBe(49);
+    expect(
+      await countRows("SELECT duplicate_deliveries AS n FROM execution_identities WHERE execution_id = ?", results[0]!.executionId),
+    ).toBe(49);
   });
 
   it("starts a new execution for the same trigger after the dedupe window, once its backdated identity is swept", async () => {
@@ -97,7 +99,15 @@ describe("the start service", () => {
 
     // Another identity that is still fresh at the sweep time must survive it.
     const survivor = await h.fire(id, { order: 2 });
-    const identityOf = (order: number) => deriveIdentity({ workspace: "dev", workflowId: id, entryVertexId: "received", kind: "content", material: ["json", { order }], scope: "production" });
+    const identityOf = (order: number) =>
+      deriveIdentity({
+        workspace: "dev",
+        workflowId: id,
+        entryVertexId: "received",
+        kind: "content",
+        material: ["json", { order }],
+        scope: "production",
+      });
     expect(first.executionId).toBe(await identityOf(1));
 
     const afterWindow = t0 + 60 * 60_000 + 1;
@@ -120,13 +130,29 @@ describe("the start service", () => {
 
   it("plans a new window's steps with the new execution id when an entry edge reads execution.id", async () => {
     const id = unique("idplan");
-    const identity = await deriveIdentity({ workspace: "dev", workflowId: id, entryVertexId: "received", kind: "content", material: ["json", { order: 1 }], scope: "production" });
+    const identity = await deriveIdentity({
+      workspace: "dev",
+      workflowId: id,
+      entryVertexId: "received",
+      kind: "content",
+      material: ["json", { order: 1 }],
+      scope: "production",
+    });
     // Taken only for the first window's execution id (the identity itself).
-    await seedWorkflow("dev", transformWorkflow(id, { dedupeWindow: "10m" }, { edges: [{ from: "received", to: "shape", when: `= execution.id = '${identity}'` }] }));
+    await seedWorkflow(
+      "dev",
+      transformWorkflow(
+        id,
+        { dedupeWindow: "10m" },
+        { edges: [{ from: "received", to: "shape", when: `= execution.id = '${identity}'` }] },
+      ),
+    );
     const t0 = Date.now();
     const h = harness({ now: t0 });
     const stateOf = async (executionId: string) =>
-      (await env.DB.prepare("SELECT state FROM steps WHERE execution_id = ? AND vertex_id = 'shape'").bind(executionId).first<{ state: string }>())!.state;
+      (await env.DB.prepare("SELECT state FROM steps WHERE execution_id = ? AND vertex_id = 'shape'")
+        .bind(executionId)
+        .first<{ state: string }>())!.state;
     const first = await h.fire(id, { order: 1 });
     expect(first.executionId).toBe(identity);
     expect(await stateOf(first.executionId)).toBe("DISPATCHED");

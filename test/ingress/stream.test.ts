@@ -61,7 +61,9 @@ describe("POST /v1/workflows/:id/stream", () => {
     const id = unique("streamscope");
     await seedWorkflow("dev", transformWorkflow(id, {}, { edges: [{ from: "received", to: "shape", when: "= false" }] }));
     const body = { scope: "mine" };
-    const testRun = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/test-runs?forceNewExecution=false`, body, { token: "dev-token" }));
+    const testRun = await SELF.fetch(
+      jsonRequest(`${BASE}/v1/workflows/${id}/test-runs?forceNewExecution=false`, body, { token: "dev-token" }),
+    );
     expect(testRun.status).toBe(202);
     const testRunId = (await testRun.json<{ executionId: string }>()).executionId;
     const production = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/trigger`, body, { token: "dev-token" }));
@@ -74,7 +76,9 @@ describe("POST /v1/workflows/:id/stream", () => {
     const second = parseEvents(await (await stream(id, body, "?forceNewExecution=false")).text())[0]!.data;
     expect(second).toMatchObject({ executionId: first.executionId, deduplicated: true });
     // And the other way round: a later test run still finds its own execution, not the stream's.
-    const again = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/test-runs?forceNewExecution=false`, body, { token: "dev-token" }));
+    const again = await SELF.fetch(
+      jsonRequest(`${BASE}/v1/workflows/${id}/test-runs?forceNewExecution=false`, body, { token: "dev-token" }),
+    );
     expect(again.status).toBe(200);
     expect((await again.json<{ executionId: string }>()).executionId).toBe(testRunId);
     expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(3);
@@ -84,7 +88,9 @@ describe("POST /v1/workflows/:id/stream", () => {
     const id = unique("streamgone");
     await seedWorkflow("dev", transformWorkflow(id));
     const controller = new AbortController();
-    const res = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/stream`, { a: 1 }, { token: "dev-token" }), { signal: controller.signal });
+    const res = await SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${id}/stream`, { a: 1 }, { token: "dev-token" }), {
+      signal: controller.signal,
+    });
     const reader = res.body!.getReader();
     const first = new TextDecoder().decode((await reader.read()).value);
     const executionId = parseEvents(first)[0]!.data.executionId as string;
@@ -102,16 +108,29 @@ describe("POST /v1/workflows/:id/stream", () => {
 });
 
 describe("stepEvents", () => {
-  const step = (state: string, epoch: number, attempt = epoch) => ({ vertexId: "v", state: state as never, epoch, attempt, output: null, error: null, updatedAt: 0 });
+  const step = (state: string, epoch: number, attempt = epoch) => ({
+    vertexId: "v",
+    state: state as never,
+    epoch,
+    attempt,
+    output: null,
+    error: null,
+    updatedAt: 0,
+  });
 
   it("reports a claim that polling only saw settled, before its completion", () => {
-    expect(stepEvents(new Map([["v", step("DISPATCHED", 0)]]), [step("COMPLETED", 1)]).map((e) => e.event)).toEqual(["step.started", "step.completed"]);
+    expect(stepEvents(new Map([["v", step("DISPATCHED", 0)]]), [step("COMPLETED", 1)]).map((e) => e.event)).toEqual([
+      "step.started",
+      "step.completed",
+    ]);
   });
 
   it("reports a failed attempt waiting for its retry, and the next claim", () => {
     const before = new Map([["v", step("EXECUTING", 1)]]);
     expect(stepEvents(before, [step("DISPATCHED", 1)]).map((e) => [e.event, e.data.retrying])).toEqual([["step.failed", true]]);
-    expect(stepEvents(new Map([["v", step("DISPATCHED", 1)]]), [step("EXECUTING", 2)]).map((e) => [e.event, e.data.epoch])).toEqual([["step.started", 2]]);
+    expect(stepEvents(new Map([["v", step("DISPATCHED", 1)]]), [step("EXECUTING", 2)]).map((e) => [e.event, e.data.epoch])).toEqual([
+      ["step.started", 2],
+    ]);
   });
 
   it("reports nothing when nothing changed", () => {

@@ -4,8 +4,18 @@ import { app } from "../../src/app";
 import { cachedWorkflow } from "../../src/ingress/workflow-cache";
 import { BASE, countRows, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
 
-const trigger = (workflowId: string, body: unknown, opts: { token?: string; query?: string; raw?: string; headers?: Record<string, string> } = {}) =>
-  SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger${opts.query ?? ""}`, body, { token: opts.token ?? "dev-token", raw: opts.raw, headers: opts.headers }));
+const trigger = (
+  workflowId: string,
+  body: unknown,
+  opts: { token?: string; query?: string; raw?: string; headers?: Record<string, string> } = {},
+) =>
+  SELF.fetch(
+    jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger${opts.query ?? ""}`, body, {
+      token: opts.token ?? "dev-token",
+      raw: opts.raw,
+      headers: opts.headers,
+    }),
+  );
 
 const executionsOf = (workflowId: string, workspace = "dev") =>
   countRows("SELECT count(*) AS n FROM executions WHERE workspace = ? AND workflow_id = ?", workspace, workflowId);
@@ -26,7 +36,9 @@ describe("POST /v1/workflows/:id/trigger", () => {
     const id = unique("race");
     await seedWorkflow("dev", transformWorkflow(id));
     const responses = await Promise.all(Array.from({ length: 50 }, () => trigger(id, { order: { id: "A-1" } })));
-    const bodies = await Promise.all(responses.map((r) => r.json<{ executionId: string; deduplicated: boolean; identity: string; status: string }>()));
+    const bodies = await Promise.all(
+      responses.map((r) => r.json<{ executionId: string; deduplicated: boolean; identity: string; status: string }>()),
+    );
 
     expect(responses.filter((r) => r.status === 202)).toHaveLength(1);
     expect(responses.filter((r) => r.status === 200)).toHaveLength(49);
@@ -39,7 +51,9 @@ describe("POST /v1/workflows/:id/trigger", () => {
     const executionId = bodies[0]!.executionId;
     // One set of first steps: the entry and its one successor, once each.
     expect(await countRows("SELECT count(*) AS n FROM steps WHERE execution_id = ?", executionId)).toBe(2);
-    const row = await env.DB.prepare("SELECT duplicate_deliveries, last_duplicate_at FROM executions WHERE id = ?").bind(executionId).first<{ duplicate_deliveries: number; last_duplicate_at: number }>();
+    const row = await env.DB.prepare("SELECT duplicate_deliveries, last_duplicate_at FROM executions WHERE id = ?")
+      .bind(executionId)
+      .first<{ duplicate_deliveries: number; last_duplicate_at: number }>();
     expect(row?.duplicate_deliveries).toBe(49);
     expect(row?.last_duplicate_at).toBeGreaterThan(0);
   });
@@ -81,14 +95,18 @@ describe("POST /v1/workflows/:id/trigger", () => {
     await seedWorkflow("dev", transformWorkflow(id));
     const body = await (await trigger(id, { x: 1 })).json<{ executionId: string }>();
     expect(body.executionId).toMatch(/^[0-9a-f]{64}$/);
-    const identity = await env.DB.prepare("SELECT identity FROM executions WHERE id = ?").bind(body.executionId).first<{ identity: string }>();
+    const identity = await env.DB.prepare("SELECT identity FROM executions WHERE id = ?")
+      .bind(body.executionId)
+      .first<{ identity: string }>();
     expect(identity?.identity).toBe(body.executionId);
   });
 
   it("with idempotencyFields, merges bodies that differ elsewhere and splits different ids", async () => {
     const id = unique("fields");
     await seedWorkflow("dev", transformWorkflow(id, { idempotencyFields: "order.id" }));
-    const first = await (await trigger(id, { order: { id: "A-1", total: 10 }, note: "first" })).json<{ executionId: string; identity: string }>();
+    const first = await (
+      await trigger(id, { order: { id: "A-1", total: 10 }, note: "first" })
+    ).json<{ executionId: string; identity: string }>();
     expect(first.identity).toBe("fields");
     const same = await trigger(id, { order: { id: "A-1", total: 99 }, note: "retry with drift" });
     expect(same.status).toBe(200);
@@ -319,7 +337,9 @@ describe("POST /v1/workflows/:id/trigger", () => {
   it("needs a bearer token, and another workspace's workflow is 404", async () => {
     const id = unique("auth");
     await seedWorkflow("dev", transformWorkflow(id));
-    const anonymous = await SELF.fetch(new Request(`${BASE}/v1/workflows/${id}/trigger`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } }));
+    const anonymous = await SELF.fetch(
+      new Request(`${BASE}/v1/workflows/${id}/trigger`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } }),
+    );
     expect(anonymous.status).toBe(401);
     expect((await trigger(id, {}, { token: "other-token" })).status).toBe(404);
   });
@@ -330,7 +350,11 @@ describe("POST /v1/workflows/:id/trigger", () => {
     const res = await trigger(id, { go: false });
     const body = await res.json<{ executionId: string; status: string }>();
     expect(body.status).toBe("COMPLETED");
-    const steps = await env.DB.prepare("SELECT vertex_id, state, epoch, attempt, output FROM steps WHERE execution_id = ? ORDER BY vertex_id").bind(body.executionId).all();
+    const steps = await env.DB.prepare(
+      "SELECT vertex_id, state, epoch, attempt, output FROM steps WHERE execution_id = ? ORDER BY vertex_id",
+    )
+      .bind(body.executionId)
+      .all();
     expect(steps.results).toEqual([
       { vertex_id: "received", state: "COMPLETED", epoch: 0, attempt: 0, output: JSON.stringify({ go: false }) },
       { vertex_id: "shape", state: "SKIPPED", epoch: 0, attempt: 0, output: null },
@@ -403,7 +427,12 @@ describe("POST /v1/workflows/:id/test-runs", () => {
     const res = await testRun(id, { a: 1 }, "", { prefer: "wait=5" });
     expect(res.status).toBe(200);
     expect(res.headers.get("preference-applied")).toBe("wait=5");
-    const trace = await res.json<{ status: string; identity: string; deduplicated: boolean; steps: Array<{ vertexId: string; state: string }> }>();
+    const trace = await res.json<{
+      status: string;
+      identity: string;
+      deduplicated: boolean;
+      steps: Array<{ vertexId: string; state: string }>;
+    }>();
     expect(trace).toMatchObject({ status: "COMPLETED", identity: "forced", deduplicated: false });
     expect(trace.steps.map((s) => [s.vertexId, s.state])).toEqual([
       ["received", "COMPLETED"],

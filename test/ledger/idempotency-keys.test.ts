@@ -36,21 +36,31 @@ const at = (input: ClaimInput, now: number, fields: Partial<ClaimInput> = {}): C
 const response = { status: 201, headers: { "content-type": "application/json" }, body: new TextEncoder().encode('{"ok":true}') };
 
 async function rowOf(input: ClaimInput) {
-  return env.DB.prepare("SELECT * FROM idempotency_keys WHERE principal = ? AND idem_key = ?").bind(input.principal, input.key).first<Record<string, unknown>>();
+  return env.DB.prepare("SELECT * FROM idempotency_keys WHERE principal = ? AND idem_key = ?")
+    .bind(input.principal, input.key)
+    .first<Record<string, unknown>>();
 }
 
 describe("claimOrLoad", () => {
   it("claims an absent key as pending generation 1", async () => {
     const input = claimInput();
     expect(await claimOrLoad(env.DB, input)).toEqual({ kind: "claimed", generation: 1, takeover: false });
-    expect(await rowOf(input)).toMatchObject({ status: "pending", generation: 1, lease_until: input.leaseUntil, expires_at: input.expiresAt });
+    expect(await rowOf(input)).toMatchObject({
+      status: "pending",
+      generation: 1,
+      lease_until: input.leaseUntil,
+      expires_at: input.expiresAt,
+    });
   });
 
   it("returns the existing pending row, unchanged, to a second caller while the lease is live", async () => {
     const input = claimInput();
     await claimOrLoad(env.DB, input);
     const second = await claimOrLoad(env.DB, at(input, input.now + TTL - 1));
-    expect(second).toMatchObject({ kind: "existing", row: { status: "pending", generation: 1, leaseUntil: input.leaseUntil, response: null } });
+    expect(second).toMatchObject({
+      kind: "existing",
+      row: { status: "pending", generation: 1, leaseUntil: input.leaseUntil, response: null },
+    });
     expect(await rowOf(input)).toMatchObject({ claim_token: input.claimToken, claimed_at: input.now });
   });
 
@@ -59,7 +69,12 @@ describe("claimOrLoad", () => {
     await claimOrLoad(env.DB, input);
     const retry = at(input, input.now + TTL);
     expect(await claimOrLoad(env.DB, retry)).toEqual({ kind: "claimed", generation: 2, takeover: true });
-    expect(await rowOf(input)).toMatchObject({ generation: 2, claim_token: retry.claimToken, lease_until: retry.leaseUntil, created_at: input.now });
+    expect(await rowOf(input)).toMatchObject({
+      generation: 2,
+      claim_token: retry.claimToken,
+      lease_until: retry.leaseUntil,
+      created_at: input.now,
+    });
   });
 
   it("never lets a different fingerprint take over a stale reservation", async () => {
@@ -72,7 +87,9 @@ describe("claimOrLoad", () => {
   it("loads a completed row with its stored response (status, headers, body bytes)", async () => {
     const input = claimInput();
     await claimOrLoad(env.DB, input);
-    expect(await completeIfOwned(env.DB, { ...input, generation: 1 }, { now: input.now + 5, expiresAt: input.now + 5 + RETENTION, response })).toBe(true);
+    expect(
+      await completeIfOwned(env.DB, { ...input, generation: 1 }, { now: input.now + 5, expiresAt: input.now + 5 + RETENTION, response }),
+    ).toBe(true);
     const replay = await claimOrLoad(env.DB, at(input, input.now + 6));
     expect(replay.kind).toBe("existing");
     if (replay.kind !== "existing") return;
@@ -99,9 +116,13 @@ describe("completeIfOwned (the fence)", () => {
     const retry = at(input, input.now + TTL + 1);
     await claimOrLoad(env.DB, retry);
     const mine = { status: 200, headers: {}, body: new TextEncoder().encode("new") };
-    expect(await completeIfOwned(env.DB, { ...retry, generation: 2 }, { now: retry.now, expiresAt: retry.expiresAt, response: mine })).toBe(true);
+    expect(await completeIfOwned(env.DB, { ...retry, generation: 2 }, { now: retry.now, expiresAt: retry.expiresAt, response: mine })).toBe(
+      true,
+    );
     // The zombie (generation 1) finishes late.
-    expect(await completeIfOwned(env.DB, { ...input, generation: 1 }, { now: retry.now + 1, expiresAt: retry.expiresAt, response })).toBe(false);
+    expect(await completeIfOwned(env.DB, { ...input, generation: 1 }, { now: retry.now + 1, expiresAt: retry.expiresAt, response })).toBe(
+      false,
+    );
     expect(await rowOf(input)).toMatchObject({ generation: 2, status: "completed", response_status: 200 });
   });
 
@@ -111,7 +132,9 @@ describe("completeIfOwned (the fence)", () => {
     await env.DB.prepare("DELETE FROM idempotency_keys WHERE principal = ? AND idem_key = ?").bind(input.principal, input.key).run();
     const reborn = at(input, input.now + 1);
     expect(await claimOrLoad(env.DB, reborn)).toMatchObject({ kind: "claimed", generation: 1 });
-    expect(await completeIfOwned(env.DB, { ...input, generation: 1 }, { now: input.now + 2, expiresAt: input.now + RETENTION, response })).toBe(false);
+    expect(
+      await completeIfOwned(env.DB, { ...input, generation: 1 }, { now: input.now + 2, expiresAt: input.now + RETENTION, response }),
+    ).toBe(false);
     expect(await rowOf(input)).toMatchObject({ status: "pending", claim_token: reborn.claimToken });
   });
 
@@ -120,7 +143,9 @@ describe("completeIfOwned (the fence)", () => {
     await claimOrLoad(env.DB, input);
     const fence = { ...input, generation: 1 };
     expect(await completeIfOwned(env.DB, fence, { now: input.now, expiresAt: input.expiresAt, response })).toBe(true);
-    expect(await completeIfOwned(env.DB, fence, { now: input.now, expiresAt: input.expiresAt, response: { ...response, status: 500 } })).toBe(false);
+    expect(
+      await completeIfOwned(env.DB, fence, { now: input.now, expiresAt: input.expiresAt, response: { ...response, status: 500 } }),
+    ).toBe(false);
     expect(await rowOf(input)).toMatchObject({ response_status: 201 });
   });
 });
@@ -169,7 +194,10 @@ describe("the table's CHECK constraints", () => {
       .run();
   };
 
-  const stored = (key: string) => env.DB.prepare("SELECT * FROM idempotency_keys WHERE principal = 'ws-check' AND idem_key = ?").bind(key).first<Record<string, unknown>>();
+  const stored = (key: string) =>
+    env.DB.prepare("SELECT * FROM idempotency_keys WHERE principal = 'ws-check' AND idem_key = ?")
+      .bind(key)
+      .first<Record<string, unknown>>();
 
   it("accepts a well-formed pending row, and stores it as given", async () => {
     const key = `c-pending-${++seq}`;
@@ -193,7 +221,15 @@ describe("the table's CHECK constraints", () => {
   });
   it("accepts a well-formed completed row (a response, a completion time, no lease), and stores it as given", async () => {
     const key = `c-completed-${++seq}`;
-    const fields = { idem_key: key, status: "completed", generation: 2, lease_until: null, completed_at: 5, response_status: 201, response_headers: '{"content-type":"application/json"}' };
+    const fields = {
+      idem_key: key,
+      status: "completed",
+      generation: 2,
+      lease_until: null,
+      completed_at: 5,
+      response_status: 201,
+      response_headers: '{"content-type":"application/json"}',
+    };
     expect((await insert(fields)).meta.changes).toBe(1);
     expect(await stored(key)).toMatchObject({ ...fields, claim_token: "t", expires_at: 10, response_body: null });
   });

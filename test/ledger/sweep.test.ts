@@ -7,7 +7,7 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import { ledgerCron } from "../../src/http/idempotency";
 import { sweepIdempotencyKeys } from "../../src/ledger";
 import { countingD1 } from "../helpers/counting-d1";
-import { harness, uniqueKey } from "./harness";
+import { harness, uniqueKey } from "../http/idempotency/harness";
 
 const NOW = 1_800_000_000_000;
 const FP = "f".repeat(64);
@@ -29,7 +29,9 @@ async function seed(key: string, row: { status: "pending" | "completed"; expires
     .run();
 }
 const remaining = async () =>
-  (await env.DB.prepare("SELECT idem_key FROM idempotency_keys ORDER BY idem_key").all<{ idem_key: string }>()).results.map((r) => r.idem_key);
+  (await env.DB.prepare("SELECT idem_key FROM idempotency_keys ORDER BY idem_key").all<{ idem_key: string }>()).results.map(
+    (r) => r.idem_key,
+  );
 
 describe("sweepIdempotencyKeys", () => {
   it("deletes only rows past retention and never a pending row whose lease is live", async () => {

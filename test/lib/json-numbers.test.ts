@@ -108,8 +108,14 @@ describe("findUnsafeNumberLiteral (raw JSON text)", () => {
   });
 
   it("scans 1 MiB bodies in linear time, also when the quick pre-check cannot clear them", () => {
-    const items = Array.from({ length: 9000 }, (_, i) => ({ id: i * 7919, sha: "3e5a9f00c1", note: `n"${i}\\`, v: [1.5, -2e-3, 123456789012345] }));
+    const items = Array.from({ length: 9000 }, (_, i) => ({
+      id: i * 7919,
+      sha: "3e5a9f00c1",
+      note: `n"${i}\\`,
+      v: [1.5, -2e-3, 123456789012345],
+    }));
     const bodies = [
+      // eslint-disable-next-line no-loss-of-precision -- the scanner reads the text; the literal is never read as a number
       JSON.stringify({ items, last: 12345678901234567891 }), // found at the very end
       JSON.stringify({ items: items.map((item) => ({ ...item, sha: "ab" })) }), // cleared by the pre-check
       `"${"\\\\".repeat(500_000)}"`, // a long run of escaped backslashes

@@ -158,14 +158,23 @@ describe("claims", () => {
       afterRun: async () => {
         release();
         const staleResult = await stale;
-        const step = (await env.DB.prepare("SELECT * FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'").bind(id).first<StepRow>())!;
+        const step = (await env.DB.prepare("SELECT * FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'")
+          .bind(id)
+          .first<StepRow>())!;
         whileNewOwnerRuns = { step, trace: await readTrace(env.DB, WS, id), staleAcks: staleResult.explicitAcks.length };
       },
     });
     expect(whileNewOwnerRuns).toBeDefined();
     const { step, trace, staleAcks } = whileNewOwnerRuns!;
     expect(staleAcks).toBe(1); // the stale worker's message is done with: acked, not retried
-    expect(step).toMatchObject({ state: "EXECUTING", epoch: 2, attempt: 2, lease_until: takenOverAt + 1_000, output: null, finished_at: null });
+    expect(step).toMatchObject({
+      state: "EXECUTING",
+      epoch: 2,
+      attempt: 2,
+      lease_until: takenOverAt + 1_000,
+      output: null,
+      finished_at: null,
+    });
     const events = trace!.steps.find((s) => s.vertexId === "charge")!.events;
     expect(events.map((e) => [e.type, e.epoch])).toEqual([
       ["lease_expired", 1],

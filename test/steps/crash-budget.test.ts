@@ -48,7 +48,9 @@ describe("a step output over the stored bound", () => {
         {
           id: "big",
           type: "TRANSFORM",
-          config: { output: { a: `= $pad('', ${MAX_OUTPUT_BYTES / 2 + 1000}, 'x')`, b: `= $pad('', ${MAX_OUTPUT_BYTES / 2 + 1000}, 'x')` } },
+          config: {
+            output: { a: `= $pad('', ${MAX_OUTPUT_BYTES / 2 + 1000}, 'x')`, b: `= $pad('', ${MAX_OUTPUT_BYTES / 2 + 1000}, 'x')` },
+          },
         },
       ],
       edges: [{ from: "entry", to: "big" }],

@@ -5,15 +5,15 @@ import { chargeWorkflow, harness, seedWorkflow, stepsOf, unique, type Harness } 
 const WS = "steps-destination-key";
 
 const storedKey = async (executionId: string): Promise<string | null> =>
-  (await env.DB.prepare("SELECT idempotency_key FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'").bind(executionId).first<{ idempotency_key: string | null }>())!
-    .idempotency_key;
+  (await env.DB.prepare("SELECT idempotency_key FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'")
+    .bind(executionId)
+    .first<{ idempotency_key: string | null }>())!.idempotency_key;
 
 describe("the destination key is persisted before the first send", () => {
   it("a destination that reads the step row while handling the request finds the key it received already stored there", async () => {
     let executionId = "";
     const seen: Array<{ received: string | null; storedDuringCall: string | null }> = [];
-    let h!: Harness;
-    h = harness({
+    const h: Harness = harness({
       // The destination, on the same workerd and D1, looks at idemflow's row before it answers.
       fetch: async (input, init) => {
         const request = new Request(input, init);
@@ -43,7 +43,9 @@ describe("a later attempt sends the stored key", () => {
     await h.deliver([first!.body]);
     expect((await stepsOf(id)).charge!.state).toBe("DISPATCHED");
     // What the key expression reads is different now: a fresh evaluation would give a new key.
-    await env.DB.prepare("UPDATE executions SET payload = ?2 WHERE id = ?1").bind(id, JSON.stringify({ order: { id: "Q-second", total: 10 } })).run();
+    await env.DB.prepare("UPDATE executions SET payload = ?2 WHERE id = ?1")
+      .bind(id, JSON.stringify({ order: { id: "Q-second", total: 10 } }))
+      .run();
     await h.drain();
     const step = (await stepsOf(id)).charge!;
     expect(step).toMatchObject({ state: "COMPLETED", attempt: 2 });
@@ -64,7 +66,9 @@ describe("a later attempt sends the stored key", () => {
     await h.deliver([first!.body]);
     const computed = await storedKey(id);
     expect(computed).toMatch(/^charge-/);
-    await env.DB.prepare("UPDATE steps SET idempotency_key = 'stored-key-7f3a' WHERE execution_id = ?1 AND vertex_id = 'charge'").bind(id).run();
+    await env.DB.prepare("UPDATE steps SET idempotency_key = 'stored-key-7f3a' WHERE execution_id = ?1 AND vertex_id = 'charge'")
+      .bind(id)
+      .run();
     await h.drain();
     expect((await stepsOf(id)).charge).toMatchObject({ state: "COMPLETED", attempt: 2, idempotency_key: "stored-key-7f3a" });
     expect(h.dest.keysSent("/payments/charges")).toEqual([computed, "stored-key-7f3a"]);

@@ -57,7 +57,10 @@ describe("end to end over the real queue", () => {
       return url.host === "localhost:8788" ? dest.fetch(input, init) : realFetch(input, init);
     });
     dest.fault("/payments/charges", 503, 1);
-    const wf = await seedWorkflow("dev", chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 0, maxDelayMs: 0 } }));
+    const wf = await seedWorkflow(
+      "dev",
+      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 0, maxDelayMs: 0 } }),
+    );
     const id = await trigger(wf.workflowId, { order: { id: unique("E2E"), total: 5 } });
     expect(await waitFor(id)).toBe("COMPLETED");
     const steps = await stepsOf(id);

@@ -119,7 +119,11 @@ describe("Gateway retries", () => {
       id: unique("wf"),
       vertices: [
         { id: "received", type: "ENTRY_POINT", config: {} },
-        { id: "create", type: "GATEWAY", config: { method: "POST", url: `${DEST}/legacy/orders`, body: { external_id: "= payload.id" }, conflictAsProcessed: true } },
+        {
+          id: "create",
+          type: "GATEWAY",
+          config: { method: "POST", url: `${DEST}/legacy/orders`, body: { external_id: "= payload.id" }, conflictAsProcessed: true },
+        },
       ],
       edges: [{ from: "received", to: "create" }],
     });
@@ -181,7 +185,8 @@ describe("Gateway retries", () => {
       fetch: async (input: RequestInfo | URL, init?: RequestInit) => {
         calls++;
         if (calls === 1) throw new TypeError("connection refused");
-        if (calls === 2) return new Promise<Response>((_, reject) => init?.signal?.addEventListener("abort", () => reject(new Error("aborted"))));
+        if (calls === 2)
+          return new Promise<Response>((_, reject) => init?.signal?.addEventListener("abort", () => reject(new Error("aborted"))));
         return new Response(JSON.stringify({ id: "ch_x" }), { status: 201, headers: { "content-type": "application/json" } });
       },
     });
@@ -190,7 +195,9 @@ describe("Gateway retries", () => {
     expect(step.state).toBe("COMPLETED");
     expect(step.attempt).toBe(3);
     const { env } = await import("cloudflare:test");
-    const events = await env.DB.prepare("SELECT detail FROM step_events WHERE execution_id = ?1 AND type = 'attempt_failed' ORDER BY id").bind(id).all<{ detail: string }>();
+    const events = await env.DB.prepare("SELECT detail FROM step_events WHERE execution_id = ?1 AND type = 'attempt_failed' ORDER BY id")
+      .bind(id)
+      .all<{ detail: string }>();
     expect(events.results.map((e) => e.detail)).toEqual([
       expect.stringMatching(/attempt 1: .*network error: connection refused/),
       expect.stringMatching(/attempt 2: .*timed out after 50 ms/),

@@ -35,8 +35,7 @@ describe("the heartbeat during a long Gateway call", () => {
   it("moves lease_until forward past the claim's lease while the destination holds the request, so a concurrent claim cannot take the step over", async () => {
     let executionId = "";
     let call: { at: number; leaseUntil: number | null } | undefined;
-    let h!: Harness;
-    h = harness({
+    const h: Harness = harness({
       now: () => Date.now(),
       leaseMs: LEASE_MS,
       heartbeatEveryMs: HEARTBEAT_MS,
@@ -54,7 +53,11 @@ describe("the heartbeat during a long Gateway call", () => {
     h.dest.hold = new Promise<void>((r) => (release = r));
     const running = h.deliver([msg!.body]);
     try {
-      await until("the request to reach the destination", () => h.dest.requests.length, (n) => n === 1);
+      await until(
+        "the request to reach the destination",
+        () => h.dest.requests.length,
+        (n) => n === 1,
+      );
       const { at, leaseUntil } = call!;
       // The claim happened before the request arrived: its lease ends no later than this.
       const claimLeaseEndsBy = at + LEASE_MS;
@@ -62,11 +65,19 @@ describe("the heartbeat during a long Gateway call", () => {
       expect(leaseUntil!).toBeLessThanOrEqual(claimLeaseEndsBy);
 
       // While the call is held, the heartbeat pushes the lease past the claim's.
-      const extended = await until("the heartbeat to extend the lease", () => leaseOf(executionId), (row) => (row.lease_until ?? 0) > claimLeaseEndsBy);
+      const extended = await until(
+        "the heartbeat to extend the lease",
+        () => leaseOf(executionId),
+        (row) => (row.lease_until ?? 0) > claimLeaseEndsBy,
+      );
       expect(extended).toMatchObject({ state: "EXECUTING", epoch: 1 });
 
       // Well after the claim's lease would have run out, another worker tries to claim the step.
-      await until("the claim's lease to be long over", () => Date.now(), (now) => now >= claimLeaseEndsBy + 150);
+      await until(
+        "the claim's lease to be long over",
+        () => Date.now(),
+        (now) => now >= claimLeaseEndsBy + 150,
+      );
       const rival = await claimAndLoad(env.DB, { executionId, vertexId: "charge" }, Date.now(), LEASE_MS);
       expect(rival.claimed).toBeNull();
       const during = await leaseOf(executionId);

@@ -106,7 +106,10 @@ export class Destination {
     if (i >= 0) {
       const [f] = this.faults.splice(i, 1);
       if (f!.afterCommit) await this.app.fetch(request, env, createExecutionContext());
-      return new Response(JSON.stringify({ error: "scripted" }), { status: f!.status, headers: { "content-type": "application/json", ...(f!.headers ?? {}) } });
+      return new Response(JSON.stringify({ error: "scripted" }), {
+        status: f!.status,
+        headers: { "content-type": "application/json", ...(f!.headers ?? {}) },
+      });
     }
     return this.app.fetch(request, env, createExecutionContext());
   };

@@ -111,7 +111,9 @@ describe("a takeover while the first call still runs at a destination behind ide
     expect(dest.statuses).toEqual([409]);
     let charge = (await stepsOf(id)).charge!;
     expect(charge.state).toBe("DISPATCHED");
-    expect(charge.error).toMatch(new RegExp(`^${IN_PROGRESS_MARK} \\(attempt 2\\): POST localhost:8788/payments/charges answered 409 \\(Retry-After 1 s\\)`));
+    expect(charge.error).toMatch(
+      new RegExp(`^${IN_PROGRESS_MARK} \\(attempt 2\\): POST localhost:8788/payments/charges answered 409 \\(Retry-After 1 s\\)`),
+    );
     // The trace says why the step waits.
     const trace = await readTrace(env.DB, WS, id);
     const traced = trace!.steps.find((s) => s.vertexId === "charge")!;
@@ -207,7 +209,10 @@ describe("in-progress answers are not failures", () => {
     const h = harness();
     inProgressThen(h, 3, 1);
     h.dest.fault("/payments/charges", 503, 1);
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf"), { retry: { maxAttempts: 2, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 1000 } }));
+    const wf = await seedWorkflow(
+      WS,
+      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 2, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 1000 } }),
+    );
     const id = await h.start(wf, { order: { id: unique("O"), total: 7 } });
     await h.drain();
     const charge = (await stepsOf(id)).charge!;
@@ -222,7 +227,9 @@ describe("the in-progress budget", () => {
     const answered = inProgressThen(h, Number.POSITIVE_INFINITY, 10);
     const wf = await seedWorkflow(
       WS,
-      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 25_000, inProgressBudgetMs: 60_000 } }),
+      chargeWorkflow(unique("wf"), {
+        retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 25_000, inProgressBudgetMs: 60_000 },
+      }),
     );
     const t0 = h.clock.now();
     const id = await h.start(wf, { order: { id: unique("O"), total: 7 } });
@@ -240,7 +247,10 @@ describe("the in-progress budget", () => {
   it("a Retry-After above the ceiling is waited at the ceiling, not refused", async () => {
     const h = harness();
     inProgressThen(h, 1, 30 * 24 * 3600); // a month
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf"), { retry: { maxAttempts: 1, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 20_000 } }));
+    const wf = await seedWorkflow(
+      WS,
+      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 1, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 20_000 } }),
+    );
     const id = await h.start(wf, { order: { id: unique("O"), total: 7 } });
     const [message] = h.queue.take();
     await h.deliver([message!.body]);
@@ -257,7 +267,9 @@ describe("the in-progress budget", () => {
     const answered = inProgressThen(h, 4, 10);
     const wf = await seedWorkflow(
       WS,
-      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 1, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 10_000, inProgressBudgetMs: 20_000 } }),
+      chargeWorkflow(unique("wf"), {
+        retry: { maxAttempts: 1, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 10_000, inProgressBudgetMs: 20_000 },
+      }),
     );
     const id = await h.start(wf, { order: { id: unique("O"), total: 7 } });
     await h.drain();

@@ -42,7 +42,9 @@ describe("operator retry", () => {
     expect(keys[0]).toBe(steps.charge!.idempotency_key);
     expect(steps.done!.state).toBe("COMPLETED");
     expect(await executionStatus(id)).toBe("COMPLETED");
-    const trace = (await (await api(h, "GET", `/v1/executions/${id}`)).json()) as { steps: Array<{ vertexId: string; events: Array<{ type: string }> }> };
+    const trace = (await (await api(h, "GET", `/v1/executions/${id}`)).json()) as {
+      steps: Array<{ vertexId: string; events: Array<{ type: string }> }>;
+    };
     expect(trace.steps.find((s) => s.vertexId === "charge")!.events.map((e) => e.type)).toEqual([
       "attempt_failed",
       "attempt_failed",
@@ -57,7 +59,10 @@ describe("operator retry", () => {
     expect(missing.status).toBe(400);
     expect((await stepsOf(id)).charge!.state).toBe("FAILED");
     const key = unique("op");
-    const [a, b] = [await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key }), await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key })];
+    const [a, b] = [
+      await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key }),
+      await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key }),
+    ];
     expect(a.status).toBe(202);
     expect(b.status).toBe(202);
     expect(b.headers.get("idempotent-replayed")).toBe("true");
@@ -93,7 +98,9 @@ describe("operator retry", () => {
     expect(h.dest.requests).toHaveLength(calls);
     expect(await stepsOf(id)).toEqual(before);
     expect(await executionStatus(id)).toBe("FAILED");
-    const retries = await env.DB.prepare("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1 AND type = 'operator_retry'").bind(id).first<{ n: number }>();
+    const retries = await env.DB.prepare("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1 AND type = 'operator_retry'")
+      .bind(id)
+      .first<{ n: number }>();
     expect(retries?.n).toBe(0);
     // The step was retryable: its own workspace may (so the 404 was the workspace, not the state).
     expect((await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") })).status).toBe(202);
@@ -116,7 +123,10 @@ describe("start over", () => {
     expect(after.charge!.idempotency_key).toBe(before.charge!.idempotency_key);
     expect(after.charge!.state).toBe("COMPLETED");
     expect(h.dest.effects).toHaveLength(1);
-    const trace = (await (await api(h, "GET", `/v1/executions/${body.executionId}`)).json()) as { startedOverFrom: string; trigger: string };
+    const trace = (await (await api(h, "GET", `/v1/executions/${body.executionId}`)).json()) as {
+      startedOverFrom: string;
+      trigger: string;
+    };
     expect(trace.startedOverFrom).toBe(id);
     expect(trace.trigger).toBe("start_over");
   });
@@ -126,7 +136,9 @@ describe("start over", () => {
     const id = await h.start(wf, { order: { id: unique("O"), total: 5 } });
     await h.drain();
     // What a pre-rule trigger of {"order":{"id":12345678901234567891}} left behind: the rounded id.
-    await env.DB.prepare("UPDATE executions SET payload = ? WHERE id = ?").bind('{"order":{"id":12345678901234567000,"total":5}}', id).run();
+    await env.DB.prepare("UPDATE executions SET payload = ? WHERE id = ?")
+      .bind('{"order":{"id":12345678901234567000,"total":5}}', id)
+      .run();
     const before = await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>();
     const res = await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
     expect(res.status).toBe(422);
@@ -144,7 +156,13 @@ describe("reading executions", () => {
     const res = await api(h, "GET", `/v1/executions/${id}`);
     expect(res.status).toBe(200);
     const trace = (await res.json()) as Record<string, unknown> & { steps: Array<Record<string, unknown>> };
-    expect(trace).toMatchObject({ executionId: id, workflowId: wf.workflowId, version: wf.version, status: "COMPLETED", startedOverFrom: null });
+    expect(trace).toMatchObject({
+      executionId: id,
+      workflowId: wf.workflowId,
+      version: wf.version,
+      status: "COMPLETED",
+      startedOverFrom: null,
+    });
     expect(trace.steps.map((s) => s.vertexId)).toEqual(["received", "charge", "done"]);
     const charge = trace.steps[1]!;
     expect(charge).toMatchObject({ state: "COMPLETED", attempt: 1, epoch: 1, events: [] });
@@ -161,7 +179,11 @@ describe("reading executions", () => {
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const res = await api(h, "GET", `/v1/executions?workflowId=${wf.workflowId}&status=RUNNING&limit=2${cursor ? `&cursor=${cursor}` : ""}`);
+      const res = await api(
+        h,
+        "GET",
+        `/v1/executions?workflowId=${wf.workflowId}&status=RUNNING&limit=2${cursor ? `&cursor=${cursor}` : ""}`,
+      );
       expect(res.status).toBe(200);
       const page = (await res.json()) as { items: Array<{ executionId: string; status: string }>; nextCursor: string | null };
       for (const item of page.items) {
@@ -173,7 +195,9 @@ describe("reading executions", () => {
     expect(new Set(seen).size).toBe(3);
     expect((await api(h, "GET", `/v1/executions?status=BOGUS`)).status).toBe(400);
     expect((await api(h, "GET", `/v1/executions?cursor=%%%`)).status).toBe(400);
-    const other = (await (await api(h, "GET", `/v1/executions?workflowId=${wf.workflowId}`, { token: "other-token" })).json()) as { items: unknown[] };
+    const other = (await (await api(h, "GET", `/v1/executions?workflowId=${wf.workflowId}`, { token: "other-token" })).json()) as {
+      items: unknown[];
+    };
     expect(other.items).toEqual([]);
   });
 });

@@ -64,7 +64,9 @@ describe("the reaper's re-send back-off", () => {
     expect(step.resends).toBe(4);
     expect(step.nextResendAt).toBeNull();
     expect(h.dest.effects).toHaveLength(1);
-    const row = await env.DB.prepare("SELECT next_resend_at FROM steps WHERE execution_id = ?1").bind(id).first<{ next_resend_at: number | null }>();
+    const row = await env.DB.prepare("SELECT next_resend_at FROM steps WHERE execution_id = ?1")
+      .bind(id)
+      .first<{ next_resend_at: number | null }>();
     expect(row!.next_resend_at).toBeNull();
     expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
   });

@@ -18,7 +18,9 @@ const resentExecutions = (h: Harness): string[] => h.queue.take().map((m) => m.b
 async function chargeStates(ids: string[]): Promise<string[]> {
   const states: string[] = [];
   for (const id of ids) {
-    const row = await env.DB.prepare("SELECT state FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'").bind(id).first<{ state: string }>();
+    const row = await env.DB.prepare("SELECT state FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'")
+      .bind(id)
+      .first<{ state: string }>();
     states.push(row!.state);
   }
   return states;
@@ -49,7 +51,9 @@ describe("the expired-lease sweep", () => {
     expect(await chargeStates(ids)).toEqual(Array(5).fill("DISPATCHED"));
 
     expect(await reap(h.rt)).toEqual({ expiredLeases: 0, overdue: 0 });
-    const events = await env.DB.prepare("SELECT execution_id FROM step_events WHERE type = 'lease_expired' AND detail = 're-dispatched by the reaper'").all<{
+    const events = await env.DB.prepare(
+      "SELECT execution_id FROM step_events WHERE type = 'lease_expired' AND detail = 're-dispatched by the reaper'",
+    ).all<{
       execution_id: string;
     }>();
     expect(events.results.map((e) => e.execution_id).sort()).toEqual([...ids].sort());
@@ -70,7 +74,10 @@ describe("the overdue sweep", () => {
     }
     // Two more that are due but not overdue at the sweeps below.
     h.clock.t = t0 + 90_000;
-    const recent = [await h.start(wf, { order: { id: unique("D"), total: 5 } }), await h.start(wf, { order: { id: unique("D"), total: 6 } })];
+    const recent = [
+      await h.start(wf, { order: { id: unique("D"), total: 5 } }),
+      await h.start(wf, { order: { id: unique("D"), total: 6 } }),
+    ];
     h.queue.take(); // every message is lost
     h.clock.t = t0 + 120_000;
 

@@ -74,7 +74,9 @@ describe("the dead-letter queue", () => {
     await handleStepBatch(batch, env, ctx, h.rt);
     const result = await getQueueResult(batch, ctx);
     expect(result.ackAll).toBe(true);
-    const rows = await env.DB.prepare("SELECT message_id, attempts FROM dead_letters WHERE message_id IN ('dlq-1', 'dlq-2') ORDER BY message_id").all();
+    const rows = await env.DB.prepare(
+      "SELECT message_id, attempts FROM dead_letters WHERE message_id IN ('dlq-1', 'dlq-2') ORDER BY message_id",
+    ).all();
     expect(rows.results).toEqual([
       { message_id: "dlq-1", attempts: 11 },
       { message_id: "dlq-2", attempts: 11 },

@@ -16,7 +16,9 @@ beforeEach(() => {
 });
 
 async function eventsOf(executionId: string): Promise<Array<{ type: string; epoch: number | null; detail: string | null }>> {
-  const { results } = await env.DB.prepare("SELECT type, epoch, detail FROM step_events WHERE execution_id = ?1 AND vertex_id = 'charge' ORDER BY id")
+  const { results } = await env.DB.prepare(
+    "SELECT type, epoch, detail FROM step_events WHERE execution_id = ?1 AND vertex_id = 'charge' ORDER BY id",
+  )
     .bind(executionId)
     .all<{ type: string; epoch: number | null; detail: string | null }>();
   return results;
@@ -74,7 +76,9 @@ describe("a message for a step that is EXECUTING under another worker's live lea
     expect(events).toHaveLength(1);
     expect(events[0]!.type).toBe("redelivery_dropped");
     expect(events[0]!.epoch).toBe(1);
-    expect(events[0]!.detail).toMatch(new RegExp(`delivery ${DROP_REDELIVERY_AT_ATTEMPT}\\).*EXECUTING under a live lease \\(epoch 1,.*reaper re-dispatches`));
+    expect(events[0]!.detail).toMatch(
+      new RegExp(`delivery ${DROP_REDELIVERY_AT_ATTEMPT}\\).*EXECUTING under a live lease \\(epoch 1,.*reaper re-dispatches`),
+    );
     // The healthy step was left alone: still the holder's, nothing sent by the duplicate.
     const step = (await stepsOf(id)).charge!;
     expect(step.state).toBe("EXECUTING");
@@ -111,7 +115,10 @@ describe("a message for a DISPATCHED step that is not due yet (a long Retry-Afte
   it("bounces on early deliveries, is acked with a redelivery_dropped event at the threshold, and the reaper re-sends the step once it is overdue", async () => {
     const h = harness({ overdueMs: 60_000 });
     // Retry-After is honoured up to retry.maxDelayMs (at most 24 hours, src/steps/retry-policy.ts).
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 86_400_000 } }));
+    const wf = await seedWorkflow(
+      WS,
+      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 86_400_000 } }),
+    );
     const orderId = unique("O");
     const id = await h.start(wf, { order: { id: orderId, total: 8 } });
     // The reaper sweeps the whole (per-file) database: count only this execution's calls.
@@ -161,7 +168,10 @@ describe("the drop threshold only concerns waiting steps", () => {
   });
 
   it("is at most the queue's max_retries in wrangler.toml, which QUEUE_MAX_RETRIES mirrors", () => {
-    const block = wranglerToml.split("[[queues.consumers]]").slice(1).find((b) => /^\s*queue\s*=\s*"idemflow-steps"\s*$/m.test(b));
+    const block = wranglerToml
+      .split("[[queues.consumers]]")
+      .slice(1)
+      .find((b) => /^\s*queue\s*=\s*"idemflow-steps"\s*$/m.test(b));
     const maxRetries = Number(/^\s*max_retries\s*=\s*(\d+)/m.exec(block ?? "")?.[1]);
     expect(QUEUE_MAX_RETRIES).toBe(maxRetries);
     expect(DROP_REDELIVERY_AT_ATTEMPT).toBeGreaterThan(1);
@@ -177,7 +187,9 @@ describe("dead letters", () => {
     const ctx = createExecutionContext();
     await handleStepBatch(batch, env, ctx, h.rt);
     expect((await getQueueResult(batch, ctx)).ackAll).toBe(true);
-    return env.DB.prepare("SELECT step_state, attempts FROM dead_letters WHERE message_id = ?1").bind(messageId).first<{ step_state: string | null; attempts: number }>();
+    return env.DB.prepare("SELECT step_state, attempts FROM dead_letters WHERE message_id = ?1")
+      .bind(messageId)
+      .first<{ step_state: string | null; attempts: number }>();
   }
 
   it("for a COMPLETED step are kept, and recorded on the step as harmless — not as a failure", async () => {
@@ -189,7 +201,9 @@ describe("dead letters", () => {
     expect(await deadLetter(h, messageId, id)).toEqual({ step_state: "COMPLETED", attempts: QUEUE_MAX_RETRIES + 1 });
     const events = await eventsOf(id);
     expect(events.map((e) => e.type)).toEqual(["redelivery_dropped"]);
-    expect(events[0]!.detail).toContain(`message ${messageId} reached idemflow-steps-dlq after ${QUEUE_MAX_RETRIES + 1} attempts; harmless: the step is already COMPLETED`);
+    expect(events[0]!.detail).toContain(
+      `message ${messageId} reached idemflow-steps-dlq after ${QUEUE_MAX_RETRIES + 1} attempts; harmless: the step is already COMPLETED`,
+    );
     expect(await executionStatus(id)).toBe("COMPLETED");
   });
 

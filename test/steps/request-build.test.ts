@@ -43,7 +43,10 @@ describe("an evaluated header value that a header cannot carry", () => {
 
   it("CR/LF (header injection) → FAILED at once, naming the header and not the value", async () => {
     const r = await runWith(note, { note: "gift\r\nX-Injected: yes" });
-    await expectFailedAtOnce(r, /gateway charge: the value of header X-Order-Note contains CR or LF, which an HTTP header cannot carry; .*not sent, not retried/);
+    await expectFailedAtOnce(
+      r,
+      /gateway charge: the value of header X-Order-Note contains CR or LF, which an HTTP header cannot carry; .*not sent, not retried/,
+    );
     expect(r.step.error).not.toContain("Injected");
   });
 
@@ -74,7 +77,15 @@ describe("an evaluated header value that a header cannot carry", () => {
 
   it("a header whose value is a secret is checked too, and the error names only the header", async () => {
     // The literal text around the secret is the definition's; a control character in it fails the same way.
-    const r = await runWith({ headers: { "Idempotency-Key": "= $idempotencyKey('charge', payload.order.id)", Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}\u0007" } }, {});
+    const r = await runWith(
+      {
+        headers: {
+          "Idempotency-Key": "= $idempotencyKey('charge', payload.order.id)",
+          Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}\u0007",
+        },
+      },
+      {},
+    );
     await expectFailedAtOnce(r, /the value of header Authorization contains a control character/);
     expect(r.step.error).not.toContain("sk_test_canary");
   });
@@ -97,9 +108,13 @@ describe("a URL or a body that cannot be sent", () => {
     // Not reachable from a payload today (header names are schema-checked, evaluated bodies are
     // normalised to JSON), but a throw here would be a crash loop, so the builder guards them too.
     const url = new URL("http://localhost:8788/payments/charges");
-    expect(buildRequest(url, "POST", { "bad name": "x" }, undefined)).toEqual({ error: expect.stringMatching(/header name "bad name" is not a valid HTTP header name/) });
+    expect(buildRequest(url, "POST", { "bad name": "x" }, undefined)).toEqual({
+      error: expect.stringMatching(/header name "bad name" is not a valid HTTP header name/),
+    });
     expect(buildRequest(url, "POST", {}, () => 1)).toEqual({ error: "the body evaluated to function, which is not JSON" });
-    expect(buildRequest(url, "POST", {}, { n: 10n })).toEqual({ error: expect.stringMatching(/^the request could not be built: .*BigInt/) });
+    expect(buildRequest(url, "POST", {}, { n: 10n })).toEqual({
+      error: expect.stringMatching(/^the request could not be built: .*BigInt/),
+    });
     const ok = buildRequest(url, "POST", { "X-A": "b" }, { a: 1 });
     expect("request" in ok && ok.request.headers.get("content-type")).toBe("application/json");
   });

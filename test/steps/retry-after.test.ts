@@ -67,7 +67,10 @@ async function expectRenderableTimes(executionId: string): Promise<void> {
 
 async function answeredOnce(retryAfter: string, status = 503, retry: Record<string, unknown> = {}) {
   const h = harness();
-  const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 1000, ...retry } }));
+  const wf = await seedWorkflow(
+    WS,
+    chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 1000, ...retry } }),
+  );
   const id = await h.start(wf, { order: { id: unique("O"), total: 3 } });
   h.dest.fault("/payments/charges", status, 1, { headers: { "retry-after": retryAfter } });
   const [message] = h.queue.take();

@@ -86,7 +86,9 @@ describe("a network error that quotes a secret", () => {
     const h = harness({
       // A network layer that echoes the request it failed to send, Authorization header included.
       fetch: async (input, init) => {
-        throw new TypeError(`connection reset while sending authorization=${new Request(input, init).headers.get("authorization")} (${canary})`);
+        throw new TypeError(
+          `connection reset while sending authorization=${new Request(input, init).headers.get("authorization")} (${canary})`,
+        );
       },
     });
     const wf = await seedWorkflow(
@@ -97,7 +99,9 @@ describe("a network error that quotes a secret", () => {
     await h.drain();
     const charge = (await stepsOf(id)).charge!;
     expect(charge.state).toBe("FAILED");
-    expect(charge.error).toMatch(/gave up after 2 attempt\(s\): .*network error: connection reset while sending authorization=Bearer \[redacted\] \(\[redacted\]\)/);
+    expect(charge.error).toMatch(
+      /gave up after 2 attempt\(s\): .*network error: connection reset while sending authorization=Bearer \[redacted\] \(\[redacted\]\)/,
+    );
     const trace = (await readTrace(env.DB, WS, id))!;
     const events = trace.steps.find((s) => s.vertexId === "charge")!.events.filter((e) => e.type === "attempt_failed");
     expect(events).toHaveLength(1);

@@ -24,7 +24,11 @@ describe("secrets", () => {
       vertices: [
         { id: "entry", type: "ENTRY_POINT", config: {} },
         // The destination echoes every header it got, Authorization included.
-        { id: "echo", type: "GATEWAY", config: { method: "POST", url: `${DEST}/echo`, headers: { Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}" } } },
+        {
+          id: "echo",
+          type: "GATEWAY",
+          config: { method: "POST", url: `${DEST}/echo`, headers: { Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}" } },
+        },
         // Fails and is retried: the request summary is recorded on a failed attempt too.
         {
           id: "flaky",
@@ -36,7 +40,11 @@ describe("secrets", () => {
             retry: { maxAttempts: 2, backoff: "fixed", initialDelayMs: 10, maxDelayMs: 10 },
           },
         },
-        { id: "missing", type: "GATEWAY", config: { method: "POST", url: `${DEST}/echo`, headers: { Authorization: "{{ secrets.NOPE }}" } } },
+        {
+          id: "missing",
+          type: "GATEWAY",
+          config: { method: "POST", url: `${DEST}/echo`, headers: { Authorization: "{{ secrets.NOPE }}" } },
+        },
       ],
       edges: [
         { from: "entry", to: "echo" },
@@ -62,7 +70,11 @@ describe("secrets", () => {
     const ctx = createExecutionContext();
     const responses = await Promise.all(
       [`/v1/executions/${id}`, `/v1/executions?workflowId=${wf.workflowId}`].map(async (path) => {
-        const res = await app.fetch(new Request(`http://idemflow.test${path}`, { headers: { authorization: "Bearer dev-token" } }), env, ctx);
+        const res = await app.fetch(
+          new Request(`http://idemflow.test${path}`, { headers: { authorization: "Bearer dev-token" } }),
+          env,
+          ctx,
+        );
         return res.text();
       }),
     );

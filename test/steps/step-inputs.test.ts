@@ -30,14 +30,21 @@ function fanOfBigOutputs(id: string, join: unknown, when = "= steps.big2.size = 
       { id: "join", type: "TRANSFORM", config: { output: join } },
       { id: "done", type: "TRANSFORM", config: { output: { ok: true } } },
     ],
-    edges: [...bigs.map((b) => ({ from: "entry", to: b })), ...bigs.map((b) => ({ from: b, to: "join" })), { from: "join", to: "done", when }],
+    edges: [
+      ...bigs.map((b) => ({ from: "entry", to: b })),
+      ...bigs.map((b) => ({ from: b, to: "join" })),
+      { from: "join", to: "done", when },
+    ],
   } as WorkflowDefinitionInput;
 }
 
 describe("a step loads only the outputs it can reach", () => {
   it("a join after four 700 KB outputs that reads one of them (and its edge reads another) completes", async () => {
     const h = harness();
-    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { first: "= $substring(steps.big1.text, 0, 3)", size: "= steps.big1.size" }));
+    const wf = await seedWorkflow(
+      "inputs",
+      fanOfBigOutputs(unique("wf"), { first: "= $substring(steps.big1.text, 0, 3)", size: "= steps.big1.size" }),
+    );
     const id = await h.start(wf, { order: 1 });
     await h.drain(20);
     const steps = await stepsOf(id);
@@ -136,7 +143,9 @@ describe("a payload near maxPayloadBytes' maximum", () => {
         {
           id: "t",
           type: "TRANSFORM",
-          config: { output: { payload: "= $length(payload.blob)", entry: "= $length(steps.entry.blob)", half: "= $length(steps.half.text)" } },
+          config: {
+            output: { payload: "= $length(payload.blob)", entry: "= $length(steps.entry.blob)", half: "= $length(steps.half.text)" },
+          },
         },
       ],
       edges: [

@@ -42,7 +42,11 @@ function callWith(secretName: string): WorkflowDefinitionInput {
     id: unique("wf"),
     vertices: [
       { id: "entry", type: "ENTRY_POINT", config: {} },
-      { id: "call", type: "GATEWAY", config: { method: "POST", url: `${DEST}/echo`, headers: { Authorization: `Bearer {{ secrets.${secretName} }}` } } },
+      {
+        id: "call",
+        type: "GATEWAY",
+        config: { method: "POST", url: `${DEST}/echo`, headers: { Authorization: `Bearer {{ secrets.${secretName} }}` } },
+      },
     ],
     edges: [{ from: "entry", to: "call" }],
   } as WorkflowDefinitionInput;
@@ -101,10 +105,14 @@ describe("a workspace resolves only its own secrets", () => {
     expect(hidden.step.state).toBe("FAILED");
     expect(hidden.step.error).toMatch(/UNGRANTED_KEY .*not set for this workspace/);
     expect(hidden.received).toHaveLength(0);
-    const granted = await runIn("dev", "UNGRANTED_KEY", { env: envWith({ UNGRANTED_KEY: "sk_ungranted_canary_4", SECRET_GRANTS: "dev:UNGRANTED_KEY" }) });
+    const granted = await runIn("dev", "UNGRANTED_KEY", {
+      env: envWith({ UNGRANTED_KEY: "sk_ungranted_canary_4", SECRET_GRANTS: "dev:UNGRANTED_KEY" }),
+    });
     expect(granted.received).toEqual(["Bearer sk_ungranted_canary_4"]);
     // A grant names a workspace exactly: `dev` is not `dev2`, nor a prefix match.
-    const elsewhere = await runIn("dev2", "UNGRANTED_KEY", { env: envWith({ UNGRANTED_KEY: "sk_ungranted_canary_4", SECRET_GRANTS: "dev:UNGRANTED_KEY" }) });
+    const elsewhere = await runIn("dev2", "UNGRANTED_KEY", {
+      env: envWith({ UNGRANTED_KEY: "sk_ungranted_canary_4", SECRET_GRANTS: "dev:UNGRANTED_KEY" }),
+    });
     expect(elsewhere.received).toHaveLength(0);
   });
 
@@ -150,9 +158,13 @@ describe("stored encrypted, write-only", () => {
     const dump = await dumpEveryTable();
     expect(dump).not.toContain("plaintext_canary_7");
     // A second write of the same value draws a new IV: the ciphertext changes.
-    const before = await env.DB.prepare("SELECT iv, ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'SCAN_ME'").first();
+    const before = await env.DB.prepare(
+      "SELECT iv, ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'SCAN_ME'",
+    ).first();
     await putSecret("other", "SCAN_ME", value);
-    const after = await env.DB.prepare("SELECT iv, ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'SCAN_ME'").first();
+    const after = await env.DB.prepare(
+      "SELECT iv, ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'SCAN_ME'",
+    ).first();
     expect(after).not.toEqual(before);
   });
 
@@ -160,7 +172,9 @@ describe("stored encrypted, write-only", () => {
     const put = await putSecret("other", "LISTED", "sk_listed_canary_8");
     expect(put.status).toBe(200);
     expect(put.text).not.toContain("sk_listed_canary_8");
-    const { ciphertext } = (await env.DB.prepare("SELECT ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'LISTED'").first<{ ciphertext: string }>())!;
+    const { ciphertext } = (await env.DB.prepare(
+      "SELECT ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'LISTED'",
+    ).first<{ ciphertext: string }>())!;
     const list = await api("GET", "/v1/secrets", "other");
     expect(list.status).toBe(200);
     expect(list.text).not.toContain("sk_listed_canary_8");
@@ -226,6 +240,8 @@ describe("sealing (src/secrets/crypto.ts)", () => {
     // New writes use the new key.
     expect((await sealSecret(rotating, "dev", "ROTATED", "v")).keyId).toBe((await importMasterKey("K", keyB)).id);
     const rotated = await keyringFrom({ SECRETS_MASTER_KEY: keyB });
-    await expect(openSecret(rotated, "dev", "ROTATED", sealed)).rejects.toThrow(/sealed under master key [0-9a-f]{16}.*SECRETS_MASTER_KEY_PREVIOUS/);
+    await expect(openSecret(rotated, "dev", "ROTATED", sealed)).rejects.toThrow(
+      /sealed under master key [0-9a-f]{16}.*SECRETS_MASTER_KEY_PREVIOUS/,
+    );
   });
 });

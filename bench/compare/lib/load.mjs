@@ -18,7 +18,7 @@ export async function runClosedLoop(requests, concurrency, { timeoutMs = 30_000 
       const { url, init } = requests[i];
       const start = performance.now();
       let status = 0;
-      let body = null;
+      let body;
       try {
         const response = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
         status = response.status;

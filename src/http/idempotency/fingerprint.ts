@@ -19,7 +19,11 @@ export interface FingerprintInput {
 }
 
 export function fingerprintRequest(input: FingerprintInput): Promise<string> {
-  const parts: Uint8Array[] = [field(utf8("idemflow-fp-v1")), field(utf8(input.method.toUpperCase())), field(utf8(pathAndQuery(input.url)))];
+  const parts: Uint8Array[] = [
+    field(utf8("idemflow-fp-v1")),
+    field(utf8(input.method.toUpperCase())),
+    field(utf8(pathAndQuery(input.url))),
+  ];
   for (const name of input.headerNames) {
     const value = input.headers.get(name);
     parts.push(field(utf8(name)), value === null ? ABSENT : field(utf8(value)));

@@ -1,4 +1,4 @@
-/** The Idempotency-Key ledger as Hono middleware. */
+/** The Idempotency-Key middleware as Hono middleware. */
 import type { Context, MiddlewareHandler } from "hono";
 import { guard } from "./guard";
 import { resolveOptions, type IdempotencyOptions } from "./options";

@@ -1,5 +1,5 @@
 /**
- * The HTTP Idempotency-Key ledger (SPEC section 6), exported two ways: Hono middleware
+ * The HTTP Idempotency-Key middleware (SPEC section 6), exported two ways: Hono middleware
  * (`idempotency`) and a framework-free wrapper for a `fetch`-style handler (`withIdempotency`).
  * See docs/ledger.md.
  */

@@ -25,7 +25,11 @@ export function parseIdempotencyKey(headerValue: string): ParsedKey {
   if (value.startsWith('"')) {
     const item = parseSfString(value, 0);
     if (item === null) {
-      return { ok: false, reason: 'the value starts with `"` but is not a valid RFC 8941 sf-string (`"` and `\\` must be escaped with `\\`, and a closing `"` is required)' };
+      return {
+        ok: false,
+        reason:
+          'the value starts with `"` but is not a valid RFC 8941 sf-string (`"` and `\\` must be escaped with `\\`, and a closing `"` is required)',
+      };
     }
     if (!parametersEndAt(value, item.end, value.length)) {
       return { ok: false, reason: 'only RFC 8941 parameters (`;name` or `;name=value`) may follow the closing `"`' };

@@ -9,8 +9,10 @@ export interface IdempotencyOptions {
    * Server-derived principal (e.g. the authenticated workspace). NEVER from a client header or
    * body. The Hono middleware passes its Context as a third argument (see `principalFromContext`).
    */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the caller's own Env type, whatever it is
   principal: (request: Request, env: any, context?: Context) => string | Promise<string>;
   /** The D1 database (default: env.DB). Tests pass the counting wrapper here. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the caller's own Env type, whatever it is
   database?: (env: any) => D1Database;
   /** Default true: a request without a key is answered 400. When false it runs unguarded. */
   required?: boolean;
@@ -66,6 +68,7 @@ export const GUARDED_METHODS = new Set(["POST", "PATCH", "DELETE"]);
 
 export interface ResolvedOptions {
   principal: IdempotencyOptions["principal"];
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the caller's own Env type, whatever it is
   database: (env: any) => D1Database;
   required: boolean;
   fingerprintHeaders: readonly string[];
@@ -99,7 +102,8 @@ export function resolveOptions(options: IdempotencyOptions): ResolvedOptions {
   };
   const headerList = (name: string, value: string[] | undefined, always: string[]): string[] => {
     if (value !== undefined && !Array.isArray(value)) fail(`\`${name}\` must be an array of header names`);
-    for (const h of value ?? []) if (typeof h !== "string" || !HEADER_NAME.test(h)) fail(`\`${name}\` contains an invalid header name: ${String(h)}`);
+    for (const h of value ?? [])
+      if (typeof h !== "string" || !HEADER_NAME.test(h)) fail(`\`${name}\` contains an invalid header name: ${String(h)}`);
     return [...new Set([...always, ...(value ?? []).map((h) => h.toLowerCase())])].sort();
   };
 
@@ -126,6 +130,7 @@ export function resolveOptions(options: IdempotencyOptions): ResolvedOptions {
 
   return {
     principal: options.principal,
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the caller's own Env type, whatever it is
     database: options.database ?? ((env: any) => env?.DB as D1Database),
     required: options.required ?? true,
     fingerprintHeaders: headerList("fingerprintHeaders", options.fingerprintHeaders, ["content-type"]),

@@ -11,7 +11,8 @@ export const idempotencyProblems = {
       status: 400,
       code: "idempotency-key-missing",
       title: "Idempotency-Key header required",
-      detail: "This endpoint requires an `Idempotency-Key` header: send a unique value (e.g. a UUID) per operation, and the same value when you retry it.",
+      detail:
+        "This endpoint requires an `Idempotency-Key` header: send a unique value (e.g. a UUID) per operation, and the same value when you retry it.",
     }),
   invalid: (reason: string) =>
     new ProblemError({

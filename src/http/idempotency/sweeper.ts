@@ -28,7 +28,8 @@ export function createSweeper(config: false | { batchSize: number; intervalMs: n
         (deleted) => {
           if (deleted > 0) console.log(`idempotency sweep (opportunistic): deleted ${deleted} expired key(s)`);
         },
-        (error: unknown) => console.error("idempotency sweep (opportunistic) failed:", error instanceof Error ? error.message : String(error)),
+        (error: unknown) =>
+          console.error("idempotency sweep (opportunistic) failed:", error instanceof Error ? error.message : String(error)),
       ),
     );
     return true;

@@ -1,4 +1,4 @@
-/** The Idempotency-Key ledger around a plain `fetch`-style handler (no framework needed). */
+/** The Idempotency-Key middleware around a plain `fetch`-style handler (no framework needed). */
 import { guard } from "./guard";
 import { resolveOptions, type IdempotencyOptions } from "./options";
 import { createSweeper } from "./sweeper";

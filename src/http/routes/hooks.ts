@@ -25,7 +25,8 @@ const noHook = () =>
     status: 404,
     code: "hook-not-found",
     title: "No public hook here",
-    detail: "Public hooks exist only for workflows whose ENTRY_POINT declares `webhook.signature`. Use the authenticated `POST /v1/workflows/{workflowId}/trigger` otherwise.",
+    detail:
+      "Public hooks exist only for workflows whose ENTRY_POINT declares `webhook.signature`. Use the authenticated `POST /v1/workflows/{workflowId}/trigger` otherwise.",
   });
 
 /**

@@ -5,7 +5,7 @@
  *   DELETE /v1/secrets/{name}   204, or 404
  * Write-only: no route ever returns a value or a ciphertext.
  *
- * No Idempotency-Key ledger here, on purpose: PUT is idempotent by itself (the same value twice is
+ * No Idempotency-Key middleware here, on purpose: PUT is idempotent by itself (the same value twice is
  * the same state), and the ledger stores a SHA-256 fingerprint of the request body — for this
  * route, a hash of the secret, which a guessable secret would not survive.
  */
@@ -39,7 +39,11 @@ function checkedName(name: string): string {
     );
   }
   if (RESERVED_SECRETS.has(name)) {
-    throw invalid("secret-name-reserved", "Reserved secret name", `${name} is one of idemflow's own credentials and cannot be a workspace secret; choose another name.`);
+    throw invalid(
+      "secret-name-reserved",
+      "Reserved secret name",
+      `${name} is one of idemflow's own credentials and cannot be a workspace secret; choose another name.`,
+    );
   }
   return name;
 }
@@ -78,7 +82,8 @@ secretRoutes.put("/:name", async (c) => {
       status: 503,
       code: "secrets-master-key-missing",
       title: "Workspace secrets are not configured",
-      detail: "The deployment has no valid SECRETS_MASTER_KEY, so secrets cannot be stored; the operator has been told. Nothing was stored. Retry later.",
+      detail:
+        "The deployment has no valid SECRETS_MASTER_KEY, so secrets cannot be stored; the operator has been told. Nothing was stored. Retry later.",
     });
   }
   const workspace = c.get("workspace");

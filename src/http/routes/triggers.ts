@@ -65,7 +65,12 @@ triggerRoutes.post("/:workflowId/trigger", requireWorkspace, healAfterResponse, 
 triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse, async (c) => {
   const deps = ingressDeps(c.env);
   const workspace = c.get("workspace");
-  const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation: "test", request: c.req.raw });
+  const result = await triggerFromRequest(deps, {
+    workspace,
+    workflowId: c.req.param("workflowId"),
+    invocation: "test",
+    request: c.req.raw,
+  });
   const wait = preferredWaitSeconds(c.req.header("prefer"));
   if (wait === undefined) return startResponse(result);
   // 200 with the finished trace, or 202 with the trace so far when it is still running.
@@ -80,7 +85,12 @@ triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse
 triggerRoutes.post("/:workflowId/stream", requireWorkspace, healAfterResponse, async (c) => {
   const deps = ingressDeps(c.env);
   const workspace = c.get("workspace");
-  const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation: "stream", request: c.req.raw });
+  const result = await triggerFromRequest(deps, {
+    workspace,
+    workflowId: c.req.param("workflowId"),
+    invocation: "stream",
+    request: c.req.raw,
+  });
   const { response, done } = streamExecution(deps.db, workspace, result);
   c.executionCtx.waitUntil(done);
   return response;
@@ -95,6 +105,10 @@ triggerRoutes.post("/:workflowId/trigger-baseline", requireWorkspace, async (c) 
   if ((c.env as { BENCH_ROUTES?: string }).BENCH_ROUTES !== "on") throw problems.notFound("This route");
   const { json } = await readJsonBody(c.req.raw, DEFAULT_MAX_PAYLOAD_BYTES);
   const id = randomExecutionId();
-  await insertExecutionPlain(c.env.DB, { id, workspace: c.get("workspace"), workflowId: c.req.param("workflowId"), payloadJson: JSON.stringify(json) }, Date.now());
+  await insertExecutionPlain(
+    c.env.DB,
+    { id, workspace: c.get("workspace"), workflowId: c.req.param("workflowId"), payloadJson: JSON.stringify(json) },
+    Date.now(),
+  );
   return c.json({ executionId: id }, 202);
 });

@@ -39,7 +39,9 @@ describe("bounded evaluation", () => {
     const error = await failure(evaluate("$sum($map([1..1000], function($v){ $v * 2 }))", {}, { maxDepth: 250, maxSteps: 500 }));
     expect(error.code).toBe("step-limit");
     expect(await evaluate("$sum($map([1..1000], function($v){ $v * 2 }))", {})).toBe(1001000);
-    const deep = await failure(evaluate("($f := function($n){ $n = 0 ? 0 : 1 + $f($n - 1) }; $f(100))", {}, { maxDepth: 50, maxSteps: 100_000 }));
+    const deep = await failure(
+      evaluate("($f := function($n){ $n = 0 ? 0 : 1 + $f($n - 1) }; $f(100))", {}, { maxDepth: 50, maxSteps: 100_000 }),
+    );
     expect(deep.code).toBe("depth-limit");
   });
 
@@ -72,7 +74,9 @@ describe("bounded evaluation", () => {
 
   it("keeps the budget per evaluation, so concurrent evaluations do not share it", async () => {
     const limits = { maxDepth: 250, maxSteps: 2_000 };
-    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => evaluate("$sum($map([1..100], function($v){ $v }))", { i }, limits)));
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => evaluate("$sum($map([1..100], function($v){ $v }))", { i }, limits)),
+    );
     expect(results).toEqual(Array(10).fill(5050));
   });
 });
@@ -207,14 +211,18 @@ describe("size limits", () => {
   });
 
   it("$idempotencyKey still works next to the bounded built-ins", async () => {
-    const key = await evaluate("$idempotencyKey('charge', $pad(payload.id, 3, '0'), $join(payload.tags, ','))", { payload: { id: "7", tags: ["a"] } });
+    const key = await evaluate("$idempotencyKey('charge', $pad(payload.id, 3, '0'), $join(payload.tags, ','))", {
+      payload: { id: "7", tags: ["a"] },
+    });
     expect(key).toBe(await idempotencyKey("charge", "700", "a"));
   });
 });
 
 describe("key helpers", () => {
   it("$idempotencyKey is stable, scoped by prefix, bounded, and order-sensitive in its parts", async () => {
-    const a = await evaluate("$idempotencyKey('charge', payload.order.id, payload.order.total)", { payload: { order: { id: "A-1", total: 10 } } });
+    const a = await evaluate("$idempotencyKey('charge', payload.order.id, payload.order.total)", {
+      payload: { order: { id: "A-1", total: 10 } },
+    });
     expect(a).toBe(await idempotencyKey("charge", "A-1", 10));
     expect(a).toMatch(/^charge-[A-Za-z0-9_-]{43}$/);
     // `prefix-<hash of the parts>` (docs/definitions.md): another prefix scopes the same parts apart.
@@ -237,17 +245,21 @@ describe("key helpers", () => {
     const direct = await failure(evaluate("$idempotencyKey('refund', steps.charge.body.id)", { steps: { charge: { body: big } } }));
     expect(direct.message).toMatch(/\$idempotencyKey: value 1 holds the number 12345678901234567000, an integer beyond ±9007199254740991/);
     expect(direct.message).toMatch(/as a string/);
-    const nested = await failure(evaluate("$idempotencyKey('c', 'A', payload.order)", { payload: { order: { lines: [{ n: 1 }, { n: 2 ** 60 }] } } }));
+    const nested = await failure(
+      evaluate("$idempotencyKey('c', 'A', payload.order)", { payload: { order: { lines: [{ n: 1 }, { n: 2 ** 60 }] } } }),
+    );
     expect(nested.message).toMatch(/value 2 holds the number 1152921504606847000 at \/lines\/1\/n/);
     const computed = await failure(evaluate("$idempotencyKey('c', payload.n * 1e10)", { payload: { n: 1e10 } }));
     expect(computed.message).toMatch(/integer beyond/);
-    expect((await failure(evaluate("$sha256(payload)", { payload: { a: [big.id] } }))).message).toMatch(/\$sha256: the value holds the number .* at \/a\/0/);
+    expect((await failure(evaluate("$sha256(payload)", { payload: { a: [big.id] } }))).message).toMatch(
+      /\$sha256: the value holds the number .* at \/a\/0/,
+    );
     await expect(idempotencyKey("c", Infinity)).rejects.toThrow(/not a finite number/);
     await expect(sha256Of({ x: -Infinity })).rejects.toThrow(/not a finite number/);
     // The edge of the rule, fractions and digits in strings are keys as before.
-    expect(await evaluate("$idempotencyKey('c', payload.n, 0.1, '12345678901234567891')", { payload: { n: Number.MAX_SAFE_INTEGER } })).toBe(
-      await idempotencyKey("c", 9007199254740991, 0.1, "12345678901234567891"),
-    );
+    expect(
+      await evaluate("$idempotencyKey('c', payload.n, 0.1, '12345678901234567891')", { payload: { n: Number.MAX_SAFE_INTEGER } }),
+    ).toBe(await idempotencyKey("c", 9007199254740991, 0.1, "12345678901234567891"));
     expect(await sha256Of("12345678901234567891")).toMatch(/^[0-9a-f]{64}$/);
   });
 

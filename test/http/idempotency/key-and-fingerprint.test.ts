@@ -1,7 +1,7 @@
 /** The pure parts of the middleware: Idempotency-Key parsing and the request fingerprint. */
 import { describe, expect, it } from "vitest";
-import { fingerprintRequest, parseIdempotencyKey } from "../../src/http/idempotency";
-import { pathAndQuery } from "../../src/http/idempotency/fingerprint";
+import { fingerprintRequest, parseIdempotencyKey } from "../../../src/http/idempotency";
+import { pathAndQuery } from "../../../src/http/idempotency/fingerprint";
 
 describe("parseIdempotencyKey", () => {
   it.each([
@@ -20,12 +20,27 @@ describe("parseIdempotencyKey", () => {
     expect(parseIdempotencyKey(header)).toEqual({ ok: true, key });
   });
 
-  it.each(["", '""', '"unterminated', '"a"b', '"\\x"', "a, b", "é", "k".repeat(256), `"${"k".repeat(256)}"`, '"tab\there"', '"k";', '"k";V=1', '"k" ;v=1', '"k";v=', '"k";v=1.2345', '"k";v="open', '"k";v=1,x'])(
-    "rejects %j",
-    (header) => {
-      expect(parseIdempotencyKey(header).ok).toBe(false);
-    },
-  );
+  it.each([
+    "",
+    '""',
+    '"unterminated',
+    '"a"b',
+    '"\\x"',
+    "a, b",
+    "é",
+    "k".repeat(256),
+    `"${"k".repeat(256)}"`,
+    '"tab\there"',
+    '"k";',
+    '"k";V=1',
+    '"k" ;v=1',
+    '"k";v=',
+    '"k";v=1.2345',
+    '"k";v="open',
+    '"k";v=1,x',
+  ])("rejects %j", (header) => {
+    expect(parseIdempotencyKey(header).ok).toBe(false);
+  });
 
   it("accepts exactly 255 characters", () => {
     expect(parseIdempotencyKey("k".repeat(255)).ok).toBe(true);
@@ -45,7 +60,13 @@ describe("pathAndQuery", () => {
 });
 
 describe("fingerprintRequest", () => {
-  const base = { method: "post", url: "http://h.test/orders?a=1", headers: new Headers({ "content-type": "application/json" }), headerNames: ["content-type"], body: new TextEncoder().encode("{}") };
+  const base = {
+    method: "post",
+    url: "http://h.test/orders?a=1",
+    headers: new Headers({ "content-type": "application/json" }),
+    headerNames: ["content-type"],
+    body: new TextEncoder().encode("{}"),
+  };
   const fp = (over: Partial<typeof base> | { body: Uint8Array | null }) => fingerprintRequest({ ...base, ...over });
 
   it("is stable and ignores the method's letter case and the host", async () => {

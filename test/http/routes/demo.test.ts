@@ -27,7 +27,11 @@ describe("POST /demo/orders", () => {
     const missing = await post("/demo/orders", {});
     expect(missing.status).toBe(400);
     expect(((await missing.json()) as { code: string }).code).toBe("idempotency-key-missing");
-    const anonymous = await SELF.fetch("http://idemflow.test/demo/orders", { method: "POST", headers: { "idempotency-key": "x" }, body: "{}" });
+    const anonymous = await SELF.fetch("http://idemflow.test/demo/orders", {
+      method: "POST",
+      headers: { "idempotency-key": "x" },
+      body: "{}",
+    });
     expect(anonymous.status).toBe(401);
   });
 

@@ -6,10 +6,10 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { Hono, type Context } from "hono";
 import { expect } from "vitest";
-import { requireWorkspace, type AppEnv } from "../../src/http/auth";
-import { idempotency, principalFromContext, type IdempotencyOptions } from "../../src/http/idempotency";
-import { ProblemError, problems } from "../../src/lib/problem";
-import { countingD1 } from "../helpers/counting-d1";
+import { requireWorkspace, type AppEnv } from "../../../src/http/auth";
+import { idempotency, principalFromContext, type IdempotencyOptions } from "../../../src/http/idempotency";
+import { ProblemError, problems } from "../../../src/lib/problem";
+import { countingD1 } from "../../helpers/counting-d1";
 
 export type Handler = (c: Context<AppEnv>, run: number) => Response | Promise<Response>;
 
@@ -32,8 +32,21 @@ export function harness(options: Partial<IdempotencyOptions> = {}, handler?: Han
   );
 
   /** Sends a request and waits for everything it scheduled with waitUntil. */
-  async function send(init: { key?: string | null; method?: string; path?: string; body?: BodyInit | null; headers?: Record<string, string>; token?: string } = {}) {
-    const headers = new Headers({ authorization: `Bearer ${init.token ?? "dev-token"}`, "content-type": "application/json", ...init.headers });
+  async function send(
+    init: {
+      key?: string | null;
+      method?: string;
+      path?: string;
+      body?: BodyInit | null;
+      headers?: Record<string, string>;
+      token?: string;
+    } = {},
+  ) {
+    const headers = new Headers({
+      authorization: `Bearer ${init.token ?? "dev-token"}`,
+      "content-type": "application/json",
+      ...init.headers,
+    });
     if (init.key !== null && init.key !== undefined) headers.set("idempotency-key", init.key);
     const method = init.method ?? "POST";
     const request = new Request(`http://idemflow.test${init.path ?? "/things"}`, {

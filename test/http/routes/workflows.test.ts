@@ -1,8 +1,8 @@
 import { env, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { getWorkflow, listWorkflows, saveWorkflow, versionOf } from "../../src/definitions/store";
-import { validateDefinition } from "../../src/definitions/validate";
-import { countingD1 } from "../helpers/counting-d1";
+import { getWorkflow, listWorkflows, saveWorkflow, versionOf } from "../../../src/definitions/store";
+import { validateDefinition } from "../../../src/definitions/validate";
+import { countingD1 } from "../../helpers/counting-d1";
 
 const BASE = "http://idemflow.test/v1/workflows";
 const DEV = { authorization: "Bearer dev-token" };
@@ -45,7 +45,12 @@ describe("PUT /v1/workflows/{id}", () => {
     expect(first.headers.get("location")).toBe(`/v1/workflows/put-twice?version=${a.version}`);
 
     // Same content, different key order, whitespace and $schema path: same version.
-    const reordered = { edges: definition("put-twice").edges, vertices: definition("put-twice").vertices, id: "put-twice", $schema: "x.json" };
+    const reordered = {
+      edges: definition("put-twice").edges,
+      vertices: definition("put-twice").vertices,
+      id: "put-twice",
+      $schema: "x.json",
+    };
     const second = await put("put-twice", JSON.stringify(reordered, null, 4));
     expect(second.status).toBe(200);
     expect(await second.json()).toEqual({ workflowId: "put-twice", version: a.version, created: false });
@@ -59,7 +64,9 @@ describe("PUT /v1/workflows/{id}", () => {
     const v2 = await v2res.json<{ version: string }>();
     expect(v2.version).not.toBe(v1.version);
 
-    const latest = await (await SELF.fetch(`${BASE}/versions`, { headers: DEV })).json<{ version: string; definition: { vertices: unknown[] } }>();
+    const latest = await (
+      await SELF.fetch(`${BASE}/versions`, { headers: DEV })
+    ).json<{ version: string; definition: { vertices: unknown[] } }>();
     expect(latest.version).toBe(v2.version);
     expect(JSON.stringify(latest.definition)).toContain("bonjour");
     expect(latest.definition).not.toHaveProperty("$schema");
@@ -121,7 +128,11 @@ describe("PUT /v1/workflows/{id}", () => {
         controller.close();
       },
     });
-    const streamed = await SELF.fetch(`${BASE}/too-big`, { method: "PUT", headers: { ...DEV, "content-type": "application/json" }, body: stream });
+    const streamed = await SELF.fetch(`${BASE}/too-big`, {
+      method: "PUT",
+      headers: { ...DEV, "content-type": "application/json" },
+      body: stream,
+    });
     expect(streamed.status).toBe(413);
     expect(await versionRows("dev", "too-big")).toBe(0);
   });
@@ -169,10 +180,14 @@ describe("workspaces", () => {
 describe("GET /v1/workflows", () => {
   it("lists the workspace's workflows by id, a page at a time", async () => {
     for (const id of ["list-a", "list-b", "list-c"]) await put(id, definition(id), { authorization: "Bearer other-token" });
-    const page1 = await (await SELF.fetch(`${BASE}?after=list-&limit=2`, { headers: OTHER })).json<{ items: Array<{ workflowId: string; latestVersion: string }>; next: string }>();
+    const page1 = await (
+      await SELF.fetch(`${BASE}?after=list-&limit=2`, { headers: OTHER })
+    ).json<{ items: Array<{ workflowId: string; latestVersion: string }>; next: string }>();
     expect(page1.items.map((i) => i.workflowId)).toEqual(["list-a", "list-b"]);
     expect(page1.next).toBe("list-b");
-    const page2 = await (await SELF.fetch(`${BASE}?after=${page1.next}&limit=2`, { headers: OTHER })).json<{ items: Array<{ workflowId: string }> }>();
+    const page2 = await (
+      await SELF.fetch(`${BASE}?after=${page1.next}&limit=2`, { headers: OTHER })
+    ).json<{ items: Array<{ workflowId: string }> }>();
     expect(page2.items[0]?.workflowId).toBe("list-c");
     expect((await SELF.fetch(`${BASE}?limit=0`, { headers: OTHER })).status).toBe(400);
   });

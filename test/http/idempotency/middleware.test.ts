@@ -5,7 +5,7 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { idempotency, withIdempotency } from "../../src/http/idempotency";
+import { idempotency, withIdempotency } from "../../../src/http/idempotency";
 import { harness, problemOf, uniqueKey } from "./harness";
 
 afterEach(() => vi.restoreAllMocks());
@@ -175,7 +175,10 @@ describe("first execution and replay", () => {
 
   it("stores a body of exactly maxStoredBodyBytes and replays it byte for byte", async () => {
     const bytes = new Uint8Array(64).map((_, i) => (i * 37) & 0xff);
-    const h = harness({ maxStoredBodyBytes: 64 }, () => new Response(bytes, { status: 200, headers: { "content-type": "application/octet-stream" } }));
+    const h = harness(
+      { maxStoredBodyBytes: 64 },
+      () => new Response(bytes, { status: 200, headers: { "content-type": "application/octet-stream" } }),
+    );
     const key = uniqueKey();
     await h.send({ key });
     const replay = await h.send({ key });
@@ -478,9 +481,17 @@ describe("withIdempotency (framework-free)", () => {
     if (request.headers.get("x-fail")) throw new Error("handler failed");
     return new Response(JSON.stringify({ n: runs.length }), { status: 201, headers: { "content-type": "application/json" } });
   };
-  const call = async (fetcher: (r: Request, e: Env, c: ExecutionContext) => Promise<Response>, key: string, headers: Record<string, string> = {}) => {
+  const call = async (
+    fetcher: (r: Request, e: Env, c: ExecutionContext) => Promise<Response>,
+    key: string,
+    headers: Record<string, string> = {},
+  ) => {
     const ctx = createExecutionContext();
-    const res = await fetcher(new Request("http://x.test/pay", { method: "POST", body: "amount=5", headers: { "idempotency-key": key, ...headers } }), env, ctx);
+    const res = await fetcher(
+      new Request("http://x.test/pay", { method: "POST", body: "amount=5", headers: { "idempotency-key": key, ...headers } }),
+      env,
+      ctx,
+    );
     await waitOnExecutionContext(ctx);
     return res;
   };
