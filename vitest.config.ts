@@ -1,6 +1,18 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
+/** The test values of the Worker secrets wrangler.toml requires (never real keys). */
+const TEST_SECRETS = {
+  // A canary secret: tests scan stored rows, logs and responses for it.
+  PAYMENTS_KEY: "sk_test_canary_4f1d9a",
+  WEBHOOK_SECRET: "whsec_test_canary_77ab",
+  // 32 fixed test bytes (base64) sealing workspace secrets.
+  SECRETS_MASTER_KEY: "dGVzdC1vbmx5LW1hc3Rlci1rZXktMzItYnl0ZXMhISE=",
+};
+// wrangler checks `[secrets] required` against process.env (or .dev.vars) once per test file;
+// giving it the test values keeps it from warning 53 times about secrets the pool does bind.
+for (const [name, value] of Object.entries(TEST_SECRETS)) process.env[name] ??= value;
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
   return {
@@ -12,11 +24,7 @@ export default defineConfig(async () => {
         miniflare: {
           bindings: {
             TEST_MIGRATIONS: migrations,
-            // A canary secret: tests scan stored rows, logs and responses for it.
-            PAYMENTS_KEY: "sk_test_canary_4f1d9a",
-            WEBHOOK_SECRET: "whsec_test_canary_77ab",
-            // 32 fixed test bytes (base64) sealing workspace secrets; never a real key.
-            SECRETS_MASTER_KEY: "dGVzdC1vbmx5LW1hc3Rlci1rZXktMzItYnl0ZXMhISE=",
+            ...TEST_SECRETS,
             // wrangler.toml grants the Worker secrets to `dev` only; the step tests run in their own
             // workspaces and are granted the canary explicitly (a new test workspace that sends a
             // Worker secret must be added here: ungranted secrets are invisible, by design).
