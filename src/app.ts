@@ -11,6 +11,7 @@ import { hookRoutes } from "./http/routes/hooks";
 import { executionRoutes } from "./http/routes/executions";
 import { demoRoutes } from "./http/routes/demo";
 import { secretRoutes } from "./http/routes/secrets";
+import { log } from "./lib/log";
 
 export const app = new Hono<AppEnv>();
 
@@ -34,6 +35,6 @@ app.notFound(() =>
 
 app.onError((error) => {
   if (error instanceof ProblemError) return error.toResponse();
-  console.error("unhandled error", error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+  log.error("http.unhandled_error", { error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
   return problems.internal().toResponse();
 });

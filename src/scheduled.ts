@@ -5,6 +5,7 @@
 import { ledgerCron } from "./http/idempotency/cron";
 import { ingressCron } from "./ingress/cron";
 import { stepsCron } from "./steps/cron";
+import { errorMessage, log } from "./lib/log";
 
 export async function runScheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
   const now = controller.scheduledTime;
@@ -15,6 +16,6 @@ export async function runScheduled(controller: ScheduledController, env: Env, ct
   ];
   const results = await Promise.allSettled(tasks.map(([, run]) => run()));
   results.forEach((result, i) => {
-    if (result.status === "rejected") console.error(`cron task "${tasks[i]![0]}" failed`, String(result.reason));
+    if (result.status === "rejected") log.error("cron.task_failed", { task: tasks[i]![0], error: errorMessage(result.reason) });
   });
 }

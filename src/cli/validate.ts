@@ -4,6 +4,7 @@
  * workerd; scripts/validate.mjs reads the files and wrangler.toml, and sets the exit code.
  */
 import { validateDefinition } from "../definitions/validate";
+import { errorMessage } from "../lib/log";
 
 export interface SourceFile {
   path: string;
@@ -24,9 +25,7 @@ export function validateFiles(files: SourceFile[], options: { crons?: readonly s
     try {
       json = JSON.parse(file.text);
     } catch (error) {
-      lines.push(
-        `${file.path} (root) the file is not valid JSON: ${error instanceof Error ? error.message : String(error)} [malformed-json]`,
-      );
+      lines.push(`${file.path} (root) the file is not valid JSON: ${errorMessage(error)} [malformed-json]`);
       continue;
     }
     const result = validateDefinition(json, options);

@@ -2,6 +2,7 @@
 import { sweepExpiredIdentities } from "../ledger/executions";
 import { fireSchedules, type ScheduleReport } from "./schedule";
 import { ingressDeps, type IngressDeps } from "./start";
+import { errorMessage, log } from "../lib/log";
 
 export async function ingressCron(
   controller: ScheduledController,
@@ -14,20 +15,24 @@ export async function ingressCron(
     fireSchedules(deps, controller.cron, controller.scheduledTime),
     sweepExpiredIdentities(deps.db, deps.now()),
   ]);
-  if (schedules.status === "rejected") console.error(`ingress cron ${controller.cron}: schedules failed`, String(schedules.reason));
-  if (sweep.status === "rejected") console.error(`ingress cron ${controller.cron}: identity sweep failed`, String(sweep.reason));
+  if (schedules.status === "rejected") log.error("cron.schedules_failed", { cron: controller.cron, error: errorMessage(schedules.reason) });
+  if (sweep.status === "rejected") log.error("cron.identity_sweep_failed", { cron: controller.cron, error: errorMessage(sweep.reason) });
   const report: ScheduleReport =
     schedules.status === "fulfilled"
       ? schedules.value
       : { scheduledAt: controller.scheduledTime, recorded: 0, started: [], failed: [], skipped: 0, expired: 0 };
   const deleted = sweep.status === "fulfilled" ? sweep.value.deleted : 0;
   if (report.started.length > 0 || report.failed.length > 0 || report.expired > 0 || deleted > 0) {
-    console.log(
-      `ingress cron ${controller.cron}: ${report.started.filter((s) => !s.deduplicated).length} started, ` +
-        `${report.started.filter((s) => s.deduplicated).length} duplicate ticks, ${report.failed.length} failed (retried next tick), ` +
-        `${report.skipped} skipped, ${report.expired} expired; ` +
-        `${deleted} expired identities swept${sweep.status === "fulfilled" && !sweep.value.drained ? " (more remain)" : ""}`,
-    );
+    log.info("cron.ingress_report", {
+      cron: controller.cron,
+      started: report.started.filter((s) => !s.deduplicated).length,
+      duplicateTicks: report.started.filter((s) => s.deduplicated).length,
+      failed: report.failed.length, // retried next tick
+      skipped: report.skipped,
+      expired: report.expired,
+      identitiesSwept: deleted,
+      identitiesDrained: sweep.status === "fulfilled" ? sweep.value.drained : false,
+    });
   }
   if (schedules.status === "rejected") throw schedules.reason;
 }

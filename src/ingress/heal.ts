@@ -12,11 +12,12 @@
  */
 import { maybeReap } from "../steps/reaper";
 import { defaultRuntime } from "../steps/runtime";
+import { errorMessage, log } from "../lib/log";
 
 export function healLostStepMessages(env: Env, ctx: ExecutionContext): void {
   try {
     maybeReap(defaultRuntime(env), ctx);
   } catch (error) {
-    console.error("opportunistic reap after a trigger failed to start", error instanceof Error ? error.message : String(error));
+    log.error("ingress.heal_failed", { message: "opportunistic reap after a trigger failed to start", error: errorMessage(error) });
   }
 }

@@ -28,6 +28,7 @@ import {
 } from "../ledger/schedule-runs";
 import { startWorkflowExecution, type IngressDeps, type StartResult } from "./start";
 import { scheduledMinute } from "./tick";
+import { errorMessage, log } from "../lib/log";
 
 /** Starts per cron invocation; the rest wait for the next one (documented in docs/ingress.md). */
 export const SCHEDULE_STARTS_PER_TICK = 50;
@@ -116,11 +117,15 @@ async function startRun(deps: IngressDeps, run: ClaimedScheduleRun, report: Sche
     report.started.push(result);
     return { rowid: run.rowid, status: "STARTED", executionId: result.executionId };
   } catch (reason) {
-    const error = reason instanceof Error ? reason.message : String(reason);
-    console.error(
-      `scheduled start of ${run.workspace}/${run.workflowId} for ${run.cron} at ${new Date(run.scheduledAt).toISOString()} failed (attempt ${run.attempts})`,
+    const error = errorMessage(reason);
+    log.error("schedule.start_failed", {
+      workspace: run.workspace,
+      workflowId: run.workflowId,
+      cron: run.cron,
+      scheduledAt: new Date(run.scheduledAt).toISOString(),
+      attempt: run.attempts,
       error,
-    );
+    });
     report.failed.push({ workspace: run.workspace, workflowId: run.workflowId, scheduledAt: run.scheduledAt, error });
     return { rowid: run.rowid, status: "FAILED", error };
   }

@@ -24,6 +24,7 @@ import { ProblemError } from "../lib/problem";
 import { concatBytes, hmacSha256, timingSafeEqualStrings, toHex, utf8, type Bytes } from "../lib/crypto";
 import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
 import { MissingSecretError, type SecretLookup } from "../secrets/resolve";
+import { log } from "../lib/log";
 
 export type SignatureSettings = NonNullable<EntryPointConfig["webhook"]>["signature"];
 
@@ -66,11 +67,8 @@ export async function resolveSigningSecret(settings: SignatureSettings, lookup: 
   } else {
     reason = "webhook.signature.secret must be `{{ secrets.NAME }}`";
   }
-  console.error(
-    "webhook signing secret unavailable: public hook answered 503",
-    // The NAME and the reason only, never a value.
-    JSON.stringify({ ...hook, secretName: match ? match[1] : null, reason }),
-  );
+  // The NAME and the reason only, never a value.
+  log.error("hook.secret_unavailable", { message: "public hook answered 503", ...hook, secretName: match ? match[1] : null, reason });
   // The operator's mistake, not the sender's: 503 so senders retry once it is fixed.
   throw new ProblemError({
     status: 503,

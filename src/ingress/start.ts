@@ -17,6 +17,7 @@ import type { StepMessage } from "../steps/messages";
 import { takenSuccessors } from "../steps/graph";
 import { planReadySteps, type ExpressionContext } from "../steps/plan";
 import { deriveIdentity, randomClaimToken, randomExecutionId, windowExecutionId, type IdentityScope } from "./identity";
+import { errorMessage, log } from "../lib/log";
 
 export interface IngressDeps {
   db: D1Database;
@@ -141,9 +142,10 @@ async function sendFirstMessages(deps: IngressDeps, executionId: string, plan: S
     await deps.queue.sendBatch(messages);
   } catch (error) {
     // The step rows are committed as DISPATCHED: the reaper re-sends them. Loud, not fatal.
-    console.error(
-      `queue send failed for execution ${executionId}; the steps reaper will re-send`,
-      error instanceof Error ? error.message : String(error),
-    );
+    log.error("ingress.send_failed", {
+      message: "queue send failed; the steps reaper will re-send",
+      executionId,
+      error: errorMessage(error),
+    });
   }
 }

@@ -11,6 +11,7 @@
  */
 import { problems } from "./problem";
 import { BodyTooLargeError, readAtMost } from "./bounded-read";
+import { errorMessage } from "./log";
 
 /** The raw body bytes (empty when there is no body). Throws 413 `payload-too-large` above `maxBytes`. */
 export async function readRawBody(request: Request, maxBytes: number): Promise<Uint8Array> {
@@ -48,7 +49,7 @@ export function parseJsonBytesWithText(raw: Uint8Array): { text: string; json: u
   try {
     return { text, json: JSON.parse(text) as unknown };
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    const reason = errorMessage(error);
     throw problems.malformedJson(`The request body does not parse as JSON (${reason})`);
   }
 }

@@ -17,6 +17,7 @@ import { maybeReap } from "./reaper";
 import { delaySeconds } from "./retry-policy";
 import { runStep } from "./run-step";
 import { defaultRuntime, type StepRuntime } from "./runtime";
+import { errorMessage, log } from "../lib/log";
 
 const MAX_DEAD_LETTER_BODY = 4096;
 
@@ -27,7 +28,7 @@ export function isDeadLetterQueue(queue: string): boolean {
 export async function processStepMessage(message: Message<unknown>, rt: StepRuntime): Promise<void> {
   const ref = parseStepMessage(message.body);
   if (!ref) {
-    console.error("poison step message acked: malformed body", JSON.stringify({ id: message.id }));
+    log.error("queue.message_malformed", { messageId: message.id });
     message.ack();
     return;
   }
@@ -38,14 +39,11 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
         message.ack();
         return;
       case "drop":
-        console.warn(
-          "redundant step message dropped",
-          JSON.stringify({ id: message.id, attempts: message.attempts, ...ref, why: decision.why }),
-        );
+        log.warn("queue.message_dropped", { messageId: message.id, deliveries: message.attempts, ...ref, why: decision.why });
         message.ack();
         return;
       case "poison":
-        console.error("poison step message acked", JSON.stringify({ id: message.id, ...ref, why: decision.why }));
+        log.error("queue.message_poison", { messageId: message.id, ...ref, why: decision.why });
         message.ack();
         return;
       case "retry":
@@ -54,10 +52,7 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
     }
   } catch (error) {
     // The step (if claimed) stays EXECUTING under its lease; after it, a redelivery takes over.
-    console.error(
-      "step run crashed; retrying after the lease",
-      JSON.stringify({ ...ref, error: error instanceof Error ? error.message : String(error) }),
-    );
+    log.error("step.crashed", { message: "step run crashed; retrying after the lease", ...ref, error: errorMessage(error) });
     message.retry({ delaySeconds: delaySeconds(rt.leaseMs) });
   }
 }
@@ -67,7 +62,7 @@ async function recordDeadLetters(batch: MessageBatch<unknown>, rt: StepRuntime):
   const statements = batch.messages.flatMap((m) => {
     let body = JSON.stringify(m.body) ?? "null";
     if (body.length > MAX_DEAD_LETTER_BODY) body = JSON.stringify(`[omitted: ${body.length} characters]`);
-    console.error("step message dead-lettered", JSON.stringify({ id: m.id, attempts: m.attempts, body }));
+    log.error("queue.dead_lettered", { messageId: m.id, deliveries: m.attempts, body });
     return recordDeadLetter(
       rt.db,
       { queue: batch.queue, messageId: m.id, body, attempts: m.attempts, step: parseStepMessage(m.body) },

@@ -4,6 +4,7 @@
  */
 import type { StepRef } from "../ledger/steps";
 import type { StepQueue } from "./runtime";
+import { errorMessage, log } from "../lib/log";
 
 const SEND_BATCH_LIMIT = 100;
 
@@ -19,10 +20,11 @@ export async function sendStepMessages(queue: StepQueue, steps: readonly StepRef
     }
     return true;
   } catch (error) {
-    console.error(
-      "step message send failed after commit; the reaper will re-send",
-      JSON.stringify({ steps: steps.map((s) => `${s.executionId}/${s.vertexId}`), error: String(error) }),
-    );
+    log.error("step.send_failed", {
+      message: "step message send failed after commit; the reaper will re-send",
+      steps: steps.map((s) => ({ executionId: s.executionId, vertexId: s.vertexId })),
+      error: errorMessage(error),
+    });
     return false;
   }
 }

@@ -32,6 +32,7 @@ import { isRetryableStatus, parseRetryAfter } from "./retry-policy";
 import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
 import type { SecretLookup } from "../secrets/resolve";
 import { MissingSecretError, resolveSecrets, scrubDeep, scrubSecrets, secretNamesIn } from "./secrets";
+import { errorMessage } from "../lib/log";
 
 export const IDEMPOTENCY_HEADER = "idempotency-key";
 /**
@@ -139,12 +140,8 @@ export function buildRequest(
     }
     return { request: new Request(url.toString(), { method, headers: sendHeaders, body: sendBody, redirect: "manual" }) };
   } catch (error) {
-    return { error: `the request could not be built: ${message(error)}` };
+    return { error: `the request could not be built: ${errorMessage(error)}` };
   }
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function summaryBody(body: unknown): unknown {
@@ -208,7 +205,7 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     }
     if (config.body !== undefined && method !== "GET" && method !== "HEAD") body = await evaluateValue(config.body, context);
   } catch (error) {
-    return { kind: "failed", error: `gateway ${vertex.id}: ${message(error)}` };
+    return { kind: "failed", error: `gateway ${vertex.id}: ${errorMessage(error)}` };
   }
 
   // 2. The destination key: persisted value first, else computed once and persisted before sending.
@@ -220,7 +217,7 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
       try {
         key = validateDestinationKey(await evaluateValue(keyExpression, context));
       } catch (error) {
-        return { kind: "failed", error: `gateway ${vertex.id}: invalid Idempotency-Key: ${message(error)}` };
+        return { kind: "failed", error: `gateway ${vertex.id}: invalid Idempotency-Key: ${errorMessage(error)}` };
       }
       const stored = await deps.persistKey(key);
       if (stored === null) return { kind: "failed", error: "the step was taken over before its key was persisted; nothing was sent" };
@@ -280,7 +277,9 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     text = await readBoundedText(response, config.maxResponseBytes);
   } catch (error) {
     if (error instanceof ResponseTooLargeError) return { kind: "failed", request, error: error.message };
-    const why = timedOut ? `timed out after ${config.timeoutMs} ms` : `network error: ${scrubSecrets(message(error), resolved.values)}`;
+    const why = timedOut
+      ? `timed out after ${config.timeoutMs} ms`
+      : `network error: ${scrubSecrets(errorMessage(error), resolved.values)}`;
     return { kind: "retryable", request, error: `${method} ${url.host}${url.pathname}: ${why}` };
   } finally {
     clearTimeout(timer);

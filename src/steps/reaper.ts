@@ -10,6 +10,7 @@
 import { redispatchExpiredLeases, redispatchOverdue } from "../ledger/steps";
 import { sendStepMessages } from "./dispatch";
 import type { StepRuntime } from "./runtime";
+import { errorMessage, log } from "../lib/log";
 
 export interface ReapReport {
   expiredLeases: number;
@@ -22,7 +23,7 @@ export async function reap(rt: StepRuntime): Promise<ReapReport> {
   const overdue = await redispatchOverdue(rt.db, now, rt.overdueMs, rt.reapLimit, rt.maxResendWaitMs);
   await sendStepMessages(rt.queue, [...expired, ...overdue]);
   if (expired.length + overdue.length > 0) {
-    console.warn("reaper re-dispatched steps", JSON.stringify({ expiredLeases: expired.length, overdue: overdue.length }));
+    log.warn("reaper.redispatched", { expiredLeases: expired.length, overdue: overdue.length });
   }
   return { expiredLeases: expired.length, overdue: overdue.length };
 }
@@ -35,5 +36,7 @@ export function maybeReap(rt: StepRuntime, ctx: ExecutionContext): void {
   const now = rt.now();
   if (now - lastOpportunisticReap < rt.reapEveryMs) return;
   lastOpportunisticReap = now;
-  ctx.waitUntil(reap(rt).catch((error) => console.error("opportunistic reap failed", String(error))));
+  ctx.waitUntil(
+    reap(rt).catch((error) => log.error("reaper.failed", { message: "opportunistic reap failed", error: errorMessage(error) })),
+  );
 }

@@ -39,6 +39,7 @@ import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
 import { secretLookup } from "../secrets/resolve";
 import { parseSealedSecrets } from "../secrets/store";
+import { errorMessage, log } from "../lib/log";
 
 export type Decision =
   | { action: "ack"; why: string }
@@ -91,9 +92,9 @@ async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, work: () => Promi
   const timer = setInterval(() => {
     extendLease(rt.db, fence, rt.now(), rt.leaseMs)
       .then((ours) => {
-        if (!ours) console.warn("heartbeat fenced out: the step was taken over", JSON.stringify(fence));
+        if (!ours) log.warn("step.heartbeat_fenced_out", { message: "the step was taken over", ...fence });
       })
-      .catch((error) => console.error("heartbeat failed", String(error)));
+      .catch((error) => log.error("step.heartbeat_failed", { ...fence, error: errorMessage(error) }));
   }, every);
   try {
     return await work();
@@ -179,7 +180,7 @@ async function settleFailedUnrun(rt: StepRuntime, fence: Fence, error: string): 
     backfill: [],
     descendants: [],
   });
-  console.error("step failed without running", JSON.stringify({ ...fence, error }));
+  log.error("step.failed_unrun", { ...fence, error });
   return { action: "ack", why: result.settled ? "settled FAILED" : "fenced out (recorded)" };
 }
 
@@ -250,7 +251,7 @@ export async function runStep(
     return settleFailedUnrun(
       rt,
       fence,
-      `the execution's pinned workflow version ${run.version} can no longer be read: ${error instanceof Error ? error.message : String(error)}`,
+      `the execution's pinned workflow version ${run.version} can no longer be read: ${errorMessage(error)}`,
     );
   }
   if (!inputs || inputs.outputs === null) {
@@ -339,7 +340,7 @@ export async function runStep(
       settle = {
         state: "FAILED",
         output: json(outcome.output),
-        error: `an edge condition failed: ${error instanceof Error ? error.message : String(error)}`,
+        error: `an edge condition failed: ${errorMessage(error)}`,
       };
     }
   } else {
@@ -355,11 +356,11 @@ export async function runStep(
     descendants: settle.state === "COMPLETED" ? descendantsInOrder(definition, ref.vertexId) : [],
   });
   if (!result.settled) {
-    console.warn("late result fenced out and recorded", JSON.stringify({ ...fence, outcome: settle.state }));
+    log.warn("step.fenced_out", { message: "late result fenced out and recorded", ...fence, outcome: settle.state });
     return { action: "ack", why: "fenced out (recorded)" };
   }
   if (settle.state === "FAILED") {
-    console.warn("step failed", JSON.stringify({ ...fence, attempt: claimed.attempt, error: settle.error }));
+    log.warn("step.failed", { ...fence, attempt: claimed.attempt, error: settle.error });
   }
   await sendStepMessages(
     rt.queue,

@@ -7,6 +7,7 @@
  */
 import { sweepIdempotencyKeys } from "../../ledger/idempotency-keys";
 import { sweepInBatches, type SweepReport } from "../../ledger/sweep";
+import { log } from "../../lib/log";
 
 export const CRON_SWEEP = { batchSize: 500, maxBatches: 20 } as const;
 
@@ -21,9 +22,7 @@ export async function ledgerCron(
 ): Promise<SweepReport> {
   const report = await sweepInBatches((limit) => sweepIdempotencyKeys(db, now, limit), { batchSize, maxBatches });
   if (report.deleted > 0 || !report.drained) {
-    console.log(
-      `idempotency sweep (cron): deleted ${report.deleted} expired key(s) in ${report.batches} batch(es)${report.drained ? "" : "; more remain for the next tick"}`,
-    );
+    log.info("idempotency.swept", { trigger: "cron", deleted: report.deleted, batches: report.batches, drained: report.drained });
   }
   return report;
 }

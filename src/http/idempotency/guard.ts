@@ -19,6 +19,7 @@ import { idempotencyProblems, isMissingTableError } from "./problems";
 import { captureResponse, replayResponse } from "./response-store";
 import type { WaitUntil } from "./sweeper";
 import type { Context } from "hono";
+import { log } from "../../lib/log";
 
 export interface HandlerResult {
   response: Response;
@@ -97,10 +98,10 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     });
   } catch (error) {
     if (isMissingTableError(error)) {
-      console.error("idempotency ledger: table idempotency_keys is missing; apply the D1 migrations");
+      log.error("idempotency.table_missing", { message: "table idempotency_keys is missing; apply the D1 migrations" });
       return respond(idempotencyProblems.tableMissing());
     }
-    console.error("idempotency ledger: claim failed:", errorText(error));
+    log.error("idempotency.claim_failed", { error: errorText(error) });
     return respond(idempotencyProblems.ledgerError());
   }
 
@@ -120,8 +121,8 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
   }
 
   const fence: FenceInput = { principal, key: parsed.key, generation: outcome.generation, claimToken };
-  const where = `principal=${JSON.stringify(principal)} generation=${fence.generation}`;
-  if (outcome.takeover) console.warn(`idempotency ledger: took over a stale or expired reservation (${where})`);
+  const where = { principal, generation: fence.generation };
+  if (outcome.takeover) log.warn("idempotency.taken_over", { message: "took over a stale or expired reservation", ...where });
 
   const rebuilt = new Request(request, { body: body === null ? null : body });
   let result: HandlerResult;
@@ -158,14 +159,21 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     });
     if (!completed) {
       // Taken over (our lease expired) or released meanwhile: the newer owner's row stands.
-      console.error(`idempotency ledger: FENCED OUT — this response was not stored because the reservation is no longer ours (${where})`);
+      log.error("idempotency.fenced_out", {
+        message: "FENCED OUT — this response was not stored because the reservation is no longer ours",
+        ...where,
+      });
     } else {
       call.maybeSweep(db, settledAt, call.waitUntil);
     }
   } catch (error) {
     // The side effect happened; the caller must still learn its result. The reservation stays
     // pending until pendingTtlMs, after which a retry takes it over.
-    console.error(`idempotency ledger: COMPLETION WRITE FAILED — the response was returned but not stored (${where}):`, errorText(error));
+    log.error("idempotency.completion_failed", {
+      message: "COMPLETION WRITE FAILED — the response was returned but not stored",
+      ...where,
+      error: errorText(error),
+    });
   }
   return captured.forCaller;
 }
@@ -179,13 +187,17 @@ export function retryAfterSeconds(leaseUntil: number | null, now: number, maxSec
   return Math.max(1, Math.min(maxSeconds, Math.ceil(leftMs / 1000)));
 }
 
-async function release(db: D1Database, fence: FenceInput, where: string): Promise<void> {
+async function release(db: D1Database, fence: FenceInput, where: { principal: string; generation: number }): Promise<void> {
   try {
     if (!(await releaseIfOwned(db, fence))) {
-      console.error(`idempotency ledger: release fenced out — the reservation is no longer ours (${where})`);
+      log.error("idempotency.release_fenced_out", { message: "release fenced out — the reservation is no longer ours", ...where });
     }
   } catch (error) {
-    console.error(`idempotency ledger: RELEASE FAILED — the key stays reserved until pendingTtlMs (${where}):`, errorText(error));
+    log.error("idempotency.release_failed", {
+      message: "RELEASE FAILED — the key stays reserved until pendingTtlMs",
+      ...where,
+      error: errorText(error),
+    });
   }
 }
 

@@ -8,6 +8,7 @@
  * per interval; cron (src/http/idempotency/cron.ts) drains the rest every minute.
  */
 import { sweepIdempotencyKeys } from "../../ledger/idempotency-keys";
+import { errorMessage, log } from "../../lib/log";
 
 export type WaitUntil = (promise: Promise<unknown>) => void;
 
@@ -26,10 +27,9 @@ export function createSweeper(config: false | { batchSize: number; intervalMs: n
     waitUntil(
       sweepIdempotencyKeys(db, now, config.batchSize).then(
         (deleted) => {
-          if (deleted > 0) console.log(`idempotency sweep (opportunistic): deleted ${deleted} expired key(s)`);
+          if (deleted > 0) log.info("idempotency.swept", { trigger: "opportunistic", deleted });
         },
-        (error: unknown) =>
-          console.error("idempotency sweep (opportunistic) failed:", error instanceof Error ? error.message : String(error)),
+        (error: unknown) => log.error("idempotency.sweep_failed", { trigger: "opportunistic", error: errorMessage(error) }),
       ),
     );
     return true;

@@ -18,6 +18,7 @@ import { SECRET_NAME_PATTERN } from "../../definitions/secrets";
 import { keyringFrom, MasterKeyError, sealSecret } from "../../secrets/crypto";
 import { RESERVED_SECRETS } from "../../secrets/resolve";
 import { deleteSecret, listSecrets, putSealedSecret, type SecretListing } from "../../secrets/store";
+import { log } from "../../lib/log";
 
 /** A credential, not a document: 4 KiB of UTF-8 covers every API key and signing secret we know. */
 export const MAX_SECRET_VALUE_BYTES = 4096;
@@ -77,7 +78,7 @@ secretRoutes.put("/:name", async (c) => {
     keyring = await keyringFrom(c.env as unknown as Record<string, unknown>);
   } catch (error) {
     if (!(error instanceof MasterKeyError)) throw error;
-    console.error("workspace secrets unavailable", error.message);
+    log.error("secrets.unavailable", { workspace: c.get("workspace"), error: error.message });
     throw new ProblemError({
       status: 503,
       code: "secrets-master-key-missing",

@@ -1,0 +1,70 @@
+/**
+ * One log vocabulary for the engine: one JSON object per line, `{ level, event, …fields }`.
+ *
+ * `event` is a stable name (`step.fenced_out`, `reaper.redispatched`): a Workers Logs search on
+ * `event` and on the ids a line carries (`executionId`, `vertexId`, `epoch`, `attempt`) finds
+ * every event of one step. `message`, where present, is for a human reading the line and may be
+ * reworded; branch on `event`. Every event name is in the `LogEvent` union and documented in
+ * docs/logging.md. Never log a secret value: log the secret's NAME.
+ */
+
+export type LogEvent =
+  // HTTP
+  | "http.unhandled_error"
+  | "secrets.unavailable"
+  // the Idempotency-Key middleware
+  | "idempotency.table_missing"
+  | "idempotency.claim_failed"
+  | "idempotency.taken_over"
+  | "idempotency.fenced_out"
+  | "idempotency.completion_failed"
+  | "idempotency.release_fenced_out"
+  | "idempotency.release_failed"
+  | "idempotency.swept"
+  | "idempotency.sweep_failed"
+  // ingress
+  | "hook.secret_unavailable"
+  | "ingress.send_failed"
+  | "ingress.heal_failed"
+  | "schedule.start_failed"
+  | "cron.ingress_report"
+  | "cron.schedules_failed"
+  | "cron.identity_sweep_failed"
+  | "cron.task_failed"
+  // steps
+  | "step.failed"
+  | "step.failed_unrun"
+  | "step.fenced_out"
+  | "step.crashed"
+  | "step.send_failed"
+  | "step.heartbeat_fenced_out"
+  | "step.heartbeat_failed"
+  | "queue.message_malformed"
+  | "queue.message_dropped"
+  | "queue.message_poison"
+  | "queue.dead_lettered"
+  | "reaper.redispatched"
+  | "reaper.failed";
+
+export type LogLevel = "info" | "warn" | "error";
+
+export type LogFields = Record<string, unknown>;
+
+function write(level: LogLevel, event: LogEvent, fields: LogFields): void {
+  // `level` and `event` last: a field can never overwrite them.
+  const line = JSON.stringify({ ...fields, level, event });
+  if (level === "error") console.error(line);
+  else if (level === "warn") console.warn(line);
+  else console.log(line);
+}
+
+export const log = {
+  info: (event: LogEvent, fields: LogFields = {}): void => write("info", event, fields),
+  warn: (event: LogEvent, fields: LogFields = {}): void => write("warn", event, fields),
+  error: (event: LogEvent, fields: LogFields = {}): void => write("error", event, fields),
+};
+
+/** The message of anything thrown: `Error.message`, else its string form. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
