@@ -27,7 +27,7 @@
  */
 import jsonata from "jsonata";
 import { EXPRESSION_PREFIX, isExpression } from "../definitions/schema";
-import { ExpressionError } from "./errors";
+import { ExpressionError, isJsonataErrorCode } from "./errors";
 import { registerKeyHelpers } from "./key-helpers";
 import { exitHook, registerBoundedBuiltins, SIZE_BUDGET, type SizeBudget } from "./size-limits";
 
@@ -166,7 +166,7 @@ function toExpressionError(error: unknown, phase: "compile" | "evaluate"): Expre
   const message = e.message ?? String(error);
   return new ExpressionError(
     phase === "compile" ? `syntax error${where}: ${message}` : `evaluation failed${where}: ${message}`,
-    e.code ?? phase,
+    isJsonataErrorCode(e.code) ? e.code : phase,
     e.position,
   );
 }

@@ -287,3 +287,19 @@ describe("key helpers", () => {
     expect(await evaluate("$sha256(payload)", { payload: { b: 1, a: 2 } })).toBe(await sha256Of({ a: 2, b: 1 }));
   });
 });
+
+describe("ExpressionError codes", () => {
+  it("names idemflow's bounds, passes JSONata's own codes through, and falls back to the phase", async () => {
+    const codeOf = (source: string, context: unknown = {}) =>
+      evaluate(source, context).then(
+        () => "no error",
+        (error: ExpressionError) => error.code,
+      );
+    expect(await codeOf("[1..10000000]")).toBe("sequence-limit");
+    expect(await codeOf("($f := function($x){ $f($x) }; $f(1))")).toBe("step-limit");
+    expect(await codeOf("$substring(1, 'x')")).toMatch(/^T\d{4}$/);
+    expect(await codeOf("payload.(")).toMatch(/^S\d{4}$/);
+    // A key helper's own refusal carries no JSONata code: the phase stands in.
+    expect(await codeOf("$idempotencyKey('c', payload.missing)", { payload: {} })).toBe("evaluate");
+  });
+});
