@@ -1,5 +1,5 @@
 /**
- * One log vocabulary for the engine: one JSON object per line, `{ level, event, …fields }`.
+ * One log vocabulary for the engine: one JSON object per line, `{ …fields, level, event }`.
  *
  * `event` is a stable name (`step.fenced_out`, `reaper.redispatched`): a Workers Logs search on
  * `event` and on the ids a line carries (`executionId`, `vertexId`, `epoch`, `attempt`) finds
