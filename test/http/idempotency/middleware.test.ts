@@ -402,19 +402,24 @@ describe("concurrency, takeover and fencing", () => {
   });
 });
 
+/** The first send fails with 500 and leaves no reservation behind; the retry of the same key runs the handler again. */
+async function expectReleasedThenRetryRuns(h: ReturnType<typeof harness>): Promise<void> {
+  vi.spyOn(console, "error").mockImplementation(() => {});
+  const key = uniqueKey();
+  expect((await h.send({ key })).status).toBe(500);
+  expect(await env.DB.prepare("SELECT 1 FROM idempotency_keys WHERE idem_key = ?").bind(key).first()).toBeNull();
+  const retry = await h.send({ key });
+  expect(retry.status).toBe(201);
+  expect(await retry.json()).toEqual({ run: 2 });
+}
+
 describe("release: a handler that does not produce a storable result", () => {
   it("releases the reservation when the handler throws, so a retry runs", async () => {
     const h = harness({}, (c, run) => {
       if (run === 1) throw new Error("boom");
       return c.json({ run }, 201);
     });
-    vi.spyOn(console, "error").mockImplementation(() => {});
-    const key = uniqueKey();
-    expect((await h.send({ key })).status).toBe(500);
-    expect(await env.DB.prepare("SELECT 1 FROM idempotency_keys WHERE idem_key = ?").bind(key).first()).toBeNull();
-    const retry = await h.send({ key });
-    expect(retry.status).toBe(201);
-    expect(await retry.json()).toEqual({ run: 2 });
+    await expectReleasedThenRetryRuns(h);
   });
 
   it("releases the reservation when the response body cannot be read (its stream errors mid-way), so a retry runs", async () => {
@@ -430,13 +435,7 @@ describe("release: a handler that does not produce a storable result", () => {
       });
       return new Response(body, { status: 201, headers: { "content-type": "application/json" } });
     });
-    vi.spyOn(console, "error").mockImplementation(() => {});
-    const key = uniqueKey();
-    expect((await h.send({ key })).status).toBe(500);
-    expect(await env.DB.prepare("SELECT 1 FROM idempotency_keys WHERE idem_key = ?").bind(key).first()).toBeNull();
-    const retry = await h.send({ key });
-    expect(retry.status).toBe(201);
-    expect(await retry.json()).toEqual({ run: 2 });
+    await expectReleasedThenRetryRuns(h);
   });
 
   it("releases instead of storing when shouldStore declines the response", async () => {
