@@ -1,5 +1,5 @@
 /** Cron entry of ingress: start the workflows scheduled on this cron, then sweep expired identities. */
-import { sweepExpiredIdentities } from "../ledger/executions";
+import { sweepExpiredIdentities } from "../ledger";
 import { fireSchedules, type ScheduleReport } from "./schedule";
 import { ingressDeps, type IngressDeps } from "./start";
 import { errorMessage, log } from "../lib/log";

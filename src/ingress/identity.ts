@@ -14,7 +14,7 @@
  */
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex, toHex } from "../lib/crypto";
-import type { IdentityKind } from "../ledger/executions";
+import type { IdentityKind } from "../ledger";
 
 /** One identity space per invocation kind; only production omits the sixth element. */
 export type IdentityScope = "production" | "test" | "stream";

@@ -19,13 +19,7 @@
  */
 import type { WorkflowDefinition } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
-import {
-  claimScheduleRuns,
-  finishScheduleRuns,
-  recordTick,
-  type ClaimedScheduleRun,
-  type ScheduleRunOutcome,
-} from "../ledger/schedule-runs";
+import { claimScheduleRuns, finishScheduleRuns, recordTick, type ClaimedScheduleRun, type ScheduleRunOutcome } from "../ledger";
 import { startWorkflowExecution, type IngressDeps, type StartResult } from "./start";
 import { scheduledMinute } from "./tick";
 import { errorMessage, log } from "../lib/log";

@@ -12,7 +12,7 @@ import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf } from "../definitio
 import type { StoredWorkflow } from "../definitions/store";
 import { ExpressionError } from "../expressions/evaluate";
 import { ProblemError } from "../lib/problem";
-import { startExecution, type ExecutionStatus, type IdentityKind, type StartPlan, type TriggerKind } from "../ledger/executions";
+import { startExecution, type ExecutionStatus, type IdentityKind, type StartPlan, type TriggerKind } from "../ledger";
 import type { StepMessage } from "../steps/messages";
 import { takenSuccessors } from "../steps/graph";
 import { planReadySteps, type ExpressionContext } from "../steps/plan";

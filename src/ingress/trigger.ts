@@ -7,7 +7,7 @@
 import { DEFAULT_MAX_PAYLOAD_BYTES, entryPointOf, MAX_PAYLOAD_BYTES_LIMIT } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
 import { ProblemError, problems } from "../lib/problem";
-import { WorkflowVersionChanged, type TriggerKind } from "../ledger/executions";
+import { WorkflowVersionChanged, type TriggerKind } from "../ledger";
 import { cachedWorkflow, readLatestWorkflow } from "./workflow-cache";
 import { identityMaterial } from "./material";
 import { readTriggerBody, type TriggerBody } from "./payload";

@@ -5,7 +5,7 @@
  * Watching never affects the execution: when the client goes away, polling stops and the steps
  * carry on.
  */
-import { readExecutionStatus } from "../ledger/executions";
+import { readExecutionStatus } from "../ledger";
 import { readTrace, type Trace } from "../steps/trace";
 import type { StartResult } from "./start";
 

@@ -1,6 +1,5 @@
 /**
- * Starting executions: the trigger-identity claim, the start batch, the identity sweep, and the
- * reads ingress needs (status, progress for test runs and streams).
+ * Starting executions: the trigger-identity claim, the start batch and the identity sweep.
  *
  * The dedupe guarantee lives in `claimIdentity`: ONE `INSERT … ON CONFLICT (identity) DO UPDATE`
  * against the primary key of `execution_identities`. Whatever the interleaving of N identical
@@ -14,6 +13,7 @@
  * Never a read followed by a write: the caller does not look first; it claims and learns from
  * what the batch returned.
  */
+import { LabelledBatch } from "./batch";
 import { runBoundedDelete, sweepInBatches, type SweepReport, type SweepSpec } from "./sweep";
 
 export type TriggerKind = "webhook" | "test" | "stream" | "schedule" | "start_over";
@@ -21,7 +21,7 @@ export type IdentityKind = "content" | "fields" | "client" | "schedule" | "force
 export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED";
 
 /** What the new execution is; the same whoever wins. */
-export interface ExecutionRecord {
+export interface NewExecution {
   workspace: string;
   workflowId: string;
   version: string;
@@ -98,7 +98,7 @@ export type StartOutcome =
     };
 
 /** The only execution status a start can produce: RUNNING while a step is dispatched. */
-export function startStatus(plan: StartPlan): ExecutionStatus {
+function startStatus(plan: StartPlan): ExecutionStatus {
   return plan.steps.some((s) => s.state === "DISPATCHED") ? "RUNNING" : "COMPLETED";
 }
 
@@ -111,7 +111,7 @@ export function startStatus(plan: StartPlan): ExecutionStatus {
  *   counter reset (the old execution keeps its own count).
  * RETURNING tells the caller whose token the row holds.
  */
-export function claimIdentity(
+function claimIdentity(
   db: D1Database,
   c: {
     identity: string;
@@ -151,7 +151,7 @@ export function claimIdentity(
  * outlives the identity row), and RETURNs its current status for the 200 answer. Matches zero
  * rows for the winner, whose token the identity row holds.
  */
-export function recordDuplicateDelivery(
+function recordDuplicateDelivery(
   db: D1Database,
   d: { identity: string; claimToken: string; workspace: string; workflowId: string; gateVersion: string | null },
   now: number,
@@ -170,37 +170,43 @@ export function recordDuplicateDelivery(
 /**
  * Where the execution id of the start inserts comes from. For a claim: the identity row, only if
  * it holds my token (and, when the plans per candidate id differ, only if it names this
- * candidate). For a forced start: the given id, unconditionally.
+ * candidate). For a forced start: the given id, unconditionally (but for the version gate).
+ *
+ * A source's parameters are bound after the statement's own; `from(n)` numbers them from `?n`.
  */
 interface Source {
-  from: string;
+  from: (n: number) => string;
   params: unknown[];
 }
 
 function claimSource(identity: string, claimToken: string, candidate: string | null): Source {
   return {
-    from: "FROM execution_identities src WHERE src.identity = ? AND src.claim_token = ? AND (? IS NULL OR src.execution_id = ?)",
-    params: [identity, claimToken, candidate, candidate],
+    from: (n) =>
+      `FROM execution_identities src WHERE src.identity = ?${n} AND src.claim_token = ?${n + 1} AND (?${n + 2} IS NULL OR src.execution_id = ?${n + 2})`,
+    params: [identity, claimToken, candidate],
   };
 }
 
-function forcedSource(executionId: string, record: ExecutionRecord): Source {
+function forcedSource(executionId: string, record: NewExecution): Source {
   // The WHERE is required anyway: without one, SQLite would parse `ON CONFLICT` as a join clause.
   return {
-    from: `FROM (SELECT ? AS execution_id) src WHERE ${latestVersionGate("?", "?", "?")}`,
-    params: [executionId, gateVersionOf(record), record.workspace, record.workflowId, gateVersionOf(record)],
+    from: (n) => `FROM (SELECT ?${n} AS execution_id) src WHERE ${latestVersionGate(`?${n + 1}`, `?${n + 2}`, `?${n + 3}`)}`,
+    params: [executionId, record.workspace, record.workflowId, gateVersionOf(record)],
   };
 }
 
-function gateVersionOf(record: ExecutionRecord): string | null {
+function gateVersionOf(record: NewExecution): string | null {
   return record.requireLatestVersion ? record.version : null;
 }
 
-/** Insert the execution row (the winner's only), RETURNING its id and status. */
-export function insertExecution(
+/**
+ * `insertExecution`: the execution row (the winner's only), RETURNING its id and status.
+ * Binds ?1–?11 the row, then the source from ?12.
+ */
+function insertExecution(
   db: D1Database,
   source: Source,
-  record: ExecutionRecord,
+  record: NewExecution,
   identityExpr: string,
   status: ExecutionStatus,
   now: number,
@@ -210,8 +216,8 @@ export function insertExecution(
       `INSERT INTO executions
          (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
           started_over_from, created_at, updated_at, finished_at)
-       SELECT src.execution_id, ?, ?, ?, ?, ?, ?, ${identityExpr}, ?, ?, ?, ?, ?, ?
-       ${source.from}
+       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identityExpr}, ?7, ?8, ?9, ?10, ?10, ?11
+       ${source.from(12)}
        RETURNING id, status`,
     )
     .bind(
@@ -225,16 +231,16 @@ export function insertExecution(
       record.payloadJson,
       record.startedOverFrom ?? null,
       now,
-      now,
       status === "RUNNING" ? null : now,
       ...source.params,
     );
 }
 
 /**
- * Insert a step row decided at start: the entry (COMPLETED, its output the payload, epoch 0 and
- * attempt 0 — it never ran on a worker, but the trace shows it), or a successor (DISPATCHED
- * available now, or SKIPPED finished now). Insert-if-absent on (execution_id, vertex_id).
+ * `insertStartStep`: a step row decided at start — the entry (COMPLETED, its output the payload,
+ * epoch 0 and attempt 0: it never ran on a worker, but the trace shows it), or a successor
+ * (DISPATCHED available now, or SKIPPED finished now). Insert-if-absent on (execution_id,
+ * vertex_id). Binds ?1–?7 the row, then the source from ?8.
  */
 function insertStartStep(
   db: D1Database,
@@ -245,8 +251,8 @@ function insertStartStep(
   return db
     .prepare(
       `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, output, next_vertices, created_at, updated_at, finished_at)
-       SELECT src.execution_id, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?
-       ${source.from}
+       SELECT src.execution_id, ?1, ?2, ?3, 0, 0, ?4, ?5, ?6, ?4, ?4, ?7
+       ${source.from(8)}
        ON CONFLICT (execution_id, vertex_id) DO NOTHING`,
     )
     .bind(
@@ -256,8 +262,6 @@ function insertStartStep(
       now,
       step.output,
       step.next,
-      now,
-      now,
       step.state === "DISPATCHED" ? null : now,
       ...source.params,
     );
@@ -267,83 +271,28 @@ function samePlan(a: StartPlan, b: StartPlan): boolean {
   return JSON.stringify([a.steps, a.entryNext]) === JSON.stringify([b.steps, b.entryNext]);
 }
 
-/**
- * The start batch: one round trip, one transaction.
- *
- * claim mode: [claimIdentity, recordDuplicateDelivery, then per candidate plan: execution row,
- * entry step, successor steps]. The duplicate statement and the winner's inserts are mutually
- * exclusive by the token, so exactly one side writes.
- */
-export function startExecutionStatements(db: D1Database, record: ExecutionRecord, start: StartMode, now: number): D1PreparedStatement[] {
-  const variants: Array<{ source: Source; plan: StartPlan }> = [];
-  const statements: D1PreparedStatement[] = [];
-  let identityExpr: string;
-  if (start.mode === "forced") {
-    variants.push({ source: forcedSource(start.executionId, record), plan: start.plan });
-    identityExpr = "NULL";
-  } else {
-    statements.push(
-      claimIdentity(
-        db,
-        {
-          identity: start.identity,
-          workspace: record.workspace,
-          workflowId: record.workflowId,
-          takeoverExecutionId: start.takeoverExecutionId,
-          claimToken: start.claimToken,
-          expiresAt: start.expiresAt,
-          gateVersion: gateVersionOf(record),
-        },
-        now,
-      ),
-      recordDuplicateDelivery(
-        db,
-        {
-          identity: start.identity,
-          claimToken: start.claimToken,
-          workspace: record.workspace,
-          workflowId: record.workflowId,
-          gateVersion: gateVersionOf(record),
-        },
-        now,
-      ),
-    );
-    identityExpr = "src.identity";
-    if (samePlan(start.plans.first, start.plans.takeover)) {
-      variants.push({ source: claimSource(start.identity, start.claimToken, null), plan: start.plans.first });
-    } else {
-      variants.push({ source: claimSource(start.identity, start.claimToken, start.identity), plan: start.plans.first });
-      variants.push({ source: claimSource(start.identity, start.claimToken, start.takeoverExecutionId), plan: start.plans.takeover });
-    }
+/** One candidate execution of a start: where its id comes from, its plan, and the label of its row's insert. */
+interface Variant {
+  label: StartLabel;
+  source: Source;
+  plan: StartPlan;
+}
+
+type StartLabel = "claim" | "duplicate" | "firstExecution" | "takeoverExecution" | "forcedExecution" | "steps";
+
+function variantsOf(record: NewExecution, start: StartMode): Variant[] {
+  if (start.mode === "forced") return [{ label: "forcedExecution", source: forcedSource(start.executionId, record), plan: start.plan }];
+  if (samePlan(start.plans.first, start.plans.takeover)) {
+    return [{ label: "firstExecution", source: claimSource(start.identity, start.claimToken, null), plan: start.plans.first }];
   }
-  for (const { source, plan } of variants) {
-    statements.push(insertExecution(db, source, record, identityExpr, startStatus(plan), now));
-    statements.push(
-      insertStartStep(
-        db,
-        source,
-        {
-          vertexId: record.entryVertexId,
-          workspace: record.workspace,
-          state: "COMPLETED",
-          output: record.payloadJson,
-          next: JSON.stringify(plan.entryNext),
-        },
-        now,
-      ),
-    );
-    for (const step of plan.steps) {
-      statements.push(
-        insertStartStep(
-          db,
-          source,
-          { vertexId: step.vertexId, workspace: record.workspace, state: step.state, output: null, next: null },
-          now,
-        ),
-      );
-    }
-  }
-  return statements;
+  return [
+    { label: "firstExecution", source: claimSource(start.identity, start.claimToken, start.identity), plan: start.plans.first },
+    {
+      label: "takeoverExecution",
+      source: claimSource(start.identity, start.claimToken, start.takeoverExecutionId),
+      plan: start.plans.takeover,
+    },
+  ];
 }
 
 interface ExecutionIdRow {
@@ -355,29 +304,76 @@ interface DuplicateRow extends ExecutionIdRow {
   last_duplicate_at: number;
 }
 
-/** Run the start batch and say what happened: created (this request won) or a duplicate. */
-export async function startExecution(db: D1Database, record: ExecutionRecord, start: StartMode, now: number): Promise<StartOutcome> {
-  const statements = startExecutionStatements(db, record, start, now);
-  const results = await db.batch(statements);
+/**
+ * Start an execution: ONE batch, one round trip, one transaction — and say what happened:
+ * created (this request won) or a duplicate.
+ *
+ * claim mode: the identity claim, the duplicate's count, then per candidate plan: the execution
+ * row, the entry step, the successor steps. The duplicate statement and the winner's inserts are
+ * mutually exclusive by the token, so exactly one side writes.
+ */
+export async function startExecution(db: D1Database, record: NewExecution, start: StartMode, now: number): Promise<StartOutcome> {
+  const batch = new LabelledBatch<StartLabel>(db);
+  const gateVersion = gateVersionOf(record);
+  if (start.mode === "claim") {
+    const { workspace, workflowId } = record;
+    batch
+      .add(
+        "claim",
+        claimIdentity(
+          db,
+          {
+            identity: start.identity,
+            workspace,
+            workflowId,
+            takeoverExecutionId: start.takeoverExecutionId,
+            claimToken: start.claimToken,
+            expiresAt: start.expiresAt,
+            gateVersion,
+          },
+          now,
+        ),
+      )
+      .add(
+        "duplicate",
+        recordDuplicateDelivery(db, { identity: start.identity, claimToken: start.claimToken, workspace, workflowId, gateVersion }, now),
+      );
+  }
+  const variants = variantsOf(record, start);
+  const identityExpr = start.mode === "forced" ? "NULL" : "src.identity";
+  for (const { label, source, plan } of variants) {
+    batch.add(label, insertExecution(db, source, record, identityExpr, startStatus(plan), now));
+    const entry = {
+      vertexId: record.entryVertexId,
+      state: "COMPLETED" as const,
+      output: record.payloadJson,
+      next: JSON.stringify(plan.entryNext),
+    };
+    batch.add("steps", insertStartStep(db, source, { ...entry, workspace: record.workspace }, now));
+    for (const step of plan.steps) {
+      batch.add(
+        "steps",
+        insertStartStep(
+          db,
+          source,
+          { vertexId: step.vertexId, workspace: record.workspace, state: step.state, output: null, next: null },
+          now,
+        ),
+      );
+    }
+  }
+  const results = await batch.run();
+
   // A claim always RETURNs its row (inserted, counted or taken over) unless the version gate vetoed it.
-  if (start.mode === "claim" && (results[0]?.results.length ?? 0) === 0) {
+  if (start.mode === "claim" && results.first("claim") === null) {
     throw new WorkflowVersionChanged(record.workspace, record.workflowId, record.version);
   }
-  const offset = start.mode === "claim" ? 2 : 0;
-  const variantPlans =
-    start.mode === "forced"
-      ? [start.plan]
-      : samePlan(start.plans.first, start.plans.takeover)
-        ? [start.plans.first]
-        : [start.plans.first, start.plans.takeover];
-  let index = offset;
-  for (const plan of variantPlans) {
-    const inserted = (results[index]?.results as ExecutionIdRow[] | undefined)?.[0];
+  for (const { label, plan } of variants) {
+    const inserted = results.first<ExecutionIdRow>(label);
     if (inserted) return { created: true, executionId: inserted.id, status: inserted.status, plan };
-    index += 2 + plan.steps.length;
   }
-  const duplicate = (results[1]?.results as DuplicateRow[] | undefined)?.[0];
-  if (start.mode === "claim" && duplicate) {
+  const duplicate = start.mode === "claim" ? results.first<DuplicateRow>("duplicate") : null;
+  if (duplicate) {
     return {
       created: false,
       executionId: duplicate.id,
@@ -397,38 +393,11 @@ export async function startExecution(db: D1Database, record: ExecutionRecord, st
 const EXPIRED_IDENTITIES: SweepSpec = { table: "execution_identities", where: "expires_at <= ?1", orderBy: "expires_at" };
 
 /** One bounded batch of the identity sweep. */
-export function sweepExpiredIdentitiesOnce(db: D1Database, now: number, limit: number): Promise<number> {
+function sweepExpiredIdentitiesOnce(db: D1Database, now: number, limit: number): Promise<number> {
   return runBoundedDelete(db, EXPIRED_IDENTITIES, [now], limit);
 }
 
+/** The identity sweep: bounded batches until drained or `maxBatches` ran (the next cron tick continues). */
 export function sweepExpiredIdentities(db: D1Database, now: number, opts = { batchSize: 500, maxBatches: 10 }): Promise<SweepReport> {
   return sweepInBatches((limit) => sweepExpiredIdentitiesOnce(db, now, limit), opts);
-}
-
-/** Just the status (cheap polling). `null` when absent from this workspace. */
-export async function readExecutionStatus(db: D1Database, workspace: string, executionId: string): Promise<ExecutionStatus | null> {
-  const row = await db
-    .prepare(`SELECT status FROM executions WHERE id = ?1 AND workspace = ?2`)
-    .bind(executionId, workspace)
-    .first<{ status: ExecutionStatus }>();
-  return row?.status ?? null;
-}
-
-/**
- * Bench baseline only (bench/triggers.mjs): what an engine without dedupe does per trigger — one
- * plain INSERT of an execution row. Reached only through a route that exists when the
- * `BENCH_ROUTES` var is `on`.
- */
-export function insertExecutionPlain(
-  db: D1Database,
-  e: { id: string; workspace: string; workflowId: string; payloadJson: string },
-  now: number,
-): Promise<D1Result> {
-  return db
-    .prepare(
-      `INSERT INTO executions (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, status, payload, created_at, updated_at, finished_at)
-       VALUES (?1, ?2, ?3, 'baseline', 'baseline', 'test', 'forced', 'COMPLETED', ?4, ?5, ?5, ?5)`,
-    )
-    .bind(e.id, e.workspace, e.workflowId, e.payloadJson, now)
-    .run();
 }

@@ -195,7 +195,7 @@ export async function releaseIfOwned(db: D1Database, fence: FenceInput): Promise
  * Dead rows: past retention, and not a pending reservation whose lease is still live (a
  * handler may still be running under it). ?1 = now.
  */
-export const IDEMPOTENCY_SWEEP: SweepSpec = {
+const IDEMPOTENCY_SWEEP: SweepSpec = {
   table: TABLE,
   where: `expires_at <= ?1 AND (status = 'completed' OR lease_until <= ?1)`,
   orderBy: "expires_at",

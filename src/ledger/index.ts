@@ -1,7 +1,113 @@
 /**
- * src/ledger: the one owner of claim, fence and sweep SQL. Every module here is a set of named
- * single-statement transitions on one table; callers above (HTTP, ingress, steps) never write
- * SQL against these tables themselves.
+ * src/ledger: the one owner of idemflow's SQL for executions, steps, schedules and the
+ * Idempotency-Key middleware's table. This file is its complete public surface: everything above
+ * (HTTP, ingress, steps, benches) imports from here, and receives operations and camelCase
+ * records — never a statement, never a row.
+ *
+ * Conventions, stated once:
+ * - Every transition is ONE statement named after it, its precondition in the WHERE clause;
+ *   zero rows returned means "not yours", and the operation says what that means.
+ * - Parameters are numbered (`?1`, `?2`, …) and each statement documents what it binds; a
+ *   fragment shared between statements binds the same numbers wherever it appears (the step
+ *   fence is always ?1 execution id, ?2 vertex id, ?3 epoch). No anonymous `?`.
+ * - An operation that needs several statements runs them as one labelled batch (./batch.ts):
+ *   one round trip, one transaction, results read by label. Work that must share a transaction
+ *   is a composite operation here (settle + fan-in + finish is `settleAndDispatch`), never
+ *   statements handed out.
+ * - `now` is always a parameter, so tests move a clock instead of sleeping.
  */
-export * from "./sweep";
-export * from "./idempotency-keys";
+
+// Starting executions (the trigger-identity claim and the start batch), and the identity sweep.
+export {
+  startExecution,
+  sweepExpiredIdentities,
+  WorkflowVersionChanged,
+  type ExecutionStatus,
+  type IdentityKind,
+  type NewExecution,
+  type StartMode,
+  type StartOutcome,
+  type StartPlan,
+  type TriggerKind,
+} from "./executions";
+
+// A worker's step transitions: claim (+ context), fenced writes, settle-and-dispatch, retry.
+export {
+  claimAndLoad,
+  extendLease,
+  IN_PROGRESS_MARK,
+  MAX_STEP_INPUT_BYTES,
+  persistIdempotencyKey,
+  scheduleInProgressRecheck,
+  scheduleRetry,
+  settleAndDispatch,
+  type ClaimAndLoadOptions,
+  type ClaimAndLoadResult,
+  type ClaimedStep,
+  type DescendantPlan,
+  type Fence,
+  type RetryInput,
+  type SettleInput,
+  type SettleOutcome,
+  type SettleResult,
+  type StepEventType,
+  type StepInputs,
+  type StepInputsBound,
+  type StepRef,
+  type StepRun,
+  type StepState,
+} from "./steps";
+
+// Recovery: the reaper's sweeps and dead letters.
+export {
+  DEFAULT_MAX_RESEND_WAIT_MS,
+  recordDeadLetters,
+  redispatchExpiredLeases,
+  redispatchOverdue,
+  type DeadLetter,
+} from "./step-recovery";
+
+// Operator actions.
+export { retryFailedStep, type OperatorRetryResult } from "./operator";
+
+// Reads for the API.
+export {
+  listExecutionRecords,
+  readExecution,
+  readExecutionStatus,
+  readTraceRecords,
+  recentScheduleRuns,
+  type ExecutionListFilter,
+  type ExecutionRecord,
+  type ScheduleRunRecord,
+  type StepEventRecord,
+  type StepRecord,
+  type TraceRecords,
+} from "./read-model";
+
+// Scheduled runs (cron ticks on record).
+export {
+  claimScheduleRuns,
+  finishScheduleRuns,
+  recordTick,
+  type ClaimedScheduleRun,
+  type ScheduleRunOutcome,
+  type ScheduleRunStatus,
+} from "./schedule-runs";
+
+// The Idempotency-Key middleware's table.
+export {
+  claimOrLoad,
+  completeIfOwned,
+  releaseIfOwned,
+  sweepIdempotencyKeys,
+  type ClaimInput,
+  type ClaimOutcome,
+  type FenceInput,
+  type IdempotencyRow,
+  type IdempotencyStatus,
+  type StoredResponse,
+} from "./idempotency-keys";
+
+// Bounded sweeps' shared loop and report.
+export { sweepInBatches, type SweepReport } from "./sweep";

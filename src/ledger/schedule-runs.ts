@@ -4,6 +4,7 @@
  * on record and picked up by a later invocation while its minute is recent. Every statement takes
  * the clock as a parameter; every transition states its precondition in WHERE.
  */
+import { LabelledBatch } from "./batch";
 
 export type ScheduleRunStatus = "PENDING" | "STARTING" | "STARTED" | "FAILED" | "SKIPPED" | "EXPIRED";
 
@@ -108,45 +109,29 @@ export async function finishScheduleRuns(
   outcomes: ScheduleRunOutcome[],
   r: { now: number; since: number; keepAfter: number; limit: number },
 ): Promise<{ expired: number; deleted: number }> {
-  const results = await db.batch([
-    ...settleStatements(db, outcomes, r.now),
-    db
-      .prepare(
-        `UPDATE schedule_runs
-           SET status = 'EXPIRED', lease_until = NULL, finished_at = ?1, updated_at = ?1,
-               error = coalesce(error, 'not started before the scheduled minute stopped being recent')
-         WHERE rowid IN (SELECT rowid FROM schedule_runs WHERE finished_at IS NULL AND scheduled_at <= ?2 ORDER BY scheduled_at LIMIT ?3)`,
-      )
-      .bind(r.now, r.since, r.limit),
-    db
-      .prepare(
-        `DELETE FROM schedule_runs
-         WHERE rowid IN (SELECT rowid FROM schedule_runs WHERE scheduled_at < ?1 ORDER BY scheduled_at LIMIT ?2)`,
-      )
-      .bind(r.keepAfter, r.limit),
-  ]);
-  const [expired, deleted] = results.slice(-2);
-  return { expired: expired?.meta.changes ?? 0, deleted: deleted?.meta.changes ?? 0 };
-}
-
-export interface ScheduleRunRow {
-  cron: string;
-  scheduled_at: number;
-  status: ScheduleRunStatus;
-  attempts: number;
-  execution_id: string | null;
-  error: string | null;
-  updated_at: number;
-}
-
-/** The workflow's most recent scheduled runs, newest minute first (a primary-key range). */
-export async function recentScheduleRuns(db: D1Database, workspace: string, workflowId: string, limit: number): Promise<ScheduleRunRow[]> {
-  const { results } = await db
-    .prepare(
-      `SELECT cron, scheduled_at, status, attempts, execution_id, error, updated_at FROM schedule_runs
-       WHERE workspace = ?1 AND workflow_id = ?2 ORDER BY scheduled_at DESC LIMIT ?3`,
+  const batch = new LabelledBatch<"settle" | "expire" | "delete">(db);
+  for (const statement of settleStatements(db, outcomes, r.now)) batch.add("settle", statement);
+  const results = await batch
+    .add(
+      "expire",
+      db
+        .prepare(
+          `UPDATE schedule_runs
+             SET status = 'EXPIRED', lease_until = NULL, finished_at = ?1, updated_at = ?1,
+                 error = coalesce(error, 'not started before the scheduled minute stopped being recent')
+           WHERE rowid IN (SELECT rowid FROM schedule_runs WHERE finished_at IS NULL AND scheduled_at <= ?2 ORDER BY scheduled_at LIMIT ?3)`,
+        )
+        .bind(r.now, r.since, r.limit),
     )
-    .bind(workspace, workflowId, limit)
-    .all<ScheduleRunRow>();
-  return results;
+    .add(
+      "delete",
+      db
+        .prepare(
+          `DELETE FROM schedule_runs
+           WHERE rowid IN (SELECT rowid FROM schedule_runs WHERE scheduled_at < ?1 ORDER BY scheduled_at LIMIT ?2)`,
+        )
+        .bind(r.keepAfter, r.limit),
+    )
+    .run();
+  return { expired: results.changes("expire"), deleted: results.changes("delete") };
 }

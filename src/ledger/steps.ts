@@ -1,42 +1,20 @@
 /**
- * Step SQL: the claim, the fence, the settle-and-dispatch batch, the reaper's sweeps and the
- * operator's retry. Every transition is one statement named after it, with its precondition in
- * the WHERE clause; zero rows returned means "not yours" and the caller decides what that means.
+ * The step transitions a worker makes: the claim (with everything the run needs, one round trip),
+ * the fenced writes during a run (the destination key, the heartbeat), the settle-and-dispatch
+ * batch and the retry. Every transition is one statement named after it, with its precondition in
+ * the WHERE clause; zero rows returned means "not yours" and the operation says what that means.
  *
- * Parameter convention for statements acting on one step as its worker: ?1 execution id,
- * ?2 vertex id, ?3 epoch, ?4 now; further parameters follow.
+ * Parameters follow the ledger's convention (src/ledger/index.ts); for a statement acting on one
+ * step as its worker: ?1 execution id, ?2 vertex id, ?3 epoch, ?4 now, then the rest.
  */
 import { sealedSecretsColumn } from "../secrets/store";
+import { LabelledBatch } from "./batch";
+import { CLAIMABLE, fenceParams, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef } from "./step-sql";
+
+export type { Fence, StepRef } from "./step-sql";
 
 export type StepState = "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "SKIPPED";
 export type StepEventType = "fenced_out" | "attempt_failed" | "lease_expired" | "operator_retry" | "dead_lettered" | "redelivery_dropped";
-
-export interface StepRef {
-  executionId: string;
-  vertexId: string;
-}
-
-/** What a worker holds after its claim: the step and the epoch it claimed it under. */
-export interface Fence extends StepRef {
-  epoch: number;
-}
-
-/**
- * THE FENCE. Every write a worker makes after its claim carries this predicate: the row is still
- * EXECUTING under the epoch this worker claimed. A takeover increments the epoch and the reaper
- * moves an expired step out of EXECUTING, so a worker presumed dead matches zero rows — even if
- * it wakes up holding a perfectly plausible epoch. The lease is deliberately NOT part of the
- * fence: a slow worker whose lease ran out but whom nobody replaced still owns the step, and
- * fencing it out would only force a pointless re-run.
- *
- * Binds ?1 execution id, ?2 vertex id, ?3 epoch.
- */
-export const STEP_FENCE = "execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND state = 'EXECUTING'";
-
-/** A step a worker may claim now: dispatched and due, or executing under an expired lease. Binds ?3 = now. */
-const CLAIMABLE = "((state = 'DISPATCHED' AND available_at <= ?3) OR (state = 'EXECUTING' AND lease_until <= ?3))";
-
-const fenceParams = (f: Fence) => [f.executionId, f.vertexId, f.epoch] as const;
 
 // ---------------------------------------------------------------------------------------------
 // Claim
@@ -44,6 +22,7 @@ const fenceParams = (f: Fence) => [f.executionId, f.vertexId, f.epoch] as const;
 export interface ClaimedStep {
   epoch: number;
   attempt: number;
+  /** `attempt - retryBase` is the number of claims the retry budget and the crash allowance count. */
   retryBase: number;
   leaseUntil: number;
   /** The destination key persisted by an earlier attempt, if any: every later attempt sends it. */
@@ -51,53 +30,55 @@ export interface ClaimedStep {
 }
 
 /** The step, its execution and its pinned definition: what the runner needs, and why a claim missed. */
-export interface StepRunRow {
-  execution_id: string;
+export interface StepRun {
+  executionId: string;
   workspace: string;
-  workflow_id: string;
+  workflowId: string;
   version: string;
-  entry_vertex_id: string;
-  trigger_kind: string;
-  execution_status: "RUNNING" | "COMPLETED" | "FAILED";
-  definition: string;
-  step_state: StepState | null;
-  epoch: number | null;
-  attempt: number | null;
-  lease_until: number | null;
-  available_at: number | null;
+  entryVertexId: string;
+  triggerKind: string;
+  executionStatus: "RUNNING" | "COMPLETED" | "FAILED";
+  /** The pinned version's definition, as stored (JSON text). */
+  definitionJson: string;
+  /** The step's state; null when the execution has no step for this vertex. */
+  stepState: StepState | null;
+  leaseUntil: number | null;
+  availableAt: number | null;
   /**
    * When the destination first answered "in progress" for this step since it was dispatched or
-   * operator-retried (the first `IN_PROGRESS_MARK` event after the last `operator_retry`); null
-   * if it has not. The in-progress budget counts from here.
+   * operator-retried (the first in-progress re-check after the last `operator_retry`); null if it
+   * has not. The in-progress budget counts from here.
    */
-  in_progress_since: number | null;
+  inProgressSince: number | null;
   /** JSON array of the workspace's sealed secrets that the definition names (src/secrets/store.ts). */
-  secrets: string | null;
+  sealedSecretsJson: string | null;
 }
 
-/**
- * What a claimed step reads (`readStepInputs`): only the outputs its expressions can reach, and
- * the payload only if they read it, measured in SQL before anything is built.
- */
-export interface StepInputsRow {
-  /** Bytes of what the step reads: the payload (if read) and the JSON object of the outputs. */
-  input_bytes: number;
-  /** 1 when the step reads the payload (its value is in `payload` when within the bound). */
-  reads_payload: number;
-  /** The payload as JSON text, when read and within the bound. */
-  payload: string | null;
-  /** JSON object vertex id → output of the outputs read, when within the bound. */
-  outputs: string | null;
-  /** Over the bound only: JSON object vertex id → bytes of each output read (for the error). */
-  output_sizes: string | null;
-  /** JSON array: COMPLETED steps whose taken edges were not recorded (see `backfill`). */
-  unrecorded: string;
-}
+/** What a claimed step reads: only the outputs its expressions can reach, and the payload only if they read it. */
+export type StepInputs =
+  | {
+      withinBound: true;
+      /** The payload, when the step reads it (the entry step's output IS the payload). */
+      payload: unknown;
+      readsPayload: boolean;
+      /** Vertex id → output, of the outputs the step reads. */
+      outputs: Record<string, unknown>;
+      /** COMPLETED steps whose taken edges were not recorded (the entry step written by ingress). */
+      unrecorded: string[];
+    }
+  | {
+      withinBound: false;
+      /** Bytes of what the step reads: the payload (if read) and the JSON object of the outputs. */
+      inputBytes: number;
+      readsPayload: boolean;
+      /** Vertex id → bytes, of each output the step reads (for the error). */
+      outputSizes: Record<string, number>;
+    };
 
 /**
  * The start of the `attempt_failed` detail (and step error) of an attempt the destination
- * answered "in progress". `readStepRun` finds the first one to time the in-progress budget, so
- * the text is fixed: the steps layer writes it first, before anything a payload could shape.
+ * answered "in progress". `scheduleInProgressRecheck` writes it and the claim's read finds the
+ * first one to time the in-progress budget: the ledger owns both sides of this text.
  */
 export const IN_PROGRESS_MARK = "waiting: destination says in progress";
 
@@ -106,7 +87,7 @@ export const IN_PROGRESS_MARK = "waiting: destination says in progress";
  * expired. One statement: epoch and attempt +1, lease set, RETURNING the new epoch and the key.
  * A message arrived, so the reaper's re-send back-off starts over (`next_resend_at` cleared).
  */
-export function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): D1PreparedStatement {
+function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE steps
@@ -122,7 +103,7 @@ export function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: nu
  * `recordLeaseExpiry`: runs just before `claimStep` in the same batch, so a takeover leaves a
  * `lease_expired` event naming the epoch that lost the step.
  */
-export function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number): D1PreparedStatement {
+function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
@@ -132,20 +113,6 @@ export function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number): D1
     .bind(ref.executionId, ref.vertexId, now);
 }
 
-/** Milliseconds (a column or parameter) as an ISO-8601 UTC timestamp, for event details. */
-const isoSql = (ms: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${ms} / 1000.0, 'unixepoch')`;
-
-/**
- * The step is waiting, not stuck: EXECUTING under a live lease, or DISPATCHED and not due yet.
- * Exactly the unsettled steps `claimStep` refuses at `now` (binds ?3 = now).
- */
-const WAITING = "((state = 'EXECUTING' AND lease_until > ?3) OR (state = 'DISPATCHED' AND available_at > ?3))";
-
-/** Why a waiting step needs no message: the reaper's guarantee, for event details. */
-const WAITING_DETAIL = `CASE WHEN state = 'EXECUTING'
-    THEN 'the step is EXECUTING under a live lease (epoch ' || epoch || ', until ' || ${isoSql("lease_until")} || '); the reaper re-dispatches it if that lease expires'
-    ELSE 'the step is DISPATCHED and not due until ' || ${isoSql("available_at")} || '; the reaper re-sends it once it is overdue' END`;
-
 /**
  * `recordRedeliveryDropped`: placed just BEFORE `claimStep` in the claim batch of a message the
  * consumer will drop if the step is waiting (see src/steps/redelivery.ts). It inserts a
@@ -153,7 +120,7 @@ const WAITING_DETAIL = `CASE WHEN state = 'EXECUTING'
  * step — the same transaction, so the event and the consumer's ack always agree — at no extra
  * round trip. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's description.
  */
-export function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, message: string): D1PreparedStatement {
+function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, message: string): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
@@ -163,17 +130,33 @@ export function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: numbe
     .bind(ref.executionId, ref.vertexId, now, message);
 }
 
+interface StepRunRow {
+  execution_id: string;
+  workspace: string;
+  workflow_id: string;
+  version: string;
+  entry_vertex_id: string;
+  trigger_kind: string;
+  execution_status: "RUNNING" | "COMPLETED" | "FAILED";
+  definition: string;
+  step_state: StepState | null;
+  lease_until: number | null;
+  available_at: number | null;
+  in_progress_since: number | null;
+  secrets: string | null;
+}
+
 /**
  * `readStepRun`: the step (if any), its execution and pinned definition, and the sealed workspace
  * secrets the definition names (so a Gateway step resolves them without another round trip; they
  * are opened only when a header needs them).
  */
-export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
+function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
   return db
     .prepare(
       `SELECT e.id AS execution_id, e.workspace, e.workflow_id, e.version, e.entry_vertex_id, e.trigger_kind,
               e.status AS execution_status, v.definition,
-              s.state AS step_state, s.epoch, s.attempt, s.lease_until, s.available_at,
+              s.state AS step_state, s.lease_until, s.available_at,
               (SELECT min(ev.at) FROM step_events ev
                 WHERE ev.execution_id = e.id AND ev.vertex_id = ?2 AND ev.type = 'attempt_failed'
                   AND substr(ev.detail, 1, ${IN_PROGRESS_MARK.length}) = '${IN_PROGRESS_MARK}'
@@ -186,6 +169,24 @@ export function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
        WHERE e.id = ?1`,
     )
     .bind(ref.executionId, ref.vertexId);
+}
+
+function toStepRun(row: StepRunRow): StepRun {
+  return {
+    executionId: row.execution_id,
+    workspace: row.workspace,
+    workflowId: row.workflow_id,
+    version: row.version,
+    entryVertexId: row.entry_vertex_id,
+    triggerKind: row.trigger_kind,
+    executionStatus: row.execution_status,
+    definitionJson: row.definition,
+    stepState: row.step_state,
+    leaseUntil: row.lease_until,
+    availableAt: row.available_at,
+    inProgressSince: row.in_progress_since,
+    sealedSecretsJson: row.secrets,
+  };
 }
 
 /**
@@ -202,6 +203,19 @@ export interface StepInputsBound {
    * under another one — or `null` — reads every output, under the same bound.
    */
   analysisVersion: number | null;
+}
+
+interface StepInputsRow {
+  input_bytes: number;
+  reads_payload: number;
+  /** The payload as JSON text, when read and within the bound. */
+  payload: string | null;
+  /** JSON object vertex id → output of the outputs read, when within the bound. */
+  outputs: string | null;
+  /** Over the bound only: JSON object vertex id → bytes of each output read. */
+  output_sizes: string | null;
+  /** JSON array: COMPLETED steps whose taken edges were not recorded (see `backfill`). */
+  unrecorded: string;
 }
 
 /**
@@ -221,13 +235,7 @@ export interface StepInputsBound {
  * Runs only for a claim made by this batch (EXECUTING, updated at `now`): a duplicate delivery
  * reads nothing. Binds ?1 execution id, ?2 vertex id, ?3 analysis version, ?4 max bytes, ?5 now.
  */
-export function readStepInputs(
-  db: D1Database,
-  ref: StepRef,
-  now: number,
-  maxBytes: number,
-  analysisVersion: number | null,
-): D1PreparedStatement {
+function readStepInputs(db: D1Database, ref: StepRef, now: number, bound: StepInputsBound): D1PreparedStatement {
   return db
     .prepare(
       `WITH run AS (
@@ -277,52 +285,92 @@ export function readStepInputs(
                 THEN (SELECT json_group_object(vertex_id, length(CAST(output AS BLOB))) FROM needed) END AS output_sizes
        FROM measured`,
     )
-    .bind(ref.executionId, ref.vertexId, analysisVersion, maxBytes, now);
+    .bind(ref.executionId, ref.vertexId, bound.analysisVersion, bound.maxBytes, now);
+}
+
+function toStepInputs(row: StepInputsRow): StepInputs {
+  const readsPayload = row.reads_payload !== 0;
+  if (row.outputs === null) {
+    return {
+      withinBound: false,
+      inputBytes: row.input_bytes,
+      readsPayload,
+      outputSizes: JSON.parse(row.output_sizes ?? "{}") as Record<string, number>,
+    };
+  }
+  return {
+    withinBound: true,
+    payload: row.payload === null ? undefined : (JSON.parse(row.payload) as unknown),
+    readsPayload,
+    outputs: JSON.parse(row.outputs) as Record<string, unknown>,
+    unrecorded: JSON.parse(row.unrecorded) as string[],
+  };
+}
+
+interface ClaimRow {
+  epoch: number;
+  attempt: number;
+  retry_base: number;
+  lease_until: number;
+  idempotency_key: string | null;
+}
+
+function toClaimedStep(row: ClaimRow): ClaimedStep {
+  return {
+    epoch: row.epoch,
+    attempt: row.attempt,
+    retryBase: row.retry_base,
+    leaseUntil: row.lease_until,
+    idempotencyKey: row.idempotency_key,
+  };
+}
+
+export interface ClaimAndLoadOptions {
+  /**
+   * A description of the message, when the caller acks rather than retries if the step turns out
+   * to be waiting: `recordRedeliveryDropped` joins the batch, before the claim.
+   */
+  dropIfWaiting?: string;
+  /** The bound on what the step reads, and the analysis version (see `readStepInputs`). */
+  inputs?: StepInputsBound;
+}
+
+export interface ClaimAndLoadResult {
+  /** Null: the claim missed (`run.stepState` says why), or the execution does not exist (`run` null). */
+  claimed: ClaimedStep | null;
+  run: StepRun | null;
+  /** Null unless this batch claimed the step. */
+  inputs: StepInputs | null;
 }
 
 /**
- * Claim and load in ONE round trip: [recordLeaseExpiry, claimStep, readStepRun, readStepInputs].
- * The claim is a single statement; the reads after it tell the runner what it needs when the
- * claim succeeded, and tell the consumer why when it did not (completed, live lease, not due,
- * unknown).
- *
- * `dropIfWaiting` (a description of the message): the caller acks rather than retries if the
- * step turns out to be waiting, so `recordRedeliveryDropped` is added before the claim — still
- * one round trip.
- *
- * `inputs`: the bound on what the step reads, and the analysis version (see `readStepInputs`).
+ * Claim and load in ONE round trip: lease expiry record, [redelivery-dropped record,] the claim,
+ * the run's context and the step's inputs. The claim is a single statement; the reads after it
+ * tell the runner what it needs when the claim succeeded, and tell the consumer why when it did
+ * not (completed, live lease, not due, unknown).
  */
 export async function claimAndLoad(
   db: D1Database,
   ref: StepRef,
   now: number,
   leaseMs: number,
-  dropIfWaiting?: string,
-  inputs: StepInputsBound = { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: null },
-): Promise<{ claimed: ClaimedStep | null; run: StepRunRow | null; inputs: StepInputsRow | null }> {
-  const statements = [recordLeaseExpiry(db, ref, now)];
-  if (dropIfWaiting !== undefined) statements.push(recordRedeliveryDropped(db, ref, now, dropIfWaiting));
-  statements.push(
-    claimStep(db, ref, now, leaseMs),
-    readStepRun(db, ref),
-    readStepInputs(db, ref, now, inputs.maxBytes, inputs.analysisVersion),
-  );
-  const [claim, read, loaded] = (await db.batch(statements)).slice(-3);
-  const row = (
-    claim?.results as Array<{ epoch: number; attempt: number; retry_base: number; lease_until: number; idempotency_key: string | null }>
-  )[0];
+  options: ClaimAndLoadOptions = {},
+): Promise<ClaimAndLoadResult> {
+  const batch = new LabelledBatch<"leaseExpired" | "redeliveryDropped" | "claim" | "run" | "inputs">(db);
+  batch.add("leaseExpired", recordLeaseExpiry(db, ref, now));
+  if (options.dropIfWaiting !== undefined) batch.add("redeliveryDropped", recordRedeliveryDropped(db, ref, now, options.dropIfWaiting));
+  batch
+    .add("claim", claimStep(db, ref, now, leaseMs))
+    .add("run", readStepRun(db, ref))
+    .add("inputs", readStepInputs(db, ref, now, options.inputs ?? { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: null }));
+  const results = await batch.run();
+  const claim = results.first<ClaimRow>("claim");
+  const run = results.first<StepRunRow>("run");
+  const inputs = results.first<StepInputsRow>("inputs");
   return {
-    claimed: row
-      ? {
-          epoch: row.epoch,
-          attempt: row.attempt,
-          retryBase: row.retry_base,
-          leaseUntil: row.lease_until,
-          idempotencyKey: row.idempotency_key,
-        }
-      : null,
-    run: ((read?.results ?? []) as StepRunRow[])[0] ?? null,
-    inputs: ((loaded?.results ?? []) as StepInputsRow[])[0] ?? null,
+    claimed: claim ? toClaimedStep(claim) : null,
+    run: run ? toStepRun(run) : null,
+    inputs: inputs ? toStepInputs(inputs) : null,
   };
 }
 
@@ -332,7 +380,7 @@ export async function claimAndLoad(
 /**
  * `persistIdempotencyKey`: store the destination key computed at the first attempt. Fenced, and
  * only if none is stored, so it is written once per step and never changes; RETURNING the value
- * the row holds, which is the one to send. Zero rows: fenced out.
+ * the row holds, which is the one to send. Null: fenced out.
  */
 export async function persistIdempotencyKey(db: D1Database, fence: Fence, key: string, now: number): Promise<string | null> {
   const row = await db
@@ -484,7 +532,7 @@ function decideStep(db: D1Database, executionId: string, d: DescendantPlan, now:
  * `finishExecution`: RUNNING → COMPLETED | FAILED once nothing is dispatched or executing.
  * Derived from the step rows, so whichever settle batch commits last finishes the execution.
  */
-export function finishExecution(db: D1Database, executionId: string, now: number): D1PreparedStatement {
+function finishExecution(db: D1Database, executionId: string, now: number): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE executions
@@ -497,340 +545,89 @@ export function finishExecution(db: D1Database, executionId: string, now: number
     .bind(executionId, now);
 }
 
-/** The settle-and-dispatch batch's statements (exposed for the budget tests). */
-export function settleStatements(db: D1Database, input: SettleInput): D1PreparedStatement[] {
-  const { fence, now } = input;
-  const statements = [
-    recordFencedOut(db, fence, now, `late ${input.outcome.state.toLowerCase()} rejected: the step was taken over or re-dispatched`),
-    settleStep(db, input),
-  ];
-  if (input.outcome.state === "COMPLETED") {
-    for (const b of input.backfill) statements.push(backfillNextVertices(db, fence.executionId, b.vertexId, b.nextVertices));
-    for (const d of input.descendants) statements.push(decideStep(db, fence.executionId, d, now));
-  }
-  statements.push(finishExecution(db, fence.executionId, now));
-  return statements;
-}
-
 /**
- * Settle and dispatch: ONE batch (one transaction, one round trip). The caller sends the queue
- * messages for `dispatched` after this returns, never before the commit.
+ * Settle and dispatch: ONE batch (one transaction, one round trip) — the fenced-out record, the
+ * settle, (when COMPLETED) the edge backfill and every descendant's fan-in decision, and the
+ * execution's finish. The caller sends the queue messages for `dispatched` after this returns,
+ * never before the commit.
  */
 export async function settleAndDispatch(db: D1Database, input: SettleInput): Promise<SettleResult> {
-  const results = await db.batch(settleStatements(db, input));
-  const settled = (results[1]?.results ?? []).length > 0;
-  const dispatched: string[] = [];
-  const skipped: string[] = [];
-  for (const r of results.slice(2, -1)) {
-    for (const row of (r.results ?? []) as Array<{ vertex_id?: string; state?: string }>) {
-      if (row.state === "DISPATCHED" && row.vertex_id) dispatched.push(row.vertex_id);
-      if (row.state === "SKIPPED" && row.vertex_id) skipped.push(row.vertex_id);
-    }
-  }
-  const finished = ((results.at(-1)?.results ?? []) as Array<{ status: "COMPLETED" | "FAILED" }>)[0];
-  return { settled, dispatched, skipped, executionStatus: finished?.status ?? null };
-}
-
-/**
- * `scheduleRetry`: EXECUTING (fenced) → DISPATCHED, due at `availableAt` — the retry-waiting
- * state. One batch: fenced-out record, the attempt's failure as an event, the transition.
- *
- * `uncounted`: this attempt does not count against the retry budget or the crash allowance (the
- * destination said "in progress"): `retry_base` moves up with `attempt`, so `attempt - retry_base`
- * — the claims the budgets count — stays where it was.
- */
-export async function scheduleRetry(
-  db: D1Database,
-  fence: Fence,
-  r: { now: number; availableAt: number; error: string; request: string | null; output: string | null; uncounted?: boolean },
-): Promise<boolean> {
-  const results = await db.batch([
-    recordFencedOut(db, fence, r.now, "late retry rejected: the step was taken over or re-dispatched"),
-    recordFencedEvent(db, fence, r.now, "attempt_failed", r.error),
-    db
-      .prepare(
-        `UPDATE steps
-           SET state = 'DISPATCHED', available_at = ?5, lease_until = NULL, error = ?6,
-               request = coalesce(?7, request), output = ?8, retry_base = retry_base + ?9, updated_at = ?4
-         WHERE ${STEP_FENCE}
-         RETURNING vertex_id`,
-      )
-      .bind(...fenceParams(fence), r.now, r.availableAt, r.error, r.request, r.output, r.uncounted ? 1 : 0),
-  ]);
-  return (results[2]?.results ?? []).length > 0;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reaper
-
-/** The reaper's longest wait between two re-sends of the same step (its back-off cap). */
-export const DEFAULT_MAX_RESEND_WAIT_MS = 60 * 60_000;
-
-/**
- * `redispatchOverdue`: DISPATCHED steps whose message is presumed lost (the send after the commit
- * failed, it was dead-lettered, or it waits in a backlog). The first re-send is due `overdueMs`
- * after `available_at`; after the n-th, the next is due `min(overdueMs · 2^n, maxWaitMs)` later
- * (`next_resend_at`), so a step whose message sits in a backlog does not gain one message per
- * sweep. `resends` counts them (the trace shows it). A claim clears `next_resend_at`.
- *
- * Bounded: each kind of due step is one index range (`steps_first_resend_due`,
- * `steps_next_resend_due`), at most `limit` of each read, the `limit` most overdue re-sent.
- * `available_at` is left alone (the step stays claimable). RETURNING what to re-send.
- */
-export async function redispatchOverdue(
-  db: D1Database,
-  now: number,
-  overdueMs: number,
-  limit: number,
-  maxWaitMs: number = DEFAULT_MAX_RESEND_WAIT_MS,
-): Promise<StepRef[]> {
-  const due = `SELECT id FROM (
-      SELECT * FROM (SELECT rowid AS id, available_at + ?2 AS due FROM steps
-                     WHERE state = 'DISPATCHED' AND next_resend_at IS NULL AND available_at <= ?1 - ?2
-                     ORDER BY available_at LIMIT ?3)
-      UNION ALL
-      SELECT * FROM (SELECT rowid AS id, next_resend_at AS due FROM steps
-                     WHERE state = 'DISPATCHED' AND next_resend_at IS NOT NULL AND next_resend_at <= ?1
-                     ORDER BY next_resend_at LIMIT ?3)
-    ) ORDER BY due LIMIT ?3`;
-  const { results } = await db
-    .prepare(
-      `UPDATE steps
-         SET resends = resends + 1, next_resend_at = ?1 + min(?2 << min(resends + 1, 30), ?4), updated_at = ?1
-       WHERE rowid IN (${due}) AND state = 'DISPATCHED'
-       RETURNING execution_id, vertex_id`,
+  const { fence, now } = input;
+  const batch = new LabelledBatch<"fencedOut" | "settle" | "backfill" | "decide" | "finish">(db)
+    .add(
+      "fencedOut",
+      recordFencedOut(db, fence, now, `late ${input.outcome.state.toLowerCase()} rejected: the step was taken over or re-dispatched`),
     )
-    .bind(now, overdueMs, limit, maxWaitMs)
-    .all<{ execution_id: string; vertex_id: string }>();
-  return results.map((r) => ({ executionId: r.execution_id, vertexId: r.vertex_id }));
-}
-
-/**
- * `redispatchExpiredLeases`: EXECUTING steps whose lease expired (their worker is presumed dead)
- * go back to DISPATCHED, due now. Leaving EXECUTING fences the old worker out (its epoch stays,
- * but the state no longer matches). One batch: the events, then the bounded transition.
- */
-export async function redispatchExpiredLeases(db: D1Database, now: number, limit: number): Promise<StepRef[]> {
-  const expired = `SELECT rowid FROM steps WHERE state = 'EXECUTING' AND lease_until <= ?1 ORDER BY lease_until LIMIT ?2`;
-  const [, moved] = await db.batch([
-    db
-      .prepare(
-        `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-         SELECT execution_id, vertex_id, 'lease_expired', epoch, ?1, 're-dispatched by the reaper'
-         FROM steps WHERE rowid IN (${expired})`,
-      )
-      .bind(now, limit),
-    db
-      .prepare(
-        `UPDATE steps SET state = 'DISPATCHED', lease_until = NULL, available_at = ?1, updated_at = ?1
-         WHERE rowid IN (${expired}) AND state = 'EXECUTING'
-         RETURNING execution_id, vertex_id`,
-      )
-      .bind(now, limit),
-  ]);
-  return ((moved?.results ?? []) as Array<{ execution_id: string; vertex_id: string }>).map((r) => ({
-    executionId: r.execution_id,
-    vertexId: r.vertex_id,
-  }));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Operator retry
-
-export type OperatorRetryResult = { retried: true } | { retried: false; state: StepState | null };
-
-/**
- * `retryFailedStep`: FAILED → DISPATCHED (operator action), in the caller's workspace only. The
- * persisted destination key stays on the row, so the retry sends it again; the attempt counter
- * continues and `retry_base` restarts the retry budget. The execution goes back to RUNNING in the
- * same batch. Zero rows: not found in this workspace, or not FAILED (state tells which). The
- * event quotes at most 10,000 characters of the error: a value built in SQL must stay under what
- * D1 stores (2,000,000 bytes) whatever the error held.
- */
-export async function retryFailedStep(db: D1Database, workspace: string, ref: StepRef, now: number): Promise<OperatorRetryResult> {
-  const failed = `execution_id = ?1 AND vertex_id = ?2 AND workspace = ?3 AND state = 'FAILED'`;
-  const [, updated, , current] = await db.batch([
-    db
-      .prepare(
-        `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-         SELECT execution_id, vertex_id, 'operator_retry', epoch, ?4, 'previous error: ' || substr(coalesce(error, ''), 1, 10000)
-         FROM steps WHERE ${failed}`,
-      )
-      .bind(ref.executionId, ref.vertexId, workspace, now),
-    db
-      .prepare(
-        `UPDATE steps
-           SET state = 'DISPATCHED', available_at = ?4, finished_at = NULL, error = NULL, retry_base = attempt, updated_at = ?4
-         WHERE ${failed}
-         RETURNING vertex_id`,
-      )
-      .bind(ref.executionId, ref.vertexId, workspace, now),
-    db
-      .prepare(
-        `UPDATE executions SET status = 'RUNNING', finished_at = NULL, updated_at = ?3
-         WHERE id = ?1 AND workspace = ?2 AND status <> 'RUNNING'
-           AND EXISTS (SELECT 1 FROM steps WHERE execution_id = ?1 AND state = 'DISPATCHED')`,
-      )
-      .bind(ref.executionId, workspace, now),
-    db
-      .prepare(`SELECT state FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND workspace = ?3`)
-      .bind(ref.executionId, ref.vertexId, workspace),
-  ]);
-  if ((updated?.results ?? []).length > 0) return { retried: true };
-  const row = ((current?.results ?? []) as Array<{ state: StepState }>)[0];
-  return { retried: false, state: row?.state ?? null };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Dead letters
-
-/**
- * `recordDeadLetter`: a message that reached the DLQ. The `dead_letters` row is always kept (with
- * the step's state at that moment, for operators). The step gets ONE event, chosen by SQL from its
- * state, so a dead letter never reads as a failure of a step that is fine:
- * - settled (COMPLETED, SKIPPED, FAILED) or waiting (live lease, not due yet): the message was
- *   redundant — `redelivery_dropped`, detail "harmless" and why;
- * - otherwise (DISPATCHED and due, or EXECUTING under an expired lease) the step still needs a
- *   run — `dead_lettered`; the reaper re-sends it.
- * Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's description.
- */
-export function recordDeadLetter(
-  db: D1Database,
-  m: { queue: string; messageId: string; body: string; attempts: number; step: StepRef | null },
-  now: number,
-): D1PreparedStatement[] {
-  const statements = [
-    db
-      .prepare(
-        `INSERT INTO dead_letters (queue, message_id, body, attempts, at, step_state)
-         VALUES (?1, ?2, ?3, ?4, ?5, (SELECT state FROM steps WHERE execution_id = ?6 AND vertex_id = ?7))`,
-      )
-      .bind(m.queue, m.messageId, m.body, m.attempts, now, m.step?.executionId ?? null, m.step?.vertexId ?? null),
-  ];
-  if (m.step) {
-    const settled = "state IN ('COMPLETED', 'SKIPPED', 'FAILED')";
-    statements.push(
-      db
-        .prepare(
-          `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-           SELECT execution_id, vertex_id,
-                  CASE WHEN ${settled} OR ${WAITING} THEN 'redelivery_dropped' ELSE 'dead_lettered' END,
-                  epoch, ?3,
-                  ?4 || CASE
-                    WHEN ${settled} THEN '; harmless: the step is already ' || state || ', the message had nothing left to run'
-                    WHEN ${WAITING} THEN '; harmless: ' || ${WAITING_DETAIL}
-                    ELSE '; the step still needs a run: the reaper re-sends it' END
-           FROM steps WHERE execution_id = ?1 AND vertex_id = ?2`,
-        )
-        .bind(m.step.executionId, m.step.vertexId, now, `message ${m.messageId} reached ${m.queue} after ${m.attempts} attempts`),
-    );
+    .add("settle", settleStep(db, input));
+  if (input.outcome.state === "COMPLETED") {
+    for (const b of input.backfill) batch.add("backfill", backfillNextVertices(db, fence.executionId, b.vertexId, b.nextVertices));
+    for (const d of input.descendants) batch.add("decide", decideStep(db, fence.executionId, d, now));
   }
-  return statements;
+  batch.add("finish", finishExecution(db, fence.executionId, now));
+  const results = await batch.run();
+  const decided = results.rows<{ vertex_id: string; state: "DISPATCHED" | "SKIPPED" }>("decide");
+  return {
+    settled: results.first("settle") !== null,
+    dispatched: decided.filter((row) => row.state === "DISPATCHED").map((row) => row.vertex_id),
+    skipped: decided.filter((row) => row.state === "SKIPPED").map((row) => row.vertex_id),
+    executionStatus: results.first<{ status: "COMPLETED" | "FAILED" }>("finish")?.status ?? null,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reads for the API
+// Back to DISPATCHED for a later attempt
 
-export interface ExecutionRow {
-  id: string;
-  workspace: string;
-  workflow_id: string;
-  version: string;
-  entry_vertex_id: string;
-  trigger_kind: string;
-  identity_kind: string;
-  status: "RUNNING" | "COMPLETED" | "FAILED";
-  payload: string;
-  duplicate_deliveries: number;
-  last_duplicate_at: number | null;
-  started_over_from: string | null;
-  created_at: number;
-  updated_at: number;
-  finished_at: number | null;
-}
-
-export interface StepRow {
-  vertex_id: string;
-  state: StepState;
-  epoch: number;
-  attempt: number;
-  available_at: number;
-  lease_until: number | null;
-  idempotency_key: string | null;
+export interface RetryInput {
+  now: number;
+  availableAt: number;
+  /** The attempt's failure: the step's error and the `attempt_failed` event's detail. */
+  error: string;
+  /** The redacted request summary (JSON), if the attempt made one; null keeps the stored one. */
   request: string | null;
   output: string | null;
-  next_vertices: string | null;
-  error: string | null;
-  created_at: number;
-  updated_at: number;
-  finished_at: number | null;
-  /** Re-sends of this step's message by the reaper; the next is not due before `next_resend_at`. */
-  resends: number;
-  next_resend_at: number | null;
 }
 
-export interface StepEventRow {
-  vertex_id: string;
-  type: StepEventType;
-  epoch: number | null;
-  at: number;
-  detail: string | null;
-}
-
-/** The execution (in this workspace), its steps and their events: one round trip. */
-export async function readTraceRows(
-  db: D1Database,
-  workspace: string,
-  executionId: string,
-): Promise<{ execution: ExecutionRow; steps: StepRow[]; events: StepEventRow[] } | null> {
-  const [execution, steps, events] = await db.batch([
-    db.prepare(`SELECT * FROM executions WHERE id = ?1 AND workspace = ?2`).bind(executionId, workspace),
-    db
-      .prepare(
-        `SELECT vertex_id, state, epoch, attempt, available_at, lease_until, idempotency_key, request, output, next_vertices,
-                error, created_at, updated_at, finished_at, resends, next_resend_at
-         FROM steps WHERE execution_id = ?1 AND workspace = ?2 ORDER BY created_at, rowid`,
-      )
-      .bind(executionId, workspace),
-    db
-      .prepare(
-        `SELECT ev.vertex_id, ev.type, ev.epoch, ev.at, ev.detail FROM step_events ev
-         WHERE ev.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
-         ORDER BY ev.id`,
-      )
-      .bind(executionId, workspace),
-  ]);
-  const head = ((execution?.results ?? []) as ExecutionRow[])[0];
-  if (!head) return null;
-  return { execution: head, steps: (steps?.results ?? []) as StepRow[], events: (events?.results ?? []) as StepEventRow[] };
-}
-
-export interface ExecutionListFilter {
-  workflowId?: string;
-  status?: "RUNNING" | "COMPLETED" | "FAILED";
-  /** Keyset cursor: strictly older than (createdAt, id). */
-  before?: { createdAt: number; id: string };
-  limit: number;
-}
-
-/** Executions of a workspace, newest first, keyset-paginated on (created_at, id). */
-export async function listExecutionRows(db: D1Database, workspace: string, f: ExecutionListFilter): Promise<ExecutionRow[]> {
-  const { results } = await db
-    .prepare(
-      `SELECT * FROM executions
-       WHERE workspace = ?1
-         AND (?2 IS NULL OR workflow_id = ?2)
-         AND (?3 IS NULL OR status = ?3)
-         AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND id < ?5))
-       ORDER BY created_at DESC, id DESC
-       LIMIT ?6`,
+/**
+ * EXECUTING (fenced) → DISPATCHED, due at `availableAt`. One batch: fenced-out record, the
+ * attempt's failure as an event, the transition. `uncounted` moves `retry_base` up with
+ * `attempt`, so `attempt - retry_base` — the claims the budgets count — stays where it was.
+ */
+async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, uncounted: boolean): Promise<boolean> {
+  const results = await new LabelledBatch<"fencedOut" | "attemptFailed" | "dispatched">(db)
+    .add("fencedOut", recordFencedOut(db, fence, r.now, "late retry rejected: the step was taken over or re-dispatched"))
+    .add("attemptFailed", recordFencedEvent(db, fence, r.now, "attempt_failed", r.error))
+    .add(
+      "dispatched",
+      db
+        .prepare(
+          `UPDATE steps
+             SET state = 'DISPATCHED', available_at = ?5, lease_until = NULL, error = ?6,
+                 request = coalesce(?7, request), output = ?8, retry_base = retry_base + ?9, updated_at = ?4
+           WHERE ${STEP_FENCE}
+           RETURNING vertex_id`,
+        )
+        .bind(...fenceParams(fence), r.now, r.availableAt, r.error, r.request, r.output, uncounted ? 1 : 0),
     )
-    .bind(workspace, f.workflowId ?? null, f.status ?? null, f.before?.createdAt ?? null, f.before?.id ?? null, f.limit)
-    .all<ExecutionRow>();
-  return results;
+    .run();
+  return results.first("dispatched") !== null;
 }
 
-/** One execution of a workspace (with its payload), or null. */
-export async function readExecutionRow(db: D1Database, workspace: string, executionId: string): Promise<ExecutionRow | null> {
-  return db.prepare(`SELECT * FROM executions WHERE id = ?1 AND workspace = ?2`).bind(executionId, workspace).first<ExecutionRow>();
+/** `scheduleRetry`: a failed attempt within its budget waits for the next (counted). False: fenced out. */
+export function scheduleRetry(db: D1Database, fence: Fence, r: RetryInput): Promise<boolean> {
+  return backToDispatched(db, fence, r, false);
+}
+
+/**
+ * `scheduleInProgressRecheck`: the destination answered "in progress" for the step's key, so it
+ * is asked again later. Not counted against the retry budget or the crash allowance; the error
+ * starts with `IN_PROGRESS_MARK` and the attempt, which is how the in-progress budget finds when
+ * the waiting began. False: fenced out.
+ */
+export function scheduleInProgressRecheck(
+  db: D1Database,
+  fence: Fence,
+  r: Omit<RetryInput, "error"> & { attempt: number; detail: string },
+): Promise<boolean> {
+  const error = `${IN_PROGRESS_MARK} (attempt ${r.attempt}): ${r.detail}`;
+  return backToDispatched(db, fence, { now: r.now, availableAt: r.availableAt, error, request: r.request, output: r.output }, true);
 }

@@ -19,7 +19,7 @@ export interface SweepSpec {
 }
 
 /** Builds the one-statement bounded delete. The batch size is the last bound parameter. */
-export function boundedDelete(db: D1Database, spec: SweepSpec, params: unknown[], limit: number): D1PreparedStatement {
+function boundedDelete(db: D1Database, spec: SweepSpec, params: unknown[], limit: number): D1PreparedStatement {
   if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`sweep limit must be a positive integer, got ${limit}`);
   const limitParam = `?${params.length + 1}`;
   const sql =

@@ -9,9 +9,9 @@
  * crash mid-step → retry after one lease, by which time the step can be taken over.
  *
  * Dead letters are recorded with their step's state: a dead letter for a settled or waiting step
- * is marked harmless (`redelivery_dropped`), not `dead_lettered` (src/ledger/steps.ts).
+ * is marked harmless (`redelivery_dropped`), not `dead_lettered` (src/ledger/step-recovery.ts).
  */
-import { recordDeadLetter } from "../ledger/steps";
+import { recordDeadLetters } from "../ledger";
 import { parseStepMessage } from "./messages";
 import { maybeReap } from "./reaper";
 import { delaySeconds } from "./retry-policy";
@@ -57,19 +57,15 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
   }
 }
 
-async function recordDeadLetters(batch: MessageBatch<unknown>, rt: StepRuntime): Promise<void> {
+async function storeDeadLetters(batch: MessageBatch<unknown>, rt: StepRuntime): Promise<void> {
   const now = rt.now();
-  const statements = batch.messages.flatMap((m) => {
+  const letters = batch.messages.map((m) => {
     let body = JSON.stringify(m.body) ?? "null";
     if (body.length > MAX_DEAD_LETTER_BODY) body = JSON.stringify(`[omitted: ${body.length} characters]`);
     log.error("queue.dead_lettered", { messageId: m.id, deliveries: m.attempts, body });
-    return recordDeadLetter(
-      rt.db,
-      { queue: batch.queue, messageId: m.id, body, attempts: m.attempts, step: parseStepMessage(m.body) },
-      now,
-    );
+    return { queue: batch.queue, messageId: m.id, body, attempts: m.attempts, step: parseStepMessage(m.body) };
   });
-  if (statements.length > 0) await rt.db.batch(statements);
+  await recordDeadLetters(rt.db, letters, now);
   batch.ackAll();
 }
 
@@ -79,7 +75,7 @@ export async function handleStepBatch(
   ctx: ExecutionContext,
   rt: StepRuntime = defaultRuntime(env),
 ): Promise<void> {
-  if (isDeadLetterQueue(batch.queue)) return recordDeadLetters(batch, rt);
+  if (isDeadLetterQueue(batch.queue)) return storeDeadLetters(batch, rt);
   await Promise.all(batch.messages.map((m) => processStepMessage(m, rt)));
   maybeReap(rt, ctx);
 }

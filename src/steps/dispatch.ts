@@ -2,7 +2,7 @@
  * Sending step messages — always AFTER the batch that made the steps DISPATCHED committed. A send
  * that fails is logged and left to the reaper: the row is the truth, the message only a wake-up.
  */
-import type { StepRef } from "../ledger/steps";
+import type { StepRef } from "../ledger";
 import type { StepQueue } from "./runtime";
 import { errorMessage, log } from "../lib/log";
 

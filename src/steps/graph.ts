@@ -1,6 +1,6 @@
 /** Graph questions the settle batch asks about a (validated, acyclic) definition. */
 import type { Vertex, WorkflowDefinition } from "../definitions/schema";
-import type { DescendantPlan } from "../ledger/steps";
+import type { DescendantPlan } from "../ledger";
 import { edgeTaken, type ExpressionContext } from "./plan";
 
 export function vertexOf(definition: WorkflowDefinition, vertexId: string): Vertex | undefined {

@@ -7,7 +7,7 @@
  *   more every sweep).
  * A re-sent message for a step that is in fact fine costs one claim attempt that misses.
  */
-import { redispatchExpiredLeases, redispatchOverdue } from "../ledger/steps";
+import { redispatchExpiredLeases, redispatchOverdue } from "../ledger";
 import { sendStepMessages } from "./dispatch";
 import type { StepRuntime } from "./runtime";
 import { errorMessage, log } from "../lib/log";

@@ -1,6 +1,12 @@
 /**
- * One step message, end to end: claim (with the context, one round trip) → run the vertex →
- * settle and dispatch (one batch) → send the successors' messages after the commit.
+ * One step message, end to end, as four phases:
+ *
+ *   claim    — claim the step and load what it reads (one round trip, src/ledger `claimAndLoad`);
+ *   execute  — run the vertex (a Gateway call, a transform), heartbeating the lease;
+ *   decide   — a pure function of (outcome, claim, policy, now) picks ONE transition
+ *              (src/steps/decide.ts);
+ *   apply    — that transition through the ledger, fenced (settle-and-dispatch, or back to
+ *              DISPATCHED for a later attempt), then the queue messages after the commit.
  *
  * Returns what to do with the message; the consumer applies it. A throw means the worker
  * "crashed" mid-step: the step stays EXECUTING under its lease and is taken over after it.
@@ -16,30 +22,33 @@ import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
 import {
   claimAndLoad,
   extendLease,
-  IN_PROGRESS_MARK,
   MAX_STEP_INPUT_BYTES,
   persistIdempotencyKey,
+  scheduleInProgressRecheck,
   scheduleRetry,
   settleAndDispatch,
   type ClaimedStep,
   type Fence,
   type SettleOutcome,
-  type StepInputsRow,
+  type StepInputs,
   type StepRef,
-  type StepRunRow,
-} from "../ledger/steps";
+  type StepRun,
+} from "../ledger";
+import { decide, overClaimBudget, type ClaimFacts, type Transition } from "./decide";
 import { sendStepMessages } from "./dispatch";
 import { runGateway } from "./gateway";
 import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
 import type { RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
 import { dropsIfNotClaimable, type Delivery } from "./redelivery";
-import { delaySeconds, inProgressBudgetMs, inProgressWaitMs, planRetry } from "./retry-policy";
+import { delaySeconds } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
 import { secretLookup } from "../secrets/resolve";
 import { parseSealedSecrets } from "../secrets/store";
 import { errorMessage, log } from "../lib/log";
+
+export { CRASH_ALLOWANCE } from "./decide";
 
 export type Decision =
   | { action: "ack"; why: string }
@@ -48,15 +57,78 @@ export type Decision =
   | { action: "drop"; why: string }
   | { action: "poison"; why: string };
 
+export async function runStep(
+  ref: StepRef,
+  rt: StepRuntime,
+  delivery: Delivery = { messageId: "(direct)", attempts: 1 },
+): Promise<Decision> {
+  // 1. Claim.
+  const claimedAt = rt.now();
+  const drop = dropsIfNotClaimable(delivery);
+  const { claimed, run, inputs } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs, {
+    dropIfWaiting: drop ? `message ${delivery.messageId} (delivery ${delivery.attempts})` : undefined,
+    inputs: { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: STEP_INPUTS_VERSION },
+  });
+  if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
+  if (!claimed) return whyNotClaimed(run, claimedAt, drop);
+  const fence: Fence = { ...ref, epoch: claimed.epoch };
+  const step = prepare(ref, run, inputs);
+  if ("unrunnable" in step) return settleFailedUnrun(rt, fence, step.unrunnable);
+
+  // 2. Execute (unless the step already used up its claims).
+  const policy = retryPolicyOf(step.vertex);
+  const facts: ClaimFacts = { attempt: claimed.attempt, retryBase: claimed.retryBase, inProgressSince: run.inProgressSince };
+  const outcome = overClaimBudget(facts, policy) ?? (await execute(rt, run, step, fence, claimed));
+
+  // 3. Decide, 4. apply.
+  const now = rt.now();
+  const transition = decide(outcome, facts, policy, now, rt.random);
+  const request = outcome.request ? json(outcome.request) : null;
+  return apply(rt, { ref, fence, step, attempt: claimed.attempt, now, request }, transition);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claim
+
+/**
+ * A missed claim: settled → ack; waiting (live lease elsewhere, not due) → bounce the message
+ * until its delivery count reaches the drop threshold, then ack it (the claim batch recorded the
+ * `redelivery_dropped` event in the same transaction; the reaper covers the step).
+ */
+function whyNotClaimed(run: StepRun, now: number, drop: boolean): Decision {
+  switch (run.stepState) {
+    case null:
+      return { action: "poison", why: `execution ${run.executionId} has no step for this vertex` };
+    case "COMPLETED":
+    case "FAILED":
+    case "SKIPPED":
+      return { action: "ack", why: `step already ${run.stepState}` };
+    case "EXECUTING":
+      if (drop) return { action: "drop", why: "lease held by another worker; the reaper re-dispatches the step if the lease expires" };
+      return { action: "retry", delayMs: Math.max(1000, (run.leaseUntil ?? now) - now), why: "lease held by another worker" };
+    case "DISPATCHED":
+      if (drop) return { action: "drop", why: "not due yet; the reaper re-sends the step once it is overdue" };
+      return { action: "retry", delayMs: Math.max(1000, (run.availableAt ?? now) - now), why: "not due yet (retry backoff)" };
+  }
+}
+
+/** A claimed step ready to run: its pinned definition, vertex, expression context and the unrecorded edges. */
+interface PreparedStep {
+  definition: WorkflowDefinition;
+  vertex: Vertex | undefined;
+  context: ExpressionContext;
+  unrecorded: string[];
+}
+
 const definitions = new Map<string, WorkflowDefinition>();
 
 /** Definitions are immutable per version, so a parsed one is cached per isolate. */
-function definitionOf(run: StepRunRow): WorkflowDefinition {
-  const cacheKey = `${run.workspace}/${run.workflow_id}/${run.version}`;
+function definitionOf(run: StepRun): WorkflowDefinition {
+  const cacheKey = `${run.workspace}/${run.workflowId}/${run.version}`;
   let definition = definitions.get(cacheKey);
   if (!definition) {
     // Parsing (not re-validating the graph) fills the schema defaults: timeoutMs, retry, …
-    definition = WorkflowDefinitionSchema.parse(JSON.parse(run.definition));
+    definition = WorkflowDefinitionSchema.parse(JSON.parse(run.definitionJson));
     if (definitions.size > 500) definitions.delete(definitions.keys().next().value as string);
     definitions.set(cacheKey, definition);
   }
@@ -64,24 +136,83 @@ function definitionOf(run: StepRunRow): WorkflowDefinition {
 }
 
 /**
- * A missed claim: settled → ack; waiting (live lease elsewhere, not due) → bounce the message
- * until its delivery count reaches the drop threshold, then ack it (the claim batch recorded the
- * `redelivery_dropped` event in the same transaction; the reaper covers the step).
+ * What a claimed step runs with — or why it cannot run at all (then it is settled FAILED unrun:
+ * not a crash to retry, it would fail the same way on every takeover).
  */
-function whyNotClaimed(run: StepRunRow, now: number, drop: boolean): Decision {
-  switch (run.step_state) {
-    case null:
-      return { action: "poison", why: `execution ${run.execution_id} has no step for this vertex` };
-    case "COMPLETED":
-    case "FAILED":
-    case "SKIPPED":
-      return { action: "ack", why: `step already ${run.step_state}` };
-    case "EXECUTING":
-      if (drop) return { action: "drop", why: "lease held by another worker; the reaper re-dispatches the step if the lease expires" };
-      return { action: "retry", delayMs: Math.max(1000, (run.lease_until ?? now) - now), why: "lease held by another worker" };
-    case "DISPATCHED":
-      if (drop) return { action: "drop", why: "not due yet; the reaper re-sends the step once it is overdue" };
-      return { action: "retry", delayMs: Math.max(1000, (run.available_at ?? now) - now), why: "not due yet (retry backoff)" };
+function prepare(ref: StepRef, run: StepRun, inputs: StepInputs | null): PreparedStep | { unrunnable: string } {
+  let definition: WorkflowDefinition;
+  try {
+    definition = definitionOf(run);
+  } catch (error) {
+    return { unrunnable: `the execution's pinned workflow version ${run.version} can no longer be read: ${errorMessage(error)}` };
+  }
+  // Over the bound nothing was built: failing now ends the step (and the execution) instead of a
+  // claim that D1 refuses on every redelivery.
+  if (!inputs) return { unrunnable: "the step's inputs could not be read after its claim" };
+  if (!inputs.withinBound) return { unrunnable: inputsTooLarge(inputs) };
+  const steps = { ...inputs.outputs };
+  if (inputs.readsPayload) steps[run.entryVertexId] = inputs.payload; // the entry's output is the payload
+  return {
+    definition,
+    vertex: vertexOf(definition, ref.vertexId),
+    context: { payload: inputs.payload, steps, execution: { id: ref.executionId, workflowId: run.workflowId, trigger: run.triggerKind } },
+    unrecorded: inputs.unrecorded,
+  };
+}
+
+/**
+ * Why a step's inputs cannot be loaded: over the bound, with the biggest outputs named so the
+ * author knows what to shrink or stop referencing.
+ */
+function inputsTooLarge(inputs: Extract<StepInputs, { withinBound: false }>): string {
+  const sizes = Object.entries(inputs.outputSizes).sort((a, b) => b[1] - a[1]);
+  const named = sizes.slice(0, 5).map(([id, bytes]) => `steps.${id} (${bytes} bytes)`);
+  if (inputs.readsPayload) named.push("the payload");
+  return (
+    `the step's inputs are ${inputs.inputBytes} bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound on what one step may load ` +
+    `(D1 refuses values and rows over 2,000,000 bytes); it reads ${named.join(", ") || "no outputs"}. ` +
+    "Reference only the outputs the step needs (a dynamic reference such as `steps.*` or `$lookup(steps, …)` loads them all), or make those outputs smaller"
+  );
+}
+
+function retryPolicyOf(vertex: Vertex | undefined): RetryPolicy | null {
+  if (vertex?.type !== "GATEWAY") return null; // only side-effecting calls meet transient failures
+  return vertex.config.retry ?? DEFAULT_RETRY;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execute
+
+async function execute(rt: StepRuntime, run: StepRun, step: PreparedStep, fence: Fence, claimed: ClaimedStep): Promise<RunOutcome> {
+  const outcome = boundOutput(await runVertex(rt, run, step, fence, claimed));
+  await rt.afterRun?.(fence);
+  return outcome;
+}
+
+async function runVertex(rt: StepRuntime, run: StepRun, step: PreparedStep, fence: Fence, claimed: ClaimedStep): Promise<RunOutcome> {
+  const { vertex, context } = step;
+  if (!vertex) return { kind: "failed", error: `vertex ${fence.vertexId} is not in the execution's pinned definition` };
+  switch (vertex.type) {
+    case "GATEWAY":
+      return withHeartbeat(rt, fence, () =>
+        runGateway(vertex, context, {
+          env: rt.env,
+          secret: secretLookup({
+            workspace: run.workspace,
+            stored: parseSealedSecrets(run.sealedSecretsJson),
+            env: rt.env as unknown as Record<string, unknown>,
+          }),
+          fetch: rt.fetch,
+          now: rt.now,
+          persistedKey: claimed.idempotencyKey,
+          persistKey: (key) => persistIdempotencyKey(rt.db, fence, key, rt.now()),
+        }),
+      );
+    case "TRANSFORM":
+      return runTransform(vertex, context);
+    case "ENTRY_POINT":
+      // Ingress writes the entry COMPLETED; a message for it can only be a stray. Its output is the payload.
+      return { kind: "completed", output: context.payload };
   }
 }
 
@@ -103,54 +234,6 @@ async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, work: () => Promi
   }
 }
 
-async function runVertex(
-  rt: StepRuntime,
-  run: StepRunRow,
-  vertex: Vertex | undefined,
-  context: ExpressionContext,
-  fence: Fence,
-  claimed: ClaimedStep,
-): Promise<RunOutcome> {
-  if (!vertex) return { kind: "failed", error: `vertex ${fence.vertexId} is not in the execution's pinned definition` };
-  switch (vertex.type) {
-    case "GATEWAY":
-      return withHeartbeat(rt, fence, () =>
-        runGateway(vertex, context, {
-          env: rt.env,
-          secret: secretLookup({
-            workspace: run.workspace,
-            stored: parseSealedSecrets(run.secrets),
-            env: rt.env as unknown as Record<string, unknown>,
-          }),
-          fetch: rt.fetch,
-          now: rt.now,
-          persistedKey: claimed.idempotencyKey,
-          persistKey: (key) => persistIdempotencyKey(rt.db, fence, key, rt.now()),
-        }),
-      );
-    case "TRANSFORM":
-      return runTransform(vertex, context);
-    case "ENTRY_POINT":
-      // Ingress writes the entry COMPLETED; a message for it can only be a stray. Its output is the payload.
-      return { kind: "completed", output: context.payload };
-  }
-}
-
-function retryPolicyOf(vertex: Vertex | undefined): RetryPolicy | null {
-  if (vertex?.type !== "GATEWAY") return null; // only side-effecting calls meet transient failures
-  return vertex.config.retry ?? DEFAULT_RETRY;
-}
-
-const json = (value: unknown): string => JSON.stringify(value ?? null);
-
-/**
- * Claims a step may take beyond its retry budget without ever settling. Every claim counts as an
- * attempt, and a worker that dies mid-step (a deterministic crash, an output D1 refuses, a
- * request that always exceeds the Worker's limits) never settles: without a bound the takeover
- * and the reaper would re-run it forever. Generous, so chance crashes never exhaust it.
- */
-export const CRASH_ALLOWANCE = 10;
-
 /**
  * The largest step output (UTF-8 bytes of its JSON) stored on the step row. D1 refuses rows over
  * 2 MB, and a settle batch D1 refuses would crash the worker on every attempt; over the bound the
@@ -170,6 +253,94 @@ function boundOutput(outcome: RunOutcome): RunOutcome {
   };
 }
 
+const json = (value: unknown): string => JSON.stringify(value ?? null);
+
+// ---------------------------------------------------------------------------------------------
+// Apply
+
+interface Applying {
+  ref: StepRef;
+  fence: Fence;
+  step: PreparedStep;
+  attempt: number;
+  now: number;
+  /** The redacted request summary (JSON), if the attempt made one. */
+  request: string | null;
+}
+
+async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Decision> {
+  const output = "output" in t && t.output !== undefined ? json(t.output) : null;
+  switch (t.kind) {
+    case "retry": {
+      const retry = { now: a.now, availableAt: a.now + t.delayMs, error: t.error, request: a.request, output };
+      return afterRetryScheduled(rt, a.ref, await scheduleRetry(rt.db, a.fence, retry), t.delayMs);
+    }
+    case "recheck_in_progress": {
+      const recheck = { now: a.now, availableAt: a.now + t.delayMs, attempt: a.attempt, detail: t.detail, request: a.request, output };
+      return afterRetryScheduled(rt, a.ref, await scheduleInProgressRecheck(rt.db, a.fence, recheck), t.delayMs);
+    }
+    case "complete": {
+      const { settle: completed, backfill } = await completion(a, t.output);
+      return settle(rt, a, completed, backfill);
+    }
+    case "fail":
+      return settle(rt, a, { state: "FAILED", error: t.error, output });
+  }
+}
+
+/** COMPLETED steps whose taken edges the settle records (see `SettleInput.backfill`). */
+type Backfill = Array<{ vertexId: string; nextVertices: string[] }>;
+
+/** The delayed message of a retry, sent only after the fenced transition committed. */
+async function afterRetryScheduled(rt: StepRuntime, ref: StepRef, ours: boolean, delayMs: number): Promise<Decision> {
+  if (!ours) return { action: "ack", why: "retry fenced out (recorded)" };
+  await sendStepMessages(rt.queue, [ref], delaySeconds(delayMs));
+  return { action: "ack", why: `retry scheduled in ${delayMs} ms` };
+}
+
+/** A completed step's settle: its taken edges (and those of unrecorded steps); an edge condition that fails fails the step. */
+async function completion(
+  a: Applying,
+  output: unknown,
+): Promise<{ settle: SettleOutcome; backfill: Array<{ vertexId: string; nextVertices: string[] }> }> {
+  const { definition, context, unrecorded } = a.step;
+  const after: ExpressionContext = { ...context, steps: { ...context.steps, [a.ref.vertexId]: output } };
+  const backfill: Backfill = [];
+  try {
+    const nextVertices = await takenSuccessors(definition, a.ref.vertexId, after);
+    // A COMPLETED step without recorded edges was written by ingress (the entry): record them
+    // now, so the fan-in decisions in this batch can read them.
+    for (const id of unrecorded) {
+      if (id !== a.ref.vertexId) backfill.push({ vertexId: id, nextVertices: await takenSuccessors(definition, id, after) });
+    }
+    return { settle: { state: "COMPLETED", output: json(output), nextVertices }, backfill };
+  } catch (error) {
+    return { settle: { state: "FAILED", output: json(output), error: `an edge condition failed: ${errorMessage(error)}` }, backfill: [] };
+  }
+}
+
+/** Settle (fenced, one batch with the fan-in decisions), then the successors' messages after the commit. */
+async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, backfill: Backfill = []): Promise<Decision> {
+  const result = await settleAndDispatch(rt.db, {
+    fence: a.fence,
+    now: a.now,
+    outcome,
+    request: a.request,
+    backfill,
+    descendants: outcome.state === "COMPLETED" ? descendantsInOrder(a.step.definition, a.ref.vertexId) : [],
+  });
+  if (!result.settled) {
+    log.warn("step.fenced_out", { message: "late result fenced out and recorded", ...a.fence, outcome: outcome.state });
+    return { action: "ack", why: "fenced out (recorded)" };
+  }
+  if (outcome.state === "FAILED") log.warn("step.failed", { ...a.fence, attempt: a.attempt, error: outcome.error });
+  await sendStepMessages(
+    rt.queue,
+    result.dispatched.map((vertexId) => ({ executionId: a.ref.executionId, vertexId })),
+  );
+  return { action: "ack", why: `settled ${outcome.state}` };
+}
+
 /** Settle a claimed step FAILED without running it (fenced like any settle). */
 async function settleFailedUnrun(rt: StepRuntime, fence: Fence, error: string): Promise<Decision> {
   const result = await settleAndDispatch(rt.db, {
@@ -182,189 +353,4 @@ async function settleFailedUnrun(rt: StepRuntime, fence: Fence, error: string): 
   });
   log.error("step.failed_unrun", { ...fence, error });
   return { action: "ack", why: result.settled ? "settled FAILED" : "fenced out (recorded)" };
-}
-
-/** Back to DISPATCHED, due after `delayMs` (fenced, one batch), then the delayed message. */
-async function retryLater(
-  rt: StepRuntime,
-  ref: StepRef,
-  fence: Fence,
-  r: { now: number; delayMs: number; error: string; request: string | null; output: unknown; uncounted: boolean },
-): Promise<Decision> {
-  const ours = await scheduleRetry(rt.db, fence, {
-    now: r.now,
-    availableAt: r.now + r.delayMs,
-    error: r.error,
-    request: r.request,
-    output: r.output === undefined ? null : json(r.output),
-    uncounted: r.uncounted,
-  });
-  if (!ours) return { action: "ack", why: "retry fenced out (recorded)" };
-  await sendStepMessages(rt.queue, [ref], delaySeconds(r.delayMs));
-  return { action: "ack", why: `retry scheduled in ${r.delayMs} ms` };
-}
-
-/**
- * Why a step's inputs cannot be loaded: over the bound, with the biggest outputs named so the
- * author knows what to shrink or stop referencing.
- */
-function inputsTooLarge(inputs: StepInputsRow): string {
-  const sizes = Object.entries(JSON.parse(inputs.output_sizes ?? "{}") as Record<string, number>).sort((a, b) => b[1] - a[1]);
-  const named = sizes.slice(0, 5).map(([id, bytes]) => `steps.${id} (${bytes} bytes)`);
-  if (inputs.reads_payload) named.push("the payload");
-  return (
-    `the step's inputs are ${inputs.input_bytes} bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound on what one step may load ` +
-    `(D1 refuses values and rows over 2,000,000 bytes); it reads ${named.join(", ") || "no outputs"}. ` +
-    "Reference only the outputs the step needs (a dynamic reference such as `steps.*` or `$lookup(steps, …)` loads them all), or make those outputs smaller"
-  );
-}
-
-/** The JSONata context of a claimed step: the payload and outputs it reads (the entry's output is the payload). */
-function contextOf(ref: StepRef, run: StepRunRow, inputs: StepInputsRow): ExpressionContext {
-  const payload = inputs.payload === null ? undefined : (JSON.parse(inputs.payload) as unknown);
-  const steps = JSON.parse(inputs.outputs ?? "{}") as Record<string, unknown>;
-  if (inputs.reads_payload) steps[run.entry_vertex_id] = payload;
-  return { payload, steps, execution: { id: ref.executionId, workflowId: run.workflow_id, trigger: run.trigger_kind } };
-}
-
-export async function runStep(
-  ref: StepRef,
-  rt: StepRuntime,
-  delivery: Delivery = { messageId: "(direct)", attempts: 1 },
-): Promise<Decision> {
-  const claimedAt = rt.now();
-  const drop = dropsIfNotClaimable(delivery);
-  const dropDetail = drop ? `message ${delivery.messageId} (delivery ${delivery.attempts})` : undefined;
-  const { claimed, run, inputs } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs, dropDetail, {
-    maxBytes: MAX_STEP_INPUT_BYTES,
-    analysisVersion: STEP_INPUTS_VERSION,
-  });
-  if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
-  if (!claimed) return whyNotClaimed(run, claimedAt, drop);
-
-  const fence: Fence = { ...ref, epoch: claimed.epoch };
-  let definition: WorkflowDefinition;
-  try {
-    definition = definitionOf(run);
-  } catch (error) {
-    // Not a crash to retry: the pinned version would fail the same way on every takeover.
-    return settleFailedUnrun(
-      rt,
-      fence,
-      `the execution's pinned workflow version ${run.version} can no longer be read: ${errorMessage(error)}`,
-    );
-  }
-  if (!inputs || inputs.outputs === null) {
-    // Over the bound: nothing was built. Failing it now, fenced, ends the step (and the execution)
-    // instead of a claim that D1 refuses on every redelivery.
-    return settleFailedUnrun(rt, fence, inputs ? inputsTooLarge(inputs) : "the step's inputs could not be read after its claim");
-  }
-  const vertex = vertexOf(definition, ref.vertexId);
-  const context = contextOf(ref, run, inputs);
-  const unrecorded = JSON.parse(inputs.unrecorded) as string[];
-
-  const claimBudget = (retryPolicyOf(vertex)?.maxAttempts ?? 1) + CRASH_ALLOWANCE;
-  const claims = claimed.attempt - claimed.retryBase;
-  let outcome: RunOutcome;
-  if (claims > claimBudget) {
-    outcome = {
-      kind: "failed",
-      error: `gave up: this step was claimed ${claims - 1} times (retries included) without settling — its worker crashed or lost its lease again and again; not run again`,
-    };
-  } else {
-    outcome = boundOutput(await runVertex(rt, run, vertex, context, fence, claimed));
-    await rt.afterRun?.(fence);
-  }
-
-  const now = rt.now();
-  const request = "request" in outcome && outcome.request ? json(outcome.request) : null;
-
-  if (outcome.kind === "in_progress") {
-    const policy = retryPolicyOf(vertex) ?? DEFAULT_RETRY;
-    const since = run.in_progress_since ?? now;
-    const budget = inProgressBudgetMs(policy);
-    const waited = now - since;
-    if (waited < budget) {
-      const delayMs = inProgressWaitMs(policy, outcome.retryAfterMs, since + budget - now);
-      const error =
-        `${IN_PROGRESS_MARK} (attempt ${claimed.attempt}): ${outcome.error}; asking again in ${delayMs} ms ` +
-        `(in-progress budget until ${new Date(since + budget).toISOString()})`;
-      return retryLater(rt, ref, fence, { now, delayMs, error, request, output: outcome.output, uncounted: true });
-    }
-    outcome = {
-      kind: "failed",
-      error:
-        `the destination still answers "in progress" for this step's key ${Math.round(waited / 1000)} s after it first did: ` +
-        `the in-progress budget (retry.inProgressBudgetMs ${budget} ms) ran out (${outcome.error}). The earlier request may still ` +
-        `finish there: check the destination before an operator retry (it re-sends the same key), or raise retry.inProgressBudgetMs`,
-      ...(outcome.output === undefined ? {} : { output: outcome.output }),
-    };
-  }
-
-  if (outcome.kind === "retryable") {
-    const policy = retryPolicyOf(vertex);
-    const used = claimed.attempt - claimed.retryBase;
-    if (policy && used < policy.maxAttempts) {
-      const plan = planRetry(policy, used, rt.random, outcome.retryAfterMs);
-      if ("delayMs" in plan) {
-        const error = `attempt ${claimed.attempt}: ${outcome.error}`;
-        return retryLater(rt, ref, fence, { now, delayMs: plan.delayMs, error, request, output: outcome.output, uncounted: false });
-      }
-      outcome = {
-        kind: "failed",
-        error: `${outcome.error}: ${plan.refused}`,
-        ...(outcome.output === undefined ? {} : { output: outcome.output }),
-      };
-    } else {
-      outcome = {
-        kind: "failed",
-        error: `gave up after ${used} attempt(s): ${outcome.error}`,
-        ...(outcome.output === undefined ? {} : { output: outcome.output }),
-      };
-    }
-  }
-
-  let settle: SettleOutcome;
-  const backfill: Array<{ vertexId: string; nextVertices: string[] }> = [];
-  if (outcome.kind === "completed") {
-    const after: ExpressionContext = { ...context, steps: { ...context.steps, [ref.vertexId]: outcome.output } };
-    try {
-      const nextVertices = await takenSuccessors(definition, ref.vertexId, after);
-      // A COMPLETED step without recorded edges was written by ingress (the entry): record them
-      // now, so the fan-in decisions in this batch can read them.
-      for (const id of unrecorded) {
-        if (id !== ref.vertexId) backfill.push({ vertexId: id, nextVertices: await takenSuccessors(definition, id, after) });
-      }
-      settle = { state: "COMPLETED", output: json(outcome.output), nextVertices };
-    } catch (error) {
-      settle = {
-        state: "FAILED",
-        output: json(outcome.output),
-        error: `an edge condition failed: ${errorMessage(error)}`,
-      };
-    }
-  } else {
-    settle = { state: "FAILED", error: outcome.error, output: outcome.output === undefined ? null : json(outcome.output) };
-  }
-
-  const result = await settleAndDispatch(rt.db, {
-    fence,
-    now,
-    outcome: settle,
-    request,
-    backfill,
-    descendants: settle.state === "COMPLETED" ? descendantsInOrder(definition, ref.vertexId) : [],
-  });
-  if (!result.settled) {
-    log.warn("step.fenced_out", { message: "late result fenced out and recorded", ...fence, outcome: settle.state });
-    return { action: "ack", why: "fenced out (recorded)" };
-  }
-  if (settle.state === "FAILED") {
-    log.warn("step.failed", { ...fence, attempt: claimed.attempt, error: settle.error });
-  }
-  await sendStepMessages(
-    rt.queue,
-    result.dispatched.map((vertexId) => ({ executionId: ref.executionId, vertexId })),
-  );
-  return { action: "ack", why: `settled ${settle.state}` };
 }

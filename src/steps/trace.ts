@@ -2,9 +2,9 @@
  * The execution trace (SPEC section 4): every step with its state, attempts, epoch, lease, the
  * key it sent, the redacted request summary, the response summary, errors and events
  * (fenced-out writes, failed attempts, expired leases, operator retries, dead letters).
- * One round trip (src/ledger/steps.ts `readTraceRows`).
+ * One round trip (src/ledger/read-model.ts `readTraceRecords`).
  */
-import { listExecutionRows, readTraceRows, type ExecutionRow, type StepRow } from "../ledger/steps";
+import { listExecutionRecords, readTraceRecords, type ExecutionListFilter, type ExecutionRecord, type StepRecord } from "../ledger";
 
 /**
  * Milliseconds as an ISO-8601 timestamp. The engine never stores a time a Date cannot hold (waits
@@ -25,40 +25,40 @@ export interface TraceEvent {
   detail: string | null;
 }
 
-export function executionSummary(e: ExecutionRow) {
+export function executionSummary(e: ExecutionRecord) {
   return {
     executionId: e.id,
-    workflowId: e.workflow_id,
+    workflowId: e.workflowId,
     version: e.version,
     status: e.status,
-    trigger: e.trigger_kind,
-    identity: e.identity_kind,
-    duplicateDeliveries: e.duplicate_deliveries,
-    lastDuplicateAt: iso(e.last_duplicate_at),
-    startedOverFrom: e.started_over_from,
-    createdAt: iso(e.created_at),
-    finishedAt: iso(e.finished_at),
+    trigger: e.triggerKind,
+    identity: e.identityKind,
+    duplicateDeliveries: e.duplicateDeliveries,
+    lastDuplicateAt: iso(e.lastDuplicateAt),
+    startedOverFrom: e.startedOverFrom,
+    createdAt: iso(e.createdAt),
+    finishedAt: iso(e.finishedAt),
   };
 }
 
-function stepTrace(s: StepRow, events: TraceEvent[]) {
+function stepTrace(s: StepRecord, events: TraceEvent[]) {
   return {
-    vertexId: s.vertex_id,
+    vertexId: s.vertexId,
     state: s.state,
     attempt: s.attempt,
     epoch: s.epoch,
-    leaseUntil: iso(s.lease_until),
-    availableAt: s.state === "DISPATCHED" ? iso(s.available_at) : null,
+    leaseUntil: iso(s.leaseUntil),
+    availableAt: s.state === "DISPATCHED" ? iso(s.availableAt) : null,
     // How often the reaper re-sent this step's message (it backs off: docs/steps.md "Reaper").
     resends: s.resends,
-    nextResendAt: s.state === "DISPATCHED" ? iso(s.next_resend_at) : null,
-    idempotencyKey: s.idempotency_key,
-    request: parsed(s.request),
-    output: parsed(s.output),
-    nextVertices: parsed(s.next_vertices),
+    nextResendAt: s.state === "DISPATCHED" ? iso(s.nextResendAt) : null,
+    idempotencyKey: s.idempotencyKey,
+    request: parsed(s.requestJson),
+    output: parsed(s.outputJson),
+    nextVertices: parsed(s.nextVerticesJson),
     error: s.error,
-    createdAt: iso(s.created_at),
-    finishedAt: iso(s.finished_at),
+    createdAt: iso(s.createdAt),
+    finishedAt: iso(s.finishedAt),
     events,
   };
 }
@@ -67,15 +67,15 @@ export type Trace = ReturnType<typeof executionSummary> & { steps: Array<ReturnT
 
 /** The trace of an execution in `workspace`; `null` when it does not exist there. */
 export async function readTrace(db: D1Database, workspace: string, executionId: string): Promise<Trace | null> {
-  const rows = await readTraceRows(db, workspace, executionId);
+  const rows = await readTraceRecords(db, workspace, executionId);
   if (!rows) return null;
   const byStep = new Map<string, TraceEvent[]>();
   for (const ev of rows.events) {
-    const list = byStep.get(ev.vertex_id) ?? [];
+    const list = byStep.get(ev.vertexId) ?? [];
     list.push({ type: ev.type, epoch: ev.epoch, at: iso(ev.at), detail: ev.detail });
-    byStep.set(ev.vertex_id, list);
+    byStep.set(ev.vertexId, list);
   }
-  return { ...executionSummary(rows.execution), steps: rows.steps.map((s) => stepTrace(s, byStep.get(s.vertex_id) ?? [])) };
+  return { ...executionSummary(rows.execution), steps: rows.steps.map((s) => stepTrace(s, byStep.get(s.vertexId) ?? [])) };
 }
 
 export interface ExecutionPage {
@@ -83,8 +83,8 @@ export interface ExecutionPage {
   nextCursor: string | null;
 }
 
-export function encodeCursor(row: { created_at: number; id: string }): string {
-  return btoa(JSON.stringify([row.created_at, row.id]))
+export function encodeCursor(row: { createdAt: number; id: string }): string {
+  return btoa(JSON.stringify([row.createdAt, row.id]))
     .replace(/\+/g, "-")
     .replace(/\//g, "_")
     .replace(/=+$/, "");
@@ -102,12 +102,8 @@ export function decodeCursor(cursor: string): { createdAt: number; id: string } 
   return null;
 }
 
-export async function listExecutions(
-  db: D1Database,
-  workspace: string,
-  f: { workflowId?: string; status?: "RUNNING" | "COMPLETED" | "FAILED"; before?: { createdAt: number; id: string }; limit: number },
-): Promise<ExecutionPage> {
-  const rows = await listExecutionRows(db, workspace, { ...f, limit: f.limit + 1 });
+export async function listExecutions(db: D1Database, workspace: string, f: ExecutionListFilter): Promise<ExecutionPage> {
+  const rows = await listExecutionRecords(db, workspace, { ...f, limit: f.limit + 1 });
   const page = rows.slice(0, f.limit);
   const last = page.at(-1);
   return { items: page.map(executionSummary), nextCursor: rows.length > f.limit && last ? encodeCursor(last) : null };

@@ -6,7 +6,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { countingD1 } from "../helpers/counting-d1";
 import { triggerFromRequest } from "../../src/ingress/trigger";
-import { sweepExpiredIdentities } from "../../src/ledger/executions";
+import { sweepExpiredIdentities } from "../../src/ledger";
 import { deriveIdentity } from "../../src/ingress/identity";
 import { BASE, countRows, countingQueue, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
 

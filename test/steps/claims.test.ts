@@ -1,9 +1,9 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { claimAndLoad, extendLease, settleAndDispatch, type StepRow } from "../../src/ledger/steps";
+import { claimAndLoad, extendLease, settleAndDispatch } from "../../src/ledger";
 import { readTrace, type Trace } from "../../src/steps/trace";
 import { countingD1 } from "../helpers/counting-d1";
-import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique, type StepView as StepRow } from "./helpers";
 
 const WS = "steps-claims";
 

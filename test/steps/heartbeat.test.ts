@@ -5,7 +5,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { claimAndLoad } from "../../src/ledger/steps";
+import { claimAndLoad } from "../../src/ledger";
 import { chargeWorkflow, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 const WS = "steps-heartbeat";

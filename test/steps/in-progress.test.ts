@@ -9,7 +9,7 @@ import { Hono } from "hono";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { idempotency } from "../../src/http/idempotency";
 import { idempotencyProblems } from "../../src/http/idempotency/problems";
-import { IN_PROGRESS_MARK } from "../../src/ledger/steps";
+import { IN_PROGRESS_MARK } from "../../src/ledger";
 import { IN_PROGRESS_PROBLEM_CODE, isInProgress } from "../../src/steps/gateway";
 import { CRASH_ALLOWANCE } from "../../src/steps/run-step";
 import { readTrace } from "../../src/steps/trace";
@@ -262,7 +262,7 @@ describe("the in-progress budget", () => {
   });
 
   it("an operator retry starts a fresh budget (it counts from the first in-progress answer since the step was reopened)", async () => {
-    const { retryFailedStep } = await import("../../src/ledger/steps");
+    const { retryFailedStep } = await import("../../src/ledger");
     const h = harness();
     const answered = inProgressThen(h, 4, 10);
     const wf = await seedWorkflow(

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:test";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { claimAndLoad } from "../../src/ledger/steps";
+import { claimAndLoad } from "../../src/ledger";
 import { reap } from "../../src/steps/reaper";
 import { chargeWorkflow, harness, seedWorkflow, unique, type Harness } from "./helpers";
 

@@ -1,6 +1,6 @@
 import { createExecutionContext, createMessageBatch, env, getQueueResult } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { claimAndLoad, redispatchOverdue } from "../../src/ledger/steps";
+import { claimAndLoad, redispatchOverdue } from "../../src/ledger";
 import { handleStepBatch } from "../../src/steps/consumer";
 import { reap } from "../../src/steps/reaper";
 import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";

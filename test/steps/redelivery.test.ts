@@ -1,7 +1,7 @@
 import { createExecutionContext, createMessageBatch, env, getQueueResult } from "cloudflare:test";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import wranglerToml from "../../wrangler.toml?raw";
-import { claimAndLoad, extendLease } from "../../src/ledger/steps";
+import { claimAndLoad, extendLease } from "../../src/ledger";
 import { handleStepBatch } from "../../src/steps/consumer";
 import { reap } from "../../src/steps/reaper";
 import { DROP_REDELIVERY_AT_ATTEMPT, QUEUE_MAX_RETRIES } from "../../src/steps/redelivery";

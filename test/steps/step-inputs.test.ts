@@ -9,7 +9,7 @@
 import { env } from "cloudflare:test";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { MAX_STEP_INPUT_BYTES } from "../../src/ledger/steps";
+import { MAX_STEP_INPUT_BYTES } from "../../src/ledger";
 import { executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
 
 beforeEach(() => {

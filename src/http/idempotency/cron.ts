@@ -5,8 +5,7 @@
  * the sweep needs no window of its own: the advertised window and the swept window are the
  * same setting by construction.
  */
-import { sweepIdempotencyKeys } from "../../ledger/idempotency-keys";
-import { sweepInBatches, type SweepReport } from "../../ledger/sweep";
+import { sweepIdempotencyKeys, sweepInBatches, type SweepReport } from "../../ledger";
 import { log } from "../../lib/log";
 
 export const CRON_SWEEP = { batchSize: 500, maxBatches: 20 } as const;

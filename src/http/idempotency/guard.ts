@@ -9,7 +9,7 @@
  * Request-path round trips: first execution 2 (claim, complete); replay, mismatch and
  * in-progress 1; stale takeover 2 (the claim statement does the takeover, then complete).
  */
-import { claimOrLoad, completeIfOwned, releaseIfOwned, type FenceInput } from "../../ledger/idempotency-keys";
+import { claimOrLoad, completeIfOwned, releaseIfOwned, type FenceInput } from "../../ledger";
 import { problems, type ProblemError } from "../../lib/problem";
 import { BodyTooLargeError, readAtMost } from "../../lib/bounded-read";
 import { fingerprintRequest } from "./fingerprint";

@@ -6,7 +6,7 @@
  * (so a replay fails loudly instead of returning a truncated body) while the caller still gets
  * the full original body, streamed from the bytes already read followed by the rest.
  */
-import type { StoredResponse } from "../../ledger/idempotency-keys";
+import type { StoredResponse } from "../../ledger";
 import { concatBytes, utf8 } from "../../lib/crypto";
 import { idempotencyProblems } from "./problems";
 import { PROBLEM_CONTENT_TYPE, problemType } from "../../lib/problem";

@@ -7,7 +7,7 @@
  * per interval per isolate keeps up with any isolate that creates fewer than `batchSize` keys
  * per interval; cron (src/http/idempotency/cron.ts) drains the rest every minute.
  */
-import { sweepIdempotencyKeys } from "../../ledger/idempotency-keys";
+import { sweepIdempotencyKeys } from "../../ledger";
 import { errorMessage, log } from "../../lib/log";
 
 export type WaitUntil = (promise: Promise<unknown>) => void;

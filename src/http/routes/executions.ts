@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import { getWorkflow } from "../../definitions/store";
 import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
 import { parseStoredPayload } from "../../ingress/payload";
-import { readExecutionRow, retryFailedStep } from "../../ledger/steps";
+import { readExecution, retryFailedStep } from "../../ledger";
 import { sendStepMessages } from "../../steps/dispatch";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
 import { requireWorkspace, type AppEnv } from "../auth";
@@ -81,16 +81,16 @@ executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (
 executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
   const workspace = c.get("workspace");
   const executionId = c.req.param("executionId");
-  const old = await readExecutionRow(c.env.DB, workspace, executionId);
+  const old = await readExecution(c.env.DB, workspace, executionId);
   if (!old) throw problems.notFound(`Execution ${executionId}`);
   // The new execution runs the version the old one pinned, on the same payload: business-derived
   // destination keys come out identical, so destinations deduplicate what already happened.
-  const workflow = await getWorkflow(c.env.DB, workspace, old.workflow_id, old.version);
+  const workflow = await getWorkflow(c.env.DB, workspace, old.workflowId, old.version);
   if (!workflow) throw problems.notFound(`The workflow version of execution ${executionId}`);
   const started = await startWorkflowExecution(ingressDeps(c.env), {
     workflow,
     triggerKind: "start_over",
-    payload: parseStoredPayload(old.payload),
+    payload: parseStoredPayload(old.payloadJson),
     identity: { kind: "forced" },
     startedOverFrom: executionId,
   });

@@ -14,11 +14,7 @@ import { healLostStepMessages } from "../../ingress/heal";
 import { startResponse, triggerFromRequest } from "../../ingress/trigger";
 import { preferredWaitSeconds, streamExecution, waitForExecution } from "../../ingress/watch";
 import { readTrace } from "../../steps/trace";
-import { randomExecutionId } from "../../ingress/identity";
-import { insertExecutionPlain } from "../../ledger/executions";
-import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT } from "../../definitions/schema";
-import { readJsonBody } from "../../lib/request-body";
-import { problems } from "../../lib/problem";
+import { MAX_PAYLOAD_BYTES_LIMIT } from "../../definitions/schema";
 
 export const triggerRoutes = new Hono<AppEnv>();
 
@@ -94,21 +90,4 @@ triggerRoutes.post("/:workflowId/stream", requireWorkspace, healAfterResponse, a
   const { response, done } = streamExecution(deps.db, workspace, result);
   c.executionCtx.waitUntil(done);
   return response;
-});
-
-/**
- * Bench-only baseline (bench/triggers.mjs): the same auth and body reading as `/trigger`, then
- * ONE plain INSERT of an execution row — no identity, no dedupe, no steps. 404 unless the
- * `BENCH_ROUTES` var is `on` (the bench passes `--var BENCH_ROUTES:on` to `wrangler dev`).
- */
-triggerRoutes.post("/:workflowId/trigger-baseline", requireWorkspace, async (c) => {
-  if ((c.env as { BENCH_ROUTES?: string }).BENCH_ROUTES !== "on") throw problems.notFound("This route");
-  const { json } = await readJsonBody(c.req.raw, DEFAULT_MAX_PAYLOAD_BYTES);
-  const id = randomExecutionId();
-  await insertExecutionPlain(
-    c.env.DB,
-    { id, workspace: c.get("workspace"), workflowId: c.req.param("workflowId"), payloadJson: JSON.stringify(json) },
-    Date.now(),
-  );
-  return c.json({ executionId: id }, 202);
 });

@@ -15,7 +15,7 @@ import { getWorkflow, listWorkflows, saveWorkflow, type StoredWorkflow } from ".
 import { validateDefinition, type ValidationError } from "../../definitions/validate";
 import { asRecord } from "../../definitions/errors";
 import { entryPointOf } from "../../definitions/schema";
-import { recentScheduleRuns, type ScheduleRunRow } from "../../ledger/schedule-runs";
+import { recentScheduleRuns, type ScheduleRunRecord } from "../../ledger";
 
 /** How many scheduled runs the workflow read shows (newest minute first). */
 const SCHEDULE_RUNS_SHOWN = 20;
@@ -88,15 +88,15 @@ function present(stored: StoredWorkflow) {
   };
 }
 
-function presentRun(run: ScheduleRunRow) {
+function presentRun(run: ScheduleRunRecord) {
   return {
     cron: run.cron,
-    scheduledTime: new Date(run.scheduled_at).toISOString(),
+    scheduledTime: new Date(run.scheduledAt).toISOString(),
     status: run.status,
     attempts: run.attempts,
-    executionId: run.execution_id,
+    executionId: run.executionId,
     error: run.error,
-    updatedAt: new Date(run.updated_at).toISOString(),
+    updatedAt: new Date(run.updatedAt).toISOString(),
   };
 }
 
