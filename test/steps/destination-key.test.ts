@@ -1,5 +1,16 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { GatewayVertex } from "../../src/definitions/schema";
+import { DEFAULT_KEY_CONSTRAINTS } from "../../src/lib/key-constraints";
+import { runGateway } from "../../src/steps/gateway";
+import {
+  checkDestinationKey,
+  DEFAULT_DESTINATION_KEY,
+  resolveDestinationKey,
+  type DestinationKeyRule,
+  type KeyStore,
+} from "../../src/steps/gateway/key";
+import type { ExpressionContext } from "../../src/steps/plan";
 import { chargeWorkflow, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 const WS = "steps-destination-key";
@@ -72,5 +83,171 @@ describe("a later attempt sends the stored key", () => {
     await h.drain();
     expect((await stepsOf(id)).charge).toMatchObject({ state: "COMPLETED", attempt: 2, idempotency_key: "stored-key-7f3a" });
     expect(h.dest.keysSent("/payments/charges")).toEqual([computed, "stored-key-7f3a"]);
+  });
+});
+
+describe("checkDestinationKey with the default rule (Idempotency-Key, 1–255 printable ASCII)", () => {
+  const LENGTH = "; use $idempotencyKey(prefix, …) to bound it";
+  const ASCII = "the Idempotency-Key must be printable ASCII only; use $idempotencyKey(prefix, …) to encode other values";
+  it.each([
+    ["k", { key: "k" }],
+    ["k".repeat(255), { key: "k".repeat(255) }],
+    [1234, { key: "1234" }],
+    [1.5, { key: "1.5" }],
+    ["", { error: `the Idempotency-Key must be 1-255 characters, got 0${LENGTH}` }],
+    ["k".repeat(256), { error: `the Idempotency-Key must be 1-255 characters, got 256${LENGTH}` }],
+    // Both rules broken: the length is named (the middleware names the characters instead).
+    [`${"k".repeat(300)}é`, { error: `the Idempotency-Key must be 1-255 characters, got 301${LENGTH}` }],
+    ["clé", { error: ASCII }],
+    ["a\tb", { error: ASCII }],
+    [undefined, { error: "the Idempotency-Key expression produced nothing, not a string" }],
+    [null, { error: "the Idempotency-Key expression produced object, not a string" }],
+    [true, { error: "the Idempotency-Key expression produced boolean, not a string" }],
+    [{ id: 1 }, { error: "the Idempotency-Key expression produced object, not a string" }],
+    [Number.NaN, { error: "the Idempotency-Key expression produced number, not a string" }],
+  ])("%j", (value, expected) => {
+    expect(checkDestinationKey(value, DEFAULT_DESTINATION_KEY)).toEqual(expected);
+  });
+});
+
+/** A destination with its own key header and constraints (what the destination-keys issue adds). */
+const CUSTOM: DestinationKeyRule = {
+  headerName: "X-Request-Key",
+  constraints: {
+    minLength: 8,
+    maxLength: 40,
+    alphabet: {
+      name: "lowercase letters, digits and '-'",
+      ranges: [
+        [0x30, 0x39],
+        [0x61, 0x7a],
+        [0x2d, 0x2d],
+      ],
+    },
+  },
+};
+
+describe("checkDestinationKey with a destination's own rule", () => {
+  it("names the destination's header and bounds in its errors", () => {
+    expect(checkDestinationKey("abc", CUSTOM)).toEqual({
+      error: "the X-Request-Key must be 8-40 characters, got 3; use $idempotencyKey(prefix, …) to bound it",
+    });
+    expect(checkDestinationKey("Charge-1234", CUSTOM)).toEqual({
+      error: "the X-Request-Key must be lowercase letters, digits and '-' only; use $idempotencyKey(prefix, …) to encode other values",
+    });
+    expect(checkDestinationKey("charge-1234", CUSTOM)).toEqual({ key: "charge-1234" });
+    expect(checkDestinationKey(12345678, CUSTOM)).toEqual({ key: "12345678" });
+  });
+});
+
+describe("resolveDestinationKey", () => {
+  const context: ExpressionContext = {
+    payload: { order: { id: "O-1" } },
+    steps: {},
+    execution: { id: "e", workflowId: "w", trigger: "t" },
+  };
+  const store = (persistedKey: string | null, answer: (key: string) => string | null = (key) => key) => {
+    const persisted: string[] = [];
+    const keys: KeyStore & { persisted: string[] } = {
+      persistedKey,
+      persisted,
+      persistKey: async (key) => {
+        persisted.push(key);
+        return answer(key);
+      },
+    };
+    return keys;
+  };
+
+  it("a persisted key is sent as is: the expression is not evaluated, nothing is persisted again", async () => {
+    const keys = store("stored-1");
+    expect(await resolveDestinationKey("charge", "= $error('never evaluated')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+      key: "stored-1",
+    });
+    expect(keys.persisted).toEqual([]);
+  });
+
+  it("otherwise the evaluated key is persisted and the stored value (the only-if-absent winner) is sent", async () => {
+    const keys = store(null, () => "winner");
+    expect(await resolveDestinationKey("charge", "= 'order-' & payload.order.id", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+      key: "winner",
+    });
+    expect(keys.persisted).toEqual(["order-O-1"]);
+  });
+
+  it("an invalid key, or an expression that fails, fails the attempt before anything is persisted", async () => {
+    const keys = store(null);
+    expect(await resolveDestinationKey("charge", "= 'clé'", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+      error:
+        "gateway charge: invalid Idempotency-Key: the Idempotency-Key must be printable ASCII only; use $idempotencyKey(prefix, …) to encode other values",
+    });
+    expect(await resolveDestinationKey("charge", "= $error('boom')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+      error: expect.stringMatching(/^gateway charge: invalid Idempotency-Key: .*boom/),
+    });
+    expect(await resolveDestinationKey("charge", "= 'short'", context, keys, CUSTOM)).toEqual({
+      error: expect.stringMatching(/^gateway charge: invalid X-Request-Key: the X-Request-Key must be 8-40 characters, got 5/),
+    });
+    expect(keys.persisted).toEqual([]);
+  });
+
+  it("fenced out while persisting: fails, nothing sent", async () => {
+    expect(
+      await resolveDestinationKey(
+        "charge",
+        "= 'order-1'",
+        context,
+        store(null, () => null),
+        DEFAULT_DESTINATION_KEY,
+      ),
+    ).toEqual({
+      error: "the step was taken over before its key was persisted; nothing was sent",
+    });
+  });
+
+  it("the default rule is the shared key rule", () => {
+    expect(DEFAULT_DESTINATION_KEY).toEqual({ headerName: "Idempotency-Key", constraints: DEFAULT_KEY_CONSTRAINTS });
+  });
+});
+
+describe("runGateway with a destination's own key header", () => {
+  it("sets that header aside, persists its key and sends it; an Idempotency-Key header is then an ordinary header", async () => {
+    const vertex = GatewayVertex.parse({
+      id: "charge",
+      type: "GATEWAY",
+      config: {
+        method: "POST",
+        url: "http://localhost:8788/payments/charges",
+        headers: { "x-request-key": "= 'charge-' & payload.order.id", "Idempotency-Key": "= 'plain-' & payload.order.id" },
+        body: { order: "= payload.order.id" },
+      },
+    });
+    const persisted: string[] = [];
+    const sent: Request[] = [];
+    const outcome = await runGateway(
+      vertex,
+      { payload: { order: { id: "o-42" } }, steps: {}, execution: { id: "e", workflowId: "w", trigger: "t" } },
+      {
+        env: { OUTBOUND_ALLOWLIST: "localhost:8788" } as unknown as Env,
+        secret: async (name) => {
+          throw new Error(`no secret ${name} in this test`);
+        },
+        fetch: async (input) => {
+          sent.push(input as Request);
+          return new Response(JSON.stringify({ id: "ch_1" }), { status: 201, headers: { "content-type": "application/json" } });
+        },
+        now: () => 0,
+        persistedKey: null,
+        persistKey: async (key) => {
+          persisted.push(key);
+          return key;
+        },
+      },
+      CUSTOM,
+    );
+    expect(outcome).toMatchObject({ kind: "completed", output: { status: 201, idempotencyKey: "charge-o-42" } });
+    expect(persisted).toEqual(["charge-o-42"]);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.headers.get("x-request-key")).toBe("charge-o-42");
+    expect(sent[0]!.headers.get("idempotency-key")).toBe("plain-o-42");
   });
 });

@@ -7,6 +7,8 @@
 import { env } from "cloudflare:test";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { buildRequest } from "../../src/steps/gateway";
+import { checkUrl } from "../../src/steps/gateway/evaluate";
+import { summariseRequest } from "../../src/steps/gateway/request";
 import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
 
 const WS = "steps-request-build";
@@ -117,5 +119,49 @@ describe("a URL or a body that cannot be sent", () => {
     });
     const ok = buildRequest(url, "POST", { "X-A": "b" }, { a: 1 });
     expect("request" in ok && ok.request.headers.get("content-type")).toBe("application/json");
+  });
+});
+
+describe("the pure parts of building a request", () => {
+  const url = new URL("http://localhost:8788/payments/charges?x=1");
+
+  it("buildRequest: a string body is text/plain, any other value JSON, a configured content type wins; redirects are not followed", async () => {
+    const text = buildRequest(url, "POST", {}, "hello");
+    expect("request" in text && text.request.headers.get("content-type")).toBe("text/plain; charset=utf-8");
+    expect("request" in text && (await text.request.text())).toBe("hello");
+    const json = buildRequest(url, "PUT", { "Content-Type": "application/vnd.api+json" }, [1, "a"]);
+    expect("request" in json && json.request.headers.get("content-type")).toBe("application/vnd.api+json");
+    expect("request" in json && (await json.request.text())).toBe('[1,"a"]');
+    const get = buildRequest(url, "GET", { "X-A": "b\tc d" }, undefined);
+    expect("request" in get && [get.request.method, get.request.url, get.request.redirect, get.request.body]).toEqual([
+      "GET",
+      url.toString(),
+      "manual",
+      null,
+    ]);
+    expect("request" in get && get.request.headers.get("content-type")).toBeNull();
+  });
+
+  it.each([
+    ["http://localhost:8788/a", { url: new URL("http://localhost:8788/a") }],
+    ["https://api.example.com", { url: new URL("https://api.example.com/") }],
+    ["/relative", { error: 'url "/relative" is not an absolute URL' }],
+    ["ftp://h.test/f", { error: "url ftp://h.test/f is not http(s); a Gateway step only calls http:// or https:// URLs" }],
+    [
+      "https://user:pw@h.test/p",
+      { error: "url h.test/p carries credentials (user:password@); send them in a header with {{ secrets.NAME }} instead" },
+    ],
+  ])("checkUrl(%j)", (raw, expected) => {
+    expect(checkUrl(raw)).toEqual(expected);
+  });
+
+  it("summariseRequest: redacted headers as given, the body kept when small, named when not", () => {
+    const headers = { Authorization: "Bearer [redacted]" };
+    expect(summariseRequest("GET", url, headers, undefined)).toEqual({ method: "GET", url: url.toString(), headers });
+    expect(summariseRequest("POST", url, headers, { a: 1 })).toMatchObject({ body: { a: 1 } });
+    expect(summariseRequest("POST", url, headers, "x".repeat(4096))).toMatchObject({ body: "x".repeat(4096) });
+    expect(summariseRequest("POST", url, headers, "x".repeat(4097))).toMatchObject({ body: "[omitted: 4097 characters]" });
+    expect(summariseRequest("POST", url, headers, { n: 10n })).toMatchObject({ body: "[not JSON: object]" });
+    expect(summariseRequest("POST", url, headers, () => 1)).toMatchObject({ body: "[not JSON: function]" });
   });
 });

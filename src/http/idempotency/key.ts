@@ -2,7 +2,8 @@
  * Parsing the `Idempotency-Key` request header.
  *
  * The value is either a bare key (`abc-123`) or an RFC 8941 sf-string (`"abc-123"`); both name
- * the same key. After unquoting, a key is 1–255 printable ASCII characters (0x20–0x7E).
+ * the same key. After unquoting, a key is 1–255 printable ASCII characters (0x20–0x7E): the rule
+ * in src/lib/key-constraints.ts, which the Gateway step's destination keys share.
  *
  * The Idempotency-Key draft defines the header as an RFC 8941 Item whose value is an sf-string,
  * and an Item may carry parameters (`"k";v=1`). Parameters are accepted and ignored (they are not
@@ -10,13 +11,12 @@
  * is not a structured field at all is still refused instead of being guessed at. A bare key is not
  * a structured field: `abc;v=1` is the key `abc;v=1`.
  */
+import { DEFAULT_KEY_CONSTRAINTS, validateKey, type KeyProblem } from "../../lib/key-constraints";
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
-export const MAX_KEY_LENGTH = 255;
+export const MAX_KEY_LENGTH = DEFAULT_KEY_CONSTRAINTS.maxLength;
 
 export type ParsedKey = { ok: true; key: string } | { ok: false; reason: string };
-
-const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 
 export function parseIdempotencyKey(headerValue: string): ParsedKey {
   // Fetch already strips leading/trailing whitespace; trim again for wrappers that do not.
@@ -42,10 +42,24 @@ export function parseIdempotencyKey(headerValue: string): ParsedKey {
     }
     key = value;
   }
-  if (!PRINTABLE_ASCII.test(key)) return { ok: false, reason: "a key may contain only printable ASCII characters (0x20–0x7E)" };
-  if (key.length < 1) return { ok: false, reason: "the key is empty" };
-  if (key.length > MAX_KEY_LENGTH) return { ok: false, reason: `the key is ${key.length} characters long; the limit is ${MAX_KEY_LENGTH}` };
+  const check = validateKey(key, DEFAULT_KEY_CONSTRAINTS);
+  if (!check.ok) return { ok: false, reason: reasonFor(check.problems) };
   return { ok: true, key };
+}
+
+/** In words, for the 400 problem. A key that breaks both rules is told about its characters, as it always was. */
+function reasonFor(problems: readonly [KeyProblem, ...KeyProblem[]]): string {
+  const problem = problems.find((p) => p.reason === "bad_character") ?? problems[0];
+  switch (problem.reason) {
+    case "bad_character":
+      return "a key may contain only printable ASCII characters (0x20–0x7E)";
+    case "empty":
+      return "the key is empty";
+    case "too_short": // not with the default constraints; named for completeness
+      return `the key is ${problem.length} characters long; the minimum is ${DEFAULT_KEY_CONSTRAINTS.minLength}`;
+    case "too_long":
+      return `the key is ${problem.length} characters long; the limit is ${MAX_KEY_LENGTH}`;
+  }
 }
 
 /**

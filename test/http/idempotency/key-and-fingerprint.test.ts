@@ -45,6 +45,20 @@ describe("parseIdempotencyKey", () => {
   it("accepts exactly 255 characters", () => {
     expect(parseIdempotencyKey("k".repeat(255)).ok).toBe(true);
   });
+
+  it.each([
+    ["", "the key is empty"],
+    ['""', "the key is empty"],
+    ["   ", "the key is empty"],
+    ["k".repeat(256), "the key is 256 characters long; the limit is 255"],
+    [`"${"k".repeat(300)}"`, "the key is 300 characters long; the limit is 255"],
+    ["clé", "a key may contain only printable ASCII characters (0x20–0x7E)"],
+    ["a\u0000b", "a key may contain only printable ASCII characters (0x20–0x7E)"],
+    // Both rules broken: the characters are named (the Gateway step names the length instead).
+    [`${"k".repeat(300)}é`, "a key may contain only printable ASCII characters (0x20–0x7E)"],
+  ])("explains why %j is refused", (header, reason) => {
+    expect(parseIdempotencyKey(header)).toEqual({ ok: false, reason });
+  });
 });
 
 describe("pathAndQuery", () => {

@@ -1,0 +1,74 @@
+/**
+ * GATEWAY vertices: one HTTP call to a third party, with a stable destination key.
+ *
+ * Each attempt runs six phases, one module each; every phase either hands the next what it needs
+ * or ends the attempt with an outcome (never a throw, except for a fault in idemflow itself):
+ * 1. ./evaluate.ts — url, headers, query and body evaluated against the execution context;
+ * 2. ./key.ts — the destination key: persisted by an earlier attempt, else evaluated, validated
+ *    against the destination's constraints and persisted BEFORE the first send;
+ * 3. ./outbound.ts — `{{ secrets.NAME }}` resolved for the execution's workspace, the host checked
+ *    against the outbound allowlist;
+ * 4. ./request.ts — the request built (every header value checked) and its redacted summary;
+ * 5. ./send.ts — the call, under a timeout and `maxResponseBytes`, redirects not followed;
+ * 6. ./classify.ts — the answer (or its absence) turned into the step's outcome.
+ */
+import type { GatewayVertex } from "../../definitions/schema";
+import type { SecretLookup } from "../../secrets/resolve";
+import type { RunOutcome } from "../outcome";
+import type { ExpressionContext } from "../plan";
+import { classifyResponse, classifySendFailure } from "./classify";
+import { evaluateRequest } from "./evaluate";
+import { DEFAULT_DESTINATION_KEY, resolveDestinationKey, type DestinationKeyRule, type KeyStore } from "./key";
+import { allowlistRefusal, resolveHeaderSecrets } from "./outbound";
+import { buildRequest, summariseRequest } from "./request";
+import { send } from "./send";
+
+export { buildRequest } from "./request";
+export { IN_PROGRESS_PROBLEM_CODE, isInProgress } from "./classify";
+export { DEFAULT_DESTINATION_KEY, type DestinationKeyRule } from "./key";
+
+export interface GatewayDeps extends KeyStore {
+  /** `OUTBOUND_ALLOWLIST`. */
+  env: Env;
+  /** `{{ secrets.NAME }}` for the execution's workspace (src/secrets/resolve.ts). */
+  secret: SecretLookup;
+  fetch: typeof fetch;
+  now: () => number;
+}
+
+export async function runGateway(
+  vertex: GatewayVertex,
+  context: ExpressionContext,
+  deps: GatewayDeps,
+  keyRule: DestinationKeyRule = DEFAULT_DESTINATION_KEY,
+): Promise<RunOutcome> {
+  const config = vertex.config;
+  const method = config.method;
+
+  const evaluation = await evaluateRequest(vertex, context, keyRule);
+  if ("error" in evaluation) return { kind: "failed", error: evaluation.error };
+  const { url, headers, body, key: keyHeader } = evaluation.evaluated;
+
+  let key: string | undefined;
+  if (keyHeader !== undefined) {
+    const resolvedKey = await resolveDestinationKey(vertex.id, keyHeader.expression, context, deps, keyRule);
+    if ("error" in resolvedKey) return { kind: "failed", error: resolvedKey.error };
+    key = resolvedKey.key;
+    headers[keyHeader.headerName] = key;
+  }
+
+  const secrets = await resolveHeaderSecrets(headers, config.headers ?? {}, keyHeader?.headerName, deps.secret);
+  if ("error" in secrets) return { kind: "failed", error: secrets.error };
+  const { resolved } = secrets;
+  const request = summariseRequest(method, url, resolved.redacted, body);
+  const refusal = allowlistRefusal(url, deps.env.OUTBOUND_ALLOWLIST);
+  if (refusal !== null) return { kind: "failed", request, error: refusal };
+
+  const built = buildRequest(url, method, resolved.send, body);
+  if ("error" in built) return { kind: "failed", request, error: `gateway ${vertex.id}: ${built.error}; not sent, not retried` };
+
+  const sent = await send(built.request, config, deps.fetch);
+  const attempt = { method, url, request, key, secretValues: resolved.values, config };
+  if (sent.kind !== "answered") return classifySendFailure(sent, attempt);
+  return classifyResponse(sent, attempt, deps.now());
+}
