@@ -21,7 +21,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { build } from "esbuild";
+import { importTs } from "../scripts/import-ts.mjs";
 import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { fmt, machine, markdownTable } from "./lib/report.mjs";
@@ -152,11 +152,6 @@ async function round({ engine, demo, concurrency }) {
   const completed = await listAll(engine.url, workflowId, "COMPLETED");
   const failed = await listAll(engine.url, workflowId, "FAILED");
   const stall = running ? await diagnoseStall(engine, workflowId) : null;
-  const created = completed.map((e) => Date.parse(e.createdAt));
-  const finished = completed.map((e) => Date.parse(e.finishedAt));
-  const latencies = completed.map((e, i) => finished[i] - created[i]).sort((a, b) => a - b);
-  // Engine clock: first execution created → last execution finished.
-  const spanMs = completed.length > 0 ? Math.max(...finished) - Math.min(...created) : NaN;
   return {
     concurrency,
     n: N,
@@ -170,17 +165,31 @@ async function round({ engine, demo, concurrency }) {
     completed: completed.length,
     failed: failed.length,
     stillRunning: running,
-    spanMs,
+    ...executionFigures(completed),
     wallMs: drainedAt - startedAt,
+    executionIds: completed.map((e) => e.executionId),
+    failedSample: failed.slice(0, 3).map((e) => e.executionId),
+    stall,
+    orderPrefix: `o-${RUN}-c${concurrency}-`,
+  };
+}
+
+/**
+ * Throughput and latency of finished executions on the engine's clock (createdAt → finishedAt);
+ * the span runs from the first execution created to the last one finished.
+ */
+function executionFigures(completed) {
+  const created = completed.map((e) => Date.parse(e.createdAt));
+  const finished = completed.map((e) => Date.parse(e.finishedAt));
+  const latencies = completed.map((_, i) => finished[i] - created[i]).sort((a, b) => a - b);
+  const spanMs = completed.length > 0 ? Math.max(...finished) - Math.min(...created) : NaN;
+  return {
+    spanMs,
     executionsPerSecond: completed.length / (spanMs / 1000),
     stepsPerSecond: (completed.length * STEPS_PER_EXECUTION) / (spanMs / 1000),
     latencyP50: percentile(latencies, 0.5),
     latencyP99: percentile(latencies, 0.99),
     latencyMax: latencies.at(-1) ?? NaN,
-    executionIds: completed.map((e) => e.executionId),
-    failedSample: failed.slice(0, 3).map((e) => e.executionId),
-    stall,
-    orderPrefix: `o-${RUN}-c${concurrency}-`,
   };
 }
 
@@ -240,10 +249,6 @@ async function serialRound({ engine, demo, count }) {
   }
   const wallMs = Date.now() - startedAt;
   const completed = traces.filter((t) => t?.status === "COMPLETED");
-  const created = completed.map((e) => Date.parse(e.createdAt));
-  const finished = completed.map((e) => Date.parse(e.finishedAt));
-  const latencies = completed.map((_, i) => finished[i] - created[i]).sort((a, b) => a - b);
-  const spanMs = completed.length > 0 ? Math.max(...finished) - Math.min(...created) : NaN;
   return {
     concurrency: "1, one at a time",
     serial: true,
@@ -253,13 +258,8 @@ async function serialRound({ engine, demo, count }) {
     failed: traces.filter((t) => t?.status === "FAILED").length,
     stillRunning: traces.some((t) => t?.status === "RUNNING"),
     triggerRps: NaN,
-    spanMs,
+    ...executionFigures(completed),
     wallMs,
-    executionsPerSecond: completed.length / (spanMs / 1000),
-    stepsPerSecond: (completed.length * STEPS_PER_EXECUTION) / (spanMs / 1000),
-    latencyP50: percentile(latencies, 0.5),
-    latencyP99: percentile(latencies, 0.99),
-    latencyMax: latencies.at(-1) ?? NaN,
     executionIds: completed.map((e) => e.executionId),
     orderPrefix: `o-${RUN}-serial-`,
   };
@@ -301,21 +301,9 @@ async function checkTraces(engine, ids, deadline) {
 // D1 statements per step, from the engine's own statement builders (nothing is executed)
 
 async function countStatements(demoPort) {
-  const result = await build({
-    stdin: {
-      contents: `export { claimAndLoad, persistIdempotencyKey, settleStatements } from "./src/ledger/steps";
-                 export { startExecutionStatements } from "./src/ledger/executions";
-                 export { descendantsInOrder } from "./src/steps/graph";`,
-      resolveDir: ROOT,
-      loader: "ts",
-    },
-    bundle: true,
-    write: false,
-    format: "esm",
-    platform: "node",
-    logLevel: "error",
-  });
-  const m = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
+  // The same in-memory esbuild bundle `npm run validate` and `npm run schema` import src/ through.
+  const [{ claimAndLoad, persistIdempotencyKey, settleStatements }, { startExecutionStatements }, { descendantsInOrder }] =
+    await Promise.all(["src/ledger/steps.ts", "src/ledger/executions.ts", "src/steps/graph.ts"].map((entry) => importTs(entry)));
 
   // A stand-in D1 that records what would be sent and answers "no rows".
   const calls = [];
@@ -334,7 +322,7 @@ async function countStatements(demoPort) {
   const def = definition("count", demoPort);
   const fence = (vertexId) => ({ executionId: "e", vertexId, epoch: 1 });
   const settle = (vertexId) =>
-    m.settleStatements(db, {
+    settleStatements(db, {
       fence: fence(vertexId),
       now: 0,
       outcome: { state: "COMPLETED", output: "{}", nextVertices: vertexId === "charge" ? ["done"] : [] },
@@ -342,17 +330,17 @@ async function countStatements(demoPort) {
       // Ingress stores the entry's taken edges (src/ledger/executions.ts, entryNext), so no
       // settle of this workflow backfills them.
       backfill: [],
-      descendants: m.descendantsInOrder(def, vertexId),
+      descendants: descendantsInOrder(def, vertexId),
     }).length;
 
-  await m.claimAndLoad(db, { executionId: "e", vertexId: "charge" }, 0, 30_000);
+  await claimAndLoad(db, { executionId: "e", vertexId: "charge" }, 0, 30_000);
   const claim = take();
-  await m.persistIdempotencyKey(db, fence("charge"), "k", 0);
+  await persistIdempotencyKey(db, fence("charge"), "k", 0);
   const persist = take();
   const gatewaySettle = settle("charge");
   const transformSettle = settle("done");
   const plan = { steps: [{ vertexId: "charge", state: "DISPATCHED" }], entryNext: ["charge"] };
-  const start = m.startExecutionStatements(
+  const start = startExecutionStatements(
     db,
     {
       workspace: "dev",

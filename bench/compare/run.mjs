@@ -400,17 +400,8 @@ async function crashAfterCall(system, ctx) {
   await system.prepare(scenario);
   const orderId = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-crash`;
   const makeTrigger = await system.crashAfterCall(orderId);
-  const request = makeTrigger(orderId);
-  const response = await fetch(request.url, request.init);
-  const body = await response.json().catch(() => null);
-  if (!body?.executionId) throw new Error(`trigger → ${response.status} ${JSON.stringify(body)}`);
-  const completion = await system.awaitCompletion(scenario, [body.executionId], Date.now() + COMPLETION_TIMEOUT_MS);
-  return {
-    completed: completion.completed,
-    charges: await chargesFor(ctx, orderId),
-    crashesFired: system.crashesFired ? await system.crashesFired() : 1,
-    attempts: system.chargeAttempts && body?.executionId ? await system.chargeAttempts(body.executionId) : undefined,
-  };
+  const outcome = await runToCompletion(system, ctx, scenario, orderId, makeTrigger(orderId));
+  return { ...outcome, crashesFired: system.crashesFired ? await system.crashesFired() : 1 };
 }
 
 async function responseLost(system, ctx) {
@@ -423,7 +414,11 @@ async function responseLost(system, ctx) {
     body: JSON.stringify({ path: "/payments/charges", mode: "after-commit", count: 1 }),
   });
   if (!armed.ok) throw new Error(`POST /faults → ${armed.status} ${await armed.text()}`);
-  const request = system.trigger(scenario, orderId);
+  return runToCompletion(system, ctx, scenario, orderId, system.trigger(scenario, orderId));
+}
+
+/** Send one trigger, wait for its execution, then read the charges and how often the charge step ran. */
+async function runToCompletion(system, ctx, scenario, orderId, request) {
   const response = await fetch(request.url, request.init);
   const body = await response.json().catch(() => null);
   if (!body?.executionId) throw new Error(`trigger → ${response.status} ${JSON.stringify(body)}`);
@@ -431,7 +426,7 @@ async function responseLost(system, ctx) {
   return {
     completed: completion.completed,
     charges: await chargesFor(ctx, orderId),
-    attempts: system.chargeAttempts && body?.executionId ? await system.chargeAttempts(body.executionId) : undefined,
+    attempts: system.chargeAttempts ? await system.chargeAttempts(body.executionId) : undefined,
   };
 }
 
