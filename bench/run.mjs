@@ -2,11 +2,13 @@
 // fresh local D1 (loopback, outside connections off), runs the named benches, prints markdown
 // tables to paste into docs/benchmarks.md and writes the raw figures to bench/results/.
 // A bench is a module exporting run + format functions; register new ones in BENCHES.
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
 import { benchLedger, formatLedger } from "./ledger.mjs";
 import { benchTriggers, formatTriggers } from "./triggers.mjs";
 import { machine } from "./lib/report.mjs";
-import { startWranglerDev } from "./lib/wrangler.mjs";
 
 const BENCHES = {
   ledger: { title: "Idempotency-Key middleware", run: benchLedger, format: formatLedger },
@@ -23,19 +25,37 @@ const info = machine();
 console.log(
   `machine: ${info.cpus} × ${info.cpuModel}, ${info.memoryGiB} GiB, ${info.platform}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`,
 );
-// BENCH_ROUTES switches on bench-only baseline routes (e.g. the plain-INSERT trigger baseline).
-const server = await startWranglerDev({ vars: { BENCH_ROUTES: "on" } });
-console.log(`wrangler dev on ${server.baseUrl} (log: ${server.logPath}); ${durationMs} ms per measurement`);
+// The engine alone, on a fresh local D1 in a temporary directory (its state is deleted at the end,
+// the logs are kept). BENCH_ROUTES switches on bench-only baseline routes (e.g. the plain-INSERT
+// trigger baseline).
+const dir = await mkdtemp(join(tmpdir(), "idemflow-bench-"));
+const persistTo = join(dir, "state");
+const cleanup = async () => {
+  await stopAll();
+  await rm(persistTo, { recursive: true, force: true });
+};
+process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
+process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 const raw = { machine: info, durationMs, at: new Date().toISOString(), results: {} };
 try {
+  await applyMigrations({ database: "idemflow", persistTo, logFile: join(dir, "setup.log") });
+  const server = await startWorker({
+    name: "engine",
+    persistTo,
+    vars: { BENCH_ROUTES: "on" },
+    logLevel: "warn",
+    logFile: join(dir, "wrangler.log"),
+  });
+  await waitForHealth(server);
+  console.log(`wrangler dev on ${server.url} (log: ${server.logFile}); ${durationMs} ms per measurement`);
   for (const name of selected) {
     const bench = BENCHES[name];
-    const results = await bench.run({ baseUrl: server.baseUrl, durationMs });
+    const results = await bench.run({ baseUrl: server.url, durationMs });
     raw.results[name] = results;
     console.log(`\n## ${bench.title}\n\n${bench.format(results)}\n`);
   }
 } finally {
-  await server.stop();
+  await cleanup();
 }
 raw.loadAverageAfter1m = machine().loadAverage1m;
 console.log(`load average after: ${raw.loadAverageAfter1m}`);

@@ -17,17 +17,15 @@
 // they are counted by calling the engine's own statement builders (src/ledger/steps.ts,
 // src/ledger/executions.ts) with a recording stand-in that executes nothing. See
 // docs/benchmarks.md ("Steps") for the derivation from the code.
-import { createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { importTs } from "../scripts/import-ts.mjs";
+import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { fmt, machine, markdownTable } from "./lib/report.mjs";
-import { applyMigrations, startDev, waitHealthy } from "./lib/wrangler.mjs";
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const HEADERS = { authorization: "Bearer dev-token", "content-type": "application/json" };
 const RUN = Date.now().toString(36);
 const STEPS_PER_EXECUTION = 2; // GATEWAY + TRANSFORM; the entry is written COMPLETED by ingress
@@ -45,11 +43,7 @@ const LOG_LEVEL = flag("log-level", "warn");
 /** The whole run, servers included, is stopped after this no matter what. */
 const HARD_STOP_MS = Number(flag("hard-stop", 240_000));
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (line) => console.error(`[bench:steps] ${line}`);
-
-// ---------------------------------------------------------------------------------------------
-// Servers
 
 // ---------------------------------------------------------------------------------------------
 // The workflow and the API calls
@@ -126,9 +120,9 @@ async function pool(items, limit, deadline, fn) {
 
 async function round({ engine, demo, concurrency }) {
   const workflowId = `bench-steps-${RUN}-c${concurrency}`;
-  await api(engine.baseUrl, "PUT", `/v1/workflows/${workflowId}`, definition(workflowId, demo.port));
+  await api(engine.url, "PUT", `/v1/workflows/${workflowId}`, definition(workflowId, demo.port));
   const orderId = (i) => `o-${RUN}-c${concurrency}-${i}`;
-  const triggerUrl = `${engine.baseUrl}/v1/workflows/${workflowId}/trigger`;
+  const triggerUrl = `${engine.url}/v1/workflows/${workflowId}/trigger`;
 
   const startedAt = Date.now();
   const triggers = await runLoad({
@@ -149,20 +143,15 @@ async function round({ engine, demo, concurrency }) {
   let running = true;
   while (Date.now() < deadline) {
     const q = new URLSearchParams({ workflowId, status: "RUNNING", limit: "1" });
-    running = (await api(engine.baseUrl, "GET", `/v1/executions?${q}`)).items.length > 0;
+    running = (await api(engine.url, "GET", `/v1/executions?${q}`)).items.length > 0;
     if (!running) break;
     await sleep(200);
   }
   const drainedAt = Date.now();
 
-  const completed = await listAll(engine.baseUrl, workflowId, "COMPLETED");
-  const failed = await listAll(engine.baseUrl, workflowId, "FAILED");
+  const completed = await listAll(engine.url, workflowId, "COMPLETED");
+  const failed = await listAll(engine.url, workflowId, "FAILED");
   const stall = running ? await diagnoseStall(engine, workflowId) : null;
-  const created = completed.map((e) => Date.parse(e.createdAt));
-  const finished = completed.map((e) => Date.parse(e.finishedAt));
-  const latencies = completed.map((e, i) => finished[i] - created[i]).sort((a, b) => a - b);
-  // Engine clock: first execution created → last execution finished.
-  const spanMs = completed.length > 0 ? Math.max(...finished) - Math.min(...created) : NaN;
   return {
     concurrency,
     n: N,
@@ -176,13 +165,8 @@ async function round({ engine, demo, concurrency }) {
     completed: completed.length,
     failed: failed.length,
     stillRunning: running,
-    spanMs,
+    ...executionFigures(completed),
     wallMs: drainedAt - startedAt,
-    executionsPerSecond: completed.length / (spanMs / 1000),
-    stepsPerSecond: (completed.length * STEPS_PER_EXECUTION) / (spanMs / 1000),
-    latencyP50: percentile(latencies, 0.5),
-    latencyP99: percentile(latencies, 0.99),
-    latencyMax: latencies.at(-1) ?? NaN,
     executionIds: completed.map((e) => e.executionId),
     failedSample: failed.slice(0, 3).map((e) => e.executionId),
     stall,
@@ -191,13 +175,32 @@ async function round({ engine, demo, concurrency }) {
 }
 
 /**
+ * Throughput and latency of finished executions on the engine's clock (createdAt → finishedAt);
+ * the span runs from the first execution created to the last one finished.
+ */
+function executionFigures(completed) {
+  const created = completed.map((e) => Date.parse(e.createdAt));
+  const finished = completed.map((e) => Date.parse(e.finishedAt));
+  const latencies = completed.map((_, i) => finished[i] - created[i]).sort((a, b) => a - b);
+  const spanMs = completed.length > 0 ? Math.max(...finished) - Math.min(...created) : NaN;
+  return {
+    spanMs,
+    executionsPerSecond: completed.length / (spanMs / 1000),
+    stepsPerSecond: (completed.length * STEPS_PER_EXECUTION) / (spanMs / 1000),
+    latencyP50: percentile(latencies, 0.5),
+    latencyP99: percentile(latencies, 0.99),
+    latencyMax: latencies.at(-1) ?? NaN,
+  };
+}
+
+/**
  * When a round hits its cap: where are the unfinished executions? Step states per vertex, and for
  * EXECUTING steps whether the key was persisted, an output recorded and the lease has expired.
  */
 async function diagnoseStall(engine, workflowId) {
-  const running = await listAll(engine.baseUrl, workflowId, "RUNNING");
+  const running = await listAll(engine.url, workflowId, "RUNNING");
   const traces = (
-    await pool(running.slice(0, 300), 8, Date.now() + 20_000, (e) => api(engine.baseUrl, "GET", `/v1/executions/${e.executionId}`))
+    await pool(running.slice(0, 300), 8, Date.now() + 20_000, (e) => api(engine.url, "GET", `/v1/executions/${e.executionId}`))
   ).filter(Boolean);
   const now = Date.now();
   const states = {};
@@ -228,17 +231,17 @@ async function diagnoseStall(engine, workflowId) {
  */
 async function serialRound({ engine, demo, count }) {
   const workflowId = `bench-steps-${RUN}-serial`;
-  await api(engine.baseUrl, "PUT", `/v1/workflows/${workflowId}`, definition(workflowId, demo.port));
+  await api(engine.url, "PUT", `/v1/workflows/${workflowId}`, definition(workflowId, demo.port));
   const startedAt = Date.now();
   const traces = [];
   for (let i = 0; i < count && Date.now() < startedAt + CAP_MS; i++) {
-    const { executionId } = await api(engine.baseUrl, "POST", `/v1/workflows/${workflowId}/trigger`, {
+    const { executionId } = await api(engine.url, "POST", `/v1/workflows/${workflowId}/trigger`, {
       order: { id: `o-${RUN}-serial-${i}`, total: 1 },
     });
     const deadline = Date.now() + 15_000;
     let trace;
     while (Date.now() < deadline) {
-      trace = await api(engine.baseUrl, "GET", `/v1/executions/${executionId}`);
+      trace = await api(engine.url, "GET", `/v1/executions/${executionId}`);
       if (trace.status !== "RUNNING") break;
       await sleep(25);
     }
@@ -246,10 +249,6 @@ async function serialRound({ engine, demo, count }) {
   }
   const wallMs = Date.now() - startedAt;
   const completed = traces.filter((t) => t?.status === "COMPLETED");
-  const created = completed.map((e) => Date.parse(e.createdAt));
-  const finished = completed.map((e) => Date.parse(e.finishedAt));
-  const latencies = completed.map((_, i) => finished[i] - created[i]).sort((a, b) => a - b);
-  const spanMs = completed.length > 0 ? Math.max(...finished) - Math.min(...created) : NaN;
   return {
     concurrency: "1, one at a time",
     serial: true,
@@ -259,13 +258,8 @@ async function serialRound({ engine, demo, count }) {
     failed: traces.filter((t) => t?.status === "FAILED").length,
     stillRunning: traces.some((t) => t?.status === "RUNNING"),
     triggerRps: NaN,
-    spanMs,
+    ...executionFigures(completed),
     wallMs,
-    executionsPerSecond: completed.length / (spanMs / 1000),
-    stepsPerSecond: (completed.length * STEPS_PER_EXECUTION) / (spanMs / 1000),
-    latencyP50: percentile(latencies, 0.5),
-    latencyP99: percentile(latencies, 0.99),
-    latencyMax: latencies.at(-1) ?? NaN,
     executionIds: completed.map((e) => e.executionId),
     orderPrefix: `o-${RUN}-serial-`,
   };
@@ -273,7 +267,7 @@ async function serialRound({ engine, demo, count }) {
 
 /** The happy-path assumption behind the statement counts: one attempt, one epoch, no events. */
 async function checkTraces(engine, ids, deadline) {
-  const traces = await pool(ids, 8, deadline, (id) => api(engine.baseUrl, "GET", `/v1/executions/${id}`));
+  const traces = await pool(ids, 8, deadline, (id) => api(engine.url, "GET", `/v1/executions/${id}`));
   const seen = traces.filter(Boolean);
   const offPath = seen.filter((t) =>
     t.steps.some((s) => s.vertexId !== "received" && (s.state !== "COMPLETED" || s.attempt !== 1 || s.epoch !== 1 || s.events.length > 0)),
@@ -307,21 +301,9 @@ async function checkTraces(engine, ids, deadline) {
 // D1 statements per step, from the engine's own statement builders (nothing is executed)
 
 async function countStatements(demoPort) {
-  const result = await build({
-    stdin: {
-      contents: `export { claimAndLoad, persistIdempotencyKey, settleStatements } from "./src/ledger/steps";
-                 export { startExecutionStatements } from "./src/ledger/executions";
-                 export { descendantsInOrder } from "./src/steps/graph";`,
-      resolveDir: ROOT,
-      loader: "ts",
-    },
-    bundle: true,
-    write: false,
-    format: "esm",
-    platform: "node",
-    logLevel: "error",
-  });
-  const m = await import(`data:text/javascript;base64,${Buffer.from(result.outputFiles[0].text).toString("base64")}`);
+  // The same in-memory esbuild bundle `npm run validate` and `npm run schema` import src/ through.
+  const [{ claimAndLoad, persistIdempotencyKey, settleStatements }, { startExecutionStatements }, { descendantsInOrder }] =
+    await Promise.all(["src/ledger/steps.ts", "src/ledger/executions.ts", "src/steps/graph.ts"].map((entry) => importTs(entry)));
 
   // A stand-in D1 that records what would be sent and answers "no rows".
   const calls = [];
@@ -340,7 +322,7 @@ async function countStatements(demoPort) {
   const def = definition("count", demoPort);
   const fence = (vertexId) => ({ executionId: "e", vertexId, epoch: 1 });
   const settle = (vertexId) =>
-    m.settleStatements(db, {
+    settleStatements(db, {
       fence: fence(vertexId),
       now: 0,
       outcome: { state: "COMPLETED", output: "{}", nextVertices: vertexId === "charge" ? ["done"] : [] },
@@ -348,17 +330,17 @@ async function countStatements(demoPort) {
       // Ingress stores the entry's taken edges (src/ledger/executions.ts, entryNext), so no
       // settle of this workflow backfills them.
       backfill: [],
-      descendants: m.descendantsInOrder(def, vertexId),
+      descendants: descendantsInOrder(def, vertexId),
     }).length;
 
-  await m.claimAndLoad(db, { executionId: "e", vertexId: "charge" }, 0, 30_000);
+  await claimAndLoad(db, { executionId: "e", vertexId: "charge" }, 0, 30_000);
   const claim = take();
-  await m.persistIdempotencyKey(db, fence("charge"), "k", 0);
+  await persistIdempotencyKey(db, fence("charge"), "k", 0);
   const persist = take();
   const gatewaySettle = settle("charge");
   const transformSettle = settle("done");
   const plan = { steps: [{ vertexId: "charge", state: "DISPATCHED" }], entryNext: ["charge"] };
-  const start = m.startExecutionStatements(
+  const start = startExecutionStatements(
     db,
     {
       workspace: "dev",
@@ -431,32 +413,32 @@ async function main() {
   const info = machine();
   log(`machine: ${info.cpus} × ${info.cpuModel}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`);
   const dir = await mkdtemp(join(tmpdir(), "idemflow-bench-steps-"));
-  const servers = [];
   const hardStop = setTimeout(async () => {
     log(`hard stop after ${HARD_STOP_MS} ms`);
-    await Promise.all(servers.map((s) => s.stop()));
+    await stopAll();
     process.exit(1);
   }, HARD_STOP_MS);
   const cleanup = async () => {
     clearTimeout(hardStop);
-    await Promise.all(servers.map((s) => s.stop()));
+    await stopAll();
     await rm(dir, { recursive: true, force: true });
   };
   process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
+  /** On a failed check or run: stop, keep the logs (not the state) for a look. */
+  const keepLogs = async () => {
+    clearTimeout(hardStop);
+    await stopAll();
+    await Promise.all(["engine-state", "demo-state"].map((d) => rm(join(dir, d), { recursive: true, force: true })));
+  };
 
+  const workers = [];
   try {
-    const setupLog = createWriteStream(join(dir, "setup.log"));
+    const setupLog = join(dir, "setup.log");
     const enginePersist = join(dir, "engine-state");
     const demoPersist = join(dir, "demo-state");
     await Promise.all([
-      applyMigrations({ database: "idemflow", config: join(ROOT, "wrangler.toml"), persistTo: enginePersist, log: setupLog, cwd: ROOT }),
-      applyMigrations({
-        database: "idemflow-demo",
-        config: join(ROOT, "demo", "wrangler.toml"),
-        persistTo: demoPersist,
-        log: setupLog,
-        cwd: ROOT,
-      }),
+      applyMigrations({ database: "idemflow", persistTo: enginePersist, logFile: setupLog }),
+      applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: demoPersist, logFile: setupLog }),
     ]);
     // Secrets for the engine from a temporary env file: with --env-file, wrangler dev does not
     // read the .dev.vars next to wrangler.toml. Dummy values; the demo accepts any bearer.
@@ -465,53 +447,48 @@ async function main() {
     await writeFile(engineEnv, "PAYMENTS_KEY=sk_bench_steps_local\nWEBHOOK_SECRET=whsec_bench_steps_local\n");
     await writeFile(demoEnv, "");
 
-    const common = { logLevel: LOG_LEVEL, cwd: ROOT };
-    const demo = await startDev({
-      ...common,
+    const demo = await startWorker({
       name: "demo",
-      config: join(ROOT, "demo", "wrangler.toml"),
+      config: DEMO_CONFIG,
       persistTo: demoPersist,
       envFile: demoEnv,
-      logPath: join(dir, "demo.log"),
+      logLevel: LOG_LEVEL,
+      logFile: join(dir, "demo.log"),
     });
-    servers.push(demo);
-    const engine = await startDev({
+    const engine = await startWorker({
       name: "engine",
-      config: join(ROOT, "wrangler.toml"),
       persistTo: enginePersist,
       envFile: engineEnv,
       vars: { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
-      logPath: join(dir, "engine.log"),
-      ...common,
+      logLevel: LOG_LEVEL,
+      logFile: join(dir, "engine.log"),
     });
-    servers.push(engine);
+    workers.push(demo, engine);
     const bootStarted = Date.now();
-    await Promise.all([waitHealthy(demo, 120_000), waitHealthy(engine, 120_000)]);
-    log(
-      `engine ${engine.baseUrl}, demo ${demo.baseUrl}; healthy after ${((Date.now() - bootStarted) / 1000).toFixed(1)} s; logs in ${dir}`,
-    );
+    await Promise.all([waitForHealth(demo, 120_000), waitForHealth(engine, 120_000)]);
+    log(`engine ${engine.url}, demo ${demo.url}; healthy after ${((Date.now() - bootStarted) / 1000).toFixed(1)} s; logs in ${dir}`);
 
     const counts = await countStatements(demo.port);
 
     // Warm-up: a few executions end to end (isolates, workflow cache, the queue consumer).
     const warmId = `bench-steps-${RUN}-warm`;
-    await api(engine.baseUrl, "PUT", `/v1/workflows/${warmId}`, definition(warmId, demo.port));
+    await api(engine.url, "PUT", `/v1/workflows/${warmId}`, definition(warmId, demo.port));
     await Promise.all(
       Array.from({ length: 4 }, (_, i) =>
-        api(engine.baseUrl, "POST", `/v1/workflows/${warmId}/trigger`, { order: { id: `warm-${RUN}-${i}`, total: 1 } }),
+        api(engine.url, "POST", `/v1/workflows/${warmId}/trigger`, { order: { id: `warm-${RUN}-${i}`, total: 1 } }),
       ),
     );
     const warmDeadline = Date.now() + 30_000;
     let warm = [];
     while (Date.now() < warmDeadline) {
-      warm = await listAll(engine.baseUrl, warmId, "COMPLETED");
+      warm = await listAll(engine.url, warmId, "COMPLETED");
       if (warm.length >= 4) break;
       await sleep(250);
     }
     if (warm.length < 4) {
-      const failed = await listAll(engine.baseUrl, warmId, "FAILED");
+      const failed = await listAll(engine.url, warmId, "FAILED");
       const detail = failed[0]
-        ? JSON.stringify(await api(engine.baseUrl, "GET", `/v1/executions/${failed[0].executionId}`)).slice(0, 1500)
+        ? JSON.stringify(await api(engine.url, "GET", `/v1/executions/${failed[0].executionId}`)).slice(0, 1500)
         : "none failed; still running";
       throw new Error(`warm-up executions did not complete (${warm.length}/4): ${detail}`);
     }
@@ -533,7 +510,7 @@ async function main() {
     // Checks, after the clock stopped: traces on the happy path, and the destination's effects.
     const traceDeadline = Date.now() + 40_000;
     for (const r of rounds) r.traces = await checkTraces(engine, r.executionIds, traceDeadline);
-    const charges = (await (await fetch(`${demo.baseUrl}/payments/charges`)).json()).items;
+    const charges = (await (await fetch(`${demo.url}/payments/charges`)).json()).items;
     for (const r of rounds) {
       const mine = charges.filter((c) => typeof c.order === "string" && c.order.startsWith(r.orderPrefix));
       r.charges = mine.length;
@@ -561,8 +538,8 @@ async function main() {
       );
     }
     // What the engine logged off the happy path (re-sends, crashes, fenced-out writes, failures).
-    await Promise.all(servers.map((s) => s.stop()));
-    const engineLog = await readFile(engine.logPath, "utf8").catch(() => "");
+    await stopAll();
+    const engineLog = await readFile(engine.logFile, "utf8").catch(() => "");
     const notable = engineLog
       .split("\n")
       .filter((l) => /reaper re-dispatched|crashed|fenced out|step failed|send failed|poison|dead-lettered/.test(l));
@@ -594,9 +571,7 @@ async function main() {
     console.log(`raw figures: ${file}`);
     const bad = rounds.some((r) => r.completed !== r.n || r.traces.offHappyPath > 0 || r.charges !== r.completed);
     if (bad) {
-      // Keep the logs (not the state) for a look.
-      clearTimeout(hardStop);
-      await Promise.all(["engine-state", "demo-state"].map((d) => rm(join(dir, d), { recursive: true, force: true })));
+      await keepLogs();
       log(`a check failed; logs kept in ${dir}`);
       process.exit(2);
     }
@@ -604,11 +579,8 @@ async function main() {
     process.exit(0);
   } catch (error) {
     log(`failed: ${error.message}`);
-    for (const s of servers) log(`  ${s.name} log: ${s.logPath}`);
-    // Keep the logs (not the state) for a look.
-    clearTimeout(hardStop);
-    await Promise.all(servers.map((s) => s.stop()));
-    await Promise.all(["engine-state", "demo-state"].map((d) => rm(join(dir, d), { recursive: true, force: true })));
+    for (const w of workers) log(`  ${w.name} log: ${w.logFile}`);
+    await keepLogs();
     process.exit(1);
   }
 }

@@ -12,17 +12,9 @@ import { createHmac, randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  DEMO_CONFIG,
-  ROOT,
-  applyMigrations,
-  describeLoadResult,
-  freePorts,
-  loadWorkflows,
-  sleep,
-  startWorker,
-  waitForHealth,
-} from "./lib/dev-workers.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
+import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
 
 const TOKEN = "dev-token";
 const PAYMENTS_KEY = "sk_e2e_canary_91c3";
@@ -48,7 +40,7 @@ let workers = [];
 let stateDir;
 async function shutdown(code) {
   clearTimeout(hardStop);
-  await Promise.all(workers.map((w) => w.stop()));
+  await stopAll();
   if (stateDir) await rm(stateDir, { recursive: true, force: true });
   process.exit(code);
 }
@@ -71,39 +63,30 @@ try {
     );
   }
   stateDir = await mkdtemp(join(tmpdir(), "idemflow-e2e-"));
-  const [enginePort, demoPort, engineInspector, demoInspector] = await freePorts(4);
-  log(`e2e: state in ${stateDir}; engine :${enginePort}, demo :${demoPort}`);
-  await applyMigrations({ database: "idemflow", persistTo: stateDir, quiet: true });
-  await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: stateDir, quiet: true });
+  await applyMigrations({ database: "idemflow", persistTo: stateDir });
+  await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: stateDir });
 
   const echo = (tag) => (verbose ? (line) => log(`${tag} ${line}`) : undefined);
-  engine = startWorker({
+  // The demo first: the engine's outbound allowlist names the demo's (free) port.
+  demo = await startWorker({ name: "demo", config: DEMO_CONFIG, persistTo: stateDir, onLine: echo("[demo]") });
+  engine = await startWorker({
     name: "engine",
-    port: enginePort,
-    inspectorPort: engineInspector,
     persistTo: stateDir,
     testScheduled: true,
     vars: {
-      OUTBOUND_ALLOWLIST: `localhost:${demoPort},127.0.0.1:${demoPort}`,
+      OUTBOUND_ALLOWLIST: `localhost:${demo.port},127.0.0.1:${demo.port}`,
       PAYMENTS_KEY,
       WEBHOOK_SECRET,
       SECRETS_MASTER_KEY,
     },
-    onOutput: echo("[engine]"),
-  });
-  demo = startWorker({
-    name: "demo",
-    config: DEMO_CONFIG,
-    port: demoPort,
-    inspectorPort: demoInspector,
-    persistTo: stateDir,
-    onOutput: echo("[demo]"),
+    onLine: echo("[engine]"),
   });
   workers = [engine, demo];
+  log(`e2e: state in ${stateDir}; engine :${engine.port}, demo :${demo.port}`);
   await Promise.all([waitForHealth(engine, 120_000), waitForHealth(demo, 120_000)]);
   log(`e2e: both workers healthy after ${((Date.now() - started) / 1000).toFixed(1)}s`);
 
-  const loaded = await loadWorkflows(engine.url, TOKEN, { rewrite: (text) => text.replaceAll("localhost:8788", `localhost:${demoPort}`) });
+  const loaded = await loadWorkflows(engine.url, TOKEN, { rewrite: (text) => text.replaceAll("localhost:8788", `localhost:${demo.port}`) });
   await test("every example in workflows/ is accepted by PUT /v1/workflows/:id", async () => {
     const rejected = loaded.filter((r) => !r.ok);
     if (rejected.length > 0) throw new Error(`rejected:\n${rejected.map(describeLoadResult).join("\n")}`);

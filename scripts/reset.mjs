@@ -6,7 +6,7 @@
  */
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { ROOT, portInUse } from "./lib/dev-workers.mjs";
+import { ROOT, portInUse } from "./lib/wrangler-dev.mjs";
 
 for (const port of [8787, 8788]) {
   if (await portInUse(port)) {

@@ -15,18 +15,8 @@ import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  DEMO_CONFIG,
-  ROOT,
-  WRANGLER,
-  applyMigrations,
-  describeLoadResult,
-  freePorts,
-  loadWorkflows,
-  portInUse,
-  startWorker,
-  waitForHealth,
-} from "./lib/dev-workers.mjs";
+import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
+import { DEMO_CONFIG, ROOT, WRANGLER, applyMigrations, portInUse, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
 
 const ENGINE_PORT = 8787;
 const DEMO_PORT = 8788;
@@ -76,26 +66,25 @@ if (!existsSync(DEV_VARS)) {
 
 say("applying D1 migrations (engine, then demo destinations)…");
 try {
-  await applyMigrations({ database: "idemflow", quiet: true });
-  await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: STATE_DIR, quiet: true });
+  await applyMigrations({ database: "idemflow" });
+  await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: STATE_DIR });
 } catch (error) {
   fail(`migrations failed.\n${error.message}\nIf the local state is from an older build, \`npm run reset\` wipes it.`);
 }
 
-const workers = [];
 let stopping = false;
-async function stopAll(exitCode) {
+async function shutdown(exitCode) {
   // A second caller (Ctrl-C during shutdown, a failed wait) must not resume the startup flow.
   if (stopping) return new Promise(() => {});
   stopping = true;
   say("\nstopping the engine and the demo destinations…");
-  await Promise.all(workers.map((worker) => worker.stop()));
+  await stopAll();
   say("stopped. Local state is kept in .wrangler/state (`npm run reset` wipes it).");
   process.exit(exitCode);
 }
-process.on("SIGINT", () => void stopAll(0));
-process.on("SIGTERM", () => void stopAll(0));
-process.on("SIGHUP", () => void stopAll(0));
+process.on("SIGINT", () => void shutdown(0));
+process.on("SIGTERM", () => void shutdown(0));
+process.on("SIGHUP", () => void shutdown(0));
 
 let ready = false;
 const prefixed = (tag) => (line) => {
@@ -105,29 +94,13 @@ const prefixed = (tag) => (line) => {
 };
 
 say("starting the engine on :8787 and the demo destinations on :8788 (the first start takes a while)…");
-// Explicit inspector ports: two `wrangler dev` processes would otherwise both want 9229.
-const [engineInspector, demoInspector] = await freePorts(2);
-const engine = startWorker({
-  name: "engine",
-  port: ENGINE_PORT,
-  inspectorPort: engineInspector,
-  testScheduled: true,
-  onOutput: prefixed("[engine]"),
-});
-const demo = startWorker({
-  name: "demo",
-  config: DEMO_CONFIG,
-  port: DEMO_PORT,
-  inspectorPort: demoInspector,
-  persistTo: STATE_DIR,
-  onOutput: prefixed("[demo]  "),
-});
-workers.push(engine, demo);
-for (const worker of workers) {
-  worker.exitPromise.then((how) => {
+const engine = await startWorker({ name: "engine", port: ENGINE_PORT, testScheduled: true, onLine: prefixed("[engine]") });
+const demo = await startWorker({ name: "demo", config: DEMO_CONFIG, port: DEMO_PORT, persistTo: STATE_DIR, onLine: prefixed("[demo]  ") });
+for (const worker of [engine, demo]) {
+  void worker.exitPromise.then((how) => {
     if (stopping) return;
     process.stderr.write(`\n${worker.name} exited unexpectedly (${JSON.stringify(how)}). Its last output:\n${worker.recentOutput()}\n`);
-    void stopAll(1);
+    void shutdown(1);
   });
 }
 
@@ -135,7 +108,7 @@ try {
   await Promise.all([waitForHealth(engine), waitForHealth(demo)]);
 } catch (error) {
   process.stderr.write(`\n${error.message}\n`);
-  await stopAll(1);
+  await shutdown(1);
 }
 
 say("loading workflows/*.json into workspace `dev`…");

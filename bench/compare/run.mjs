@@ -16,12 +16,11 @@ import { createHash, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { basename, join, resolve, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
-import { freePort, startWrangler, runWrangler, waitForHttp, stopAll, sleep } from "./lib/processes.mjs";
-import { runClosedLoop, percentile, shuffle } from "./lib/load.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { DEMO_CONFIG, ROOT, applyMigrations, runWrangler, startWorker, stopAll, waitForHealth } from "../../scripts/lib/wrangler-dev.mjs";
+import { percentile, runLoad, shuffle } from "../lib/load.mjs";
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, "../..");
+const HERE = import.meta.dirname;
 const QUICK = process.env.BENCH_QUICK === "1";
 /** Triggers per scenario and system. */
 const TRIGGERS = Number(process.env.BENCH_TRIGGERS ?? (QUICK ? 64 : 192));
@@ -51,10 +50,6 @@ async function setup() {
   runDir = tmp;
   const logs = join(tmp, "logs");
   mkdirSync(logs);
-  const [demoPort, enginePort, wfPort, ...inspectorPorts] = await Promise.all(Array.from({ length: 6 }, freePort));
-  const demo = `http://127.0.0.1:${demoPort}`;
-  const engine = `http://127.0.0.1:${enginePort}`;
-  const wf = `http://127.0.0.1:${wfPort}`;
 
   log(`temp dir ${tmp}`);
   // Each Worker runs from a snapshot: bundled once now (`wrangler deploy --dry-run --outdir`) and
@@ -64,69 +59,33 @@ async function setup() {
   log("bundling snapshots and applying migrations…");
   const [engineConfig, demoConfig, wfConfig] = await Promise.all([
     snapshot({ tmp, logs, name: "engine", config: join(ROOT, "wrangler.toml"), main: join(HERE, "engine-counting.ts") }),
-    snapshot({ tmp, logs, name: "demo", config: join(ROOT, "demo/wrangler.toml") }),
+    snapshot({ tmp, logs, name: "demo", config: DEMO_CONFIG }),
     snapshot({ tmp, logs, name: "workflows", config: join(HERE, "wrangler.toml") }),
   ]);
   await Promise.all([
-    runWrangler(["d1", "migrations", "apply", "idemflow", "--local", "-c", engineConfig, "--persist-to", join(tmp, "engine")], {
-      cwd: ROOT,
+    applyMigrations({
+      database: "idemflow",
+      config: engineConfig,
+      persistTo: join(tmp, "engine"),
       logFile: join(logs, "engine-migrate.log"),
     }),
-    runWrangler(["d1", "migrations", "apply", "idemflow-demo", "--local", "-c", demoConfig, "--persist-to", join(tmp, "demo")], {
-      cwd: ROOT,
+    applyMigrations({
+      database: "idemflow-demo",
+      config: demoConfig,
+      persistTo: join(tmp, "demo"),
       logFile: join(logs, "demo-migrate.log"),
     }),
   ]);
 
   log("starting demo, engine and Workflows twin…");
-  const common = (port, inspector, persist) => [
-    "--ip",
-    "127.0.0.1",
-    "--port",
-    String(port),
-    "--inspector-port",
-    String(inspector),
-    "--persist-to",
-    persist,
-    "--log-level",
-    "warn",
-  ];
-  startWrangler(["dev", "-c", demoConfig, ...common(demoPort, inspectorPorts[0], join(tmp, "demo"))], {
-    cwd: ROOT,
-    logFile: join(logs, "demo.log"),
-  });
-  startWrangler(
-    [
-      "dev",
-      "-c",
-      engineConfig,
-      ...common(enginePort, inspectorPorts[1], join(tmp, "engine")),
-      "--var",
-      `OUTBOUND_ALLOWLIST:127.0.0.1:${demoPort}`,
-      "--var",
-      `PAYMENTS_KEY:${PAYMENTS_KEY}`,
-    ],
-    { cwd: ROOT, logFile: join(logs, "engine.log") },
-  );
-  startWrangler(
-    [
-      "dev",
-      "-c",
-      wfConfig,
-      ...common(wfPort, inspectorPorts[2], join(tmp, "workflows")),
-      "--var",
-      `PAYMENTS_URL:${demo}`,
-      "--var",
-      `PAYMENTS_KEY:${PAYMENTS_KEY}`,
-    ],
-    { cwd: ROOT, logFile: join(logs, "workflows.log") },
-  );
-  await Promise.all([
-    waitForHttp(`${demo}/payments/charges?order=none`, { logFile: join(logs, "demo.log") }),
-    waitForHttp(`${engine}/health`, { logFile: join(logs, "engine.log") }),
-    waitForHttp(`${wf}/health`, { logFile: join(logs, "workflows.log") }),
-  ]);
-  return { tmp, logs, demo, demoPort, engine, wf };
+  const worker = (name, config, vars = {}) =>
+    startWorker({ name, config, persistTo: join(tmp, name), vars, logLevel: "warn", logFile: join(logs, `${name}.log`) });
+  // The demo first: the other two are pointed at its (free) port.
+  const demo = await worker("demo", demoConfig);
+  const engine = await worker("engine", engineConfig, { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, PAYMENTS_KEY });
+  const wf = await worker("workflows", wfConfig, { PAYMENTS_URL: demo.url, PAYMENTS_KEY });
+  await Promise.all([demo, engine, wf].map((w) => waitForHealth(w)));
+  return { tmp, logs, demo: demo.url, demoPort: demo.port, engine: engine.url, wf: wf.url };
 }
 
 /**
@@ -145,10 +104,7 @@ async function snapshot({ tmp, logs, name, config, main }) {
       .replace(/^migrations_dir\s*=\s*"([^"]+)"/m, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`),
   );
   const outdir = join(tmp, `${name}-build`);
-  await runWrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", buildConfig], {
-    cwd: ROOT,
-    logFile: join(logs, `${name}-build.log`),
-  });
+  await runWrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", buildConfig], { logFile: join(logs, `${name}-build.log`) });
   const bundle = join(outdir, basename(entry).replace(/\.ts$/, ".js"));
   const devConfig = join(tmp, `${name}.wrangler.toml`);
   writeFileSync(
@@ -322,7 +278,7 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
   await system.prepare(scenario);
   const { unique, sends } = scenarioOrders(system.name, scenario, total, duplicateShare, seed);
   const requests = sends.map((orderId) => system.trigger(scenario, orderId));
-  const load = await runClosedLoop(requests, concurrency);
+  const load = await runLoad({ concurrency, maxRequests: requests.length, request: (i) => requests[i], keepResults: true });
   const accepted = load.results.filter((r) => r.status === 200 || r.status === 202);
   const created = load.results.filter((r) => r.status === 202).length;
   const deduplicated = load.results.filter((r) => r.status === 200 && r.body?.deduplicated === true).length;
@@ -347,14 +303,15 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
     deduplicated,
     errors: errors.length,
     firstError: errors[0] ? `${errors[0].status} ${JSON.stringify(errors[0].body).slice(0, 200)}` : undefined,
-    triggersPerSecond: accepted.length / (load.wallMs / 1000),
+    triggersPerSecond: accepted.length / (load.elapsedMs / 1000),
+    // Over every request, failed ones included (runLoad's own p50/p99 count answers only).
     p50: percentile(
       load.results.map((r) => r.ms),
-      50,
+      0.5,
     ),
     p99: percentile(
       load.results.map((r) => r.ms),
-      99,
+      0.99,
     ),
     completed: completion.completed,
     failed: completion.failed,
@@ -388,7 +345,7 @@ async function singleExecutionLatency(system, _ctx) {
       lastFinishedAt = completion.lastFinishedAt;
     }
   }
-  return { runs: LATENCY_RUNS, completed: latencies.length, p50: percentile(latencies, 50), max: Math.max(...latencies) };
+  return { runs: LATENCY_RUNS, completed: latencies.length, p50: percentile(latencies, 0.5), max: Math.max(...latencies) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -443,17 +400,8 @@ async function crashAfterCall(system, ctx) {
   await system.prepare(scenario);
   const orderId = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-crash`;
   const makeTrigger = await system.crashAfterCall(orderId);
-  const request = makeTrigger(orderId);
-  const response = await fetch(request.url, request.init);
-  const body = await response.json().catch(() => null);
-  if (!body?.executionId) throw new Error(`trigger → ${response.status} ${JSON.stringify(body)}`);
-  const completion = await system.awaitCompletion(scenario, [body.executionId], Date.now() + COMPLETION_TIMEOUT_MS);
-  return {
-    completed: completion.completed,
-    charges: await chargesFor(ctx, orderId),
-    crashesFired: system.crashesFired ? await system.crashesFired() : 1,
-    attempts: system.chargeAttempts && body?.executionId ? await system.chargeAttempts(body.executionId) : undefined,
-  };
+  const outcome = await runToCompletion(system, ctx, scenario, orderId, makeTrigger(orderId));
+  return { ...outcome, crashesFired: system.crashesFired ? await system.crashesFired() : 1 };
 }
 
 async function responseLost(system, ctx) {
@@ -466,7 +414,11 @@ async function responseLost(system, ctx) {
     body: JSON.stringify({ path: "/payments/charges", mode: "after-commit", count: 1 }),
   });
   if (!armed.ok) throw new Error(`POST /faults → ${armed.status} ${await armed.text()}`);
-  const request = system.trigger(scenario, orderId);
+  return runToCompletion(system, ctx, scenario, orderId, system.trigger(scenario, orderId));
+}
+
+/** Send one trigger, wait for its execution, then read the charges and how often the charge step ran. */
+async function runToCompletion(system, ctx, scenario, orderId, request) {
   const response = await fetch(request.url, request.init);
   const body = await response.json().catch(() => null);
   if (!body?.executionId) throw new Error(`trigger → ${response.status} ${JSON.stringify(body)}`);
@@ -474,7 +426,7 @@ async function responseLost(system, ctx) {
   return {
     completed: completion.completed,
     charges: await chargesFor(ctx, orderId),
-    attempts: system.chargeAttempts && body?.executionId ? await system.chargeAttempts(body.executionId) : undefined,
+    attempts: system.chargeAttempts ? await system.chargeAttempts(body.executionId) : undefined,
   };
 }
 

@@ -1,6 +1,8 @@
 // Formatting bench results and describing the machine they ran on.
+import { readFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
-import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import { ROOT } from "../../scripts/lib/wrangler-dev.mjs";
 
 export function markdownTable(header, rows) {
   const line = (cells) => `| ${cells.join(" | ")} |`;
@@ -14,22 +16,13 @@ export const fmt = {
 };
 
 export function machine() {
-  const version = (cmd, args) => {
-    try {
-      return execFileSync(cmd, args, { encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false" } })
-        .trim()
-        .split("\n")
-        .pop();
-    } catch {
-      return "?";
-    }
-  };
   return {
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model ?? "?",
     memoryGiB: (totalmem() / 2 ** 30).toFixed(1),
     node: process.version,
-    wrangler: version("npx", ["wrangler", "--version"]),
+    // The installed package's version is what `wrangler --version` prints, without starting it.
+    wrangler: JSON.parse(readFileSync(join(ROOT, "node_modules", "wrangler", "package.json"), "utf8")).version,
     platform: `${process.platform} ${process.arch}`,
     // Other work on the machine skews every figure: record how busy it was.
     loadAverage1m: loadavg()[0].toFixed(2),

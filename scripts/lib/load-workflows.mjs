@@ -1,0 +1,69 @@
+/**
+ * Loading workflows/*.json into a running engine over HTTP (`PUT /v1/workflows/:id`): `npm start`
+ * loads the examples into workspace `dev`, the end-to-end tests check every one is accepted.
+ */
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { ROOT } from "./wrangler-dev.mjs";
+
+/** Every `workflows/*.json` as `{ file, text }`, sorted by name. */
+export async function readWorkflowFiles(dir = join(ROOT, "workflows")) {
+  const names = (await readdir(dir)).filter((name) => name.endsWith(".json")).sort();
+  return Promise.all(names.map(async (name) => ({ file: `workflows/${name}`, text: await readFile(join(dir, name), "utf8") })));
+}
+
+/**
+ * `PUT /v1/workflows/:id` for every workflow file. Never throws for a rejected definition: each
+ * result says what happened, so `npm start` can print it and keep running.
+ * `rewrite(text)` lets the e2e tests point the examples at the demo's temporary port.
+ */
+export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text, files } = {}) {
+  const results = [];
+  for (const { file, text } of files ?? (await readWorkflowFiles())) {
+    let id;
+    let body;
+    try {
+      const parsed = JSON.parse(rewrite(text));
+      id = parsed.id;
+      body = JSON.stringify(parsed);
+    } catch (error) {
+      results.push({ file, ok: false, status: 0, message: `not valid JSON: ${error.message}` });
+      continue;
+    }
+    if (typeof id !== "string" || id.length === 0) {
+      results.push({ file, ok: false, status: 0, message: "has no string `id`" });
+      continue;
+    }
+    try {
+      const res = await fetch(`${engineUrl}/v1/workflows/${encodeURIComponent(id)}`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body,
+      });
+      const answer = await res.json().catch(() => null);
+      results.push({ file, id, ok: res.ok, status: res.status, answer });
+    } catch (error) {
+      results.push({ file, id, ok: false, status: 0, message: error.message });
+    }
+  }
+  return results;
+}
+
+/** One line per workflow, with every validation error's pointer on its own line. */
+export function describeLoadResult(result) {
+  if (result.ok) {
+    const version = result.answer?.version ? ` version ${String(result.answer.version).slice(0, 12)}…` : "";
+    return `  ✓ ${result.file} → ${result.id} (${result.status === 201 ? "saved" : "unchanged"}${version})`;
+  }
+  const lines = [
+    `  ✗ ${result.file}${result.id ? ` → ${result.id}` : ""}: ${result.status ? `HTTP ${result.status}` : ""} ${result.message ?? result.answer?.title ?? ""}`.trimEnd(),
+  ];
+  if (result.status === 404 && result.answer?.code === "route-not-found") {
+    lines.push("      the engine does not serve PUT /v1/workflows/:id yet (is this build complete?)");
+  }
+  for (const error of result.answer?.errors ?? []) {
+    lines.push(`      ${error.pointer ?? ""} ${error.message ?? JSON.stringify(error)}`);
+  }
+  if (result.answer?.detail && !(result.answer?.errors?.length > 0)) lines.push(`      ${result.answer.detail}`);
+  return lines.join("\n");
+}
