@@ -18,7 +18,7 @@ import { randomExecutionId } from "../../ingress/identity";
 import { insertExecutionPlain } from "../../ledger/executions";
 import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT } from "../../definitions/schema";
 import { readJsonBody } from "../../lib/request-body";
-import { problems } from "../../lib/problem";
+import { commonProblems } from "../../lib/common-problems";
 
 export const triggerRoutes = new Hono<AppEnv>();
 
@@ -102,7 +102,7 @@ triggerRoutes.post("/:workflowId/stream", requireWorkspace, healAfterResponse, a
  * `BENCH_ROUTES` var is `on` (the bench passes `--var BENCH_ROUTES:on` to `wrangler dev`).
  */
 triggerRoutes.post("/:workflowId/trigger-baseline", requireWorkspace, async (c) => {
-  if ((c.env as { BENCH_ROUTES?: string }).BENCH_ROUTES !== "on") throw problems.notFound("This route");
+  if ((c.env as { BENCH_ROUTES?: string }).BENCH_ROUTES !== "on") throw commonProblems.notFound("This route");
   const { json } = await readJsonBody(c.req.raw, DEFAULT_MAX_PAYLOAD_BYTES);
   const id = randomExecutionId();
   await insertExecutionPlain(
