@@ -4,7 +4,8 @@
  */
 import { Hono } from "hono";
 import type { AppEnv } from "./http/auth";
-import { ProblemError, problemResponse, problems } from "./lib/problem";
+import { ProblemError } from "./lib/problem";
+import { commonProblems } from "./lib/common-problems";
 import { workflowRoutes } from "./http/routes/workflows";
 import { triggerRoutes } from "./http/routes/triggers";
 import { hookRoutes } from "./http/routes/hooks";
@@ -24,17 +25,10 @@ app.route("/v1/secrets", secretRoutes);
 app.route("/hooks", hookRoutes);
 app.route("/demo", demoRoutes);
 
-app.notFound(() =>
-  problemResponse({
-    status: 404,
-    code: "route-not-found",
-    title: "No such route",
-    detail: "See the README's API table for the routes idemflow serves.",
-  }),
-);
+app.notFound(() => commonProblems.routeNotFound().toResponse());
 
 app.onError((error) => {
   if (error instanceof ProblemError) return error.toResponse();
   log.error("http.unhandled_error", { error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
-  return problems.internal().toResponse();
+  return commonProblems.internal().toResponse();
 });

@@ -13,7 +13,8 @@
  *   GET  /faults · DELETE /faults   list · disarm all
  */
 import { Hono } from "hono";
-import { ProblemError, problemResponse, problems } from "../../src/lib/problem";
+import { ProblemError } from "../../src/lib/problem";
+import { commonProblems } from "../../src/lib/common-problems";
 import type { DemoAppEnv, DemoOptions } from "./env";
 import { faultRoutes } from "./faults";
 import { legacyRoutes } from "./legacy";
@@ -34,17 +35,14 @@ export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
   app.route("/faults", faultRoutes(resolved));
 
   app.notFound(() =>
-    problemResponse({
-      status: 404,
-      code: "route-not-found",
-      title: "No such route",
-      detail: "The demo serves /payments/charges, /shipping/labels, /legacy/orders and /faults (see docs/walkthrough.md).",
-    }),
+    commonProblems
+      .routeNotFound("The demo serves /payments/charges, /shipping/labels, /legacy/orders and /faults (see docs/walkthrough.md).")
+      .toResponse(),
   );
   app.onError((error) => {
     if (error instanceof ProblemError) return error.toResponse();
     console.error("demo: unhandled error", error instanceof Error ? `${error.name}: ${error.message}` : String(error));
-    return problems.internal().toResponse();
+    return commonProblems.internal().toResponse();
   });
   return app;
 }

@@ -9,10 +9,10 @@
  * chain finish (work + ledger completion) and only then swaps the answer.
  */
 import { Hono, type MiddlewareHandler } from "hono";
-import { ProblemError, problemResponse } from "../../src/lib/problem";
 import type { DemoAppEnv, DemoEnv, DemoOptions } from "./env";
 import { armFault, disarmFaults, fireFault, listFaults } from "./store";
 import { readJsonObject } from "./json";
+import { demoProblems } from "./problems";
 
 const FAULT_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
@@ -31,13 +31,7 @@ export function afterCommitFaults(database: (env: DemoEnv) => D1Database): Middl
     // Clear first: assigning c.res over an existing response would copy its headers (location,
     // Idempotent-Replayed, …) onto the 502, which a real lost response would not carry.
     c.res = undefined;
-    c.res = problemResponse({
-      status: 502,
-      code: "demo-fault-after-commit",
-      title: "Bad gateway (injected fault)",
-      detail: `The demo destination did the work and then dropped its answer, as armed by POST /faults (fault ${fault.id}). Retry with the same Idempotency-Key: the destination replays the stored answer instead of doing the work again.`,
-      headers: { "x-demo-fault": "after-commit" },
-    });
+    c.res = demoProblems.faultAfterCommit(fault.id).toResponse();
   };
 }
 
@@ -56,9 +50,7 @@ export function faultRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> {
     if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > 1000)
       errors.push("`count` must be an integer from 1 to 1000");
     if (!FAULT_METHODS.includes(method)) errors.push(`\`method\` must be one of ${FAULT_METHODS.join(", ")} (default POST)`);
-    if (errors.length > 0) {
-      throw new ProblemError({ status: 422, code: "demo-fault-invalid", title: "Invalid fault", detail: errors.join("; ") });
-    }
+    if (errors.length > 0) throw demoProblems.faultInvalid(errors);
     const fault = await armFault(
       options.database(c.env),
       { method, path: path as string, mode: "after-commit", count: count as number },

@@ -5,10 +5,10 @@
  * Workflows protect it with read-verify-write plus 409-as-processed (workflows/legacy-sync.json).
  */
 import { Hono } from "hono";
-import { ProblemError } from "../../src/lib/problem";
 import type { DemoAppEnv, DemoOptions } from "./env";
 import { afterCommitFaults } from "./faults";
 import { identifierOf, readJsonObject } from "./json";
+import { demoProblems } from "./problems";
 import { insertLegacyOrderIfAbsent, listLegacyOrders } from "./store";
 
 export function legacyRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> {
@@ -21,23 +21,9 @@ export function legacyRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> {
   routes.post("/orders", afterCommitFaults(options.database), async (c) => {
     const body = await readJsonObject(c.req);
     const externalId = identifierOf(body.external_id);
-    if (externalId === null) {
-      throw new ProblemError({
-        status: 422,
-        code: "demo-legacy-external-id-missing",
-        title: "external_id is required",
-        detail: "Send a JSON object with a non-empty `external_id` (string or number).",
-      });
-    }
+    if (externalId === null) throw demoProblems.legacyExternalIdMissing();
     const order = await insertLegacyOrderIfAbsent(options.database(c.env), { externalId, request: body }, options.now());
-    if (!order) {
-      throw new ProblemError({
-        status: 409,
-        code: "demo-legacy-duplicate",
-        title: "An order with this external_id exists",
-        detail: `external_id ${JSON.stringify(externalId)} was already created. GET /legacy/orders?external_id=… to read it.`,
-      });
-    }
+    if (!order) throw demoProblems.legacyDuplicate(externalId);
     return c.json({ object: "legacy_order", ...order }, 201, { location: `/legacy/orders?external_id=${encodeURIComponent(externalId)}` });
   });
 

@@ -7,10 +7,10 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { idempotency, parseIdempotencyKey } from "../../src/http/idempotency";
 import { sha256Hex } from "../../src/lib/crypto";
-import { ProblemError } from "../../src/lib/problem";
 import type { DemoAppEnv, DemoOptions } from "./env";
 import { afterCommitFaults } from "./faults";
 import { identifierOf, readJsonObject } from "./json";
+import { demoProblems } from "./problems";
 import { insertCharge, listCharges } from "./store";
 
 /**
@@ -32,15 +32,7 @@ function bearerToken(header: string | null): string | null {
 
 /** Like a real payment API, refuse anonymous calls (the workflow sends `{{ secrets.PAYMENTS_KEY }}`). */
 const requireBearer: MiddlewareHandler<DemoAppEnv> = async function requireBearer(c, next) {
-  if (bearerToken(c.req.header("authorization") ?? null) === null) {
-    throw new ProblemError({
-      status: 401,
-      code: "demo-unauthorized",
-      title: "Missing API key",
-      detail:
-        "Send `Authorization: Bearer <key>`; any non-empty key is accepted by the demo (the example workflow sends the PAYMENTS_KEY secret).",
-    });
-  }
+  if (bearerToken(c.req.header("authorization") ?? null) === null) throw demoProblems.unauthorized();
   await next();
 };
 
@@ -62,14 +54,8 @@ export function paymentRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> 
     async (c) => {
       const body = await readJsonObject(c.req);
       const amount = body.amount;
-      if (amount !== undefined && (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0)) {
-        throw new ProblemError({
-          status: 422,
-          code: "demo-charge-invalid",
-          title: "Invalid charge",
-          detail: "`amount` must be a non-negative number.",
-        });
-      }
+      if (amount !== undefined && (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0))
+        throw demoProblems.chargeInvalid();
       const charge = await insertCharge(
         options.database(c.env),
         {

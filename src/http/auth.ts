@@ -6,7 +6,7 @@
  * defaults in wrangler.toml are `dev-token:dev,other-token:other`; production sets a secret.
  */
 import { createMiddleware } from "hono/factory";
-import { problems } from "../lib/problem";
+import { commonProblems } from "../lib/common-problems";
 import { timingSafeEqualStrings } from "../lib/crypto";
 
 export type AppEnv = { Bindings: Env; Variables: { workspace: string } };
@@ -36,9 +36,9 @@ export async function workspaceForToken(spec: string | undefined, token: string)
 export const requireWorkspace = createMiddleware<AppEnv>(async function requireWorkspace(c, next) {
   const header = c.req.header("authorization") ?? "";
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!match?.[1]) throw problems.unauthorized();
+  if (!match?.[1]) throw commonProblems.unauthorized();
   const workspace = await workspaceForToken(c.env.API_TOKENS, match[1]);
-  if (!workspace) throw problems.unauthorized();
+  if (!workspace) throw commonProblems.unauthorized();
   c.set("workspace", workspace);
   await next();
 });

@@ -10,23 +10,16 @@
  *    `["bytes", <sha256 hex of the raw body>]` for non-JSON bodies. The tags keep a JSON string
  *    body from ever meeting a raw body with the same text.
  */
-import { ProblemError } from "../lib/problem";
 import { sha256Hex } from "../lib/crypto";
 import type { TriggerBody } from "./payload";
+import { ingressProblems } from "./problems";
 
 export type MaterialKind = "client" | "fields" | "content";
 
 export const CLIENT_ID_PATTERN = /^[\x20-\x7e]{1,255}$/;
 
 export function validateClientIdempotencyId(value: string): string {
-  if (!CLIENT_ID_PATTERN.test(value)) {
-    throw new ProblemError({
-      status: 400,
-      code: "client-idempotency-id-invalid",
-      title: "clientIdempotencyId is invalid",
-      detail: "clientIdempotencyId must be 1 to 255 printable ASCII characters.",
-    });
-  }
+  if (!CLIENT_ID_PATTERN.test(value)) throw ingressProblems.clientIdInvalid();
   return value;
 }
 
@@ -61,15 +54,7 @@ export function valueAtPath(payload: unknown, path: string): unknown {
  * empty one (`isEmptyIdentityValue`).
  */
 export function selectFields(body: TriggerBody, paths: string[]): Record<string, unknown> {
-  if (!body.isJson) {
-    throw new ProblemError({
-      status: 415,
-      code: "idempotency-fields-need-json",
-      title: "This workflow selects idempotencyFields from a JSON body",
-      detail: `The entry point deduplicates on ${paths.map((p) => `\`${p}\``).join(", ")}, which needs a JSON body: send it with \`content-type: application/json\`, or pass \`clientIdempotencyId\`.`,
-      headers: { accept: "application/json" },
-    });
-  }
+  if (!body.isJson) throw ingressProblems.fieldsNeedJson(paths);
   const selected: Record<string, unknown> = {};
   const missing: string[] = [];
   for (const path of paths) {
@@ -77,27 +62,11 @@ export function selectFields(body: TriggerBody, paths: string[]): Record<string,
     if (value === undefined || value === null) missing.push(path);
     else selected[path] = value;
   }
-  if (missing.length > 0) {
-    throw new ProblemError({
-      status: 422,
-      code: "idempotency-field-missing",
-      title: "The payload lacks a field this workflow deduplicates on",
-      detail: `The payload has no value at ${missing.map((p) => `\`${p}\``).join(", ")} (listed in the entry point's idempotencyFields). Include ${missing.length === 1 ? "it" : "them"}, or pass \`clientIdempotencyId\`.`,
-      extensions: { fields: missing },
-    });
-  }
+  if (missing.length > 0) throw ingressProblems.fieldMissing(missing);
   // An empty value is no identity: every delivery with `"id": ""` would be one execution. (Numbers
   // a float cannot carry were already refused with the body, see payload.ts.)
   const empty = paths.filter((p) => isEmptyIdentityValue(selected[p]));
-  if (empty.length > 0) {
-    throw new ProblemError({
-      status: 422,
-      code: "idempotency-field-empty",
-      title: "A field this workflow deduplicates on is empty",
-      detail: `The value at ${empty.map((p) => `\`${p}\``).join(", ")} (listed in the entry point's idempotencyFields) is empty: an empty or blank string, \`[]\` or \`{}\`. Every delivery with such a value would be one execution. Send the real value, or pass \`clientIdempotencyId\`.`,
-      extensions: { fields: empty },
-    });
-  }
+  if (empty.length > 0) throw ingressProblems.fieldEmpty(empty);
   return selected;
 }
 

@@ -4,9 +4,9 @@
  * (malformed → 400) and held to the number rule (422, `assertExactNumbers`); any other body stays
  * bytes, and its payload in expressions is its text.
  */
-import { ProblemError } from "../lib/problem";
-import { findUnsafeNumberLiteral, MAX_EXACT_NUMBER, type UnsafeNumber } from "../lib/json-numbers";
+import { findUnsafeNumberLiteral } from "../lib/json-numbers";
 import { parseJsonBytesWithText, readRawBody } from "../lib/request-body";
+import { ingressProblems } from "./problems";
 
 export interface TriggerBody {
   raw: Uint8Array;
@@ -68,32 +68,8 @@ export function parseStoredPayload(text: string): unknown {
  */
 function assertExactNumbers(text: string, json: unknown, where: "body" | "stored"): unknown {
   const found = findUnsafeNumberLiteral(text);
-  if (found) throw unsafeNumberProblem(found, where);
+  if (found) throw ingressProblems.numberOutOfRange(found, where);
   return json;
-}
-
-/** Long literals and pointers are cut in the answer (a body may hold a megabyte of digits). */
-const SHOWN_CHARS = 200;
-const shorten = (s: string) => (s.length > SHOWN_CHARS ? `${s.slice(0, SHOWN_CHARS)}…` : s);
-
-function unsafeNumberProblem(found: UnsafeNumber, where: "body" | "stored"): ProblemError {
-  const literal = shorten(found.literal);
-  const what = where === "body" ? "The JSON body" : "The stored payload";
-  const subject = found.pointer === "" ? `${what} is \`${literal}\`` : `${what} holds \`${literal}\` at \`${shorten(found.pointer)}\``;
-  const why = Number.isFinite(Number(found.literal))
-    ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1): JSON numbers are 64-bit floats here, which cannot tell it from its neighbours, so two different values would become one identity`
-    : "beyond the range of a 64-bit float (it parses as Infinity)";
-  const fix =
-    where === "body"
-      ? `Send it as a JSON string (for example \`"${literal}"\`); numbers up to ±${MAX_EXACT_NUMBER} and fractions are accepted.`
-      : "It was stored before idemflow refused such numbers, so it may already be rounded: trigger the workflow again with the value as a JSON string instead of starting over.";
-  return new ProblemError({
-    status: 422,
-    code: "json-number-out-of-range",
-    title: "A number in the payload cannot be carried exactly",
-    detail: `${subject}, ${why}. ${fix}`,
-    extensions: { pointer: shorten(found.pointer), number: literal },
-  });
 }
 
 export async function readTriggerBody(request: Request, maxBytes: number): Promise<TriggerBody> {

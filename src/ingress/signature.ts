@@ -20,11 +20,11 @@
  * comparison is constant-time (both sides hashed, then compared byte by byte).
  */
 import type { EntryPointConfig } from "../definitions/schema";
-import { ProblemError } from "../lib/problem";
 import { concatBytes, hmacSha256, timingSafeEqualStrings, toHex, utf8, type Bytes } from "../lib/crypto";
 import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
 import { MissingSecretError, type SecretLookup } from "../secrets/resolve";
 import { log } from "../lib/log";
+import { ingressProblems } from "./problems";
 
 export type SignatureSettings = NonNullable<EntryPointConfig["webhook"]>["signature"];
 
@@ -36,12 +36,6 @@ export interface HookTarget {
   workspace: string;
   workflowId: string;
 }
-
-function unauthorized(code: string, detail: string): ProblemError {
-  return new ProblemError({ status: 401, code, title: "Webhook signature rejected", detail });
-}
-
-const SCHEME_TEXT = `hex(HMAC-SHA256(secret, "v1:<timestamp>:<workspaceId>:<workflowId>:" + raw body))`;
 
 /** The exact bytes signed under v1. */
 export function signedBytesV1(timestamp: string, target: HookTarget, raw: Uint8Array): Bytes {
@@ -70,24 +64,13 @@ export async function resolveSigningSecret(settings: SignatureSettings, lookup: 
   // The NAME and the reason only, never a value.
   log.error("hook.secret_unavailable", { message: "public hook answered 503", ...hook, secretName: match ? match[1] : null, reason });
   // The operator's mistake, not the sender's: 503 so senders retry once it is fixed.
-  throw new ProblemError({
-    status: 503,
-    code: "webhook-secret-missing",
-    title: "The webhook is not configured",
-    detail: "The hook is not configured; the operator has been told. Retry later.",
-  });
+  throw ingressProblems.secretMissing();
 }
 
 /** `v1=<hex>` → the hex; anything else → 401 naming what is accepted. */
 function presentedV1(given: string, header: string): string {
   const match = /^\s*([A-Za-z0-9]+)=(.*)$/.exec(given);
-  if (!match || match[1]!.toLowerCase() !== SIGNATURE_SCHEME) {
-    const what = match ? `scheme "${match[1]}" is not supported` : "the signature has no scheme version";
-    throw unauthorized(
-      "webhook-signature-version-unsupported",
-      `${what}: send \`${header}: v1=<hex>\` where <hex> = ${SCHEME_TEXT} (docs/ingress.md, "Signed webhooks").`,
-    );
-  }
+  if (!match || match[1]!.toLowerCase() !== SIGNATURE_SCHEME) throw ingressProblems.signatureVersionUnsupported(match?.[1], header);
   return match[2]!.trim().toLowerCase();
 }
 
@@ -102,24 +85,11 @@ export async function verifyWebhookSignature(input: {
   const { settings, headers } = input;
   const timestamp = headers.get(settings.timestampHeader);
   const given = headers.get(settings.header);
-  if (timestamp === null || given === null) {
-    throw unauthorized(
-      "webhook-signature-missing",
-      `Send \`${settings.header}: v1=<hex>\` (<hex> = ${SCHEME_TEXT}) and the Unix timestamp (seconds) in \`${settings.timestampHeader}\`.`,
-    );
-  }
+  if (timestamp === null || given === null) throw ingressProblems.signatureMissing(settings.header, settings.timestampHeader);
   const presented = presentedV1(given, settings.header);
   if (!/^\d{1,12}$/.test(timestamp) || Math.abs(input.nowMs / 1000 - Number(timestamp)) > settings.toleranceSeconds) {
-    throw unauthorized(
-      "webhook-signature-stale",
-      `The timestamp in \`${settings.timestampHeader}\` must be Unix seconds within ${settings.toleranceSeconds} s of now; sign again with the current time.`,
-    );
+    throw ingressProblems.signatureStale(settings.timestampHeader, settings.toleranceSeconds);
   }
   const expected = toHex(await hmacSha256(input.secret, signedBytesV1(timestamp, input.target, input.raw)));
-  if (!(await timingSafeEqualStrings(presented, expected))) {
-    throw unauthorized(
-      "webhook-signature-invalid",
-      `The signature does not match: send \`v1=\` + ${SCHEME_TEXT}, signed for this hook's workspace and workflow.`,
-    );
-  }
+  if (!(await timingSafeEqualStrings(presented, expected))) throw ingressProblems.signatureInvalid();
 }

@@ -11,13 +11,13 @@
 import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
 import { ExpressionError } from "../expressions/evaluate";
-import { ProblemError } from "../lib/problem";
 import { startExecution, type ExecutionStatus, type IdentityKind, type StartPlan, type TriggerKind } from "../ledger";
 import type { StepMessage } from "../steps/messages";
 import { takenSuccessors } from "../steps/graph";
 import { planReadySteps, type ExpressionContext } from "../steps/plan";
 import { deriveIdentity, randomClaimToken, randomExecutionId, windowExecutionId, type IdentityScope } from "./identity";
 import { errorMessage, log } from "../lib/log";
+import { ingressProblems } from "./problems";
 
 export interface IngressDeps {
   db: D1Database;
@@ -64,12 +64,7 @@ async function planFor(workflow: StoredWorkflow, executionId: string, triggerKin
   } catch (error) {
     if (!(error instanceof ExpressionError)) throw error;
     // Nothing is recorded: the caller can fix the payload (or the workflow) and send it again.
-    throw new ProblemError({
-      status: 422,
-      code: "edge-condition-failed",
-      title: "An edge condition of the entry point failed on this payload",
-      detail: `Evaluating the \`when\` of an edge leaving the entry point failed: ${error.message}. Fix the payload or the workflow's edge expression.`,
-    });
+    throw ingressProblems.edgeConditionFailed(error.message);
   }
 }
 

@@ -6,11 +6,12 @@
  */
 import { DEFAULT_MAX_PAYLOAD_BYTES, entryPointOf, MAX_PAYLOAD_BYTES_LIMIT } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
-import { ProblemError, problems } from "../lib/problem";
+import { commonProblems } from "../lib/common-problems";
 import { WorkflowVersionChanged, type TriggerKind } from "../ledger";
 import { cachedWorkflow, readLatestWorkflow } from "./workflow-cache";
 import { identityMaterial } from "./material";
 import { readTriggerBody, type TriggerBody } from "./payload";
+import { ingressProblems } from "./problems";
 import { startWorkflowExecution, type IngressDeps, type StartIdentity, type StartResult } from "./start";
 
 export type Invocation = "production" | "test" | "stream";
@@ -25,31 +26,17 @@ export const FORCE_PARAM = "forceNewExecution";
 export function forceNewExecution(invocation: Invocation, url: URL): boolean {
   const values = url.searchParams.getAll(FORCE_PARAM);
   if (invocation === "production") {
-    if (values.length > 0) {
-      throw new ProblemError({
-        status: 400,
-        code: "force-new-execution-not-allowed",
-        title: "forceNewExecution is not allowed on production triggers",
-        detail:
-          "Production triggers always deduplicate. Remove `forceNewExecution`, or use `POST /v1/workflows/{workflowId}/test-runs` to start a fresh execution.",
-      });
-    }
+    if (values.length > 0) throw ingressProblems.forceNewExecutionNotAllowed();
     return false;
   }
   if (values.length === 0) return true;
   if (values.length === 1 && (values[0] === "true" || values[0] === "false")) return values[0] === "true";
-  throw new ProblemError({
-    status: 400,
-    code: "force-new-execution-invalid",
-    title: "forceNewExecution must be true or false",
-    detail:
-      "Pass `?forceNewExecution=false` to deduplicate this run like a production trigger (in a scope of its own: test and stream runs never deduplicate against production or each other), or leave it out.",
-  });
+  throw ingressProblems.forceNewExecutionInvalid();
 }
 
 export async function loadWorkflow(db: D1Database, workspace: string, workflowId: string): Promise<StoredWorkflow> {
   const workflow = await readLatestWorkflow(db, workspace, workflowId);
-  if (!workflow) throw problems.notFound(`Workflow \`${workflowId}\``);
+  if (!workflow) throw commonProblems.notFound(`Workflow \`${workflowId}\``);
   return workflow;
 }
 
@@ -106,7 +93,7 @@ export async function triggerFromRequest(
     if (!(error instanceof WorkflowVersionChanged)) throw error;
     // A newer version was saved since this isolate cached the workflow; nothing was written.
     workflow = await loadWorkflow(deps.db, input.workspace, input.workflowId);
-    if (body.raw.byteLength > maxPayloadBytes(workflow)) throw problems.payloadTooLarge(maxPayloadBytes(workflow));
+    if (body.raw.byteLength > maxPayloadBytes(workflow)) throw commonProblems.payloadTooLarge(maxPayloadBytes(workflow));
     return start(false);
   }
 }

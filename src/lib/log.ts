@@ -50,6 +50,13 @@ export type LogLevel = "info" | "warn" | "error";
 
 export type LogFields = Record<string, unknown>;
 
+/** A line decided before it is written: what a periodic task's report says (src/lib/periodic-task.ts). */
+export interface LogLine {
+  level: LogLevel;
+  event: LogEvent;
+  fields: LogFields;
+}
+
 function write(level: LogLevel, event: LogEvent, fields: LogFields): void {
   // `level` and `event` last: a field can never overwrite them.
   const line = JSON.stringify({ ...fields, level, event });
@@ -62,6 +69,10 @@ export const log = {
   info: (event: LogEvent, fields: LogFields = {}): void => write("info", event, fields),
   warn: (event: LogEvent, fields: LogFields = {}): void => write("warn", event, fields),
   error: (event: LogEvent, fields: LogFields = {}): void => write("error", event, fields),
+  /** Writes a line decided earlier; `null` (nothing worth saying) writes nothing. */
+  line: (line: LogLine | null): void => {
+    if (line) write(line.level, line.event, line.fields);
+  },
 };
 
 /** The message of anything thrown: `Error.message`, else its string form. */

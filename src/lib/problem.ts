@@ -4,14 +4,18 @@
  * Code anywhere below the HTTP layer throws a `ProblemError`; `problemResponse` (and the Hono
  * `onError` handler in src/app.ts) turns it into `application/problem+json`. Each case has a
  * stable `code`, and `type` is derived from it, so clients can branch on either.
+ *
+ * This module is the machinery only. The cases themselves live in one catalog per subsystem
+ * (docs/problems.md lists them by catalog); a catalog is the only place that constructs a
+ * `ProblemError`, so every code a client can see is written down once, next to its title and detail.
  */
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
 
-export interface ProblemInit {
+export interface ProblemInit<Code extends string = string> {
   status: number;
   /** Stable, kebab-case identifier of the case, e.g. `idempotency-key-missing`. */
-  code: string;
+  code: Code;
   title: string;
   /** What was wrong and how to fix it, for a human. */
   detail?: string;
@@ -24,15 +28,16 @@ export function problemType(code: string): string {
   return `urn:idemflow:problem:${code}`;
 }
 
-export class ProblemError extends Error {
+/** `Code` is inferred from the literal a catalog writes, so a catalog's union can be checked against it. */
+export class ProblemError<Code extends string = string> extends Error {
   readonly status: number;
-  readonly code: string;
+  readonly code: Code;
   readonly title: string;
   readonly detail: string | undefined;
   readonly extensions: Record<string, unknown>;
   readonly headers: Record<string, string>;
 
-  constructor(init: ProblemInit) {
+  constructor(init: ProblemInit<Code>) {
     super(init.detail ?? init.title);
     this.name = "ProblemError";
     this.status = init.status;
@@ -48,8 +53,18 @@ export class ProblemError extends Error {
   }
 }
 
-export function problemResponse(init: ProblemInit | ProblemError): Response {
-  const body: Record<string, unknown> = {
+/**
+ * A subsystem's catalog: named constructors, each answering one of the subsystem's codes.
+ * Catalogs end in `satisfies ProblemCatalog<TheirCode>`, so a code outside the union does not compile.
+ */
+export type ProblemCatalog<Code extends string> = Record<string, (...args: never[]) => ProblemError<Code>>;
+
+/** The codes a catalog's constructors can answer (a test holds each catalog's union equal to it). */
+export type CatalogCode<Catalog extends ProblemCatalog<string>> = ReturnType<Catalog[keyof Catalog]>["code"];
+
+/** The JSON body of a problem: `type`, `code`, `title`, `status`, `detail` when there is one, then the extensions. */
+export function problemBody(init: ProblemInit | ProblemError): Record<string, unknown> {
+  return {
     type: problemType(init.code),
     code: init.code,
     title: init.title,
@@ -57,43 +72,11 @@ export function problemResponse(init: ProblemInit | ProblemError): Response {
     ...(init.detail === undefined ? {} : { detail: init.detail }),
     ...(init.extensions ?? {}),
   };
-  return new Response(JSON.stringify(body), {
+}
+
+export function problemResponse(init: ProblemInit | ProblemError): Response {
+  return new Response(JSON.stringify(problemBody(init)), {
     status: init.status,
     headers: { "content-type": PROBLEM_CONTENT_TYPE, ...(init.headers ?? {}) },
   });
 }
-
-/** Common problems used across routes. */
-export const problems = {
-  unauthorized: () =>
-    new ProblemError({
-      status: 401,
-      code: "unauthorized",
-      title: "Missing or unknown bearer token",
-      detail: "Send `Authorization: Bearer <token>`; locally `dev-token` maps to workspace `dev`.",
-      headers: { "www-authenticate": 'Bearer realm="idemflow"' },
-    }),
-  notFound: (what: string) =>
-    new ProblemError({ status: 404, code: "not-found", title: "Not found", detail: `${what} does not exist in this workspace.` }),
-  malformedJson: (reason: string) =>
-    new ProblemError({
-      status: 400,
-      code: "malformed-json",
-      title: "The request body is not valid JSON",
-      detail: `${reason}. Send a JSON document with \`content-type: application/json\`.`,
-    }),
-  payloadTooLarge: (limitBytes: number) =>
-    new ProblemError({
-      status: 413,
-      code: "payload-too-large",
-      title: "The request body is too large",
-      detail: `The body exceeds the limit of ${limitBytes} bytes. Send a smaller body.`,
-    }),
-  internal: () =>
-    new ProblemError({
-      status: 500,
-      code: "internal-error",
-      title: "Internal error",
-      detail: "An unexpected error occurred; it has been logged. Retry the request.",
-    }),
-};

@@ -9,7 +9,7 @@
  * absent (chunked uploads) or wrong. Reading stops at the first chunk that crosses the limit, so an
  * oversize body never sits whole in memory.
  */
-import { problems } from "./problem";
+import { commonProblems } from "./common-problems";
 import { BodyTooLargeError, readAtMost } from "./bounded-read";
 import { errorMessage } from "./log";
 
@@ -18,7 +18,7 @@ export async function readRawBody(request: Request, maxBytes: number): Promise<U
   try {
     return await readAtMost(request.body, request.headers.get("content-length"), maxBytes);
   } catch (error) {
-    if (error instanceof BodyTooLargeError) throw problems.payloadTooLarge(maxBytes);
+    if (error instanceof BodyTooLargeError) throw commonProblems.payloadTooLarge(maxBytes);
     throw error;
   }
 }
@@ -39,17 +39,17 @@ export function parseJsonBytes(raw: Uint8Array): unknown {
 
 /** As `parseJsonBytes`, also returning the decoded text (for checks that need the literals as sent). */
 export function parseJsonBytesWithText(raw: Uint8Array): { text: string; json: unknown } {
-  if (raw.byteLength === 0) throw problems.malformedJson("The request body is empty");
+  if (raw.byteLength === 0) throw commonProblems.malformedJson("The request body is empty");
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(raw);
   } catch {
-    throw problems.malformedJson("The request body is not valid UTF-8");
+    throw commonProblems.malformedJson("The request body is not valid UTF-8");
   }
   try {
     return { text, json: JSON.parse(text) as unknown };
   } catch (error) {
     const reason = errorMessage(error);
-    throw problems.malformedJson(`The request body does not parse as JSON (${reason})`);
+    throw commonProblems.malformedJson(`The request body does not parse as JSON (${reason})`);
   }
 }

@@ -1,7 +1,10 @@
-/** Cron entry of steps: the reaper, on the cron's clock. */
-import { reap } from "./reaper";
+/** The periodic task of steps: the reaper, on the tick's clock. */
+import type { PeriodicTask } from "../lib/periodic-task";
+import { reap, reapLogLine, type ReapReport } from "./reaper";
 import { defaultRuntime } from "./runtime";
 
-export async function stepsCron(env: Env, _ctx: ExecutionContext, now: number): Promise<void> {
-  await reap(defaultRuntime(env, { now: () => now }));
-}
+export const reaperTask: PeriodicTask<ReapReport> = {
+  name: "steps reaper",
+  run: (env, tick) => reap(defaultRuntime(env, { now: () => tick.scheduledTime })),
+  logLine: reapLogLine,
+};

@@ -10,7 +10,7 @@
 import { redispatchExpiredLeases, redispatchOverdue } from "../ledger";
 import { sendStepMessages } from "./dispatch";
 import type { StepRuntime } from "./runtime";
-import { errorMessage, log } from "../lib/log";
+import { errorMessage, log, type LogLine } from "../lib/log";
 
 export interface ReapReport {
   expiredLeases: number;
@@ -22,10 +22,13 @@ export async function reap(rt: StepRuntime): Promise<ReapReport> {
   const expired = await redispatchExpiredLeases(rt.db, now, rt.reapLimit);
   const overdue = await redispatchOverdue(rt.db, now, rt.overdueMs, rt.reapLimit, rt.maxResendWaitMs);
   await sendStepMessages(rt.queue, [...expired, ...overdue]);
-  if (expired.length + overdue.length > 0) {
-    log.warn("reaper.redispatched", { expiredLeases: expired.length, overdue: overdue.length });
-  }
   return { expiredLeases: expired.length, overdue: overdue.length };
+}
+
+/** A reap that re-sent anything is a warning (something crashed or lost a message); an idle one logs nothing. */
+export function reapLogLine(report: ReapReport): LogLine | null {
+  if (report.expiredLeases + report.overdue === 0) return null;
+  return { level: "warn", event: "reaper.redispatched", fields: { expiredLeases: report.expiredLeases, overdue: report.overdue } };
 }
 
 let lastOpportunisticReap = 0;
@@ -37,6 +40,9 @@ export function maybeReap(rt: StepRuntime, ctx: ExecutionContext): void {
   if (now - lastOpportunisticReap < rt.reapEveryMs) return;
   lastOpportunisticReap = now;
   ctx.waitUntil(
-    reap(rt).catch((error) => log.error("reaper.failed", { message: "opportunistic reap failed", error: errorMessage(error) })),
+    reap(rt).then(
+      (report) => log.line(reapLogLine(report)),
+      (error: unknown) => log.error("reaper.failed", { message: "opportunistic reap failed", error: errorMessage(error) }),
+    ),
   );
 }

@@ -1,7 +1,7 @@
 import { createExecutionContext, createScheduledController, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import worker from "../../src/index";
-import { ingressCron } from "../../src/ingress/cron";
+import { ingressTask } from "../../src/ingress/cron";
 import { fireSchedules } from "../../src/ingress/schedule";
 import { countRows, countingQueue, seedWorkflow, transformWorkflow, unique } from "./helpers";
 
@@ -60,7 +60,7 @@ describe("scheduled starts", () => {
     )
       .bind("f".repeat(64))
       .run();
-    await ingressCron(createScheduledController({ cron: "0 0 1 1 *", scheduledTime: Date.now() }), env, createExecutionContext());
+    await ingressTask.run(env, { cron: "0 0 1 1 *", scheduledTime: Date.now() }, createExecutionContext());
     expect(await countRows("SELECT count(*) AS n FROM execution_identities WHERE identity = ?", "f".repeat(64))).toBe(0);
   });
 });

@@ -10,7 +10,8 @@
  * in-progress 1; stale takeover 2 (the claim statement does the takeover, then complete).
  */
 import { claimOrLoad, completeIfOwned, releaseIfOwned, type FenceInput } from "../../ledger";
-import { problems, type ProblemError } from "../../lib/problem";
+import type { ProblemError } from "../../lib/problem";
+import { commonProblems } from "../../lib/common-problems";
 import { BodyTooLargeError, readAtMost } from "../../lib/bounded-read";
 import { fingerprintRequest } from "./fingerprint";
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from "./key";
@@ -71,7 +72,7 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     try {
       body = await readAtMost(request.body, request.headers.get("content-length"), options.maxBodyBytes);
     } catch (error) {
-      if (error instanceof BodyTooLargeError) return respond(problems.payloadTooLarge(options.maxBodyBytes));
+      if (error instanceof BodyTooLargeError) return respond(commonProblems.payloadTooLarge(options.maxBodyBytes));
       throw error;
     }
   }

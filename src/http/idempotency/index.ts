@@ -9,4 +9,4 @@ export { DEFAULTS as IDEMPOTENCY_DEFAULTS, type IdempotencyOptions } from "./opt
 export { parseIdempotencyKey, IDEMPOTENCY_KEY_HEADER } from "./key";
 export { fingerprintRequest } from "./fingerprint";
 export { REPLAYED_HEADER } from "./response-store";
-export { ledgerCron } from "./cron";
+export { ledgerCron, idempotencySweepTask } from "./cron";

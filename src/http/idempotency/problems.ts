@@ -3,7 +3,17 @@
  * (docs/problems.md lists them). The middleware returns these as responses itself, so it works
  * in apps that do not share idemflow's error handler.
  */
-import { ProblemError } from "../../lib/problem";
+import { ProblemError, type ProblemCatalog } from "../../lib/problem";
+
+export type IdempotencyProblemCode =
+  | "idempotency-key-missing"
+  | "idempotency-key-invalid"
+  | "idempotency-key-mismatch"
+  | "idempotency-key-in-progress"
+  | "idempotency-key-lost"
+  | "idempotency-ledger-unavailable"
+  | "idempotency-ledger-error"
+  | "idempotency-response-too-large";
 
 export const idempotencyProblems = {
   missing: () =>
@@ -68,7 +78,7 @@ export const idempotencyProblems = {
       title: "The original response was too large to store",
       detail: `The request with this key DID run, but its response body exceeded ${limitBytes} bytes and was not kept, so it cannot be replayed. Look the result up through the API; do not re-send with a new key unless you want the operation twice.`,
     }),
-};
+} satisfies ProblemCatalog<IdempotencyProblemCode>;
 
 /** D1 reports a missing table as an SQLite error whose message contains "no such table". */
 export function isMissingTableError(error: unknown): boolean {

@@ -9,7 +9,7 @@
 import type { StoredResponse } from "../../ledger";
 import { concatBytes, utf8 } from "../../lib/crypto";
 import { idempotencyProblems } from "./problems";
-import { PROBLEM_CONTENT_TYPE, problemType } from "../../lib/problem";
+import { PROBLEM_CONTENT_TYPE, problemBody } from "../../lib/problem";
 
 export const REPLAYED_HEADER = "idempotent-replayed";
 
@@ -76,8 +76,7 @@ export async function captureResponse(
 /** The stored stand-in for a response too large to keep: the problem a replay answers with. */
 function sentinel(limitBytes: number): StoredResponse {
   const p = idempotencyProblems.responseTooLarge(limitBytes);
-  const body = { type: problemType(p.code), code: p.code, title: p.title, status: p.status, detail: p.detail };
-  return { status: p.status, headers: { "content-type": PROBLEM_CONTENT_TYPE }, body: utf8(JSON.stringify(body)) };
+  return { status: p.status, headers: { "content-type": PROBLEM_CONTENT_TYPE }, body: utf8(JSON.stringify(problemBody(p))) };
 }
 
 /** A stored row as a response, marked `Idempotent-Replayed: true`. */

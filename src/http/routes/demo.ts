@@ -10,7 +10,7 @@
 import { Hono, type Context } from "hono";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
-import { problems } from "../../lib/problem";
+import { commonProblems } from "../../lib/common-problems";
 
 export const demoRoutes = new Hono<AppEnv>();
 
@@ -22,7 +22,7 @@ async function createOrder(c: Context<AppEnv>): Promise<Response> {
   try {
     input = await c.req.json();
   } catch (error) {
-    throw problems.malformedJson(error instanceof Error ? error.message : "unreadable body");
+    throw commonProblems.malformedJson(error instanceof Error ? error.message : "unreadable body");
   }
   const id = `ord_${crypto.randomUUID()}`;
   return c.json({ id, workspace: c.get("workspace"), order: input, createdAt: new Date().toISOString() }, 201, {

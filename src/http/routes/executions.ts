@@ -13,7 +13,8 @@ import { sendStepMessages } from "../../steps/dispatch";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
-import { ProblemError, problems } from "../../lib/problem";
+import { commonProblems } from "../../lib/common-problems";
+import { executionProblems } from "../../steps/problems";
 
 export const executionRoutes = new Hono<AppEnv>();
 
@@ -24,29 +25,18 @@ const operatorKey = idempotency({ principal: principalFromContext("workspace"), 
 const STATUSES = ["RUNNING", "COMPLETED", "FAILED"] as const;
 type Status = (typeof STATUSES)[number];
 
-function invalidQuery(detail: string): ProblemError {
-  return new ProblemError({ status: 400, code: "invalid-query", title: "Invalid query parameter", detail });
-}
-
 executionRoutes.get("/", async (c) => {
   const workflowId = c.req.query("workflowId") || undefined;
   const statusParam = c.req.query("status");
   if (statusParam !== undefined && !(STATUSES as readonly string[]).includes(statusParam)) {
-    throw invalidQuery(`status must be one of ${STATUSES.join(", ")}; got ${JSON.stringify(statusParam)}.`);
+    throw executionProblems.invalidStatus(STATUSES, statusParam);
   }
   const limitParam = c.req.query("limit");
   const limit = limitParam === undefined ? 20 : Number(limitParam);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidQuery("limit must be an integer from 1 to 100.");
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw executionProblems.invalidLimit();
   const cursorParam = c.req.query("cursor");
   const before = cursorParam === undefined ? undefined : decodeCursor(cursorParam);
-  if (before === null) {
-    throw new ProblemError({
-      status: 400,
-      code: "invalid-cursor",
-      title: "Invalid cursor",
-      detail: "Pass back the `nextCursor` value of a previous page unchanged, or omit `cursor` for the first page.",
-    });
-  }
+  if (before === null) throw executionProblems.invalidCursor();
   const page = await listExecutions(c.env.DB, c.get("workspace"), {
     workflowId,
     status: statusParam as Status | undefined,
@@ -58,7 +48,7 @@ executionRoutes.get("/", async (c) => {
 
 executionRoutes.get("/:executionId", async (c) => {
   const trace = await readTrace(c.env.DB, c.get("workspace"), c.req.param("executionId"));
-  if (!trace) throw problems.notFound(`Execution ${c.req.param("executionId")}`);
+  if (!trace) throw commonProblems.notFound(`Execution ${c.req.param("executionId")}`);
   return c.json(trace);
 });
 
@@ -66,13 +56,8 @@ executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (
   const ref = { executionId: c.req.param("executionId"), vertexId: c.req.param("vertexId") };
   const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, Date.now());
   if (!result.retried) {
-    if (result.state === null) throw problems.notFound(`Step ${ref.vertexId} of execution ${ref.executionId}`);
-    throw new ProblemError({
-      status: 409,
-      code: "step-not-failed",
-      title: "Only a FAILED step can be retried",
-      detail: `Step ${ref.vertexId} is ${result.state}. Retry applies to FAILED steps; to run the whole execution again use POST /v1/executions/${ref.executionId}/start-over.`,
-    });
+    if (result.state === null) throw commonProblems.notFound(`Step ${ref.vertexId} of execution ${ref.executionId}`);
+    throw executionProblems.stepNotFailed(ref, result.state);
   }
   await sendStepMessages(c.env.QUEUE as never, [ref]);
   return c.json({ executionId: ref.executionId, vertexId: ref.vertexId, state: "DISPATCHED" }, 202);
@@ -82,11 +67,11 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
   const workspace = c.get("workspace");
   const executionId = c.req.param("executionId");
   const old = await readExecution(c.env.DB, workspace, executionId);
-  if (!old) throw problems.notFound(`Execution ${executionId}`);
+  if (!old) throw commonProblems.notFound(`Execution ${executionId}`);
   // The new execution runs the version the old one pinned, on the same payload: business-derived
   // destination keys come out identical, so destinations deduplicate what already happened.
   const workflow = await getWorkflow(c.env.DB, workspace, old.workflowId, old.version);
-  if (!workflow) throw problems.notFound(`The workflow version of execution ${executionId}`);
+  if (!workflow) throw commonProblems.notFound(`The workflow version of execution ${executionId}`);
   const started = await startWorkflowExecution(ingressDeps(c.env), {
     workflow,
     triggerKind: "start_over",

@@ -11,38 +11,14 @@ import type { AppEnv } from "../auth";
 import { getWorkflowWithSecrets } from "../../definitions/store";
 import { entryPointOf } from "../../definitions/schema";
 import { readRawBody } from "../../lib/request-body";
-import { ProblemError } from "../../lib/problem";
 import { ingressDeps } from "../../ingress/start";
 import { parseSignedTriggerBody } from "../../ingress/payload";
+import { ingressProblems } from "../../ingress/problems";
 import { resolveSigningSecret, verifyWebhookSignature } from "../../ingress/signature";
 import { secretLookup } from "../../secrets/resolve";
 import { forceNewExecution, maxPayloadBytes, startResponse, triggerFromRequest } from "../../ingress/trigger";
 
 export const hookRoutes = new Hono<AppEnv>();
-
-const noHook = () =>
-  new ProblemError({
-    status: 404,
-    code: "hook-not-found",
-    title: "No public hook here",
-    detail:
-      "Public hooks exist only for workflows whose ENTRY_POINT declares `webhook.signature`. Use the authenticated `POST /v1/workflows/{workflowId}/trigger` otherwise.",
-  });
-
-/**
- * Only the scheme, timestamp, target and body are signed (not the query), so nothing else may choose the identity: a captured
- * delivery replayed inside the tolerance with `?clientIdempotencyId=<anything new>` would
- * otherwise start a new execution per replay. Identity on a hook comes from the signed body
- * (`idempotencyFields` or content).
- */
-const unsignedClientId = () =>
-  new ProblemError({
-    status: 400,
-    code: "client-idempotency-id-not-signed",
-    title: "clientIdempotencyId is not accepted on a signed hook",
-    detail:
-      "The query string is not covered by the signature, so it cannot choose the execution identity. Remove `clientIdempotencyId`; deduplicate on a signed body field with the entry point's `idempotencyFields` instead.",
-  });
 
 hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
   const deps = ingressDeps(c.env);
@@ -50,12 +26,16 @@ hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
   const workflowId = c.req.param("workflowId");
   const url = new URL(c.req.url);
   forceNewExecution("production", url);
-  if (url.searchParams.has("clientIdempotencyId")) throw unsignedClientId();
+  // Only the scheme, timestamp, target and body are signed (not the query), so nothing else may
+  // choose the identity: a captured delivery replayed inside the tolerance with
+  // `?clientIdempotencyId=<anything new>` would otherwise start a new execution per replay.
+  // Identity on a hook comes from the signed body (`idempotencyFields` or content).
+  if (url.searchParams.has("clientIdempotencyId")) throw ingressProblems.clientIdNotSigned();
   // One statement: the workflow and the sealed secrets it names (its signing secret among them).
   const found = await getWorkflowWithSecrets(deps.db, workspace, workflowId);
   const workflow = found?.workflow;
   const settings = workflow ? entryPointOf(workflow.definition).config.webhook?.signature : undefined;
-  if (!found || !workflow || !settings) throw noHook();
+  if (!found || !workflow || !settings) throw ingressProblems.hookNotFound();
   const target = { workspace, workflowId };
   const lookup = secretLookup({ workspace, stored: found.secrets, env: c.env as unknown as Record<string, unknown> });
   const secret = await resolveSigningSecret(settings, lookup, target);

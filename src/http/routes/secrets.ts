@@ -12,11 +12,12 @@
 import { Hono } from "hono";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { readJsonBody } from "../../lib/request-body";
-import { ProblemError, problems } from "../../lib/problem";
+import { commonProblems } from "../../lib/common-problems";
 import { asRecord } from "../../definitions/errors";
 import { SECRET_NAME_PATTERN } from "../../definitions/secrets";
 import { keyringFrom, MasterKeyError, sealSecret } from "../../secrets/crypto";
 import { RESERVED_SECRETS } from "../../secrets/resolve";
+import { secretProblems } from "../../secrets/problems";
 import { deleteSecret, listSecrets, putSealedSecret, type SecretListing } from "../../secrets/store";
 import { log } from "../../lib/log";
 
@@ -27,25 +28,9 @@ const MAX_SECRET_BODY_BYTES = 16 * 1024;
 export const secretRoutes = new Hono<AppEnv>();
 secretRoutes.use("*", requireWorkspace);
 
-function invalid(code: string, title: string, detail: string): ProblemError {
-  return new ProblemError({ status: 422, code, title, detail });
-}
-
 function checkedName(name: string): string {
-  if (!SECRET_NAME_PATTERN.test(name)) {
-    throw invalid(
-      "secret-name-invalid",
-      "Invalid secret name",
-      `"${name}" is not a secret name: use letters, digits and \`_\`, not starting with a digit, at most 128 characters (the NAME of \`{{ secrets.NAME }}\`).`,
-    );
-  }
-  if (RESERVED_SECRETS.has(name)) {
-    throw invalid(
-      "secret-name-reserved",
-      "Reserved secret name",
-      `${name} is one of idemflow's own credentials and cannot be a workspace secret; choose another name.`,
-    );
-  }
+  if (!SECRET_NAME_PATTERN.test(name)) throw secretProblems.nameInvalid(name);
+  if (RESERVED_SECRETS.has(name)) throw secretProblems.nameReserved(name);
   return name;
 }
 
@@ -53,14 +38,13 @@ function checkedName(name: string): string {
 function checkedValue(json: unknown): string {
   const body = asRecord(json);
   const value = body?.value;
-  const fix = `Send \`{ "value": "…" }\`: a non-empty string of at most ${MAX_SECRET_VALUE_BYTES} bytes (UTF-8) without control characters.`;
   if (!body || typeof value !== "string" || Object.keys(body).length !== 1) {
-    throw invalid("secret-value-invalid", "Invalid secret body", fix);
+    throw secretProblems.bodyInvalid(MAX_SECRET_VALUE_BYTES);
   }
   // A header cannot carry CR, LF or NUL; refuse them now rather than fail every step later.
   // eslint-disable-next-line no-control-regex
   if (value.length === 0 || new TextEncoder().encode(value).byteLength > MAX_SECRET_VALUE_BYTES || /[\u0000-\u001f\u007f]/.test(value)) {
-    throw invalid("secret-value-invalid", "Invalid secret value", fix);
+    throw secretProblems.valueInvalid(MAX_SECRET_VALUE_BYTES);
   }
   return value;
 }
@@ -79,13 +63,7 @@ secretRoutes.put("/:name", async (c) => {
   } catch (error) {
     if (!(error instanceof MasterKeyError)) throw error;
     log.error("secrets.unavailable", { workspace: c.get("workspace"), error: error.message });
-    throw new ProblemError({
-      status: 503,
-      code: "secrets-master-key-missing",
-      title: "Workspace secrets are not configured",
-      detail:
-        "The deployment has no valid SECRETS_MASTER_KEY, so secrets cannot be stored; the operator has been told. Nothing was stored. Retry later.",
-    });
+    throw secretProblems.masterKeyMissing();
   }
   const workspace = c.get("workspace");
   const sealed = await sealSecret(keyring, workspace, name, value);
@@ -101,7 +79,7 @@ secretRoutes.get("/", async (c) => {
 secretRoutes.delete("/:name", async (c) => {
   const name = c.req.param("name");
   if (!(await deleteSecret(c.env.DB, c.get("workspace"), name))) {
-    throw problems.notFound(`Secret "${name}"`);
+    throw commonProblems.notFound(`Secret "${name}"`);
   }
   return c.body(null, 204);
 });

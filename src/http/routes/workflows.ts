@@ -9,11 +9,12 @@
 import { Hono } from "hono";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { readJsonBody } from "../../lib/request-body";
-import { ProblemError, problems } from "../../lib/problem";
+import { commonProblems } from "../../lib/common-problems";
 import { configuredCrons } from "../../definitions/crons";
 import { getWorkflow, listWorkflows, saveWorkflow, type StoredWorkflow } from "../../definitions/store";
 import { validateDefinition, type ValidationError } from "../../definitions/validate";
 import { asRecord } from "../../definitions/errors";
+import { definitionProblems } from "../../definitions/problems";
 import { entryPointOf } from "../../definitions/schema";
 import { recentScheduleRuns, type ScheduleRunRecord } from "../../ledger";
 
@@ -38,7 +39,7 @@ workflowRoutes.put("/:workflowId", requireWorkspace, async (c) => {
       message: `the body's id (${JSON.stringify(bodyId)}) differs from the id in the path ("${workflowId}"); make them equal`,
     });
   }
-  if (!result.ok || errors.length > 0) throw invalidDefinition(errors);
+  if (!result.ok || errors.length > 0) throw definitionProblems.invalidDefinition(errors);
 
   const { version, created } = await saveWorkflow(c.env.DB, c.get("workspace"), result.definition, Date.now());
   const location = `/v1/workflows/${encodeURIComponent(workflowId)}?version=${version}`;
@@ -48,16 +49,9 @@ workflowRoutes.put("/:workflowId", requireWorkspace, async (c) => {
 workflowRoutes.get("/:workflowId", requireWorkspace, async (c) => {
   const workflowId = c.req.param("workflowId");
   const version = c.req.query("version");
-  if (version !== undefined && !/^[0-9a-f]{64}$/.test(version)) {
-    throw new ProblemError({
-      status: 400,
-      code: "invalid-version",
-      title: "Invalid version",
-      detail: "`version` is the 64-character lowercase hex SHA-256 returned when the definition was saved.",
-    });
-  }
+  if (version !== undefined && !/^[0-9a-f]{64}$/.test(version)) throw definitionProblems.invalidVersion();
   const stored = await getWorkflow(c.env.DB, c.get("workspace"), workflowId, version);
-  if (!stored) throw problems.notFound(version ? `Version ${version} of workflow "${workflowId}"` : `Workflow "${workflowId}"`);
+  if (!stored) throw commonProblems.notFound(version ? `Version ${version} of workflow "${workflowId}"` : `Workflow "${workflowId}"`);
   // Operators see scheduled starts here: which minutes started which execution, and which failed (with the error).
   if (version === undefined && entryPointOf(stored.definition).config.schedule !== undefined) {
     const runs = await recentScheduleRuns(c.env.DB, stored.workspace, stored.workflowId, SCHEDULE_RUNS_SHOWN);
@@ -69,9 +63,7 @@ workflowRoutes.get("/:workflowId", requireWorkspace, async (c) => {
 workflowRoutes.get("/", requireWorkspace, async (c) => {
   const limitParam = c.req.query("limit");
   const limit = limitParam === undefined ? 100 : Number(limitParam);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
-    throw new ProblemError({ status: 400, code: "invalid-limit", title: "Invalid limit", detail: "`limit` is an integer from 1 to 500." });
-  }
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw definitionProblems.invalidLimit();
   const items = await listWorkflows(c.env.DB, c.get("workspace"), { after: c.req.query("after"), limit });
   return c.json({
     items: items.map((w) => ({ ...w, updatedAt: new Date(w.updatedAt).toISOString() })),
@@ -98,14 +90,4 @@ function presentRun(run: ScheduleRunRecord) {
     error: run.error,
     updatedAt: new Date(run.updatedAt).toISOString(),
   };
-}
-
-function invalidDefinition(errors: ValidationError[]): ProblemError {
-  return new ProblemError({
-    status: 422,
-    code: "invalid-definition",
-    title: "The workflow definition is not valid",
-    detail: `${errors.length} error${errors.length === 1 ? "" : "s"}; each names its place with a JSON Pointer. Fix them all and PUT again (\`npm run validate -- file.json\` checks offline).`,
-    extensions: { errors },
-  });
 }

@@ -8,7 +8,8 @@ import { Hono, type Context } from "hono";
 import { expect } from "vitest";
 import { requireWorkspace, type AppEnv } from "../../../src/http/auth";
 import { idempotency, principalFromContext, type IdempotencyOptions } from "../../../src/http/idempotency";
-import { ProblemError, problems } from "../../../src/lib/problem";
+import { ProblemError } from "../../../src/lib/problem";
+import { commonProblems } from "../../../src/lib/common-problems";
 import { countingD1 } from "../../helpers/counting-d1";
 
 export type Handler = (c: Context<AppEnv>, run: number) => Response | Promise<Response>;
@@ -18,7 +19,7 @@ export function harness(options: Partial<IdempotencyOptions> = {}, handler?: Han
   const counting = countingD1(env.DB);
   const runs: Array<{ body: string; workspace: string }> = [];
   const app = new Hono<AppEnv>();
-  app.onError((error) => (error instanceof ProblemError ? error : problems.internal()).toResponse());
+  app.onError((error) => (error instanceof ProblemError ? error : commonProblems.internal()).toResponse());
   app.use("*", requireWorkspace);
   app.all(
     "*",
