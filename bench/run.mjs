@@ -26,8 +26,8 @@ console.log(
   `machine: ${info.cpus} × ${info.cpuModel}, ${info.memoryGiB} GiB, ${info.platform}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`,
 );
 // The engine alone, on a fresh local D1 in a temporary directory (its state is deleted at the end,
-// the logs are kept). BENCH_ROUTES switches on bench-only baseline routes (e.g. the plain-INSERT
-// trigger baseline).
+// the logs are kept), served through bench/baseline-worker.ts: src/index.ts plus the bench-only
+// plain-INSERT trigger baseline, which the production Worker does not carry.
 const dir = await mkdtemp(join(tmpdir(), "idemflow-bench-"));
 const persistTo = join(dir, "state");
 const cleanup = async () => {
@@ -42,7 +42,7 @@ try {
   const server = await startWorker({
     name: "engine",
     persistTo,
-    vars: { BENCH_ROUTES: "on" },
+    main: "bench/baseline-worker.ts",
     logLevel: "warn",
     logFile: join(dir, "wrangler.log"),
   });

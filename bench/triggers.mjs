@@ -32,7 +32,8 @@ export async function benchTriggers({ baseUrl, durationMs, concurrencies = [16, 
   const triggerUrl = `${baseUrl}/v1/workflows/${workflowId}/trigger`;
   const baselineUrl = `${baseUrl}/v1/workflows/${workflowId}/trigger-baseline`;
   const probe = await fetch(baselineUrl, post(baselineUrl, { order: { id: "probe" } }).init);
-  if (probe.status !== 202) throw new Error(`baseline route unavailable (${probe.status}); is BENCH_ROUTES=on passed to wrangler dev?`);
+  if (probe.status !== 202)
+    throw new Error(`baseline route unavailable (${probe.status}); is wrangler dev serving bench/baseline-worker.ts?`);
 
   // Warm the isolate (and its workflow cache), the connection pool and D1.
   await runLoad({

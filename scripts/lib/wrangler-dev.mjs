@@ -91,12 +91,14 @@ const running = new Set();
  * wrangler AND the workerd processes it spawned (a kill of the wrangler pid alone would orphan
  * them). `port` and `inspectorPort` default to free ports; give the inspector one anyway, since
  * two `wrangler dev` would both want 9229. `envFile` replaces .dev.vars (a bench never reads the
- * user's secrets). Returns a handle: { name, pid, port, url, logFile, recentOutput, exited,
+ * user's secrets). `main` serves another entry with the config's bindings (a bench's instrumented
+ * wrapper of src/index.ts), so the production Worker carries no bench code. Returns a handle: { name, pid, port, url, logFile, recentOutput, exited,
  * exitPromise, stop }.
  */
 export async function startWorker({
   name,
   config,
+  main,
   port,
   inspectorPort,
   persistTo,
@@ -110,7 +112,7 @@ export async function startWorker({
   const missing = await freePorts((port ? 0 : 1) + (inspectorPort ? 0 : 1));
   port ??= missing.shift();
   inspectorPort ??= missing.shift();
-  const args = ["dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort)];
+  const args = ["dev", ...(main ? [main] : []), "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort)];
   args.push("--show-interactive-dev-session=false");
   if (config) args.push("-c", config);
   if (persistTo) args.push("--persist-to", persistTo);
