@@ -182,7 +182,8 @@ interface Source {
 function claimSource(identity: string, claimToken: string, candidate: string | null): Source {
   return {
     from: (n) =>
-      `FROM execution_identities src WHERE src.identity = ?${n} AND src.claim_token = ?${n + 1} AND (?${n + 2} IS NULL OR src.execution_id = ?${n + 2})`,
+      `FROM execution_identities src
+       WHERE src.identity = ?${n} AND src.claim_token = ?${n + 1} AND (?${n + 2} IS NULL OR src.execution_id = ?${n + 2})`,
     params: [identity, claimToken, candidate],
   };
 }
@@ -250,7 +251,8 @@ function insertStartStep(
 ): D1PreparedStatement {
   return db
     .prepare(
-      `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, output, next_vertices, created_at, updated_at, finished_at)
+      `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, output, next_vertices,
+                          created_at, updated_at, finished_at)
        SELECT src.execution_id, ?1, ?2, ?3, 0, 0, ?4, ?5, ?6, ?4, ?4, ?7
        ${source.from(8)}
        ON CONFLICT (execution_id, vertex_id) DO NOTHING`,

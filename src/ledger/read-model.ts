@@ -2,9 +2,10 @@
  * The read model: what the API shows — an execution's trace (the execution, its steps, their
  * events), the list of executions, one execution, its status, a workflow's scheduled runs. Reads
  * only, always scoped to the caller's workspace in SQL; rows leave as camelCase records through
- * the named mappers below.
+ * the column maps below (./columns.ts).
  */
 import { LabelledBatch } from "./batch";
+import { selectList, type Columns } from "./columns";
 import type { ExecutionStatus } from "./executions";
 import type { ScheduleRunStatus } from "./schedule-runs";
 import type { StepEventType, StepState } from "./steps";
@@ -64,112 +65,73 @@ export interface TraceRecords {
   events: StepEventRecord[];
 }
 
-interface ExecutionRow {
-  id: string;
-  workspace: string;
-  workflow_id: string;
-  version: string;
-  entry_vertex_id: string;
-  trigger_kind: string;
-  identity_kind: string;
-  status: ExecutionStatus;
-  payload: string;
-  duplicate_deliveries: number;
-  last_duplicate_at: number | null;
-  started_over_from: string | null;
-  created_at: number;
-  updated_at: number;
-  finished_at: number | null;
-}
+const EXECUTION_RECORD: Columns<ExecutionRecord> = {
+  id: "id",
+  workspace: "workspace",
+  workflowId: "workflow_id",
+  version: "version",
+  entryVertexId: "entry_vertex_id",
+  triggerKind: "trigger_kind",
+  identityKind: "identity_kind",
+  status: "status",
+  payloadJson: "payload",
+  duplicateDeliveries: "duplicate_deliveries",
+  lastDuplicateAt: "last_duplicate_at",
+  startedOverFrom: "started_over_from",
+  createdAt: "created_at",
+  updatedAt: "updated_at",
+  finishedAt: "finished_at",
+};
 
-const EXECUTION_COLUMNS = `id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, status, payload,
-  duplicate_deliveries, last_duplicate_at, started_over_from, created_at, updated_at, finished_at`;
+/** One execution of a workspace. Binds ?1 execution id, ?2 workspace. */
+const ONE_EXECUTION = `SELECT ${selectList(EXECUTION_RECORD)} FROM executions WHERE id = ?1 AND workspace = ?2`;
 
-function toExecutionRecord(row: ExecutionRow): ExecutionRecord {
-  return {
-    id: row.id,
-    workspace: row.workspace,
-    workflowId: row.workflow_id,
-    version: row.version,
-    entryVertexId: row.entry_vertex_id,
-    triggerKind: row.trigger_kind,
-    identityKind: row.identity_kind,
-    status: row.status,
-    payloadJson: row.payload,
-    duplicateDeliveries: row.duplicate_deliveries,
-    lastDuplicateAt: row.last_duplicate_at,
-    startedOverFrom: row.started_over_from,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    finishedAt: row.finished_at,
-  };
-}
+const STEP_RECORD: Columns<StepRecord> = {
+  vertexId: "vertex_id",
+  state: "state",
+  epoch: "epoch",
+  attempt: "attempt",
+  availableAt: "available_at",
+  leaseUntil: "lease_until",
+  idempotencyKey: "idempotency_key",
+  requestJson: "request",
+  outputJson: "output",
+  nextVerticesJson: "next_vertices",
+  error: "error",
+  createdAt: "created_at",
+  updatedAt: "updated_at",
+  finishedAt: "finished_at",
+  resends: "resends",
+  nextResendAt: "next_resend_at",
+};
 
-interface StepRow {
-  vertex_id: string;
-  state: StepState;
-  epoch: number;
-  attempt: number;
-  available_at: number;
-  lease_until: number | null;
-  idempotency_key: string | null;
-  request: string | null;
-  output: string | null;
-  next_vertices: string | null;
-  error: string | null;
-  created_at: number;
-  updated_at: number;
-  finished_at: number | null;
-  resends: number;
-  next_resend_at: number | null;
-}
+const STEP_EVENT_RECORD: Columns<StepEventRecord> = {
+  vertexId: "ev.vertex_id",
+  type: "ev.type",
+  epoch: "ev.epoch",
+  at: "ev.at",
+  detail: "ev.detail",
+};
 
-function toStepRecord(row: StepRow): StepRecord {
-  return {
-    vertexId: row.vertex_id,
-    state: row.state,
-    epoch: row.epoch,
-    attempt: row.attempt,
-    availableAt: row.available_at,
-    leaseUntil: row.lease_until,
-    idempotencyKey: row.idempotency_key,
-    requestJson: row.request,
-    outputJson: row.output,
-    nextVerticesJson: row.next_vertices,
-    error: row.error,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    finishedAt: row.finished_at,
-    resends: row.resends,
-    nextResendAt: row.next_resend_at,
-  };
-}
-
-interface StepEventRow {
-  vertex_id: string;
-  type: StepEventType;
-  epoch: number | null;
-  at: number;
-  detail: string | null;
-}
-
-function toStepEventRecord(row: StepEventRow): StepEventRecord {
-  return { vertexId: row.vertex_id, type: row.type, epoch: row.epoch, at: row.at, detail: row.detail };
-}
+const SCHEDULE_RUN_RECORD: Columns<ScheduleRunRecord> = {
+  cron: "cron",
+  scheduledAt: "scheduled_at",
+  status: "status",
+  attempts: "attempts",
+  executionId: "execution_id",
+  error: "error",
+  updatedAt: "updated_at",
+};
 
 /** The execution (in this workspace), its steps and their events: one round trip. Null: not in this workspace. */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
   const results = await new LabelledBatch<"execution" | "steps" | "events">(db)
-    .add(
-      "execution",
-      db.prepare(`SELECT ${EXECUTION_COLUMNS} FROM executions WHERE id = ?1 AND workspace = ?2`).bind(executionId, workspace),
-    )
+    .add("execution", db.prepare(ONE_EXECUTION).bind(executionId, workspace))
     .add(
       "steps",
       db
         .prepare(
-          `SELECT vertex_id, state, epoch, attempt, available_at, lease_until, idempotency_key, request, output, next_vertices,
-                  error, created_at, updated_at, finished_at, resends, next_resend_at
+          `SELECT ${selectList(STEP_RECORD)}
            FROM steps WHERE execution_id = ?1 AND workspace = ?2 ORDER BY created_at, rowid`,
         )
         .bind(executionId, workspace),
@@ -178,20 +140,16 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
       "events",
       db
         .prepare(
-          `SELECT ev.vertex_id, ev.type, ev.epoch, ev.at, ev.detail FROM step_events ev
+          `SELECT ${selectList(STEP_EVENT_RECORD)} FROM step_events ev
            WHERE ev.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
            ORDER BY ev.id`,
         )
         .bind(executionId, workspace),
     )
     .run();
-  const execution = results.first<ExecutionRow>("execution");
+  const execution = results.first<ExecutionRecord>("execution");
   if (!execution) return null;
-  return {
-    execution: toExecutionRecord(execution),
-    steps: results.rows<StepRow>("steps").map(toStepRecord),
-    events: results.rows<StepEventRow>("events").map(toStepEventRecord),
-  };
+  return { execution, steps: results.rows<StepRecord>("steps"), events: results.rows<StepEventRecord>("events") };
 }
 
 export interface ExecutionListFilter {
@@ -206,7 +164,7 @@ export interface ExecutionListFilter {
 export async function listExecutionRecords(db: D1Database, workspace: string, f: ExecutionListFilter): Promise<ExecutionRecord[]> {
   const { results } = await db
     .prepare(
-      `SELECT ${EXECUTION_COLUMNS} FROM executions
+      `SELECT ${selectList(EXECUTION_RECORD)} FROM executions
        WHERE workspace = ?1
          AND (?2 IS NULL OR workflow_id = ?2)
          AND (?3 IS NULL OR status = ?3)
@@ -215,17 +173,13 @@ export async function listExecutionRecords(db: D1Database, workspace: string, f:
        LIMIT ?6`,
     )
     .bind(workspace, f.workflowId ?? null, f.status ?? null, f.before?.createdAt ?? null, f.before?.id ?? null, f.limit)
-    .all<ExecutionRow>();
-  return results.map(toExecutionRecord);
+    .all<ExecutionRecord>();
+  return results;
 }
 
 /** One execution of a workspace (with its payload), or null. */
 export async function readExecution(db: D1Database, workspace: string, executionId: string): Promise<ExecutionRecord | null> {
-  const row = await db
-    .prepare(`SELECT ${EXECUTION_COLUMNS} FROM executions WHERE id = ?1 AND workspace = ?2`)
-    .bind(executionId, workspace)
-    .first<ExecutionRow>();
-  return row ? toExecutionRecord(row) : null;
+  return db.prepare(ONE_EXECUTION).bind(executionId, workspace).first<ExecutionRecord>();
 }
 
 /** Just the status (cheap polling). `null` when absent from this workspace. */
@@ -247,28 +201,6 @@ export interface ScheduleRunRecord {
   updatedAt: number;
 }
 
-interface ScheduleRunRow {
-  cron: string;
-  scheduled_at: number;
-  status: ScheduleRunStatus;
-  attempts: number;
-  execution_id: string | null;
-  error: string | null;
-  updated_at: number;
-}
-
-function toScheduleRunRecord(row: ScheduleRunRow): ScheduleRunRecord {
-  return {
-    cron: row.cron,
-    scheduledAt: row.scheduled_at,
-    status: row.status,
-    attempts: row.attempts,
-    executionId: row.execution_id,
-    error: row.error,
-    updatedAt: row.updated_at,
-  };
-}
-
 /** The workflow's most recent scheduled runs, newest minute first (a primary-key range). */
 export async function recentScheduleRuns(
   db: D1Database,
@@ -278,10 +210,10 @@ export async function recentScheduleRuns(
 ): Promise<ScheduleRunRecord[]> {
   const { results } = await db
     .prepare(
-      `SELECT cron, scheduled_at, status, attempts, execution_id, error, updated_at FROM schedule_runs
+      `SELECT ${selectList(SCHEDULE_RUN_RECORD)} FROM schedule_runs
        WHERE workspace = ?1 AND workflow_id = ?2 ORDER BY scheduled_at DESC LIMIT ?3`,
     )
     .bind(workspace, workflowId, limit)
-    .all<ScheduleRunRow>();
-  return results.map(toScheduleRunRecord);
+    .all<ScheduleRunRecord>();
+  return results;
 }

@@ -119,7 +119,8 @@ export async function finishScheduleRuns(
           `UPDATE schedule_runs
              SET status = 'EXPIRED', lease_until = NULL, finished_at = ?1, updated_at = ?1,
                  error = coalesce(error, 'not started before the scheduled minute stopped being recent')
-           WHERE rowid IN (SELECT rowid FROM schedule_runs WHERE finished_at IS NULL AND scheduled_at <= ?2 ORDER BY scheduled_at LIMIT ?3)`,
+           WHERE rowid IN (SELECT rowid FROM schedule_runs
+                           WHERE finished_at IS NULL AND scheduled_at <= ?2 ORDER BY scheduled_at LIMIT ?3)`,
         )
         .bind(r.now, r.since, r.limit),
     )

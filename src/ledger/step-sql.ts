@@ -41,8 +41,10 @@ const isoSql = (ms: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${ms} / 1000.0, '
 
 /** Why a waiting step needs no message: the reaper's guarantee, for event details. */
 export const WAITING_DETAIL = `CASE WHEN state = 'EXECUTING'
-    THEN 'the step is EXECUTING under a live lease (epoch ' || epoch || ', until ' || ${isoSql("lease_until")} || '); the reaper re-dispatches it if that lease expires'
-    ELSE 'the step is DISPATCHED and not due until ' || ${isoSql("available_at")} || '; the reaper re-sends it once it is overdue' END`;
+    THEN 'the step is EXECUTING under a live lease (epoch ' || epoch || ', until ' || ${isoSql("lease_until")}
+         || '); the reaper re-dispatches it if that lease expires'
+    ELSE 'the step is DISPATCHED and not due until ' || ${isoSql("available_at")}
+         || '; the reaper re-sends it once it is overdue' END`;
 
 /** `{ execution_id, vertex_id }` rows RETURNed by a sweep, as step references. */
 export const toStepRef = (row: { execution_id: string; vertex_id: string }): StepRef => ({

@@ -9,6 +9,7 @@
  */
 import { sealedSecretsColumn } from "../secrets/store";
 import { LabelledBatch } from "./batch";
+import { selectList, type Columns } from "./columns";
 import { CLAIMABLE, fenceParams, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef } from "./step-sql";
 
 export type { Fence, StepRef } from "./step-sql";
@@ -82,6 +83,14 @@ export type StepInputs =
  */
 export const IN_PROGRESS_MARK = "waiting: destination says in progress";
 
+const CLAIMED_STEP: Columns<ClaimedStep> = {
+  epoch: "epoch",
+  attempt: "attempt",
+  retryBase: "retry_base",
+  leaseUntil: "lease_until",
+  idempotencyKey: "idempotency_key",
+};
+
 /**
  * `claimStep`: DISPATCHED (due) → EXECUTING, or the takeover of an EXECUTING step whose lease
  * expired. One statement: epoch and attempt +1, lease set, RETURNING the new epoch and the key.
@@ -94,7 +103,7 @@ function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): 
          SET state = 'EXECUTING', epoch = epoch + 1, attempt = attempt + 1, lease_until = ?3 + ?4, updated_at = ?3,
              next_resend_at = NULL
        WHERE execution_id = ?1 AND vertex_id = ?2 AND ${CLAIMABLE}
-       RETURNING epoch, attempt, retry_base, lease_until, idempotency_key`,
+       RETURNING ${selectList(CLAIMED_STEP)}`,
     )
     .bind(ref.executionId, ref.vertexId, now, leaseMs);
 }
@@ -130,21 +139,31 @@ function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, mess
     .bind(ref.executionId, ref.vertexId, now, message);
 }
 
-interface StepRunRow {
-  execution_id: string;
-  workspace: string;
-  workflow_id: string;
-  version: string;
-  entry_vertex_id: string;
-  trigger_kind: string;
-  execution_status: "RUNNING" | "COMPLETED" | "FAILED";
-  definition: string;
-  step_state: StepState | null;
-  lease_until: number | null;
-  available_at: number | null;
-  in_progress_since: number | null;
-  secrets: string | null;
-}
+/**
+ * When the destination first answered "in progress" since the last operator retry: the first
+ * `attempt_failed` event whose detail starts with `IN_PROGRESS_MARK`. Binds ?2 vertex id.
+ */
+const IN_PROGRESS_SINCE = `(SELECT min(ev.at) FROM step_events ev
+  WHERE ev.execution_id = e.id AND ev.vertex_id = ?2 AND ev.type = 'attempt_failed'
+    AND substr(ev.detail, 1, ${IN_PROGRESS_MARK.length}) = '${IN_PROGRESS_MARK}'
+    AND ev.id > coalesce((SELECT max(r.id) FROM step_events r
+                           WHERE r.execution_id = e.id AND r.vertex_id = ?2 AND r.type = 'operator_retry'), 0))`;
+
+const STEP_RUN: Columns<StepRun> = {
+  executionId: "e.id",
+  workspace: "e.workspace",
+  workflowId: "e.workflow_id",
+  version: "e.version",
+  entryVertexId: "e.entry_vertex_id",
+  triggerKind: "e.trigger_kind",
+  executionStatus: "e.status",
+  definitionJson: "v.definition",
+  stepState: "s.state",
+  leaseUntil: "s.lease_until",
+  availableAt: "s.available_at",
+  inProgressSince: IN_PROGRESS_SINCE,
+  sealedSecretsJson: sealedSecretsColumn("e.workspace", "v.definition"),
+};
 
 /**
  * `readStepRun`: the step (if any), its execution and pinned definition, and the sealed workspace
@@ -154,39 +173,13 @@ interface StepRunRow {
 function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
   return db
     .prepare(
-      `SELECT e.id AS execution_id, e.workspace, e.workflow_id, e.version, e.entry_vertex_id, e.trigger_kind,
-              e.status AS execution_status, v.definition,
-              s.state AS step_state, s.lease_until, s.available_at,
-              (SELECT min(ev.at) FROM step_events ev
-                WHERE ev.execution_id = e.id AND ev.vertex_id = ?2 AND ev.type = 'attempt_failed'
-                  AND substr(ev.detail, 1, ${IN_PROGRESS_MARK.length}) = '${IN_PROGRESS_MARK}'
-                  AND ev.id > coalesce((SELECT max(r.id) FROM step_events r
-                                         WHERE r.execution_id = e.id AND r.vertex_id = ?2 AND r.type = 'operator_retry'), 0)) AS in_progress_since,
-              ${sealedSecretsColumn("e.workspace", "v.definition")} AS secrets
+      `SELECT ${selectList(STEP_RUN)}
        FROM executions e
        JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
        LEFT JOIN steps s ON s.execution_id = e.id AND s.vertex_id = ?2
        WHERE e.id = ?1`,
     )
     .bind(ref.executionId, ref.vertexId);
-}
-
-function toStepRun(row: StepRunRow): StepRun {
-  return {
-    executionId: row.execution_id,
-    workspace: row.workspace,
-    workflowId: row.workflow_id,
-    version: row.version,
-    entryVertexId: row.entry_vertex_id,
-    triggerKind: row.trigger_kind,
-    executionStatus: row.execution_status,
-    definitionJson: row.definition,
-    stepState: row.step_state,
-    leaseUntil: row.lease_until,
-    availableAt: row.available_at,
-    inProgressSince: row.in_progress_since,
-    sealedSecretsJson: row.secrets,
-  };
 }
 
 /**
@@ -272,15 +265,18 @@ function readStepInputs(db: D1Database, ref: StepRef, now: number, bound: StepIn
        ),
        measured AS (
          SELECT flags.*,
-                (reads_all OR coalesce(json_extract(own, '$.payload'), 0) OR coalesce(json_extract(backfill, '$.payload'), 0)) AS reads_payload,
-                2 + coalesce((SELECT sum(length(CAST(output AS BLOB)) + length(CAST(vertex_id AS BLOB)) + 4) FROM needed), 0) AS outputs_bytes
+                (reads_all OR coalesce(json_extract(own, '$.payload'), 0)
+                           OR coalesce(json_extract(backfill, '$.payload'), 0)) AS reads_payload,
+                2 + coalesce((SELECT sum(length(CAST(output AS BLOB)) + length(CAST(vertex_id AS BLOB)) + 4) FROM needed), 0)
+                  AS outputs_bytes
          FROM flags
        )
        SELECT outputs_bytes + CASE WHEN reads_payload THEN length(CAST(payload AS BLOB)) ELSE 0 END AS input_bytes,
               reads_payload, unrecorded,
               CASE WHEN reads_payload AND outputs_bytes + length(CAST(payload AS BLOB)) <= ?4 THEN payload END AS payload,
               CASE WHEN outputs_bytes + CASE WHEN reads_payload THEN length(CAST(payload AS BLOB)) ELSE 0 END <= ?4
-                THEN (SELECT '{' || coalesce(group_concat(json_quote(vertex_id) || ':' || output, ','), '') || '}' FROM needed) END AS outputs,
+                THEN (SELECT '{' || coalesce(group_concat(json_quote(vertex_id) || ':' || output, ','), '') || '}' FROM needed)
+              END AS outputs,
               CASE WHEN outputs_bytes + CASE WHEN reads_payload THEN length(CAST(payload AS BLOB)) ELSE 0 END > ?4
                 THEN (SELECT json_group_object(vertex_id, length(CAST(output AS BLOB))) FROM needed) END AS output_sizes
        FROM measured`,
@@ -304,24 +300,6 @@ function toStepInputs(row: StepInputsRow): StepInputs {
     readsPayload,
     outputs: JSON.parse(row.outputs) as Record<string, unknown>,
     unrecorded: JSON.parse(row.unrecorded) as string[],
-  };
-}
-
-interface ClaimRow {
-  epoch: number;
-  attempt: number;
-  retry_base: number;
-  lease_until: number;
-  idempotency_key: string | null;
-}
-
-function toClaimedStep(row: ClaimRow): ClaimedStep {
-  return {
-    epoch: row.epoch,
-    attempt: row.attempt,
-    retryBase: row.retry_base,
-    leaseUntil: row.lease_until,
-    idempotencyKey: row.idempotency_key,
   };
 }
 
@@ -364,12 +342,10 @@ export async function claimAndLoad(
     .add("run", readStepRun(db, ref))
     .add("inputs", readStepInputs(db, ref, now, options.inputs ?? { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: null }));
   const results = await batch.run();
-  const claim = results.first<ClaimRow>("claim");
-  const run = results.first<StepRunRow>("run");
   const inputs = results.first<StepInputsRow>("inputs");
   return {
-    claimed: claim ? toClaimedStep(claim) : null,
-    run: run ? toStepRun(run) : null,
+    claimed: results.first<ClaimedStep>("claim"),
+    run: results.first<StepRun>("run"),
     inputs: inputs ? toStepInputs(inputs) : null,
   };
 }
@@ -536,7 +512,8 @@ function finishExecution(db: D1Database, executionId: string, now: number): D1Pr
   return db
     .prepare(
       `UPDATE executions
-         SET status = CASE WHEN EXISTS (SELECT 1 FROM steps WHERE execution_id = ?1 AND state = 'FAILED') THEN 'FAILED' ELSE 'COMPLETED' END,
+         SET status = CASE WHEN EXISTS (SELECT 1 FROM steps WHERE execution_id = ?1 AND state = 'FAILED')
+                           THEN 'FAILED' ELSE 'COMPLETED' END,
              finished_at = ?2, updated_at = ?2
        WHERE id = ?1 AND status = 'RUNNING'
          AND NOT EXISTS (SELECT 1 FROM steps WHERE execution_id = ?1 AND state IN ('DISPATCHED', 'EXECUTING'))

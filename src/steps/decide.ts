@@ -50,7 +50,9 @@ export function overClaimBudget(claim: ClaimFacts, policy: RetryPolicy | null): 
   if (claims <= (policy?.maxAttempts ?? 1) + CRASH_ALLOWANCE) return null;
   return {
     kind: "failed",
-    error: `gave up: this step was claimed ${claims - 1} times (retries included) without settling — its worker crashed or lost its lease again and again; not run again`,
+    error:
+      `gave up: this step was claimed ${claims - 1} times (retries included) without settling — ` +
+      "its worker crashed or lost its lease again and again; not run again",
   };
 }
 
@@ -74,7 +76,8 @@ export function decide(outcome: RunOutcome, claim: ClaimFacts, policy: RetryPoli
       const waited = now - since;
       if (waited < budget) {
         const delayMs = inProgressWaitMs(inProgressPolicy, outcome.retryAfterMs, since + budget - now);
-        const detail = `${outcome.error}; asking again in ${delayMs} ms (in-progress budget until ${new Date(since + budget).toISOString()})`;
+        const until = new Date(since + budget).toISOString();
+        const detail = `${outcome.error}; asking again in ${delayMs} ms (in-progress budget until ${until})`;
         return { kind: "recheck_in_progress", delayMs, detail, ...withOutput(outcome.output) };
       }
       return {

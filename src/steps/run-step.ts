@@ -171,7 +171,8 @@ function inputsTooLarge(inputs: Extract<StepInputs, { withinBound: false }>): st
   return (
     `the step's inputs are ${inputs.inputBytes} bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound on what one step may load ` +
     `(D1 refuses values and rows over 2,000,000 bytes); it reads ${named.join(", ") || "no outputs"}. ` +
-    "Reference only the outputs the step needs (a dynamic reference such as `steps.*` or `$lookup(steps, …)` loads them all), or make those outputs smaller"
+    "Reference only the outputs the step needs (a dynamic reference such as `steps.*` or `$lookup(steps, …)` loads them all), " +
+    "or make those outputs smaller"
   );
 }
 
@@ -249,7 +250,9 @@ function boundOutput(outcome: RunOutcome): RunOutcome {
   return {
     kind: "failed",
     ...(outcome.request ? { request: outcome.request } : {}),
-    error: `the step's output is ${bytes} bytes of JSON, over the ${MAX_OUTPUT_BYTES}-byte bound; it was not stored. Make the output smaller`,
+    error:
+      `the step's output is ${bytes} bytes of JSON, over the ${MAX_OUTPUT_BYTES}-byte bound; ` +
+      "it was not stored. Make the output smaller",
   };
 }
 

@@ -96,7 +96,9 @@ const table: Row[] = [
     expected: {
       kind: "recheck_in_progress",
       delayMs: 5_000,
-      detail: `HTTP 409 in progress; asking again in 5000 ms (in-progress budget until ${new Date(NOW - 60_000 + DEFAULT_IN_PROGRESS_BUDGET_MS).toISOString()})`,
+      detail:
+        "HTTP 409 in progress; asking again in 5000 ms " +
+        `(in-progress budget until ${new Date(NOW - 60_000 + DEFAULT_IN_PROGRESS_BUDGET_MS).toISOString()})`,
     },
   },
   {
@@ -147,7 +149,9 @@ describe("the crash budget, decided before running", () => {
     const outcome = overClaimBudget(over, POLICY);
     expect(outcome).toEqual({
       kind: "failed",
-      error: `gave up: this step was claimed ${POLICY.maxAttempts + CRASH_ALLOWANCE} times (retries included) without settling — its worker crashed or lost its lease again and again; not run again`,
+      error:
+        `gave up: this step was claimed ${POLICY.maxAttempts + CRASH_ALLOWANCE} times (retries included) without settling — ` +
+        "its worker crashed or lost its lease again and again; not run again",
     });
     expect(decide(outcome!, over, POLICY, NOW, TOP).kind).toBe("fail");
   });
