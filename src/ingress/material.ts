@@ -13,13 +13,13 @@
 import { sha256Hex } from "../lib/crypto";
 import type { TriggerBody } from "./payload";
 import { ingressProblems } from "./problems";
+import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../lib/key-constraints";
 
 export type MaterialKind = "client" | "fields" | "content";
 
-export const CLIENT_ID_PATTERN = /^[\x20-\x7e]{1,255}$/;
-
+/** A client idempotency id follows the same rule as an Idempotency-Key (1–255 printable ASCII). */
 export function validateClientIdempotencyId(value: string): string {
-  if (!CLIENT_ID_PATTERN.test(value)) throw ingressProblems.clientIdInvalid();
+  if (!validateKey(value, DEFAULT_KEY_CONSTRAINTS).ok) throw ingressProblems.clientIdInvalid();
   return value;
 }
 

@@ -35,7 +35,7 @@ export class LabelledBatch<Label extends string> {
   }
 }
 
-export class BatchResults<Label extends string> {
+class BatchResults<Label extends string> {
   readonly #labels: Label[];
   readonly #results: D1Result[];
 

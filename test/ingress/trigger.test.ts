@@ -176,6 +176,10 @@ describe("POST /v1/workflows/:id/trigger", () => {
     const c = await trigger(id, { order: { id: "A-1" } }, { query: "?clientIdempotencyId=key-2" });
     expect(c.status).toBe(202);
     expect((await trigger(id, {}, { query: `?clientIdempotencyId=${"x".repeat(256)}` })).status).toBe(400);
+    // The Idempotency-Key rule (src/lib/key-constraints.ts): 1–255 printable ASCII, both ends included.
+    expect((await trigger(id, {}, { query: `?clientIdempotencyId=${"x".repeat(255)}` })).status).toBe(202);
+    expect((await trigger(id, {}, { query: `?clientIdempotencyId=k%C3%A9y` })).status).toBe(400);
+    expect((await trigger(id, {}, { query: `?clientIdempotencyId=k%09y` })).status).toBe(400);
   });
 
   it("keeps the same identity in two workspaces apart", async () => {
