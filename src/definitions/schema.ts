@@ -8,6 +8,7 @@
  * are run by `validateDefinition` (validate.ts).
  */
 import { z } from "zod";
+import { KEY_ALPHABET_IDS, KEY_PROFILE_IDS } from "./key-profiles";
 
 /** A string that begins with `=` is a JSONata expression; any other string is a literal. */
 export const EXPRESSION_PREFIX = "=";
@@ -123,6 +124,37 @@ export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as
 
 const HeaderName = z.string().regex(HEADER_NAME_PATTERN, "an HTTP header name (letters, digits and !#$%&'*+.^_`|~-)");
 
+/** A JSON Pointer (RFC 6901) to a field of the request body, such as `/idempotency_key`. */
+export const JSON_POINTER_PATTERN = /^(\/([^~/]|~[01])*)+$/;
+
+export const DestinationKeyDeclaration = z
+  .strictObject({
+    value: z
+      .string()
+      .startsWith(EXPRESSION_PREFIX, "an expression starting with `=`")
+      .describe("the key: an expression over business data (payload, steps), usually `= $idempotencyKey('prefix', …)`"),
+    profile: z
+      .enum(KEY_PROFILE_IDS)
+      .optional()
+      .describe("a destination whose documented key facts apply (docs/definitions.md); any field below overrides"),
+    header: z
+      .string()
+      .regex(HEADER_NAME_PATTERN, "an HTTP header name")
+      .optional()
+      .describe("the header that carries the key (default: the profile's, else Idempotency-Key)"),
+    bodyField: z
+      .string()
+      .regex(JSON_POINTER_PATTERN, "a JSON Pointer such as `/idempotency_key`")
+      .optional()
+      .describe("the JSON body field that carries the key, as a JSON Pointer, instead of a header"),
+    maxLength: z.number().int().min(1).max(1024).optional().describe("the longest key the destination accepts, in characters"),
+    alphabet: z.enum(KEY_ALPHABET_IDS).optional().describe("the characters the destination accepts (default printable-ascii)"),
+    retention: Duration.optional().describe(
+      "how long the destination remembers a key, at least; idemflow refuses to re-send a key older than this",
+    ),
+  })
+  .describe("the destination key: what it is, where it travels, and what the destination accepts and remembers");
+
 export const GatewayConfig = z.strictObject({
   method: z.enum(HTTP_METHODS),
   url: z.string().min(1).describe("an http(s) URL on the outbound allowlist, or an expression producing one"),
@@ -136,6 +168,7 @@ export const GatewayConfig = z.strictObject({
   query: z.record(z.string().min(1), z.string()).optional().describe("query parameters; values are literals or `=` expressions"),
   body: JsonValue.optional().describe("a JSON value whose `=` strings are expressions, or one expression"),
   timeoutMs: z.number().int().min(1).max(300_000).default(10_000),
+  idempotencyKey: DestinationKeyDeclaration.optional(),
   retry: RetryPolicy.optional(),
   clientErrorMode: z
     .enum(["fail", "complete"])
@@ -205,6 +238,7 @@ export type TransformVertex = z.output<typeof TransformVertex>;
 export type Edge = z.output<typeof Edge>;
 export type RetryPolicy = z.output<typeof RetryPolicy>;
 export type GatewayConfig = z.output<typeof GatewayConfig>;
+export type DestinationKeyDeclaration = z.output<typeof DestinationKeyDeclaration>;
 export type EntryPointConfig = z.output<typeof EntryPointConfig>;
 
 export function entryPointOf(definition: WorkflowDefinition): EntryPointVertex {

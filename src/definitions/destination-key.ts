@@ -1,0 +1,109 @@
+/**
+ * A Gateway step's destination key, resolved: the one description every part of idemflow reads
+ * (the Gateway runner places and checks it, the validation and the key lint inspect it, the
+ * retention guard times it, the trace shows it).
+ *
+ * Two ways to declare it:
+ * - `config.idempotencyKey` — the expression, where it travels (a header of any name, or a JSON
+ *   body field), the destination's constraints and retention, optionally from a profile
+ *   (src/definitions/key-profiles.ts) with any field overridden;
+ * - the original form, an `Idempotency-Key` header whose value is an expression: 1–255
+ *   printable ASCII, retention unknown (no retention guard).
+ */
+import { DEFAULT_KEY_CONSTRAINTS, type KeyConstraints } from "../lib/key-constraints";
+import { KEY_ALPHABETS, KEY_PROFILES, type KeyLocation, type KeyProfileId } from "./key-profiles";
+import { durationMs, type GatewayConfig } from "./schema";
+
+export const DEFAULT_KEY_HEADER = "Idempotency-Key";
+
+export interface DestinationKey {
+  /** The `=` expression that computes the key. */
+  expression: string;
+  location: KeyLocation;
+  constraints: KeyConstraints;
+  /** How long the destination remembers a key, at least; null when not declared (not guarded). */
+  retentionMs: number | null;
+  profile: KeyProfileId | null;
+  /** `declaration`: `config.idempotencyKey`; `header`: the original `Idempotency-Key` header form. */
+  declaredBy: "declaration" | "header";
+}
+
+export function isDefaultKeyHeader(name: string): boolean {
+  return name.toLowerCase() === DEFAULT_KEY_HEADER.toLowerCase();
+}
+
+/**
+ * What the step declares, or why the declaration cannot be resolved (a fact its profile leaves
+ * to the step, a header and a body field at once, the key declared twice). Validation reports
+ * the problems at save time, so a saved version always resolves.
+ */
+export function resolveDestinationKey(config: GatewayConfig): { key: DestinationKey | null } | { problems: string[] } {
+  const declared = config.idempotencyKey;
+  const headerForm = Object.entries(config.headers ?? {}).find(([name]) => isDefaultKeyHeader(name));
+  if (!declared) {
+    if (!headerForm) return { key: null };
+    return {
+      key: {
+        expression: headerForm[1],
+        location: { header: headerForm[0] },
+        constraints: DEFAULT_KEY_CONSTRAINTS,
+        retentionMs: null,
+        profile: null,
+        declaredBy: "header",
+      },
+    };
+  }
+  const profile = declared.profile ? KEY_PROFILES[declared.profile] : null;
+  const problems: string[] = [];
+  if (declared.header !== undefined && declared.bodyField !== undefined) {
+    problems.push("idempotencyKey: set either `header` or `bodyField`, not both");
+  }
+  const location: KeyLocation =
+    declared.bodyField !== undefined
+      ? { bodyField: declared.bodyField }
+      : declared.header !== undefined
+        ? { header: declared.header }
+        : (profile?.location ?? { header: DEFAULT_KEY_HEADER });
+  const keyHeader = "header" in location ? location.header.toLowerCase() : null;
+  if (keyHeader !== null && Object.keys(config.headers ?? {}).some((name) => name.toLowerCase() === keyHeader)) {
+    problems.push(
+      `idempotencyKey: the key travels in the ${"header" in location ? location.header : ""} header; remove that header from \`headers\``,
+    );
+  } else if (headerForm) {
+    problems.push("idempotencyKey: the key is declared twice; remove the Idempotency-Key header from `headers`");
+  }
+  const maxLength = declared.maxLength ?? profile?.maxLength ?? DEFAULT_KEY_CONSTRAINTS.maxLength;
+  if (maxLength === "required") {
+    problems.push(
+      `idempotencyKey: the ${profile?.title} profile does not know the destination's longest key; set \`maxLength\` from its API reference`,
+    );
+  }
+  const retention = declared.retention !== undefined ? durationMs(declared.retention) : (profile?.retentionMs ?? null);
+  if (retention === "required") {
+    problems.push(
+      `idempotencyKey: the ${profile?.title} profile does not know how long the destination remembers a key; set \`retention\` from its API reference`,
+    );
+  }
+  if (problems.length > 0) return { problems };
+  return {
+    key: {
+      expression: declared.value,
+      location,
+      constraints: {
+        minLength: 1,
+        maxLength: maxLength as number,
+        alphabet: KEY_ALPHABETS[declared.alphabet ?? profile?.alphabet ?? "printable-ascii"],
+      },
+      retentionMs: retention as number | null,
+      profile: declared.profile ?? null,
+      declaredBy: "declaration",
+    },
+  };
+}
+
+/** The resolved key of a saved (validated) step; throws if the declaration does not resolve. */
+export function destinationKeyOf(config: GatewayConfig): DestinationKey | null {
+  const resolved = resolveDestinationKey(config);
+  if ("problems" in resolved) throw new Error(`the destination key does not resolve: ${resolved.problems.join("; ")}`);
+  return resolved.key;
+}
