@@ -28,7 +28,8 @@
 import jsonata from "jsonata";
 import { EXPRESSION_PREFIX, isExpression } from "../definitions/schema";
 import { ExpressionError, isJsonataErrorCode } from "./errors";
-import { registerKeyHelpers } from "./key-helpers";
+import type { KeyConstraints } from "../lib/key-constraints";
+import { KEY_CONSTRAINTS_BINDING, registerKeyHelpers } from "./key-helpers";
 import { exitHook, registerBoundedBuiltins, SIZE_BUDGET, type SizeBudget } from "./size-limits";
 
 export { ExpressionError };
@@ -90,9 +91,15 @@ export function compile(source: string, maxDepth: number = DEFAULT_LIMITS.maxDep
 
 /**
  * Evaluate JSONata `source` (without the leading `=`) against `context`. `overrides` replaces the
- * defaults one by one.
+ * defaults one by one. `keyConstraints`: only for a destination key's expression, whose
+ * `$idempotencyKey` then shapes its keys to them (./key-shape.ts).
  */
-export async function evaluate(source: string, context: unknown, overrides: Partial<EvaluationLimits> = DEFAULT_LIMITS): Promise<unknown> {
+export async function evaluate(
+  source: string,
+  context: unknown,
+  overrides: Partial<EvaluationLimits> = DEFAULT_LIMITS,
+  keyConstraints?: KeyConstraints,
+): Promise<unknown> {
   const limits: EvaluationLimits = overrides === DEFAULT_LIMITS ? DEFAULT_LIMITS : { ...DEFAULT_LIMITS, ...overrides };
   const expression = compile(source, limits.maxDepth);
   const budget: SizeBudget = {
@@ -104,7 +111,8 @@ export async function evaluate(source: string, context: unknown, overrides: Part
     maxProducedSize: limits.maxProducedSize,
   };
   try {
-    const result = await expression.evaluate(context, { [SIZE_BUDGET]: budget });
+    const bindings = keyConstraints ? { [SIZE_BUDGET]: budget, [KEY_CONSTRAINTS_BINDING]: keyConstraints } : { [SIZE_BUDGET]: budget };
+    const result = await expression.evaluate(context, bindings);
     return normalise(result);
   } catch (error) {
     throw toExpressionError(error, "evaluate");

@@ -3,7 +3,10 @@
  *
  * `$idempotencyKey(prefix, part1, part2, …)` → `prefix-<base64url(SHA-256(JCS([part1, part2, …])))>`:
  * stable across runs and deployments (it depends only on the business values), scoped per
- * operation by its prefix, and bounded in length (prefix + 44 characters).
+ * operation by its prefix, and bounded in length (prefix + 44 characters). Inside the key
+ * expression of a step that declares its destination's constraints (`idempotencyKey` with a
+ * profile, `maxLength` or `alphabet`), the digest is shaped to fit them (./key-shape.ts); a key
+ * that already fits is unchanged, and everywhere else the helper is exactly the above.
  * `$sha256(value)` → lowercase hex SHA-256 of a string (or of the canonical JSON of any other value).
  *
  * Both refuse a number a 64-bit float cannot carry exactly (src/lib/json-numbers.ts: beyond
@@ -16,21 +19,52 @@ import type jsonata from "jsonata";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256, sha256Hex, toBase64Url } from "../lib/crypto";
 import { findUnsafeNumber, MAX_EXACT_NUMBER } from "../lib/json-numbers";
+import type { KeyConstraints } from "../lib/key-constraints";
+import { keyShape, shapedKey } from "./key-shape";
 import { declareParameters } from "./native-function";
 
 export const KEY_PREFIX_MAX = 64;
 
 export async function idempotencyKey(prefix: unknown, ...parts: unknown[]): Promise<string> {
+  return `${checkPrefix(prefix)}-${toBase64Url(await digestOf(parts))}`;
+}
+
+/** `$idempotencyKey` inside a key expression whose destination declares `constraints`. */
+export async function shapedIdempotencyKey(constraints: KeyConstraints, prefix: unknown, ...parts: unknown[]): Promise<string> {
+  const checked = checkPrefix(prefix);
+  const shaped = keyShape(checked, constraints);
+  if ("error" in shaped) throw new Error(`$idempotencyKey: ${shaped.error}`);
+  return shapedKey(checked, await digestOf(parts), shaped.shape);
+}
+
+function checkPrefix(prefix: unknown): string {
   if (typeof prefix !== "string" || !/^[A-Za-z0-9._:-]{1,64}$/.test(prefix)) {
     throw new Error("$idempotencyKey: the prefix must be 1-64 characters of letters, digits, '.', '_', ':' or '-'");
   }
+  return prefix;
+}
+
+function digestOf(parts: unknown[]): Promise<Uint8Array> {
   if (parts.length === 0) throw new Error("$idempotencyKey: pass at least one business value after the prefix");
   parts.forEach((part, i) => {
     if (part === undefined)
       throw new Error(`$idempotencyKey: value ${i + 1} is missing (undefined); keys must not collapse on absent data`);
     assertExactNumbers("$idempotencyKey", `value ${i + 1}`, part);
   });
-  return `${prefix}-${toBase64Url(await sha256(canonicalJson(parts)))}`;
+  return sha256(canonicalJson(parts));
+}
+
+/**
+ * Binding name under which `evaluate()` passes a key expression's destination constraints; read
+ * from the evaluation's base frame, where an expression's own variables cannot shadow it.
+ */
+export const KEY_CONSTRAINTS_BINDING = "__idemflow_key_constraints";
+
+type Frame = jsonata.Environment & { base?: jsonata.Environment };
+
+function constraintsOf(focus: { environment?: Frame } | undefined): KeyConstraints | undefined {
+  const environment = focus?.environment;
+  return (environment?.base ?? environment)?.lookup(KEY_CONSTRAINTS_BINDING) as KeyConstraints | undefined;
 }
 
 export async function sha256Of(value: unknown): Promise<string> {
@@ -73,7 +107,10 @@ export function registerKeyHelpers(expression: jsonata.Expression): void {
   expression.registerFunction(
     "idempotencyKey",
     declareParameters(
-      (prefix: unknown, ...parts: unknown[]) => idempotencyKey(prefix, ...parts),
+      function (this: { environment?: Frame } | undefined, prefix: unknown, ...parts: unknown[]) {
+        const constraints = constraintsOf(this);
+        return constraints ? shapedIdempotencyKey(constraints, prefix, ...parts) : idempotencyKey(prefix, ...parts);
+      },
       "idempotencyKey",
       KEY_HELPERS.idempotencyKey.parameters,
     ),
