@@ -8,6 +8,8 @@
  *   GET  /shipping/labels    { items: [...] }
  *   GET  /legacy/orders      ?external_id= → { items: [...] }   (no key support)
  *   POST /legacy/orders      unique external_id; a duplicate answers 409
+ *   POST /checkout/payments  idempotency_key in the JSON BODY (1–45 characters, like Square); a repeat replays the payment
+ *   GET  /checkout/payments  { items: [...] } (?order=)
  *   POST /faults             { path, mode: "after-commit", count, method? } → next `count` matching
  *                            requests do their work, then answer 502
  *   GET  /faults · DELETE /faults   list · disarm all
@@ -15,6 +17,7 @@
 import { Hono } from "hono";
 import { ProblemError } from "../../src/lib/problem";
 import { commonProblems } from "../../src/lib/common-problems";
+import { checkoutRoutes } from "./checkout";
 import type { DemoAppEnv, DemoOptions } from "./env";
 import { faultRoutes } from "./faults";
 import { legacyRoutes } from "./legacy";
@@ -32,11 +35,14 @@ export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
   app.route("/payments", paymentRoutes(resolved));
   app.route("/shipping", shippingRoutes(resolved));
   app.route("/legacy", legacyRoutes(resolved));
+  app.route("/checkout", checkoutRoutes(resolved));
   app.route("/faults", faultRoutes(resolved));
 
   app.notFound(() =>
     commonProblems
-      .routeNotFound("The demo serves /payments/charges, /shipping/labels, /legacy/orders and /faults (see docs/walkthrough.md).")
+      .routeNotFound(
+        "The demo serves /payments/charges, /shipping/labels, /legacy/orders, /checkout/payments and /faults (see docs/walkthrough.md).",
+      )
       .toResponse(),
   );
   app.onError((error) => {

@@ -12,7 +12,9 @@ export type DemoProblemCode =
   | "demo-charge-invalid"
   | "demo-body-not-object"
   | "demo-legacy-external-id-missing"
-  | "demo-legacy-duplicate";
+  | "demo-legacy-duplicate"
+  | "demo-checkout-key-invalid"
+  | "demo-checkout-key-reused";
 
 export const demoProblems = {
   /** The answer an armed fault puts in place of the real one, after the work was done. */
@@ -61,5 +63,21 @@ export const demoProblems = {
       code: "demo-legacy-duplicate",
       title: "An order with this external_id exists",
       detail: `external_id ${JSON.stringify(externalId)} was already created. GET /legacy/orders?external_id=… to read it.`,
+    }),
+  checkoutKeyInvalid: (maxLength: number, length: number | null) =>
+    new ProblemError({
+      status: 422,
+      code: "demo-checkout-key-invalid",
+      title: "Invalid idempotency_key",
+      detail:
+        `The body field \`idempotency_key\` must be a string of 1-${maxLength} characters` +
+        (length === null ? "; it is missing or not a string." : `; it has ${length}.`),
+    }),
+  checkoutKeyReused: () =>
+    new ProblemError({
+      status: 422,
+      code: "demo-checkout-key-reused",
+      title: "idempotency_key reused",
+      detail: "This idempotency_key was already used for a different request; a new payment needs a new key.",
     }),
 } satisfies ProblemCatalog<DemoProblemCode>;

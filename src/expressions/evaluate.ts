@@ -127,16 +127,17 @@ export async function evaluateValue(
   value: unknown,
   context: unknown,
   limits: Partial<EvaluationLimits> = DEFAULT_LIMITS,
+  keyConstraints?: KeyConstraints,
 ): Promise<unknown> {
-  if (isExpression(value)) return evaluate(value.slice(EXPRESSION_PREFIX.length), context, limits);
+  if (isExpression(value)) return evaluate(value.slice(EXPRESSION_PREFIX.length), context, limits, keyConstraints);
   if (Array.isArray(value)) {
     const out: unknown[] = [];
-    for (const item of value) out.push(await evaluateValue(item, context, limits));
+    for (const item of value) out.push(await evaluateValue(item, context, limits, keyConstraints));
     return out;
   }
   if (value !== null && typeof value === "object") {
     const out: Record<string, unknown> = {};
-    for (const [key, item] of Object.entries(value)) out[key] = await evaluateValue(item, context, limits);
+    for (const [key, item] of Object.entries(value)) out[key] = await evaluateValue(item, context, limits, keyConstraints);
     return out;
   }
   return value;

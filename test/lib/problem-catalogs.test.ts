@@ -100,6 +100,8 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       bodyNotObject: () => demoProblems.bodyNotObject(),
       legacyExternalIdMissing: () => demoProblems.legacyExternalIdMissing(),
       legacyDuplicate: () => demoProblems.legacyDuplicate("A-1001"),
+      checkoutKeyInvalid: () => demoProblems.checkoutKeyInvalid(45, 50),
+      checkoutKeyReused: () => demoProblems.checkoutKeyReused(),
     } satisfies Samples<typeof demoProblems>,
   },
 ];

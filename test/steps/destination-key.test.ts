@@ -1,12 +1,13 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { GatewayVertex } from "../../src/definitions/schema";
+import { idempotencyKey } from "../../src/expressions/key-helpers";
 import { DEFAULT_KEY_CONSTRAINTS } from "../../src/lib/key-constraints";
 import { runGateway } from "../../src/steps/gateway";
 import {
   checkDestinationKey,
   DEFAULT_DESTINATION_KEY,
-  resolveDestinationKey,
+  resolveKeyToSend,
   type DestinationKeyRule,
   type KeyStore,
 } from "../../src/steps/gateway/key";
@@ -112,7 +113,8 @@ describe("checkDestinationKey with the default rule (Idempotency-Key, 1–255 pr
 
 /** A destination with its own key header and constraints (what the destination-keys issue adds). */
 const CUSTOM: DestinationKeyRule = {
-  headerName: "X-Request-Key",
+  location: { header: "X-Request-Key" },
+  declaredBy: "declaration",
   constraints: {
     minLength: 8,
     maxLength: 40,
@@ -140,7 +142,7 @@ describe("checkDestinationKey with a destination's own rule", () => {
   });
 });
 
-describe("resolveDestinationKey", () => {
+describe("resolveKeyToSend", () => {
   const context: ExpressionContext = {
     payload: { order: { id: "O-1" } },
     steps: {},
@@ -161,7 +163,7 @@ describe("resolveDestinationKey", () => {
 
   it("a persisted key is sent as is: the expression is not evaluated, nothing is persisted again", async () => {
     const keys = store("stored-1");
-    expect(await resolveDestinationKey("charge", "= $error('never evaluated')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+    expect(await resolveKeyToSend("charge", "= $error('never evaluated')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
       key: "stored-1",
     });
     expect(keys.persisted).toEqual([]);
@@ -169,7 +171,7 @@ describe("resolveDestinationKey", () => {
 
   it("otherwise the evaluated key is persisted and the stored value (the only-if-absent winner) is sent", async () => {
     const keys = store(null, () => "winner");
-    expect(await resolveDestinationKey("charge", "= 'order-' & payload.order.id", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+    expect(await resolveKeyToSend("charge", "= 'order-' & payload.order.id", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
       key: "winner",
     });
     expect(keys.persisted).toEqual(["order-O-1"]);
@@ -177,14 +179,14 @@ describe("resolveDestinationKey", () => {
 
   it("an invalid key, or an expression that fails, fails the attempt before anything is persisted", async () => {
     const keys = store(null);
-    expect(await resolveDestinationKey("charge", "= 'clé'", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+    expect(await resolveKeyToSend("charge", "= 'clé'", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
       error:
         "gateway charge: invalid Idempotency-Key: the Idempotency-Key must be printable ASCII only; use $idempotencyKey(prefix, …) to encode other values",
     });
-    expect(await resolveDestinationKey("charge", "= $error('boom')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+    expect(await resolveKeyToSend("charge", "= $error('boom')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
       error: expect.stringMatching(/^gateway charge: invalid Idempotency-Key: .*boom/),
     });
-    expect(await resolveDestinationKey("charge", "= 'short'", context, keys, CUSTOM)).toEqual({
+    expect(await resolveKeyToSend("charge", "= 'short'", context, keys, CUSTOM)).toEqual({
       error: expect.stringMatching(/^gateway charge: invalid X-Request-Key: the X-Request-Key must be 8-40 characters, got 5/),
     });
     expect(keys.persisted).toEqual([]);
@@ -192,7 +194,7 @@ describe("resolveDestinationKey", () => {
 
   it("fenced out while persisting: fails, nothing sent", async () => {
     expect(
-      await resolveDestinationKey(
+      await resolveKeyToSend(
         "charge",
         "= 'order-1'",
         context,
@@ -205,19 +207,24 @@ describe("resolveDestinationKey", () => {
   });
 
   it("the default rule is the shared key rule", () => {
-    expect(DEFAULT_DESTINATION_KEY).toEqual({ headerName: "Idempotency-Key", constraints: DEFAULT_KEY_CONSTRAINTS });
+    expect(DEFAULT_DESTINATION_KEY).toEqual({
+      location: { header: "Idempotency-Key" },
+      constraints: DEFAULT_KEY_CONSTRAINTS,
+      declaredBy: "header",
+    });
   });
 });
 
-describe("runGateway with a destination's own key header", () => {
-  it("sets that header aside, persists its key and sends it; an Idempotency-Key header is then an ordinary header", async () => {
+describe("runGateway with a declared key header", () => {
+  it("persists the declared key, shaped to its maxLength, and sends it in that header", async () => {
     const vertex = GatewayVertex.parse({
       id: "charge",
       type: "GATEWAY",
       config: {
         method: "POST",
         url: "http://localhost:8788/payments/charges",
-        headers: { "x-request-key": "= 'charge-' & payload.order.id", "Idempotency-Key": "= 'plain-' & payload.order.id" },
+        headers: { "X-Order": "= payload.order.id" },
+        idempotencyKey: { value: "= $idempotencyKey('charge', payload.order.id)", header: "X-Request-Key", maxLength: 40 },
         body: { order: "= payload.order.id" },
       },
     });
@@ -242,12 +249,13 @@ describe("runGateway with a destination's own key header", () => {
           return key;
         },
       },
-      CUSTOM,
     );
-    expect(outcome).toMatchObject({ kind: "completed", output: { status: 201, idempotencyKey: "charge-o-42" } });
-    expect(persisted).toEqual(["charge-o-42"]);
+    const key = (await idempotencyKey("charge", "o-42")).slice(0, 40);
+    expect(outcome).toMatchObject({ kind: "completed", output: { status: 201, idempotencyKey: key } });
+    expect(persisted).toEqual([key]);
     expect(sent).toHaveLength(1);
-    expect(sent[0]!.headers.get("x-request-key")).toBe("charge-o-42");
-    expect(sent[0]!.headers.get("idempotency-key")).toBe("plain-o-42");
+    expect(sent[0]!.headers.get("x-request-key")).toBe(key);
+    expect(sent[0]!.headers.get("x-order")).toBe("o-42");
+    expect(sent[0]!.headers.has("idempotency-key")).toBe(false);
   });
 });

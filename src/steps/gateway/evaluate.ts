@@ -2,8 +2,8 @@
  * Phase 1 of a Gateway attempt: url, headers, query and body evaluated against the execution
  * context. A failing expression fails the step: it would fail the same way on every retry.
  *
- * The key header is set aside unevaluated: its expression runs only when no key was persisted yet
- * (phase 2, ./key.ts), so a later attempt never recomputes it.
+ * The key header (the original `Idempotency-Key` form) is set aside unevaluated: its expression runs
+ * only when no key was persisted yet (phase 2, ./key.ts), so a later attempt never recomputes it.
  */
 import type { GatewayVertex } from "../../definitions/schema";
 import { evaluateValue } from "../../expressions/evaluate";
@@ -18,14 +18,12 @@ export interface EvaluatedRequest {
   headers: Record<string, string>;
   /** Undefined for GET and HEAD, and when the vertex has none. */
   body: unknown;
-  /** The key header as configured (its letter case) and its expression, when the vertex sends one. */
-  key?: { headerName: string; expression: string };
 }
 
 export async function evaluateRequest(
   vertex: GatewayVertex,
   context: ExpressionContext,
-  keyRule: DestinationKeyRule,
+  keyRule: DestinationKeyRule | null,
 ): Promise<{ evaluated: EvaluatedRequest } | { error: string }> {
   const config = vertex.config;
   try {
@@ -35,10 +33,7 @@ export async function evaluateRequest(
     if ("error" in url) return url;
     const evaluated: EvaluatedRequest = { url: url.url, headers: {}, body: undefined };
     for (const [name, value] of Object.entries(config.headers ?? {})) {
-      if (isKeyHeader(name, keyRule)) {
-        evaluated.key = { headerName: name, expression: value };
-        continue;
-      }
+      if (isKeyHeader(name, keyRule)) continue;
       const text = asText(await evaluateValue(value, context));
       if (text !== undefined) evaluated.headers[name] = text;
     }

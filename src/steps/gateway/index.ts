@@ -4,7 +4,8 @@
  * Each attempt runs six phases, one module each; every phase either hands the next what it needs
  * or ends the attempt with an outcome (never a throw, except for a fault in idemflow itself):
  * 1. ./evaluate.ts — url, headers, query and body evaluated against the execution context;
- * 2. ./key.ts — the destination key: persisted by an earlier attempt, else evaluated, validated
+ * 2. ./key.ts — the destination key (src/definitions/destination-key.ts: a header of any name or
+ *    a JSON body field, ./body-key.ts): persisted by an earlier attempt, else evaluated, validated
  *    against the destination's constraints and persisted BEFORE the first send;
  * 3. ./outbound.ts — `{{ secrets.NAME }}` resolved for the execution's workspace, the host checked
  *    against the outbound allowlist;
@@ -12,13 +13,15 @@
  * 5. ./send.ts — the call, under a timeout and `maxResponseBytes`, redirects not followed;
  * 6. ./classify.ts — the answer (or its absence) turned into the step's outcome.
  */
+import { destinationKeyOf } from "../../definitions/destination-key";
 import type { GatewayVertex } from "../../definitions/schema";
 import type { SecretLookup } from "../../secrets/resolve";
 import type { RunOutcome } from "../outcome";
 import type { ExpressionContext } from "../plan";
 import { classifyResponse, classifySendFailure } from "./classify";
+import { placeKeyInBody } from "./body-key";
 import { evaluateRequest } from "./evaluate";
-import { DEFAULT_DESTINATION_KEY, resolveDestinationKey, type DestinationKeyRule, type KeyStore } from "./key";
+import { resolveKeyToSend, type KeyStore } from "./key";
 import { allowlistRefusal, resolveHeaderSecrets } from "./outbound";
 import { buildRequest, summariseRequest } from "./request";
 import { send } from "./send";
@@ -36,28 +39,32 @@ export interface GatewayDeps extends KeyStore {
   now: () => number;
 }
 
-export async function runGateway(
-  vertex: GatewayVertex,
-  context: ExpressionContext,
-  deps: GatewayDeps,
-  keyRule: DestinationKeyRule = DEFAULT_DESTINATION_KEY,
-): Promise<RunOutcome> {
+export async function runGateway(vertex: GatewayVertex, context: ExpressionContext, deps: GatewayDeps): Promise<RunOutcome> {
   const config = vertex.config;
   const method = config.method;
+  // A saved version always resolves (validation reports its problems), so this does not throw.
+  const keyRule = destinationKeyOf(config);
 
   const evaluation = await evaluateRequest(vertex, context, keyRule);
   if ("error" in evaluation) return { kind: "failed", error: evaluation.error };
-  const { url, headers, body, key: keyHeader } = evaluation.evaluated;
+  const { url, headers } = evaluation.evaluated;
+  let { body } = evaluation.evaluated;
 
   let key: string | undefined;
-  if (keyHeader !== undefined) {
-    const resolvedKey = await resolveDestinationKey(vertex.id, keyHeader.expression, context, deps, keyRule);
+  if (keyRule !== null) {
+    const resolvedKey = await resolveKeyToSend(vertex.id, keyRule.expression, context, deps, keyRule);
     if ("error" in resolvedKey) return { kind: "failed", error: resolvedKey.error };
     key = resolvedKey.key;
-    headers[keyHeader.headerName] = key;
+    if ("header" in keyRule.location) headers[keyRule.location.header] = key;
+    else {
+      const placed = placeKeyInBody(body, keyRule.location.bodyField, key);
+      if ("error" in placed) return { kind: "failed", error: `gateway ${vertex.id}: ${placed.error}; not sent, not retried` };
+      body = placed.body;
+    }
   }
 
-  const secrets = await resolveHeaderSecrets(headers, config.headers ?? {}, keyHeader?.headerName, deps.secret);
+  const keyHeader = keyRule !== null && "header" in keyRule.location ? keyRule.location.header : undefined;
+  const secrets = await resolveHeaderSecrets(headers, config.headers ?? {}, keyHeader, deps.secret);
   if ("error" in secrets) return { kind: "failed", error: secrets.error };
   const { resolved } = secrets;
   const request = summariseRequest(method, url, resolved.redacted, body);

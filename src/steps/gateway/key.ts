@@ -4,28 +4,38 @@
  * The key an earlier attempt persisted wins; otherwise the key expression is evaluated, checked
  * against the destination's constraints (by default 1–255 printable ASCII: src/lib/key-constraints.ts)
  * and persisted — fenced, only-if-absent — BEFORE the first send, so every retry, takeover and
- * operator retry sends the same value. A key that fails the check fails the step, nothing sent:
- * the same expression would produce it again.
+ * operator retry sends the same value, wherever it travels (./body-key.ts places a body field).
+ * A key that fails the check fails the step, nothing sent: the same expression would produce it
+ * again.
  */
-import { evaluateValue } from "../../expressions/evaluate";
-import { DEFAULT_KEY_CONSTRAINTS, validateKey, type KeyConstraints } from "../../lib/key-constraints";
+import { DEFAULT_KEY_HEADER, type DestinationKey } from "../../definitions/destination-key";
+import { DEFAULT_LIMITS, evaluateValue } from "../../expressions/evaluate";
+import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../../lib/key-constraints";
 import { errorMessage } from "../../lib/log";
 import type { ExpressionContext } from "../plan";
 
-/** Which header carries a destination's key, and what the destination accepts in it. */
-export interface DestinationKeyRule {
-  /** Matched in any letter case against the configured headers; named as written in errors. */
-  readonly headerName: string;
-  readonly constraints: KeyConstraints;
-}
+/** Where a destination's key travels, what the destination accepts in it, and who declared it. */
+export type DestinationKeyRule = Pick<DestinationKey, "location" | "constraints" | "declaredBy">;
 
+/** The original form: an `Idempotency-Key` header, 1–255 printable ASCII. */
 export const DEFAULT_DESTINATION_KEY: DestinationKeyRule = Object.freeze({
-  headerName: "Idempotency-Key",
+  location: Object.freeze({ header: DEFAULT_KEY_HEADER }),
   constraints: DEFAULT_KEY_CONSTRAINTS,
+  declaredBy: "header",
 });
 
-export function isKeyHeader(name: string, rule: DestinationKeyRule): boolean {
-  return name.toLowerCase() === rule.headerName.toLowerCase();
+/**
+ * How errors name where the key travels: the declared header, or the body field's pointer. The
+ * original form is always named `Idempotency-Key`, whatever the letter case it was written in.
+ */
+export function keyLabel(rule: DestinationKeyRule): string {
+  if (rule.declaredBy === "header") return DEFAULT_KEY_HEADER;
+  return "header" in rule.location ? rule.location.header : `body field ${rule.location.bodyField}`;
+}
+
+/** The header that carries the key, matched in any letter case; false for a body-field key. */
+export function isKeyHeader(name: string, rule: DestinationKeyRule | null): boolean {
+  return rule !== null && "header" in rule.location && name.toLowerCase() === rule.location.header.toLowerCase();
 }
 
 /**
@@ -33,21 +43,22 @@ export function isKeyHeader(name: string, rule: DestinationKeyRule): boolean {
  * its decimal text (an order number is a fine key); anything else that is not a string is refused.
  */
 export function checkDestinationKey(value: unknown, rule: DestinationKeyRule): { key: string } | { error: string } {
-  const { headerName, constraints } = rule;
+  const { constraints } = rule;
+  const label = keyLabel(rule);
   if (typeof value === "number" && Number.isFinite(value)) value = String(value);
   if (typeof value !== "string") {
-    return { error: `the ${headerName} expression produced ${value === undefined ? "nothing" : typeof value}, not a string` };
+    return { error: `the ${label} expression produced ${value === undefined ? "nothing" : typeof value}, not a string` };
   }
   const check = validateKey(value, constraints);
   if (check.ok) return { key: value };
   // The length first: of a key that breaks both rules, the length is the part to fix.
   if (check.problems[0].reason !== "bad_character") {
     return {
-      error: `the ${headerName} must be ${constraints.minLength}-${constraints.maxLength} characters, got ${value.length}; use $idempotencyKey(prefix, …) to bound it`,
+      error: `the ${label} must be ${constraints.minLength}-${constraints.maxLength} characters, got ${value.length}; use $idempotencyKey(prefix, …) to bound it`,
     };
   }
   return {
-    error: `the ${headerName} must be ${constraints.alphabet.name} only; use $idempotencyKey(prefix, …) to encode other values`,
+    error: `the ${label} must be ${constraints.alphabet.name} only; use $idempotencyKey(prefix, …) to encode other values`,
   };
 }
 
@@ -58,8 +69,12 @@ export interface KeyStore {
   persistKey: (key: string) => Promise<string | null>;
 }
 
-/** The key to send: the persisted one, else evaluated, checked and persisted now. */
-export async function resolveDestinationKey(
+/**
+ * The key to send: the persisted one, else evaluated, checked and persisted now. A declared key's
+ * expression is evaluated with the destination's constraints, so its `$idempotencyKey` fits them
+ * (src/expressions/key-shape.ts); the header form's is evaluated as it always was.
+ */
+export async function resolveKeyToSend(
   vertexId: string,
   expression: string,
   context: ExpressionContext,
@@ -69,11 +84,12 @@ export async function resolveDestinationKey(
   if (store.persistedKey !== null) return { key: store.persistedKey };
   let checked: { key: string } | { error: string };
   try {
-    checked = checkDestinationKey(await evaluateValue(expression, context), rule);
+    const shape = rule.declaredBy === "declaration" ? rule.constraints : undefined;
+    checked = checkDestinationKey(await evaluateValue(expression, context, DEFAULT_LIMITS, shape), rule);
   } catch (error) {
     checked = { error: errorMessage(error) };
   }
-  if ("error" in checked) return { error: `gateway ${vertexId}: invalid ${rule.headerName}: ${checked.error}` };
+  if ("error" in checked) return { error: `gateway ${vertexId}: invalid ${keyLabel(rule)}: ${checked.error}` };
   const stored = await store.persistKey(checked.key);
   if (stored === null) return { error: "the step was taken over before its key was persisted; nothing was sent" };
   return { key: stored };

@@ -1,0 +1,213 @@
+/**
+ * A destination key that travels somewhere other than `Idempotency-Key`: in a JSON body field (the
+ * demo's checkout API, like Square) or in a header of another name (PayPal-Request-Id). Wherever
+ * it travels it is computed once, persisted before the first send, and every later attempt — a
+ * retry, a takeover — sends the persisted value there; the destination's own guard proves it
+ * charged once.
+ */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { beforeAll, describe, expect, it } from "vitest";
+import { createDemoApp } from "../../demo/src/app";
+import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
+import { idempotencyKey } from "../../src/expressions/key-helpers";
+import { chargeWorkflow, DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
+
+const WS = "steps-key-travel";
+
+const sql = import.meta.glob<string>("../../demo/migrations/000[23]_*.sql", { query: "?raw", import: "default", eager: true });
+
+beforeAll(async () => {
+  const statements = Object.keys(sql)
+    .sort()
+    .flatMap((name) =>
+      sql[name]!.split("\n")
+        .map((line) => line.replace(/--.*$/, ""))
+        .join("\n")
+        .split(/;\s*$/m)
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0),
+    );
+  await env.DB.batch(statements.map((s) => env.DB.prepare(s)));
+});
+
+const demo = createDemoApp();
+
+/** The demo Worker in-process, on this file's D1. */
+async function callDemo(request: Request): Promise<Response> {
+  const ctx = createExecutionContext();
+  const response = await demo.fetch(request, env, ctx);
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+/**
+ * The destinations: /checkout/* is the demo's checkout API (key in the body); /paypal/orders is a
+ * PayPal-like API that takes its key from `PayPal-Request-Id`, deduplicated by the real ledger
+ * (it forwards to the demo's /payments/charges with the key moved to the header that route reads).
+ */
+function destinations(h: () => Harness): typeof fetch {
+  return async (input, init) => {
+    const request = new Request(input as RequestInfo, init);
+    const { pathname } = new URL(request.url);
+    if (pathname.startsWith("/checkout/")) {
+      h().dest.requests.push({ method: request.method, url: request.url, headers: {}, body: await request.clone().text() });
+      return callDemo(request);
+    }
+    if (pathname === "/paypal/orders") {
+      const headers = new Headers(request.headers);
+      h().dest.requests.push({ method: request.method, url: request.url, headers: Object.fromEntries(headers), body: "" });
+      const fault = paypalFaults.shift();
+      if (fault !== undefined) return new Response("{}", { status: fault, headers: { "content-type": "application/json" } });
+      headers.set("idempotency-key", headers.get("paypal-request-id") ?? "");
+      headers.delete("paypal-request-id");
+      return callDemo(new Request(`${DEST}/payments/charges`, { method: "POST", headers, body: await request.text() }));
+    }
+    return h().dest.fetch(request);
+  };
+}
+const paypalFaults: number[] = [];
+
+async function demoItems(path: string): Promise<Array<Record<string, unknown>>> {
+  return ((await (await callDemo(new Request(`${DEST}${path}`))).json()) as { items: Array<Record<string, unknown>> }).items;
+}
+
+async function armFault(path: string): Promise<void> {
+  const response = await callDemo(
+    new Request(`${DEST}/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ path }) }),
+  );
+  expect(response.status).toBe(201);
+}
+
+function setup(overrides: Parameters<typeof harness>[0] = {}): Harness {
+  const h: Harness = harness({ fetch: destinations(() => h), ...overrides });
+  return h;
+}
+
+/** entry → charge (a Gateway step calling the checkout API, with the key declared by `key`) → done. */
+const payWorkflow = (id: string, key: Record<string, unknown>): WorkflowDefinitionInput =>
+  chargeWorkflow(id, {
+    url: `${DEST}/checkout/payments`,
+    headers: {},
+    body: { order: "= payload.order.id", amount: "= payload.order.total" },
+    ...key,
+  });
+
+const SQUARE_KEY = {
+  idempotencyKey: { value: "= $idempotencyKey('pay', payload.order.id)", profile: "square", maxLength: 45, retention: "24h" },
+};
+
+const sentBodies = (h: Harness, path: string) =>
+  h.dest.requests.filter((r) => new URL(r.url).pathname === path).map((r) => JSON.parse(r.body) as Record<string, unknown>);
+
+describe("a key in a JSON body field (the demo checkout API, Square's profile)", () => {
+  it("is shaped by the profile to fit 45 characters, persisted, and re-sent from the persisted value after a lost answer: one payment", async () => {
+    const h = setup();
+    const order = unique("B");
+    const wf = await seedWorkflow(WS, payWorkflow(unique("wf"), SQUARE_KEY));
+    const id = await h.start(wf, { order: { id: order, total: 12 } });
+    await armFault("/checkout/payments"); // the first payment commits, then its answer is lost (502)
+    await h.drain();
+    const step = (await stepsOf(id)).charge!;
+    expect(step).toMatchObject({ state: "COMPLETED", attempt: 2 });
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    // `pay-` + 43 would be 47 characters: the profile's 45 cut the digest to 41.
+    const full = await idempotencyKey("pay", order);
+    expect(full).toHaveLength(47);
+    expect(step.idempotency_key).toBe(full.slice(0, 45));
+    const bodies = sentBodies(h, "/checkout/payments");
+    expect(bodies).toEqual([
+      { order, amount: 12, idempotency_key: step.idempotency_key },
+      { order, amount: 12, idempotency_key: step.idempotency_key },
+    ]);
+    expect(await demoItems(`/checkout/payments?order=${order}`)).toHaveLength(1);
+    expect(JSON.parse(step.output!)).toMatchObject({ status: 200, idempotencyKey: step.idempotency_key });
+    // The trace's request summary shows the key where it travelled.
+    const row = await env.DB.prepare("SELECT request FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'")
+      .bind(id)
+      .first<{ request: string }>();
+    expect(JSON.parse(row!.request)).toMatchObject({ body: { idempotency_key: step.idempotency_key } });
+  });
+
+  it("a takeover after the worker died mid-step sends the persisted key, not a recomputed one: one payment", async () => {
+    const h = setup({ leaseMs: 1_000 });
+    const order = unique("T");
+    const wf = await seedWorkflow(WS, payWorkflow(unique("wf"), SQUARE_KEY));
+    const id = await h.start(wf, { order: { id: order, total: 7 } });
+    const [first] = h.queue.take();
+    // The payment is made, then the worker dies before it can settle the step.
+    await h.deliver([first!.body], {
+      afterRun: () => {
+        throw new Error("worker died");
+      },
+    });
+    expect((await stepsOf(id)).charge!.state).toBe("EXECUTING");
+    // What the key expression reads is different now: only the persisted key can be re-sent.
+    await env.DB.prepare("UPDATE executions SET payload = ?2 WHERE id = ?1")
+      .bind(id, JSON.stringify({ order: { id: order, total: 7, note: "changed" } }))
+      .run();
+    h.clock.advance(5_000);
+    await h.deliver([first!.body]);
+    await h.drain();
+    const step = (await stepsOf(id)).charge!;
+    expect(step).toMatchObject({ state: "COMPLETED", epoch: 2 });
+    expect(sentBodies(h, "/checkout/payments").map((b) => b.idempotency_key)).toEqual([step.idempotency_key, step.idempotency_key]);
+    expect(await demoItems(`/checkout/payments?order=${order}`)).toHaveLength(1);
+  });
+
+  it("a key over the destination's maxLength fails the step before anything is sent, not retried", async () => {
+    const h = setup();
+    const order = unique("L").padEnd(50, "x");
+    const wf = await seedWorkflow(
+      WS,
+      payWorkflow(unique("wf"), { idempotencyKey: { value: "= 'pay-' & payload.order.id", bodyField: "/idempotency_key", maxLength: 45 } }),
+    );
+    const id = await h.start(wf, { order: { id: order, total: 1 } });
+    await h.drain();
+    const step = (await stepsOf(id)).charge!;
+    expect(step).toMatchObject({ state: "FAILED", attempt: 1, idempotency_key: null });
+    expect(step.error).toBe(
+      "gateway charge: invalid body field /idempotency_key: the body field /idempotency_key must be 1-45 characters, got 54; " +
+        "use $idempotencyKey(prefix, …) to bound it",
+    );
+    expect(sentBodies(h, "/checkout/payments")).toEqual([]);
+  });
+
+  it("a body that evaluates to something other than a JSON object fails the step clearly, not retried", async () => {
+    const h = setup();
+    const wf = await seedWorkflow(WS, payWorkflow(unique("wf"), { ...SQUARE_KEY, body: "= [payload.order.id]" }));
+    const id = await h.start(wf, { order: { id: unique("A"), total: 1 } });
+    await h.drain();
+    const step = (await stepsOf(id)).charge!;
+    expect(step).toMatchObject({ state: "FAILED", attempt: 1 });
+    expect(step.error).toBe(
+      "gateway charge: the key travels in body field /idempotency_key, but the body evaluated to an array, not a JSON object; not sent, not retried",
+    );
+    expect(sentBodies(h, "/checkout/payments")).toEqual([]);
+  });
+});
+
+describe("a key in a header of another name (PayPal-Request-Id)", () => {
+  it("is persisted and re-sent in that header on a retry; the destination charges once", async () => {
+    const h = setup();
+    const order = unique("P");
+    const wf = await seedWorkflow(
+      WS,
+      payWorkflow(unique("wf"), {
+        url: `${DEST}/paypal/orders`,
+        headers: { Authorization: "Bearer sk_demo" },
+        idempotencyKey: { value: "= $idempotencyKey('order', payload.order.id)", profile: "paypal", maxLength: 108, retention: "72h" },
+      }),
+    );
+    const id = await h.start(wf, { order: { id: order, total: 3 } });
+    paypalFaults.push(503);
+    await h.drain();
+    const step = (await stepsOf(id)).charge!;
+    expect(step).toMatchObject({ state: "COMPLETED", attempt: 2 });
+    // The profile's 108 fits `order-` + 44: the key is exactly the unshaped one.
+    expect(step.idempotency_key).toBe(await idempotencyKey("order", order));
+    const sent = h.dest.requests.filter((r) => r.url.endsWith("/paypal/orders"));
+    expect(sent.map((r) => r.headers["paypal-request-id"])).toEqual([step.idempotency_key, step.idempotency_key]);
+    expect(sent.every((r) => !("idempotency-key" in r.headers))).toBe(true);
+    expect(await demoItems(`/payments/charges?order=${order}`)).toHaveLength(1);
+  });
+});
