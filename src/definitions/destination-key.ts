@@ -28,6 +28,13 @@ export interface DestinationKey {
   declaredBy: "declaration" | "header";
 }
 
+/** Why a declaration does not resolve: the config member to fix (a path below `config`), a code and what to do. */
+export interface KeyDeclarationProblem {
+  path: Array<string | number>;
+  code: string;
+  message: string;
+}
+
 export function isDefaultKeyHeader(name: string): boolean {
   return name.toLowerCase() === DEFAULT_KEY_HEADER.toLowerCase();
 }
@@ -37,7 +44,7 @@ export function isDefaultKeyHeader(name: string): boolean {
  * to the step, a header and a body field at once, the key declared twice). Validation reports
  * the problems at save time, so a saved version always resolves.
  */
-export function resolveDestinationKey(config: GatewayConfig): { key: DestinationKey | null } | { problems: string[] } {
+export function resolveDestinationKey(config: GatewayConfig): { key: DestinationKey | null } | { problems: KeyDeclarationProblem[] } {
   const declared = config.idempotencyKey;
   const headerForm = Object.entries(config.headers ?? {}).find(([name]) => isDefaultKeyHeader(name));
   if (!declared) {
@@ -54,9 +61,10 @@ export function resolveDestinationKey(config: GatewayConfig): { key: Destination
     };
   }
   const profile = declared.profile ? KEY_PROFILES[declared.profile] : null;
-  const problems: string[] = [];
+  const problems: KeyDeclarationProblem[] = [];
+  const problem = (path: Array<string | number>, code: string, message: string) => problems.push({ path, code, message });
   if (declared.header !== undefined && declared.bodyField !== undefined) {
-    problems.push("idempotencyKey: set either `header` or `bodyField`, not both");
+    problem(["idempotencyKey", "bodyField"], "key-location-twice", "idempotencyKey: set either `header` or `bodyField`, not both");
   }
   const location: KeyLocation =
     declared.bodyField !== undefined
@@ -65,23 +73,35 @@ export function resolveDestinationKey(config: GatewayConfig): { key: Destination
         ? { header: declared.header }
         : (profile?.location ?? { header: DEFAULT_KEY_HEADER });
   const keyHeader = "header" in location ? location.header.toLowerCase() : null;
-  if (keyHeader !== null && Object.keys(config.headers ?? {}).some((name) => name.toLowerCase() === keyHeader)) {
-    problems.push(
-      `idempotencyKey: the key travels in the ${"header" in location ? location.header : ""} header; remove that header from \`headers\``,
+  const clash = keyHeader === null ? undefined : Object.keys(config.headers ?? {}).find((name) => name.toLowerCase() === keyHeader);
+  if (clash !== undefined) {
+    problem(
+      ["headers", clash],
+      "key-header-twice",
+      `idempotencyKey: the key travels in the ${clash} header; remove that header from \`headers\``,
     );
   } else if (headerForm) {
-    problems.push("idempotencyKey: the key is declared twice; remove the Idempotency-Key header from `headers`");
+    problem(
+      ["headers", headerForm[0]],
+      "key-declared-twice",
+      "idempotencyKey: the key is declared twice; remove the Idempotency-Key header from `headers`",
+    );
   }
   const maxLength = declared.maxLength ?? profile?.maxLength ?? DEFAULT_KEY_CONSTRAINTS.maxLength;
   if (maxLength === "required") {
-    problems.push(
+    problem(
+      ["idempotencyKey", "maxLength"],
+      "key-fact-required",
       `idempotencyKey: the ${profile?.title} profile does not know the destination's longest key; set \`maxLength\` from its API reference`,
     );
   }
   const retention = declared.retention !== undefined ? durationMs(declared.retention) : (profile?.retentionMs ?? null);
   if (retention === "required") {
-    problems.push(
-      `idempotencyKey: the ${profile?.title} profile does not know how long the destination remembers a key; set \`retention\` from its API reference`,
+    problem(
+      ["idempotencyKey", "retention"],
+      "key-fact-required",
+      `idempotencyKey: the ${profile?.title} profile does not know how long the destination remembers a key; ` +
+        "set `retention` from its API reference",
     );
   }
   if (problems.length > 0) return { problems };
@@ -104,6 +124,8 @@ export function resolveDestinationKey(config: GatewayConfig): { key: Destination
 /** The resolved key of a saved (validated) step; throws if the declaration does not resolve. */
 export function destinationKeyOf(config: GatewayConfig): DestinationKey | null {
   const resolved = resolveDestinationKey(config);
-  if ("problems" in resolved) throw new Error(`the destination key does not resolve: ${resolved.problems.join("; ")}`);
+  if ("problems" in resolved) {
+    throw new Error(`the destination key does not resolve: ${resolved.problems.map((p) => p.message).join("; ")}`);
+  }
   return resolved.key;
 }

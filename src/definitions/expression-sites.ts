@@ -2,7 +2,8 @@
  * Where expressions may appear in a definition, and what is in them. One list, used by the
  * compile check, the key lint and the secrets rule, so all three agree on what is an expression:
  *
- * - GATEWAY: `url`, every `headers` and `query` value, and every string anywhere inside `body`;
+ * - GATEWAY: `url`, every `headers` and `query` value, every string anywhere inside `body`, and
+ *   the declared destination key's `idempotencyKey.value`;
  * - TRANSFORM: every string anywhere inside `output`;
  * - edges: `when`.
  *
@@ -19,6 +20,8 @@ export interface ExpressionSite {
   source: string;
   /** For GATEWAY headers: the header name as written. */
   headerName?: string;
+  /** The destination key's declared expression (`idempotencyKey.value`), wherever the key travels. */
+  declaredKey?: true;
 }
 
 export function expressionSites(document: unknown): ExpressionSite[] {
@@ -47,6 +50,14 @@ export function expressionSites(document: unknown): ExpressionSite[] {
       for (const [name, value] of Object.entries(asRecord(config.headers) ?? {})) add(value, [...base, "headers", name], name);
       for (const [name, value] of Object.entries(asRecord(config.query) ?? {})) add(value, [...base, "query", name]);
       if ("body" in config) walk(config.body, [...base, "body"]);
+      const key = asRecord(config.idempotencyKey)?.value;
+      if (isExpression(key)) {
+        sites.push({
+          pointer: pointerOf(...base, "idempotencyKey", "value"),
+          source: key.slice(EXPRESSION_PREFIX.length),
+          declaredKey: true,
+        });
+      }
     } else if (vertex?.type === "TRANSFORM") {
       if ("output" in config) walk(config.output, [...base, "output"]);
     }
@@ -55,7 +66,12 @@ export function expressionSites(document: unknown): ExpressionSite[] {
   return sites;
 }
 
-/** The header name that carries destination keys, compared in any letter case. */
+/** The header name of the original key form (no `idempotencyKey` declaration), compared in any letter case. */
 export function isIdempotencyKeyHeader(name: string): boolean {
   return name.toLowerCase() === "idempotency-key";
+}
+
+/** A destination key's expression: the declared one (wherever it travels), or the `Idempotency-Key` header. */
+export function isKeySite(site: ExpressionSite): boolean {
+  return site.declaredKey === true || (site.headerName !== undefined && isIdempotencyKeyHeader(site.headerName));
 }

@@ -1,6 +1,7 @@
 /**
- * The key lint (SPEC section 2 and 5): an `Idempotency-Key` header (any letter case) must not
- * depend on time, randomness, the execution id or the attempt.
+ * The key lint (SPEC section 2 and 5): a destination key — the declared `idempotencyKey.value`,
+ * wherever it travels (a header of any name, a body field), or an `Idempotency-Key` header (any
+ * letter case) — must not depend on time, randomness, the execution id or the attempt.
  *
  * Why: the key is what lets the destination recognise a repeat. A retry, a takeover after a lost
  * lease, an operator retry and a start-over must all send the same key for the same business
@@ -16,7 +17,7 @@
 import { compile } from "../expressions/evaluate";
 import { childrenOf, isNode, type AstNode } from "./ast";
 import type { ValidationError } from "./errors";
-import { expressionSites, isIdempotencyKeyHeader } from "./expression-sites";
+import { expressionSites, isIdempotencyKeyHeader, isKeySite } from "./expression-sites";
 import { asArray, asRecord } from "./errors";
 import { pointerOf } from "./pointer";
 
@@ -71,7 +72,7 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
   });
 
   for (const site of expressionSites(document)) {
-    if (site.headerName === undefined || !isIdempotencyKeyHeader(site.headerName)) continue;
+    if (!isKeySite(site)) continue;
     let ast: AstNode;
     try {
       ast = compile(site.source).ast() as unknown as AstNode;
@@ -92,7 +93,7 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
       errors.push({
         pointer: site.pointer,
         code: "idempotency-key-constant",
-        message: `this ${site.headerName} expression reads neither \`payload\` nor \`steps\`, so every execution sends the same key. ${ADVICE}`,
+        message: `this ${site.headerName ?? "key"} expression reads neither \`payload\` nor \`steps\`, so every execution sends the same key. ${ADVICE}`,
       });
     }
   }

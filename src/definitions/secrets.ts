@@ -61,6 +61,12 @@ function scanTemplates(value: string): Array<{ name?: string; problem?: Template
   return found;
 }
 
+/** A key wherever it travels: the declared one, or the `Idempotency-Key` header. */
+const SECRET_IN_KEY = {
+  code: "secret-in-idempotency-key",
+  message: "a secret cannot be part of an Idempotency-Key: the key is stored on the step and shown in traces; derive it from business data",
+};
+
 export function checkSecrets(document: unknown): ValidationError[] {
   const errors: ValidationError[] = [];
   const root = asRecord(document);
@@ -77,12 +83,7 @@ export function checkSecrets(document: unknown): ValidationError[] {
           const templates = scanTemplates(value);
           if (templates.length === 0) return;
           if (isIdempotencyKeyHeader(name)) {
-            errors.push({
-              pointer,
-              code: "secret-in-idempotency-key",
-              message:
-                "a secret cannot be part of an Idempotency-Key: the key is stored on the step and shown in traces; derive it from business data",
-            });
+            errors.push({ pointer, ...SECRET_IN_KEY });
           } else if (isExpression(value)) {
             errors.push({
               pointer,
@@ -95,6 +96,9 @@ export function checkSecrets(document: unknown): ValidationError[] {
           }
         });
       }
+      allowed.set(pointerOf("vertices", i, "config", "idempotencyKey", "value"), (value, pointer) => {
+        if (scanTemplates(value).length > 0) errors.push({ pointer, ...SECRET_IN_KEY });
+      });
     }
     if (vertex?.type === "ENTRY_POINT") {
       allowed.set(pointerOf("vertices", i, "config", "webhook", "signature", "secret"), (value, pointer) => {

@@ -12,6 +12,7 @@ import { asRecord, type ValidationError } from "./errors";
 import { checkExpressions } from "./expressions-check";
 import { checkGraph } from "./graph";
 import { checkIdempotencyKeys } from "./key-lint";
+import { checkDestinationKeys } from "./key-rules";
 import { toPointer } from "./pointer";
 import { WorkflowDefinition } from "./schema";
 import { checkSecrets } from "./secrets";
@@ -34,6 +35,7 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
     ...checkGraph(input),
     ...checkExpressions(input),
     ...checkIdempotencyKeys(input),
+    ...checkDestinationKeys(input),
     ...checkSecrets(input),
     ...checkVertexRules(input, options),
   );

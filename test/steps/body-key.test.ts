@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { placeKeyInBody, pointerTokens } from "../../src/steps/gateway/body-key";
+import { pointerTokens } from "../../src/lib/json-pointer";
+import { placeKeyInBody } from "../../src/steps/gateway/body-key";
 
 describe("placeKeyInBody", () => {
   it("sets the key at the pointer of a copy, creating missing objects on the way; a missing body becomes an object", () => {

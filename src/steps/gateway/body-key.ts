@@ -10,14 +10,7 @@
  * again. A value the body already has at the pointer is replaced: the declared key is the one the
  * destination must see (validation refuses a literal body that sets it, src/definitions/key-rules.ts).
  */
-
-/** RFC 6901: `/a~1b/c~0d` → `["a/b", "c~d"]`. */
-export function pointerTokens(pointer: string): string[] {
-  return pointer
-    .split("/")
-    .slice(1)
-    .map((token) => token.replace(/~1/g, "/").replace(/~0/g, "~"));
-}
+import { pointerTokens } from "../../lib/json-pointer";
 
 const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === "object" && !Array.isArray(value);
 

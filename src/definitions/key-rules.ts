@@ -1,0 +1,105 @@
+/**
+ * The destination key's save-time rules (docs/definitions.md "Destination keys"): a declaration
+ * must resolve (its profile's missing facts set, one place for the key), and what can be PROVEN not
+ * to fit the destination is refused now rather than failing the first execution:
+ *
+ * - a literal `$idempotencyKey('prefix', …)` prefix that holds a character the destination's
+ *   alphabet refuses, or leaves less room than the shortest safe digest (src/expressions/key-shape.ts);
+ * - a key in a body field of a GET/HEAD step (no body), of a literal body that is not a JSON object,
+ *   or of one whose literal members on the way are not objects, or that already sets that field.
+ *
+ * What depends on data (a key built with `&`, a body computed by an expression) cannot be proven
+ * here; it fails the step when it runs, not retried, with the same reason in words.
+ */
+import { compile } from "../expressions/evaluate";
+import { keyShape } from "../expressions/key-shape";
+import { allNodes, isNode, type AstNode } from "./ast";
+import { resolveDestinationKey, type DestinationKey } from "./destination-key";
+import { asArray, asRecord, type ValidationError } from "./errors";
+import { pointerOf } from "./pointer";
+import { GatewayConfig, isExpression } from "./schema";
+import { pointerTokens } from "../lib/json-pointer";
+
+export function checkDestinationKeys(document: unknown): ValidationError[] {
+  const errors: ValidationError[] = [];
+  asArray(asRecord(document)?.vertices).forEach((raw, i) => {
+    const vertex = asRecord(raw);
+    if (vertex?.type !== "GATEWAY") return;
+    // A config the schema refuses is reported by the schema; its key is judged once it parses.
+    const parsed = GatewayConfig.safeParse(vertex.config);
+    if (!parsed.success) return;
+    const at = (...path: Array<string | number>) => pointerOf("vertices", i, "config", ...path);
+    const resolved = resolveDestinationKey(parsed.data);
+    if ("problems" in resolved) {
+      for (const p of resolved.problems) errors.push({ pointer: at(...p.path), code: p.code, message: p.message });
+      return;
+    }
+    const key = resolved.key;
+    // The original header form keeps its rules (1–255 printable ASCII, checked when it runs).
+    if (key === null || key.declaredBy !== "declaration") return;
+    for (const problem of prefixProblems(key)) errors.push({ pointer: at("idempotencyKey", "value"), ...problem });
+    if ("bodyField" in key.location) {
+      const problem = bodyFieldProblem(parsed.data, key.location.bodyField);
+      if (problem) errors.push({ pointer: at(...problem.path), code: problem.code, message: problem.message });
+    }
+  });
+  return errors;
+}
+
+/** Every `$idempotencyKey('literal', …)` of the key expression whose prefix cannot fit the destination. */
+function prefixProblems(key: DestinationKey): Array<{ code: string; message: string }> {
+  let ast: AstNode;
+  try {
+    ast = compile(key.expression.slice(1)).ast() as unknown as AstNode;
+  } catch {
+    return []; // the compile check reports it
+  }
+  const problems: Array<{ code: string; message: string }> = [];
+  for (const node of allNodes(ast)) {
+    if (node.type !== "function" && node.type !== "partial") continue;
+    const procedure = node.procedure;
+    if (!isNode(procedure) || procedure.type !== "variable" || procedure.value !== "idempotencyKey") continue;
+    const first = Array.isArray(node.arguments) ? (node.arguments[0] as unknown) : undefined;
+    if (!isNode(first) || first.type !== "string" || typeof first.value !== "string") continue;
+    const shaped = keyShape(first.value, key.constraints);
+    if ("error" in shaped) {
+      problems.push({
+        code: "key-prefix-does-not-fit",
+        message: `$idempotencyKey: ${shaped.error}. Every key this step builds would be refused; shorten or change the prefix`,
+      });
+    }
+  }
+  return problems;
+}
+
+/** Why the key cannot go at `pointer` of this step's body, when the literal definition already proves it. */
+function bodyFieldProblem(config: GatewayConfig, pointer: string): { path: Array<string | number>; code: string; message: string } | null {
+  if (config.method === "GET" || config.method === "HEAD") {
+    return {
+      path: ["idempotencyKey", "bodyField"],
+      code: "key-body-field-without-body",
+      message: `a ${config.method} request has no body to carry the key; send it in a header (\`header\`) instead`,
+    };
+  }
+  let value: unknown = config.body;
+  const tokens = pointerTokens(pointer);
+  for (const [depth, token] of tokens.entries()) {
+    // An expression (or nothing) from here on: only the run can tell.
+    if (value === undefined || isExpression(value)) return null;
+    const where = depth === 0 ? "the body" : `the body's /${tokens.slice(0, depth).join("/")}`;
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      return {
+        path: ["body", ...tokens.slice(0, depth)],
+        code: "key-body-not-object",
+        message: `the key travels in body field ${pointer}, but ${where} is not a JSON object; make it one, or send the key in a header`,
+      };
+    }
+    value = (value as Record<string, unknown>)[token];
+  }
+  if (value === undefined) return null;
+  return {
+    path: ["body", ...tokens],
+    code: "key-body-field-set",
+    message: `the declared key is placed at body field ${pointer} when the step runs; remove this value from \`body\``,
+  };
+}
