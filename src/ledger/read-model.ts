@@ -63,6 +63,8 @@ export interface TraceRecords {
   execution: ExecutionRecord;
   steps: StepRecord[];
   events: StepEventRecord[];
+  /** The pinned version's definition (JSON text): what the trace says of each step's declaration (its destination key). */
+  definitionJson: string | null;
 }
 
 const EXECUTION_RECORD: Columns<ExecutionRecord> = {
@@ -125,7 +127,7 @@ const SCHEDULE_RUN_RECORD: Columns<ScheduleRunRecord> = {
 
 /** The execution (in this workspace), its steps and their events: one round trip. Null: not in this workspace. */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
-  const results = await new LabelledBatch<"execution" | "steps" | "events">(db)
+  const results = await new LabelledBatch<"execution" | "steps" | "events" | "definition">(db)
     .add("execution", db.prepare(ONE_EXECUTION).bind(executionId, workspace))
     .add(
       "steps",
@@ -146,10 +148,25 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
         )
         .bind(executionId, workspace),
     )
+    .add(
+      "definition",
+      db
+        .prepare(
+          `SELECT v.definition AS definitionJson FROM executions e
+           JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
+           WHERE e.id = ?1 AND e.workspace = ?2`,
+        )
+        .bind(executionId, workspace),
+    )
     .run();
   const execution = results.first<ExecutionRecord>("execution");
   if (!execution) return null;
-  return { execution, steps: results.rows<StepRecord>("steps"), events: results.rows<StepEventRecord>("events") };
+  return {
+    execution,
+    steps: results.rows<StepRecord>("steps"),
+    events: results.rows<StepEventRecord>("events"),
+    definitionJson: results.first<{ definitionJson: string }>("definition")?.definitionJson ?? null,
+  };
 }
 
 export interface ExecutionListFilter {

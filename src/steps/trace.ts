@@ -1,10 +1,13 @@
 /**
  * The execution trace (SPEC section 4): every step with its state, attempts, epoch, lease, the
  * key it sent, the redacted request summary, the response summary, errors and events
- * (fenced-out writes, failed attempts, expired leases, operator retries, dead letters).
+ * (fenced-out writes, failed attempts, expired leases, operator retries, dead letters), and per
+ * Gateway step its destination key declaration (./key-trace.ts).
  * One round trip (src/ledger/read-model.ts `readTraceRecords`).
  */
+import type { GatewayVertex } from "../definitions/schema";
 import { listExecutionRecords, readTraceRecords, type ExecutionListFilter, type ExecutionRecord, type StepRecord } from "../ledger";
+import { destinationKeyTrace, gatewayVerticesOf } from "./key-trace";
 
 /**
  * Milliseconds as an ISO-8601 timestamp. The engine never stores a time a Date cannot hold (waits
@@ -41,7 +44,7 @@ export function executionSummary(e: ExecutionRecord) {
   };
 }
 
-function stepTrace(s: StepRecord, events: TraceEvent[]) {
+function stepTrace(s: StepRecord, events: TraceEvent[], gateway: GatewayVertex | undefined) {
   return {
     vertexId: s.vertexId,
     state: s.state,
@@ -53,6 +56,7 @@ function stepTrace(s: StepRecord, events: TraceEvent[]) {
     resends: s.resends,
     nextResendAt: s.state === "DISPATCHED" ? iso(s.nextResendAt) : null,
     idempotencyKey: s.idempotencyKey,
+    destinationKey: destinationKeyTrace(gateway, s.idempotencyKey),
     request: parsed(s.requestJson),
     output: parsed(s.outputJson),
     nextVertices: parsed(s.nextVerticesJson),
@@ -75,7 +79,11 @@ export async function readTrace(db: D1Database, workspace: string, executionId: 
     list.push({ type: ev.type, epoch: ev.epoch, at: iso(ev.at), detail: ev.detail });
     byStep.set(ev.vertexId, list);
   }
-  return { ...executionSummary(rows.execution), steps: rows.steps.map((s) => stepTrace(s, byStep.get(s.vertexId) ?? [])) };
+  const gateways = gatewayVerticesOf(rows.definitionJson);
+  return {
+    ...executionSummary(rows.execution),
+    steps: rows.steps.map((s) => stepTrace(s, byStep.get(s.vertexId) ?? [], gateways.get(s.vertexId))),
+  };
 }
 
 export interface ExecutionPage {

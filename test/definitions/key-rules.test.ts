@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { WorkflowDefinition } from "../../src/definitions/schema";
+import { stepInputsOf } from "../../src/definitions/step-inputs";
 import { validateDefinition, type ValidationError } from "../../src/definitions/validate";
 
 function errorsOf(input: unknown): ValidationError[] {
@@ -118,5 +120,31 @@ describe("the key lint and the secrets rule apply to the declared key wherever i
     expect(brief(errorsOf(key({ value: "= $idempotencyKey('pay', payload.order.id" })))).toEqual([
       [at("/idempotencyKey/value"), "expression-syntax"],
     ]);
+  });
+});
+
+describe("a declared key's reads are inputs of its step", () => {
+  it("the claim loads the outputs the key expression reads (it is evaluated at the first attempt)", () => {
+    const definition = WorkflowDefinition.parse({
+      id: "key-reads",
+      vertices: [
+        { id: "received", type: "ENTRY_POINT", config: {} },
+        { id: "lookup", type: "TRANSFORM", config: { output: { id: "= payload.order.id" } } },
+        {
+          id: "pay",
+          type: "GATEWAY",
+          config: {
+            method: "POST",
+            url: "http://localhost:8788/checkout/payments",
+            idempotencyKey: { value: "= $idempotencyKey('pay', steps.lookup.id)", bodyField: "/idempotency_key", maxLength: 45 },
+          },
+        },
+      ],
+      edges: [
+        { from: "received", to: "lookup" },
+        { from: "lookup", to: "pay" },
+      ],
+    });
+    expect(stepInputsOf(definition).vertices.pay).toEqual({ all: false, payload: false, steps: ["lookup"] });
   });
 });

@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createDemoApp } from "../../demo/src/app";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { idempotencyKey } from "../../src/expressions/key-helpers";
+import { readTrace } from "../../src/steps/trace";
 import { chargeWorkflow, DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 const WS = "steps-key-travel";
@@ -96,6 +97,9 @@ const SQUARE_KEY = {
   idempotencyKey: { value: "= $idempotencyKey('pay', payload.order.id)", profile: "square", maxLength: 45, retention: "24h" },
 };
 
+const keyTraceOf = async (id: string, vertexId: string) =>
+  (await readTrace(env.DB, WS, id))!.steps.find((s) => s.vertexId === vertexId)!.destinationKey;
+
 const sentBodies = (h: Harness, path: string) =>
   h.dest.requests.filter((r) => new URL(r.url).pathname === path).map((r) => JSON.parse(r.body) as Record<string, unknown>);
 
@@ -126,6 +130,15 @@ describe("a key in a JSON body field (the demo checkout API, Square's profile)",
       .bind(id)
       .first<{ request: string }>();
     expect(JSON.parse(row!.request)).toMatchObject({ body: { idempotency_key: step.idempotency_key } });
+    // The trace shows the declaration: where the key went, the profile and the constraints.
+    expect(await keyTraceOf(id, "charge")).toEqual({
+      value: step.idempotency_key,
+      bodyField: "/idempotency_key",
+      profile: "square",
+      maxLength: 45,
+      alphabet: "printable-ascii",
+    });
+    expect(await keyTraceOf(id, "done")).toBeNull();
   });
 
   it("a takeover after the worker died mid-step sends the persisted key, not a recomputed one: one payment", async () => {
@@ -209,5 +222,30 @@ describe("a key in a header of another name (PayPal-Request-Id)", () => {
     expect(sent.map((r) => r.headers["paypal-request-id"])).toEqual([step.idempotency_key, step.idempotency_key]);
     expect(sent.every((r) => !("idempotency-key" in r.headers))).toBe(true);
     expect(await demoItems(`/payments/charges?order=${order}`)).toHaveLength(1);
+    expect(await keyTraceOf(id, "charge")).toEqual({
+      value: step.idempotency_key,
+      header: "PayPal-Request-Id",
+      profile: "paypal",
+      maxLength: 108,
+      alphabet: "printable-ascii",
+    });
+  });
+
+  it("the original Idempotency-Key header form is traced with its default constraints", async () => {
+    const h = setup();
+    const wf = await seedWorkflow(
+      WS,
+      chargeWorkflow(unique("wf"), { headers: { "idempotency-key": "= $idempotencyKey('charge', payload.order.id)" } }),
+    );
+    const id = await h.start(wf, { order: { id: unique("H"), total: 3 } });
+    await h.drain();
+    const step = (await stepsOf(id)).charge!;
+    expect(await keyTraceOf(id, "charge")).toEqual({
+      value: step.idempotency_key,
+      header: "idempotency-key",
+      profile: null,
+      maxLength: 255,
+      alphabet: "printable-ascii",
+    });
   });
 });
