@@ -249,3 +249,32 @@ describe("a key in a header of another name (PayPal-Request-Id)", () => {
     });
   });
 });
+
+describe("the demo checkout API (POST /checkout/payments)", () => {
+  const pay = (body: unknown) =>
+    callDemo(
+      new Request(`${DEST}/checkout/payments`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }),
+    );
+
+  it("charges once per body key, replays a repeat, refuses a reused key with another request and a key over 45 characters", async () => {
+    const order = unique("D");
+    const key = `pay-${order}`;
+    const first = await pay({ idempotency_key: key, order, amount: 5 });
+    expect(first.status).toBe(201);
+    const again = await pay({ amount: 5, order, idempotency_key: key });
+    expect(again.status).toBe(200);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(((await again.json()) as { id: string }).id).toBe(((await first.json()) as { id: string }).id);
+    const reused = await pay({ idempotency_key: key, order, amount: 6 });
+    expect([reused.status, ((await reused.json()) as { code: string }).code]).toEqual([422, "demo-checkout-key-reused"]);
+    const long = await pay({ idempotency_key: "k".repeat(46), order, amount: 5 });
+    expect([long.status, ((await long.json()) as { code: string }).code]).toEqual([422, "demo-checkout-key-invalid"]);
+    const missing = await pay({ order, amount: 5 });
+    expect(missing.status).toBe(422);
+    expect(await demoItems(`/checkout/payments?order=${order}`)).toHaveLength(1);
+  });
+});
