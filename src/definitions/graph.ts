@@ -51,7 +51,9 @@ export function checkGraph(document: unknown): ValidationError[] {
       errors.push({
         pointer: pointerOf("vertices", extra, "type"),
         code: "multiple-entry-points",
-        message: `a workflow has exactly one ENTRY_POINT and ${pointerOf("vertices", entries[0]!)} is already one; change this vertex's type or remove it`,
+        message:
+          `a workflow has exactly one ENTRY_POINT and ${pointerOf("vertices", entries[0]!)} is already one; change this ` +
+          `vertex's type or remove it`,
       });
     }
   }
@@ -95,7 +97,9 @@ export function checkGraph(document: unknown): ValidationError[] {
       errors.push({
         pointer: pointerOf("edges", index),
         code: "duplicate-edge",
-        message: `${pointerOf("edges", previous)} already connects "${from}" to "${to}"; merge the two (combine their \`when\` conditions with \`or\`)`,
+        message:
+          `${pointerOf("edges", previous)} already connects "${from}" to "${to}"; merge the two (combine their \`when\` ` +
+          `conditions with \`or\`)`,
       });
       return;
     }
@@ -160,7 +164,9 @@ function findCycles(edges: LooseEdge[]): ValidationError[] {
         errors.push({
           pointer: pointerOf("edges", edge.index),
           code: "cycle",
-          message: `this edge closes a cycle (${cycle.join(" → ")}); workflows are acyclic graphs, so remove or redirect one edge of the cycle`,
+          message:
+            `this edge closes a cycle (${cycle.join(" → ")}); workflows are acyclic graphs, so remove or redirect one edge ` +
+            `of the cycle`,
         });
       } else if (seen === undefined) {
         state.set(edge.to, "active");

@@ -83,28 +83,32 @@ describe("operator retry", () => {
     expect((await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op"), token: "other-token" })).status).toBe(404);
   });
 
-  it("refuses another workspace's retry of a FAILED step with 404 problem+json: the step stays FAILED and the Gateway is not called again", async () => {
-    const h = harness();
-    const { id } = await failedCharge(h);
-    const calls = h.dest.requests.length;
-    const before = await stepsOf(id);
-    const res = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
-    expect(res.status).toBe(404);
-    expect(res.headers.get("content-type")).toBe("application/problem+json");
-    expect(await res.json()).toMatchObject({ status: 404, code: "not-found" });
-    // Deliver anything that was queued: nothing may reach the destination.
-    expect(h.queue.pending).toEqual([]);
-    await h.drain();
-    expect(h.dest.requests).toHaveLength(calls);
-    expect(await stepsOf(id)).toEqual(before);
-    expect(await executionStatus(id)).toBe("FAILED");
-    const retries = await env.DB.prepare("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1 AND type = 'operator_retry'")
-      .bind(id)
-      .first<{ n: number }>();
-    expect(retries?.n).toBe(0);
-    // The step was retryable: its own workspace may (so the 404 was the workspace, not the state).
-    expect((await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") })).status).toBe(202);
-  });
+  it(
+    "refuses another workspace's retry of a FAILED step with 404 problem+json: the step stays FAILED and the Gateway is not " +
+      "called again",
+    async () => {
+      const h = harness();
+      const { id } = await failedCharge(h);
+      const calls = h.dest.requests.length;
+      const before = await stepsOf(id);
+      const res = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
+      expect(res.status).toBe(404);
+      expect(res.headers.get("content-type")).toBe("application/problem+json");
+      expect(await res.json()).toMatchObject({ status: 404, code: "not-found" });
+      // Deliver anything that was queued: nothing may reach the destination.
+      expect(h.queue.pending).toEqual([]);
+      await h.drain();
+      expect(h.dest.requests).toHaveLength(calls);
+      expect(await stepsOf(id)).toEqual(before);
+      expect(await executionStatus(id)).toBe("FAILED");
+      const retries = await env.DB.prepare("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1 AND type = 'operator_retry'")
+        .bind(id)
+        .first<{ n: number }>();
+      expect(retries?.n).toBe(0);
+      // The step was retryable: its own workspace may (so the 404 was the workspace, not the state).
+      expect((await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") })).status).toBe(202);
+    },
+  );
 });
 
 describe("start over", () => {
@@ -130,21 +134,24 @@ describe("start over", () => {
     expect(trace.startedOverFrom).toBe(id);
     expect(trace.trigger).toBe("start_over");
   });
-  it("refuses to start over on a stored payload holding a number a float cannot carry (stored before the rule), naming its pointer", async () => {
-    const h = harness();
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-    const id = await h.start(wf, { order: { id: unique("O"), total: 5 } });
-    await h.drain();
-    // What a pre-rule trigger of {"order":{"id":12345678901234567891}} left behind: the rounded id.
-    await env.DB.prepare("UPDATE executions SET payload = ? WHERE id = ?")
-      .bind('{"order":{"id":12345678901234567000,"total":5}}', id)
-      .run();
-    const before = await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>();
-    const res = await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
-    expect(res.status).toBe(422);
-    expect(await res.json()).toMatchObject({ code: "json-number-out-of-range", pointer: "/order/id", number: "12345678901234567000" });
-    expect(await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>()).toEqual(before);
-  });
+  it(
+    "refuses to start over on a stored payload holding a number a float cannot carry (stored before the rule), naming its " + "pointer",
+    async () => {
+      const h = harness();
+      const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+      const id = await h.start(wf, { order: { id: unique("O"), total: 5 } });
+      await h.drain();
+      // What a pre-rule trigger of {"order":{"id":12345678901234567891}} left behind: the rounded id.
+      await env.DB.prepare("UPDATE executions SET payload = ? WHERE id = ?")
+        .bind('{"order":{"id":12345678901234567000,"total":5}}', id)
+        .run();
+      const before = await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>();
+      const res = await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
+      expect(res.status).toBe(422);
+      expect(await res.json()).toMatchObject({ code: "json-number-out-of-range", pointer: "/order/id", number: "12345678901234567000" });
+      expect(await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>()).toEqual(before);
+    },
+  );
 });
 
 describe("reading executions", () => {

@@ -80,21 +80,25 @@ describe("a step loads only the outputs it can reach", () => {
     expect(steps.no!.state).toBe("SKIPPED");
   });
 
-  it("a dynamic reference (`$keys(steps)`) reads everything: over the bound the step FAILS once, with a clear error, and the execution ends FAILED", async () => {
-    const h = harness();
-    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { names: "= $keys(steps)" }));
-    const id = await h.start(wf, {});
-    const rounds = await h.drain(50);
-    const join = (await stepsOf(id)).join!;
-    expect(join.state).toBe("FAILED");
-    expect(join.attempt).toBe(1); // the attempt counter moved: no claim rolled back, no loop
-    expect(join.error).toMatch(new RegExp(`the step's inputs are \\d+ bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound`));
-    expect(join.error).toMatch(/steps\.big1 \(\d+ bytes\)/);
-    expect(join.error).toMatch(/`steps\.\*`/);
-    expect(await executionStatus(id)).toBe("FAILED");
-    expect(h.queue.pending).toHaveLength(0);
-    expect(rounds).toBe(5); // four bigs and the join, each delivered once
-  });
+  it(
+    "a dynamic reference (`$keys(steps)`) reads everything: over the bound the step FAILS once, with a clear error, and the " +
+      "execution ends FAILED",
+    async () => {
+      const h = harness();
+      const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { names: "= $keys(steps)" }));
+      const id = await h.start(wf, {});
+      const rounds = await h.drain(50);
+      const join = (await stepsOf(id)).join!;
+      expect(join.state).toBe("FAILED");
+      expect(join.attempt).toBe(1); // the attempt counter moved: no claim rolled back, no loop
+      expect(join.error).toMatch(new RegExp(`the step's inputs are \\d+ bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound`));
+      expect(join.error).toMatch(/steps\.big1 \(\d+ bytes\)/);
+      expect(join.error).toMatch(/`steps\.\*`/);
+      expect(await executionStatus(id)).toBe("FAILED");
+      expect(h.queue.pending).toHaveLength(0);
+      expect(rounds).toBe(5); // four bigs and the join, each delivered once
+    },
+  );
 
   it("`steps.*`, `$lookup(steps, …)` and `$$` are dynamic too; a dynamic read within the bound sees every output", async () => {
     const h = harness();
@@ -161,13 +165,16 @@ describe("a payload near maxPayloadBytes' maximum", () => {
     expect(JSON.parse(t.output!)).toEqual({ payload: blob.length, entry: blob.length, half: 500000 });
   });
 
-  it("a step that reads neither the payload nor other outputs loads nothing (a 1 MiB payload and four 700 KB outputs around it)", async () => {
-    const h = harness();
-    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { constant: true }, "= true"));
-    const id = await h.start(wf, { blob: "p".repeat(1024 * 1024 - 100) });
-    await h.drain(20);
-    expect((await stepsOf(id)).done!.state).toBe("COMPLETED");
-  });
+  it(
+    "a step that reads neither the payload nor other outputs loads nothing (a 1 MiB payload and four 700 KB outputs " + "around it)",
+    async () => {
+      const h = harness();
+      const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { constant: true }, "= true"));
+      const id = await h.start(wf, { blob: "p".repeat(1024 * 1024 - 100) });
+      await h.drain(20);
+      expect((await stepsOf(id)).done!.state).toBe("COMPLETED");
+    },
+  );
 });
 
 describe("versions without the analysis", () => {
@@ -195,66 +202,72 @@ describe("versions without the analysis", () => {
 });
 
 describe("queries per Worker invocation", () => {
-  it("a queue invocation settling 10 steps of a 50-vertex workflow (each deciding 39 descendants) stays under D1's 1,000 queries", async () => {
-    const { createExecutionContext, createMessageBatch, waitOnExecutionContext } = await import("cloudflare:test");
-    const { handleStepBatch } = await import("../../src/steps/consumer");
-    const { limitedD1 } = await import("../helpers/d1-limits");
-    const { MAX_VERTICES } = await import("../../src/definitions/vertex-rules");
-    const fan = Array.from({ length: 10 }, (_, i) => `a${i}`);
-    const chain = Array.from({ length: MAX_VERTICES - 12 }, (_, i) => `c${i}`);
-    const wf = await seedWorkflow("inputs", {
-      id: unique("wf"),
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: {} },
-        ...[...fan, "join", ...chain].map((id) => ({ id, type: "TRANSFORM", config: { output: { id } } })),
-      ],
-      edges: [
-        ...fan.map((a) => ({ from: "entry", to: a })),
-        ...fan.map((a) => ({ from: a, to: "join" })),
-        { from: "join", to: chain[0]! },
-        ...chain.slice(1).map((c, i) => ({ from: chain[i]!, to: c })),
-      ],
-    } as WorkflowDefinitionInput);
-    expect(1 + fan.length + 1 + chain.length).toBe(MAX_VERTICES);
-    const h = harness();
-    const id = await h.start(wf, {});
-    const messages = h.queue.take();
-    expect(messages).toHaveLength(10);
-    const invocation = { queries: 0 };
-    const db = limitedD1(env.DB, invocation); // throws past 1,000 queries
-    const batch = createMessageBatch<unknown>(
-      "idemflow-steps",
-      messages.map((m, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: m.body })),
-    );
-    const ctx = createExecutionContext();
-    await handleStepBatch(batch, { ...env, DB: db }, ctx, { ...h.rt, db, reapEveryMs: 0 });
-    await waitOnExecutionContext(ctx);
-    const steps = await stepsOf(id);
-    expect(fan.every((a) => steps[a]!.state === "COMPLETED")).toBe(true);
-    expect(steps.join!.state).toBe("DISPATCHED");
-    // 10 × (claim batch 4 + settle batch 2 + 39 decisions + finish 1) + the opportunistic reaper.
-    expect(invocation.queries).toBeGreaterThan(10 * 45);
-    expect(invocation.queries).toBeLessThan(1_000);
-  });
+  it(
+    "a queue invocation settling 10 steps of a 50-vertex workflow (each deciding 39 descendants) stays under D1's 1,000 " + "queries",
+    async () => {
+      const { createExecutionContext, createMessageBatch, waitOnExecutionContext } = await import("cloudflare:test");
+      const { handleStepBatch } = await import("../../src/steps/consumer");
+      const { limitedD1 } = await import("../helpers/d1-limits");
+      const { MAX_VERTICES } = await import("../../src/definitions/vertex-rules");
+      const fan = Array.from({ length: 10 }, (_, i) => `a${i}`);
+      const chain = Array.from({ length: MAX_VERTICES - 12 }, (_, i) => `c${i}`);
+      const wf = await seedWorkflow("inputs", {
+        id: unique("wf"),
+        vertices: [
+          { id: "entry", type: "ENTRY_POINT", config: {} },
+          ...[...fan, "join", ...chain].map((id) => ({ id, type: "TRANSFORM", config: { output: { id } } })),
+        ],
+        edges: [
+          ...fan.map((a) => ({ from: "entry", to: a })),
+          ...fan.map((a) => ({ from: a, to: "join" })),
+          { from: "join", to: chain[0]! },
+          ...chain.slice(1).map((c, i) => ({ from: chain[i]!, to: c })),
+        ],
+      } as WorkflowDefinitionInput);
+      expect(1 + fan.length + 1 + chain.length).toBe(MAX_VERTICES);
+      const h = harness();
+      const id = await h.start(wf, {});
+      const messages = h.queue.take();
+      expect(messages).toHaveLength(10);
+      const invocation = { queries: 0 };
+      const db = limitedD1(env.DB, invocation); // throws past 1,000 queries
+      const batch = createMessageBatch<unknown>(
+        "idemflow-steps",
+        messages.map((m, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: m.body })),
+      );
+      const ctx = createExecutionContext();
+      await handleStepBatch(batch, { ...env, DB: db }, ctx, { ...h.rt, db, reapEveryMs: 0 });
+      await waitOnExecutionContext(ctx);
+      const steps = await stepsOf(id);
+      expect(fan.every((a) => steps[a]!.state === "COMPLETED")).toBe(true);
+      expect(steps.join!.state).toBe("DISPATCHED");
+      // 10 × (claim batch 4 + settle batch 2 + 39 decisions + finish 1) + the opportunistic reaper.
+      expect(invocation.queries).toBeGreaterThan(10 * 45);
+      expect(invocation.queries).toBeLessThan(1_000);
+    },
+  );
 });
 
 describe("payloads through the Worker (SELF.fetch, under the enforcing wrapper)", () => {
-  it("a ~1 MiB payload is accepted and runs; a version saved with maxPayloadBytes above 1 MiB is clamped to it (413, nothing written)", async () => {
-    const { SELF } = await import("cloudflare:test");
-    const { BASE, jsonRequest, seedWorkflow: seedLatest, transformWorkflow } = await import("../ingress/helpers");
-    const trigger = (workflowId: string, body: unknown) =>
-      SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger`, body, { token: "dev-token" }));
-    const near = unique("near-max");
-    await seedLatest("dev", transformWorkflow(near, { maxPayloadBytes: 1024 * 1024 }));
-    const ok = await trigger(near, { blob: "n".repeat(1024 * 1024 - 100) });
-    expect(ok.status).toBe(202);
-    // An older version, saved before the limit was bounded by D1 (zod still parses it; validation refuses it now).
-    const old = unique("old-limit");
-    await seedLatest("dev", transformWorkflow(old, { maxPayloadBytes: 5 * 1024 * 1024 }));
-    const big = await trigger(old, { blob: "o".repeat(1_500_000) });
-    expect(big.status).toBe(413);
-    expect((await big.json<{ code: string }>()).code).toBe("payload-too-large");
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM executions WHERE workflow_id = ?1").bind(old).first<{ n: number }>();
-    expect(rows?.n).toBe(0);
-  });
+  it(
+    "a ~1 MiB payload is accepted and runs; a version saved with maxPayloadBytes above 1 MiB is clamped to it (413, nothing " + "written)",
+    async () => {
+      const { SELF } = await import("cloudflare:test");
+      const { BASE, jsonRequest, seedWorkflow: seedLatest, transformWorkflow } = await import("../ingress/helpers");
+      const trigger = (workflowId: string, body: unknown) =>
+        SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger`, body, { token: "dev-token" }));
+      const near = unique("near-max");
+      await seedLatest("dev", transformWorkflow(near, { maxPayloadBytes: 1024 * 1024 }));
+      const ok = await trigger(near, { blob: "n".repeat(1024 * 1024 - 100) });
+      expect(ok.status).toBe(202);
+      // An older version, saved before the limit was bounded by D1 (zod still parses it; validation refuses it now).
+      const old = unique("old-limit");
+      await seedLatest("dev", transformWorkflow(old, { maxPayloadBytes: 5 * 1024 * 1024 }));
+      const big = await trigger(old, { blob: "o".repeat(1_500_000) });
+      expect(big.status).toBe(413);
+      expect((await big.json<{ code: string }>()).code).toBe("payload-too-large");
+      const rows = await env.DB.prepare("SELECT count(*) AS n FROM executions WHERE workflow_id = ?1").bind(old).first<{ n: number }>();
+      expect(rows?.n).toBe(0);
+    },
+  );
 });
