@@ -66,20 +66,17 @@ export function checkGraph(document: unknown): ValidationError[] {
     const from = asString(edge?.from);
     const to = asString(edge?.to);
     let known = true;
-    if (from !== undefined && !indexOf.has(from)) {
+    const ends = [
+      { end: "from", id: from, code: "unknown-edge-source" },
+      { end: "to", id: to, code: "unknown-edge-target" },
+    ] as const;
+    for (const { end, id, code } of ends) {
+      if (id === undefined || indexOf.has(id)) continue;
       known = false;
       errors.push({
-        pointer: pointerOf("edges", index, "from"),
-        code: "unknown-edge-source",
-        message: `no vertex has the id "${from}"; use one of the ids in /vertices`,
-      });
-    }
-    if (to !== undefined && !indexOf.has(to)) {
-      known = false;
-      errors.push({
-        pointer: pointerOf("edges", index, "to"),
-        code: "unknown-edge-target",
-        message: `no vertex has the id "${to}"; use one of the ids in /vertices`,
+        pointer: pointerOf("edges", index, end),
+        code,
+        message: `no vertex has the id "${id}"; use one of the ids in /vertices`,
       });
     }
     if (to !== undefined && entries.some((i) => asString(asRecord(vertices[i])?.id) === to)) {
