@@ -103,25 +103,21 @@ describe("a step loads only the outputs it can reach", () => {
     expect(steps.no!.state).toBe("SKIPPED");
   });
 
-  it(
-    "a dynamic reference (`$keys(steps)`) reads everything: over the bound the step FAILS once, with a clear error, and the " +
-      "execution ends FAILED",
-    async () => {
-      const h = harness();
-      const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { names: "= $keys(steps)" }));
-      const id = await h.start(wf, {});
-      const rounds = await h.drain(50);
-      const join = (await stepsOf(id)).join!;
-      expect(join.state).toBe("FAILED");
-      expect(join.attempt).toBe(1); // the attempt counter moved: no claim rolled back, no loop
-      expect(join.error).toMatch(new RegExp(`the step's inputs are \\d+ bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound`));
-      expect(join.error).toMatch(/steps\.big1 \(\d+ bytes\)/);
-      expect(join.error).toMatch(/`steps\.\*`/);
-      expect(await executionStatus(id)).toBe("FAILED");
-      expect(h.queue.pending).toHaveLength(0);
-      expect(rounds).toBe(5); // four bigs and the join, each delivered once
-    },
-  );
+  it("a dynamic reference (`$keys(steps)`): over the bound the step FAILS once with a clear error, and so does the execution", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { names: "= $keys(steps)" }));
+    const id = await h.start(wf, {});
+    const rounds = await h.drain(50);
+    const join = (await stepsOf(id)).join!;
+    expect(join.state).toBe("FAILED");
+    expect(join.attempt).toBe(1); // the attempt counter moved: no claim rolled back, no loop
+    expect(join.error).toMatch(new RegExp(`the step's inputs are \\d+ bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound`));
+    expect(join.error).toMatch(/steps\.big1 \(\d+ bytes\)/);
+    expect(join.error).toMatch(/`steps\.\*`/);
+    expect(await executionStatus(id)).toBe("FAILED");
+    expect(h.queue.pending).toHaveLength(0);
+    expect(rounds).toBe(5); // four bigs and the join, each delivered once
+  });
 
   it("`steps.*`, `$lookup(steps, …)` and `$$` are dynamic too; a dynamic read within the bound sees every output", async () => {
     const h = harness();
