@@ -288,60 +288,56 @@ await test("a streaming test run sends execution and step events until the execu
   expectEqual(events.at(-1), "execution.finished", `last event (all: ${events.join(", ")})`);
 });
 
-await test(
-  "a signed webhook (v1, bound to its hook): a good signature starts one execution, a resend dedupes; forged, " +
-    "unversioned or re-targeted deliveries get 401",
-  async () => {
-    const body = JSON.stringify({ event: { id: `evt-${RUN}`, type: "order.paid" } });
-    // The documented scheme (docs/ingress.md): v1= hex(HMAC-SHA256(secret, "v1:<ts>:<workspace>:<workflow>:" + body)).
-    const sign = (timestamp, { secret = WEBHOOK_SECRET, workspace = "dev", workflow = "signed-webhook" } = {}) =>
-      `v1=${createHmac("sha256", secret).update(`v1:${timestamp}:${workspace}:${workflow}:${body}`).digest("hex")}`;
-    const send = (headers, workspace = "dev") =>
-      fetch(`${engine.url}/hooks/${workspace}/signed-webhook`, {
-        method: "POST",
-        headers: { "content-type": "application/json", ...headers },
-        body,
-      });
-    const ts = String(Math.floor(Date.now() / 1000));
-    const good = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) });
-    expectEqual(good.status, 202, `signed delivery (${await good.clone().text()})`);
-    const { executionId } = await good.json();
-    const again = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) });
-    expectEqual(again.status, 200, "resent delivery");
-    expectEqual((await again.json()).deduplicated, true, "resent delivery deduplicated");
-    const forged = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts, { secret: "not-the-secret" }) });
-    expectEqual(forged.status, 401, "forged delivery");
-    const unversioned = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts).slice(3) });
-    expectEqual(unversioned.status, 401, "unversioned signature");
-    expectEqual((await unversioned.json()).code, "webhook-signature-version-unsupported", "unversioned signature's code");
-
-    // Workspace `other` gets the same workflow and, as its OWN secret (PUT /v1/secrets), the same
-    // signing secret value: the dev delivery still does not verify there, because it names dev.
-    const asOther = { authorization: "Bearer other-token" };
-    const definition = await readFile(join(ROOT, "workflows", "signed-webhook.json"), "utf8");
-    const saved = await api("PUT", "/v1/workflows/signed-webhook", {
-      raw: definition,
-      headers: { ...asOther, "content-type": "application/json" },
+await test("a signed webhook (v1, hook-bound) starts one execution, a resend dedupes; forged, unversioned, re-targeted: 401", async () => {
+  const body = JSON.stringify({ event: { id: `evt-${RUN}`, type: "order.paid" } });
+  // The documented scheme (docs/ingress.md): v1= hex(HMAC-SHA256(secret, "v1:<ts>:<workspace>:<workflow>:" + body)).
+  const sign = (timestamp, { secret = WEBHOOK_SECRET, workspace = "dev", workflow = "signed-webhook" } = {}) =>
+    `v1=${createHmac("sha256", secret).update(`v1:${timestamp}:${workspace}:${workflow}:${body}`).digest("hex")}`;
+  const send = (headers, workspace = "dev") =>
+    fetch(`${engine.url}/hooks/${workspace}/signed-webhook`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body,
     });
-    expect(saved.status === 201 || saved.status === 200, `PUT the workflow into other: ${saved.status} ${saved.text.slice(0, 300)}`);
-    const put = await api("PUT", "/v1/secrets/WEBHOOK_SECRET", { body: { value: WEBHOOK_SECRET }, headers: asOther });
-    expectEqual(put.status, 200, `PUT /v1/secrets/WEBHOOK_SECRET as other (${put.text.slice(0, 300)})`);
-    const listed = await api("GET", "/v1/secrets", { headers: asOther });
-    expectEqual(
-      listed.json?.items?.map((i) => i.name),
-      ["WEBHOOK_SECRET"],
-      "other's secret names",
-    );
-    expect(!listed.text.includes(WEBHOOK_SECRET), "GET /v1/secrets returned a value");
-    const retargeted = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) }, "other");
-    expectEqual(retargeted.status, 401, "dev's delivery replayed at /hooks/other/signed-webhook");
-    const ownDelivery = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts, { workspace: "other" }) }, "other");
-    expectEqual(ownDelivery.status, 202, `a delivery signed for other (${await ownDelivery.clone().text()})`);
+  const ts = String(Math.floor(Date.now() / 1000));
+  const good = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) });
+  expectEqual(good.status, 202, `signed delivery (${await good.clone().text()})`);
+  const { executionId } = await good.json();
+  const again = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) });
+  expectEqual(again.status, 200, "resent delivery");
+  expectEqual((await again.json()).deduplicated, true, "resent delivery deduplicated");
+  const forged = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts, { secret: "not-the-secret" }) });
+  expectEqual(forged.status, 401, "forged delivery");
+  const unversioned = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts).slice(3) });
+  expectEqual(unversioned.status, 401, "unversioned signature");
+  expectEqual((await unversioned.json()).code, "webhook-signature-version-unsupported", "unversioned signature's code");
 
-    const trace = await waitForExecution(executionId);
-    expectEqual(trace.status, "COMPLETED", "signed execution");
-  },
-);
+  // Workspace `other` gets the same workflow and, as its OWN secret (PUT /v1/secrets), the same
+  // signing secret value: the dev delivery still does not verify there, because it names dev.
+  const asOther = { authorization: "Bearer other-token" };
+  const definition = await readFile(join(ROOT, "workflows", "signed-webhook.json"), "utf8");
+  const saved = await api("PUT", "/v1/workflows/signed-webhook", {
+    raw: definition,
+    headers: { ...asOther, "content-type": "application/json" },
+  });
+  expect(saved.status === 201 || saved.status === 200, `PUT the workflow into other: ${saved.status} ${saved.text.slice(0, 300)}`);
+  const put = await api("PUT", "/v1/secrets/WEBHOOK_SECRET", { body: { value: WEBHOOK_SECRET }, headers: asOther });
+  expectEqual(put.status, 200, `PUT /v1/secrets/WEBHOOK_SECRET as other (${put.text.slice(0, 300)})`);
+  const listed = await api("GET", "/v1/secrets", { headers: asOther });
+  expectEqual(
+    listed.json?.items?.map((i) => i.name),
+    ["WEBHOOK_SECRET"],
+    "other's secret names",
+  );
+  expect(!listed.text.includes(WEBHOOK_SECRET), "GET /v1/secrets returned a value");
+  const retargeted = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts) }, "other");
+  expectEqual(retargeted.status, 401, "dev's delivery replayed at /hooks/other/signed-webhook");
+  const ownDelivery = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts, { workspace: "other" }) }, "other");
+  expectEqual(ownDelivery.status, 202, `a delivery signed for other (${await ownDelivery.clone().text()})`);
+
+  const trace = await waitForExecution(executionId);
+  expectEqual(trace.status, "COMPLETED", "signed execution");
+});
 
 await test("50 concurrent identical triggers: one 202, 49 deduplicated 200s, one execution, exactly one charge", async () => {
   const orderId = `C50-${RUN}`;

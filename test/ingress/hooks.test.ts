@@ -156,56 +156,48 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     },
   );
 
-  it(
-    "answers 413 payload-too-large (problem+json) over the entry point's maxPayloadBytes, even correctly signed, before checking " +
-      "the signature, recording nothing",
-    async () => {
-      const id = unique("hooksize");
-      await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
-      const ofBytes = (n: number) => JSON.stringify({ pad: "x".repeat(n - '{"pad":""}'.length) });
-      expect(ofBytes(65)).toHaveLength(65);
-      for (const [label, raw, headers] of [
-        ["one byte over, signed", ofBytes(65), await signedHeaders(id, ofBytes(65))],
-        ["far over, signed", ofBytes(100_000), await signedHeaders(id, ofBytes(100_000))],
-        ["over and unsigned", ofBytes(65), {}],
-      ] as const) {
-        const res = await hook(id, raw, headers);
-        expect(res.status, label).toBe(413);
-        expect(res.headers.get("content-type"), label).toBe("application/problem+json");
-        expect(await res.json(), label).toMatchObject({
-          status: 413,
-          code: "payload-too-large",
-          detail: expect.stringContaining("64 bytes"),
-        });
-      }
-      expect(await rowsOf(id)).toBe(0);
-      // The limit itself is allowed: the 413s were the limit, not some other refusal.
-      expect((await hook(id, ofBytes(64), await signedHeaders(id, ofBytes(64)))).status).toBe(202);
-    },
-  );
+  it("answers 413 problem+json over the entry point's maxPayloadBytes, signed or not, before any signature check; no record", async () => {
+    const id = unique("hooksize");
+    await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
+    const ofBytes = (n: number) => JSON.stringify({ pad: "x".repeat(n - '{"pad":""}'.length) });
+    expect(ofBytes(65)).toHaveLength(65);
+    for (const [label, raw, headers] of [
+      ["one byte over, signed", ofBytes(65), await signedHeaders(id, ofBytes(65))],
+      ["far over, signed", ofBytes(100_000), await signedHeaders(id, ofBytes(100_000))],
+      ["over and unsigned", ofBytes(65), {}],
+    ] as const) {
+      const res = await hook(id, raw, headers);
+      expect(res.status, label).toBe(413);
+      expect(res.headers.get("content-type"), label).toBe("application/problem+json");
+      expect(await res.json(), label).toMatchObject({
+        status: 413,
+        code: "payload-too-large",
+        detail: expect.stringContaining("64 bytes"),
+      });
+    }
+    expect(await rowsOf(id)).toBe(0);
+    // The limit itself is allowed: the 413s were the limit, not some other refusal.
+    expect((await hook(id, ofBytes(64), await signedHeaders(id, ofBytes(64)))).status).toBe(202);
+  });
 
-  it(
-    "applies a newly saved LOWER maxPayloadBytes at once, though this isolate cached the older version (via the trigger route): " +
-      "413, nothing recorded",
-    async () => {
-      const id = unique("hooklowered");
-      const v1 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 256 }));
-      const ofBytes = (n: number, fill: string) => JSON.stringify({ pad: fill.repeat(n - '{"pad":""}'.length) });
-      const warm = ofBytes(100, "w");
-      expect((await inThisIsolate(`/v1/workflows/${id}/trigger`, warm, { authorization: "Bearer dev-token" })).status).toBe(202);
-      expect((await inThisIsolate(`/hooks/dev/${id}`, ofBytes(100, "h"), await signedHeaders(id, ofBytes(100, "h")))).status).toBe(202);
-      expect(cachedWorkflow("dev", id)?.version).toBe(v1.version);
-      const v2 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
-      expect(v2.version).not.toBe(v1.version);
+  it("applies a newly saved LOWER maxPayloadBytes at once, though the older one is cached (via trigger): 413, no record", async () => {
+    const id = unique("hooklowered");
+    const v1 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 256 }));
+    const ofBytes = (n: number, fill: string) => JSON.stringify({ pad: fill.repeat(n - '{"pad":""}'.length) });
+    const warm = ofBytes(100, "w");
+    expect((await inThisIsolate(`/v1/workflows/${id}/trigger`, warm, { authorization: "Bearer dev-token" })).status).toBe(202);
+    expect((await inThisIsolate(`/hooks/dev/${id}`, ofBytes(100, "h"), await signedHeaders(id, ofBytes(100, "h")))).status).toBe(202);
+    expect(cachedWorkflow("dev", id)?.version).toBe(v1.version);
+    const v2 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
+    expect(v2.version).not.toBe(v1.version);
 
-      const between = ofBytes(100, "b");
-      const res = await inThisIsolate(`/hooks/dev/${id}`, between, await signedHeaders(id, between));
-      expect(res.status).toBe(413);
-      expect(res.headers.get("content-type")).toBe("application/problem+json");
-      expect(await res.json()).toMatchObject({ code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
-      expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2); // the two warm-ups
-    },
-  );
+    const between = ofBytes(100, "b");
+    const res = await inThisIsolate(`/hooks/dev/${id}`, between, await signedHeaders(id, between));
+    expect(res.status).toBe(413);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    expect(await res.json()).toMatchObject({ code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2); // the two warm-ups
+  });
 
   it("checks the signature before parsing: a signed malformed body is 400, an unsigned one 401", async () => {
     const id = unique("hookparse");
@@ -229,42 +221,38 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(await rowsOf(id)).toBe(0);
   });
 
-  it(
-    "cannot be made to start a second execution by replaying a captured delivery inside the tolerance with unsigned changes " +
-      "(query, content-type)",
-    async () => {
-      const id = unique("hookreplay");
-      await seedWorkflow("dev", transformWorkflow(id, SIGNED));
-      const raw = '{"event":"paid","id":"evt_9"}';
-      const headers = await signedHeaders(id, raw);
-      const send = (query: string, contentType: string) =>
-        SELF.fetch(
-          new Request(`${BASE}/hooks/dev/${id}${query}`, {
-            method: "POST",
-            headers: { ...headers, "content-type": contentType },
-            body: raw,
-          }),
-        );
+  it("cannot be made to start a second execution by replaying a delivery in tolerance with unsigned query or content-type", async () => {
+    const id = unique("hookreplay");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = '{"event":"paid","id":"evt_9"}';
+    const headers = await signedHeaders(id, raw);
+    const send = (query: string, contentType: string) =>
+      SELF.fetch(
+        new Request(`${BASE}/hooks/dev/${id}${query}`, {
+          method: "POST",
+          headers: { ...headers, "content-type": contentType },
+          body: raw,
+        }),
+      );
 
-      const original = await send("", "application/json");
-      expect(original.status).toBe(202);
-      const { executionId } = await original.json<{ executionId: string }>();
+    const original = await send("", "application/json");
+    expect(original.status).toBe(202);
+    const { executionId } = await original.json<{ executionId: string }>();
 
-      // The query string is not signed: it may not pick the identity.
-      for (const q of ["?clientIdempotencyId=r1", "?clientIdempotencyId=r2"]) {
-        const res = await send(q, "application/json");
-        expect(res.status).toBe(400);
-        expect((await res.json<{ code: string }>()).code).toBe("client-idempotency-id-not-signed");
-      }
-      // Nor is content-type: the same signed bytes are the same delivery whatever the header says.
-      for (const contentType of ["text/plain", "application/octet-stream"]) {
-        const res = await send("", contentType);
-        expect(res.status).toBe(200);
-        expect(await res.json()).toMatchObject({ executionId, deduplicated: true });
-      }
-      expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(1);
-    },
-  );
+    // The query string is not signed: it may not pick the identity.
+    for (const q of ["?clientIdempotencyId=r1", "?clientIdempotencyId=r2"]) {
+      const res = await send(q, "application/json");
+      expect(res.status).toBe(400);
+      expect((await res.json<{ code: string }>()).code).toBe("client-idempotency-id-not-signed");
+    }
+    // Nor is content-type: the same signed bytes are the same delivery whatever the header says.
+    for (const contentType of ["text/plain", "application/octet-stream"]) {
+      const res = await send("", contentType);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ executionId, deduplicated: true });
+    }
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(1);
+  });
 
   it("still treats signed bytes that are not JSON as raw bytes, and a JSON content-type on them as malformed", async () => {
     const id = unique("hookbytes");
@@ -311,75 +299,71 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     }
   });
 
-  it(
-    "never echoes the signing secret, even when the request carries it: no answer (202, 200, 400, 401, 404, 413, 422, 503) and " +
-      "no stored row contains it",
-    async () => {
-      const secret = env.WEBHOOK_SECRET;
-      const id = unique("hooksecret");
-      await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, idempotencyFields: "order.id", maxPayloadBytes: 256 }));
-      const unconfigured = unique("hooksecretunset");
-      await seedWorkflow(
-        "dev",
-        transformWorkflow(unconfigured, { webhook: { signature: { secret: "{{ secrets.HOOK_SECRET_NEVER_SET }}" } } }),
-      );
-      // The secret travels in the request itself (a header, the body, the query), so a bug that
-      // echoes request data into an answer or a row is caught, not only one that echoes the config.
-      const leak = { "x-leak": secret };
-      const accepted = '{"order":{"id":"o-accepted"}}';
-      const withSecret = JSON.stringify({ order: { id: "o-refused" }, token: secret });
-      const cases: Array<[number, () => Promise<Response>]> = [
-        [202, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(id, accepted)) })],
-        [200, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(id, accepted)) })],
-        [400, async () => hook(id, `{"token":"${secret}"`, { ...leak, ...(await signedHeaders(id, `{"token":"${secret}"`)) })],
-        [
-          400,
-          async () =>
-            SELF.fetch(
-              new Request(`${BASE}/hooks/dev/${id}?clientIdempotencyId=${secret}`, {
-                method: "POST",
-                headers: { ...leak, ...(await signedHeaders(id, accepted)) },
-                body: accepted,
-              }),
-            ),
-        ],
-        [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, undefined, "whsec_wrong")) })],
-        [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, "1")) })],
-        [401, async () => hook(id, withSecret, { ...leak, "x-idemflow-timestamp": secret })],
-        [404, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) }, "other")],
-        [
-          413,
-          async () =>
-            hook(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }), {
-              ...leak,
-              ...(await signedHeaders(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }))),
+  it("never echoes the signing secret, even if sent: not in an answer (202, 200, 400, 401, 404, 413, 422, 503), not stored", async () => {
+    const secret = env.WEBHOOK_SECRET;
+    const id = unique("hooksecret");
+    await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, idempotencyFields: "order.id", maxPayloadBytes: 256 }));
+    const unconfigured = unique("hooksecretunset");
+    await seedWorkflow(
+      "dev",
+      transformWorkflow(unconfigured, { webhook: { signature: { secret: "{{ secrets.HOOK_SECRET_NEVER_SET }}" } } }),
+    );
+    // The secret travels in the request itself (a header, the body, the query), so a bug that
+    // echoes request data into an answer or a row is caught, not only one that echoes the config.
+    const leak = { "x-leak": secret };
+    const accepted = '{"order":{"id":"o-accepted"}}';
+    const withSecret = JSON.stringify({ order: { id: "o-refused" }, token: secret });
+    const cases: Array<[number, () => Promise<Response>]> = [
+      [202, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(id, accepted)) })],
+      [200, async () => hook(id, accepted, { ...leak, ...(await signedHeaders(id, accepted)) })],
+      [400, async () => hook(id, `{"token":"${secret}"`, { ...leak, ...(await signedHeaders(id, `{"token":"${secret}"`)) })],
+      [
+        400,
+        async () =>
+          SELF.fetch(
+            new Request(`${BASE}/hooks/dev/${id}?clientIdempotencyId=${secret}`, {
+              method: "POST",
+              headers: { ...leak, ...(await signedHeaders(id, accepted)) },
+              body: accepted,
             }),
-        ],
-        [
-          422,
-          async () =>
-            hook(id, JSON.stringify({ token: secret }), { ...leak, ...(await signedHeaders(id, JSON.stringify({ token: secret }))) }),
-        ],
-        [503, async () => hook(unconfigured, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) })],
-      ];
-      const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
-      try {
-        for (const [status, send] of cases) {
-          const res = await send();
-          const answer = `${JSON.stringify([...res.headers])}\n${await res.text()}`;
-          expect(res.status, answer).toBe(status);
-          expect(answer).not.toContain(secret);
-        }
-        expect(errors.mock.calls.map((args) => args.map(String).join(" ")).join("\n")).not.toContain(secret);
-      } finally {
-        errors.mockRestore();
+          ),
+      ],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, undefined, "whsec_wrong")) })],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, "1")) })],
+      [401, async () => hook(id, withSecret, { ...leak, "x-idemflow-timestamp": secret })],
+      [404, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) }, "other")],
+      [
+        413,
+        async () =>
+          hook(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }), {
+            ...leak,
+            ...(await signedHeaders(id, JSON.stringify({ token: secret, pad: "x".repeat(300) }))),
+          }),
+      ],
+      [
+        422,
+        async () =>
+          hook(id, JSON.stringify({ token: secret }), { ...leak, ...(await signedHeaders(id, JSON.stringify({ token: secret }))) }),
+      ],
+      [503, async () => hook(unconfigured, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) })],
+    ];
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      for (const [status, send] of cases) {
+        const res = await send();
+        const answer = `${JSON.stringify([...res.headers])}\n${await res.text()}`;
+        expect(res.status, answer).toBe(status);
+        expect(answer).not.toContain(secret);
       }
-      const stored = await dumpEveryTable();
-      // The dump does hold this test's rows (the accepted delivery), so its silence means something.
-      expect(stored).toContain("o-accepted");
-      expect(stored).not.toContain(secret);
-    },
-  );
+      expect(errors.mock.calls.map((args) => args.map(String).join(" ")).join("\n")).not.toContain(secret);
+    } finally {
+      errors.mockRestore();
+    }
+    const stored = await dumpEveryTable();
+    // The dump does hold this test's rows (the accepted delivery), so its silence means something.
+    expect(stored).toContain("o-accepted");
+    expect(stored).not.toContain(secret);
+  });
 
   it("answers 503 webhook-secret-missing with a generic detail, naming the unset secret only in the operator's log", async () => {
     const id = unique("hooknosecret");

@@ -60,26 +60,22 @@ describe("the start service", () => {
     expect(h.sent).toEqual([]);
   });
 
-  it(
-    "never starts a superseded version from a stale cache: the batch's version gate writes nothing, and the retry uses the new " +
-      "version",
-    async () => {
-      const id = unique("stale");
-      const v1 = await seedWorkflow("dev", transformWorkflow(id));
-      const h = harness();
-      await h.fire(id, { warm: true });
-      const v2 = await seedWorkflow("dev", transformWorkflow(id, { dedupeWindow: "2h" }));
-      expect(v2.version).not.toBe(v1.version);
-      h.counted.reset();
-      const result = await h.fire(id, { after: "update" });
-      expect(result.deduplicated).toBe(false);
-      // Gated batch (vetoed), re-read, start.
-      expect(h.counted.calls.map((c) => c.kind)).toEqual(["batch", "statement", "batch"]);
-      const row = await env.DB.prepare("SELECT version FROM executions WHERE id = ?").bind(result.executionId).first<{ version: string }>();
-      expect(row?.version).toBe(v2.version);
-      expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2);
-    },
-  );
+  it("never starts a superseded version from a stale cache: the version gate writes nothing, the retry uses the new one", async () => {
+    const id = unique("stale");
+    const v1 = await seedWorkflow("dev", transformWorkflow(id));
+    const h = harness();
+    await h.fire(id, { warm: true });
+    const v2 = await seedWorkflow("dev", transformWorkflow(id, { dedupeWindow: "2h" }));
+    expect(v2.version).not.toBe(v1.version);
+    h.counted.reset();
+    const result = await h.fire(id, { after: "update" });
+    expect(result.deduplicated).toBe(false);
+    // Gated batch (vetoed), re-read, start.
+    expect(h.counted.calls.map((c) => c.kind)).toEqual(["batch", "statement", "batch"]);
+    const row = await env.DB.prepare("SELECT version FROM executions WHERE id = ?").bind(result.executionId).first<{ version: string }>();
+    expect(row?.version).toBe(v2.version);
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2);
+  });
 
   it("sends one set of first-step messages for 50 concurrent identical triggers", async () => {
     const id = unique("race");

@@ -21,95 +21,91 @@ beforeEach(() => {
 });
 
 describe("chaos", () => {
-  it(
-    "with workers crashing mid-step, duplicate deliveries, lost sends and 503s, every execution completes and each key's effect " +
-      "happens once",
-    async () => {
-      const seed = 20261202;
-      const random = prng(seed);
-      const h = harness({
-        leaseMs: 5_000,
-        overdueMs: 30_000,
-        random,
-        // Crash AFTER the side effect and BEFORE the settle: the worst place to die.
-        afterRun: () => {
-          if (random() < 0.3) throw new Error("chaos: worker killed");
+  it("with crashes mid-step, duplicate deliveries, lost sends and 503s, every execution completes, each key's effect once", async () => {
+    const seed = 20261202;
+    const random = prng(seed);
+    const h = harness({
+      leaseMs: 5_000,
+      overdueMs: 30_000,
+      random,
+      // Crash AFTER the side effect and BEFORE the settle: the worst place to die.
+      afterRun: () => {
+        if (random() < 0.3) throw new Error("chaos: worker killed");
+      },
+    });
+    const wf = await seedWorkflow("steps-chaos", {
+      id: unique("wf"),
+      vertices: [
+        { id: "entry", type: "ENTRY_POINT", config: {} },
+        {
+          id: "charge",
+          type: "GATEWAY",
+          config: {
+            method: "POST",
+            url: `${DEST}/payments/charges`,
+            headers: { "Idempotency-Key": "= $idempotencyKey('charge', payload.order)" },
+            body: { order: "= payload.order" },
+            retry: { maxAttempts: 20, backoff: "exponential", initialDelayMs: 500, maxDelayMs: 4_000 },
+          },
         },
-      });
-      const wf = await seedWorkflow("steps-chaos", {
-        id: unique("wf"),
-        vertices: [
-          { id: "entry", type: "ENTRY_POINT", config: {} },
-          {
-            id: "charge",
-            type: "GATEWAY",
-            config: {
-              method: "POST",
-              url: `${DEST}/payments/charges`,
-              headers: { "Idempotency-Key": "= $idempotencyKey('charge', payload.order)" },
-              body: { order: "= payload.order" },
-              retry: { maxAttempts: 20, backoff: "exponential", initialDelayMs: 500, maxDelayMs: 4_000 },
-            },
+        {
+          id: "ship",
+          type: "GATEWAY",
+          config: {
+            method: "POST",
+            url: `${DEST}/shipping/labels`,
+            headers: { "Idempotency-Key": "= $idempotencyKey('ship', payload.order)" },
+            body: { order: "= payload.order" },
+            retry: { maxAttempts: 20, backoff: "exponential", initialDelayMs: 500, maxDelayMs: 4_000 },
           },
-          {
-            id: "ship",
-            type: "GATEWAY",
-            config: {
-              method: "POST",
-              url: `${DEST}/shipping/labels`,
-              headers: { "Idempotency-Key": "= $idempotencyKey('ship', payload.order)" },
-              body: { order: "= payload.order" },
-              retry: { maxAttempts: 20, backoff: "exponential", initialDelayMs: 500, maxDelayMs: 4_000 },
-            },
-          },
-          { id: "done", type: "TRANSFORM", config: { output: "= [steps.charge.body.id, steps.ship.body.id]" } },
-        ],
-        edges: [
-          { from: "entry", to: "charge" },
-          { from: "charge", to: "ship" },
-          { from: "ship", to: "done" },
-        ],
-      } as WorkflowDefinitionInput);
+        },
+        { id: "done", type: "TRANSFORM", config: { output: "= [steps.charge.body.id, steps.ship.body.id]" } },
+      ],
+      edges: [
+        { from: "entry", to: "charge" },
+        { from: "charge", to: "ship" },
+        { from: "ship", to: "done" },
+      ],
+    } as WorkflowDefinitionInput);
 
-      const ids: string[] = [];
-      for (let i = 0; i < 12; i++) ids.push(await h.start(wf, { order: `chaos-${seed}-${i}` }));
-      for (let i = 0; i < 6; i++) {
-        h.dest.fault("/payments/charges", 503);
-        h.dest.fault("/shipping/labels", 503);
-      }
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) ids.push(await h.start(wf, { order: `chaos-${seed}-${i}` }));
+    for (let i = 0; i < 6; i++) {
+      h.dest.fault("/payments/charges", 503);
+      h.dest.fault("/shipping/labels", 503);
+    }
 
-      for (let round = 0; round < 400; round++) {
-        const due = h.queue.pending.filter((m) => m.dueAt <= h.clock.now());
-        if (due.length === 0) {
-          if (h.queue.pending.length > 0) h.clock.t = Math.min(...h.queue.pending.map((m) => m.dueAt));
-          else {
-            const statuses = await Promise.all(ids.map(executionStatus));
-            if (statuses.every((s) => s !== "RUNNING")) break;
-            h.clock.advance(31_000); // everything in flight was lost: let the reaper find it
-            await reap(h.rt);
-          }
-          continue;
+    for (let round = 0; round < 400; round++) {
+      const due = h.queue.pending.filter((m) => m.dueAt <= h.clock.now());
+      if (due.length === 0) {
+        if (h.queue.pending.length > 0) h.clock.t = Math.min(...h.queue.pending.map((m) => m.dueAt));
+        else {
+          const statuses = await Promise.all(ids.map(executionStatus));
+          if (statuses.every((s) => s !== "RUNNING")) break;
+          h.clock.advance(31_000); // everything in flight was lost: let the reaper find it
+          await reap(h.rt);
         }
-        h.queue.pending = h.queue.pending.filter((m) => !due.includes(m));
-        if (random() < 0.15) h.queue.failNext = 1; // the next send after a commit is lost
-        // Deliver the due messages concurrently, some of them twice (at-least-once delivery).
-        const deliveries = due.flatMap((m) => (random() < 0.25 ? [m, m] : [m]));
-        const results = await Promise.all(deliveries.map((m) => h.deliver([m.body])));
-        results.forEach((r, i) => {
-          for (const d of r.retryDelays) h.queue.pending.push({ body: deliveries[i]!.body, dueAt: h.clock.now() + (d ?? 0) * 1000 });
-        });
-        h.clock.advance(100);
+        continue;
       }
+      h.queue.pending = h.queue.pending.filter((m) => !due.includes(m));
+      if (random() < 0.15) h.queue.failNext = 1; // the next send after a commit is lost
+      // Deliver the due messages concurrently, some of them twice (at-least-once delivery).
+      const deliveries = due.flatMap((m) => (random() < 0.25 ? [m, m] : [m]));
+      const results = await Promise.all(deliveries.map((m) => h.deliver([m.body])));
+      results.forEach((r, i) => {
+        for (const d of r.retryDelays) h.queue.pending.push({ body: deliveries[i]!.body, dueAt: h.clock.now() + (d ?? 0) * 1000 });
+      });
+      h.clock.advance(100);
+    }
 
-      const statuses = await Promise.all(ids.map(executionStatus));
-      expect(statuses).toEqual(ids.map(() => "COMPLETED"));
-      // Each destination key's effect happened exactly once, whatever the number of calls.
-      const byKey = new Map<string, number>();
-      for (const e of h.dest.effects) byKey.set(`${e.path} ${e.key}`, (byKey.get(`${e.path} ${e.key}`) ?? 0) + 1);
-      expect(byKey.size).toBe(ids.length * 2);
-      expect([...byKey.values()].every((n) => n === 1)).toBe(true);
-      // And the chaos did happen: more calls than effects.
-      expect(h.dest.requests.length).toBeGreaterThan(h.dest.effects.length);
-    },
-  );
+    const statuses = await Promise.all(ids.map(executionStatus));
+    expect(statuses).toEqual(ids.map(() => "COMPLETED"));
+    // Each destination key's effect happened exactly once, whatever the number of calls.
+    const byKey = new Map<string, number>();
+    for (const e of h.dest.effects) byKey.set(`${e.path} ${e.key}`, (byKey.get(`${e.path} ${e.key}`) ?? 0) + 1);
+    expect(byKey.size).toBe(ids.length * 2);
+    expect([...byKey.values()].every((n) => n === 1)).toBe(true);
+    // And the chaos did happen: more calls than effects.
+    expect(h.dest.requests.length).toBeGreaterThan(h.dest.effects.length);
+  });
 });

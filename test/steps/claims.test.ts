@@ -143,62 +143,58 @@ describe("claims", () => {
     },
   );
 
-  it(
-    "a stale worker that settles while the new owner is still EXECUTING is fenced out and recorded; the step keeps the new " +
-      "owner's epoch and lease, and the new owner then settles",
-    async () => {
-      const h = harness({ leaseMs: 1_000 });
-      const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-      const id = await h.start(wf, { order: { id: unique("S"), total: 5 } });
-      const ref = { executionId: id, vertexId: "charge" };
-      const [msg] = h.queue.take();
-      // Worker 1 claims and hangs in the destination call, past its lease.
-      let release!: () => void;
-      h.dest.hold = new Promise<void>((r) => (release = r));
-      const stale = h.deliver([msg!.body]);
-      while (h.dest.requests.length < 1) await new Promise((r) => setTimeout(r, 5));
-      h.dest.hold = null;
-      h.clock.advance(5_000);
-      const takenOverAt = h.clock.now();
-      // Worker 2 takes the step over. After its own call and BEFORE its settle, worker 1 wakes up and settles.
-      let whileNewOwnerRuns: { step: StepRow; trace: Trace | null; staleAcks: number } | undefined;
-      const owner = await h.deliver([ref], {
-        afterRun: async () => {
-          release();
-          const staleResult = await stale;
-          const step = (await env.DB.prepare("SELECT * FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'")
-            .bind(id)
-            .first<StepRow>())!;
-          whileNewOwnerRuns = { step, trace: await readTrace(env.DB, WS, id), staleAcks: staleResult.explicitAcks.length };
-        },
-      });
-      expect(whileNewOwnerRuns).toBeDefined();
-      const { step, trace, staleAcks } = whileNewOwnerRuns!;
-      expect(staleAcks).toBe(1); // the stale worker's message is done with: acked, not retried
-      expect(step).toMatchObject({
-        state: "EXECUTING",
-        epoch: 2,
-        attempt: 2,
-        lease_until: takenOverAt + 1_000,
-        output: null,
-        finished_at: null,
-      });
-      const events = trace!.steps.find((s) => s.vertexId === "charge")!.events;
-      expect(events.map((e) => [e.type, e.epoch])).toEqual([
-        ["lease_expired", 1],
-        ["fenced_out", 1],
-      ]);
-      expect(events[1]!.detail).toMatch(/late completed rejected/);
-      // The new owner's settle then goes through, and the execution runs on.
-      expect(owner.explicitAcks).toHaveLength(1);
-      const settled = await stepsOf(id);
-      expect(settled.charge).toMatchObject({ state: "COMPLETED", epoch: 2 });
-      expect(settled.done!.state).toBe("DISPATCHED");
-      await h.drain();
-      expect(await executionStatus(id)).toBe("COMPLETED");
-      expect(h.dest.effects).toHaveLength(1); // both calls carried the one key: charged once
-    },
-  );
+  it("a stale settle mid-EXECUTING is fenced out and recorded; the new owner keeps its epoch and lease, then settles", async () => {
+    const h = harness({ leaseMs: 1_000 });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: unique("S"), total: 5 } });
+    const ref = { executionId: id, vertexId: "charge" };
+    const [msg] = h.queue.take();
+    // Worker 1 claims and hangs in the destination call, past its lease.
+    let release!: () => void;
+    h.dest.hold = new Promise<void>((r) => (release = r));
+    const stale = h.deliver([msg!.body]);
+    while (h.dest.requests.length < 1) await new Promise((r) => setTimeout(r, 5));
+    h.dest.hold = null;
+    h.clock.advance(5_000);
+    const takenOverAt = h.clock.now();
+    // Worker 2 takes the step over. After its own call and BEFORE its settle, worker 1 wakes up and settles.
+    let whileNewOwnerRuns: { step: StepRow; trace: Trace | null; staleAcks: number } | undefined;
+    const owner = await h.deliver([ref], {
+      afterRun: async () => {
+        release();
+        const staleResult = await stale;
+        const step = (await env.DB.prepare("SELECT * FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'")
+          .bind(id)
+          .first<StepRow>())!;
+        whileNewOwnerRuns = { step, trace: await readTrace(env.DB, WS, id), staleAcks: staleResult.explicitAcks.length };
+      },
+    });
+    expect(whileNewOwnerRuns).toBeDefined();
+    const { step, trace, staleAcks } = whileNewOwnerRuns!;
+    expect(staleAcks).toBe(1); // the stale worker's message is done with: acked, not retried
+    expect(step).toMatchObject({
+      state: "EXECUTING",
+      epoch: 2,
+      attempt: 2,
+      lease_until: takenOverAt + 1_000,
+      output: null,
+      finished_at: null,
+    });
+    const events = trace!.steps.find((s) => s.vertexId === "charge")!.events;
+    expect(events.map((e) => [e.type, e.epoch])).toEqual([
+      ["lease_expired", 1],
+      ["fenced_out", 1],
+    ]);
+    expect(events[1]!.detail).toMatch(/late completed rejected/);
+    // The new owner's settle then goes through, and the execution runs on.
+    expect(owner.explicitAcks).toHaveLength(1);
+    const settled = await stepsOf(id);
+    expect(settled.charge).toMatchObject({ state: "COMPLETED", epoch: 2 });
+    expect(settled.done!.state).toBe("DISPATCHED");
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(h.dest.effects).toHaveLength(1); // both calls carried the one key: charged once
+  });
 
   it("the heartbeat extends a live lease and is fenced: a stale epoch cannot extend it", async () => {
     const h = harness();
@@ -213,40 +209,36 @@ describe("claims", () => {
     expect(await extendLease(env.DB, { ...ref, epoch: first.claimed!.epoch }, h.clock.now(), 60_000)).toBe(false);
   });
 
-  it(
-    "crash after the destination call and before settle: the re-run after lease expiry sends the SAME key and the destination " +
-      "charges once",
-    async () => {
-      let crash = true;
-      const h = harness({
-        leaseMs: 2_000,
-        afterRun: () => {
-          if (crash) {
-            crash = false;
-            throw new Error("worker died after the side effect");
-          }
-        },
-      });
-      const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-      const id = await h.start(wf, { order: { id: "H-1", total: 99 } });
-      const [msg] = h.queue.take();
-      const crashed = await h.deliver([msg!.body]);
-      expect(crashed.retryDelays[0]).toBeGreaterThanOrEqual(2);
-      expect((await stepsOf(id)).charge!.state).toBe("EXECUTING");
-      h.clock.advance(2_000);
-      await h.deliver([msg!.body]);
-      await h.drain();
-      const steps = await stepsOf(id);
-      expect(steps.charge!.state).toBe("COMPLETED");
-      expect(steps.charge!.attempt).toBe(2);
-      const keys = h.dest.keysSent("/payments/charges");
-      expect(keys).toHaveLength(2);
-      expect(keys[0]).toBe(keys[1]);
-      expect(h.dest.effects).toHaveLength(1); // the ledger replayed the second call
-      expect(JSON.parse(steps.charge!.output!).headers["idempotent-replayed"]).toBe("true");
-      expect(await executionStatus(id)).toBe("COMPLETED");
-    },
-  );
+  it("crash after the destination call, before settle: the re-run after lease expiry sends the SAME key; it charges once", async () => {
+    let crash = true;
+    const h = harness({
+      leaseMs: 2_000,
+      afterRun: () => {
+        if (crash) {
+          crash = false;
+          throw new Error("worker died after the side effect");
+        }
+      },
+    });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: "H-1", total: 99 } });
+    const [msg] = h.queue.take();
+    const crashed = await h.deliver([msg!.body]);
+    expect(crashed.retryDelays[0]).toBeGreaterThanOrEqual(2);
+    expect((await stepsOf(id)).charge!.state).toBe("EXECUTING");
+    h.clock.advance(2_000);
+    await h.deliver([msg!.body]);
+    await h.drain();
+    const steps = await stepsOf(id);
+    expect(steps.charge!.state).toBe("COMPLETED");
+    expect(steps.charge!.attempt).toBe(2);
+    const keys = h.dest.keysSent("/payments/charges");
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).toBe(keys[1]);
+    expect(h.dest.effects).toHaveLength(1); // the ledger replayed the second call
+    expect(JSON.parse(steps.charge!.output!).headers["idempotent-replayed"]).toBe("true");
+    expect(await executionStatus(id)).toBe("COMPLETED");
+  });
 
   it("poison messages (malformed body, unknown execution) are acked, never retried", async () => {
     const h = harness();

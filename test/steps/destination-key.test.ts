@@ -68,26 +68,22 @@ describe("a later attempt sends the stored key", () => {
     expect(sent.map((r) => r.headers["idempotency-key"])).toEqual([step.idempotency_key, step.idempotency_key]);
   });
 
-  it(
-    "the key sent is the value on the step row, not a recomputation (a row whose key differs from the expression's value sends " +
-      "the row's)",
-    async () => {
-      const h = harness();
-      const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-      const id = await h.start(wf, { order: { id: unique("R"), total: 10 } });
-      h.dest.fault("/payments/charges", 503, 1);
-      const [first] = h.queue.take();
-      await h.deliver([first!.body]);
-      const computed = await storedKey(id);
-      expect(computed).toMatch(/^charge-/);
-      await env.DB.prepare("UPDATE steps SET idempotency_key = 'stored-key-7f3a' WHERE execution_id = ?1 AND vertex_id = 'charge'")
-        .bind(id)
-        .run();
-      await h.drain();
-      expect((await stepsOf(id)).charge).toMatchObject({ state: "COMPLETED", attempt: 2, idempotency_key: "stored-key-7f3a" });
-      expect(h.dest.keysSent("/payments/charges")).toEqual([computed, "stored-key-7f3a"]);
-    },
-  );
+  it("sends the key on the step row, not a recomputation (a row whose key differs from the expression sends the row's)", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: unique("R"), total: 10 } });
+    h.dest.fault("/payments/charges", 503, 1);
+    const [first] = h.queue.take();
+    await h.deliver([first!.body]);
+    const computed = await storedKey(id);
+    expect(computed).toMatch(/^charge-/);
+    await env.DB.prepare("UPDATE steps SET idempotency_key = 'stored-key-7f3a' WHERE execution_id = ?1 AND vertex_id = 'charge'")
+      .bind(id)
+      .run();
+    await h.drain();
+    expect((await stepsOf(id)).charge).toMatchObject({ state: "COMPLETED", attempt: 2, idempotency_key: "stored-key-7f3a" });
+    expect(h.dest.keysSent("/payments/charges")).toEqual([computed, "stored-key-7f3a"]);
+  });
 });
 
 describe("checkDestinationKey with the default rule (Idempotency-Key, 1–255 printable ASCII)", () => {

@@ -32,68 +32,64 @@ async function leaseOf(executionId: string): Promise<{ state: string; epoch: num
 }
 
 describe("the heartbeat during a long Gateway call", () => {
-  it(
-    "moves lease_until forward past the claim's lease while the destination holds the request, so a concurrent claim cannot take " +
-      "the step over",
-    async () => {
-      let executionId = "";
-      let call: { at: number; leaseUntil: number | null } | undefined;
-      const h: Harness = harness({
-        now: () => Date.now(),
-        leaseMs: LEASE_MS,
-        heartbeatEveryMs: HEARTBEAT_MS,
-        // The destination notes when the request arrived and the lease it saw, then holds it.
-        fetch: async (input, init) => {
-          call = { at: Date.now(), leaseUntil: (await leaseOf(executionId)).lease_until };
-          return h.dest.fetch(input, init);
-        },
-      });
-      const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-      h.clock.t = Date.now() - 1_000; // the step is due now on the runtime's real clock
-      executionId = await h.start(wf, { order: { id: unique("H"), total: 3 } });
-      const [msg] = h.queue.take();
-      let release!: () => void;
-      h.dest.hold = new Promise<void>((r) => (release = r));
-      const running = h.deliver([msg!.body]);
-      try {
-        await until(
-          "the request to reach the destination",
-          () => h.dest.requests.length,
-          (n) => n === 1,
-        );
-        const { at, leaseUntil } = call!;
-        // The claim happened before the request arrived: its lease ends no later than this.
-        const claimLeaseEndsBy = at + LEASE_MS;
-        expect(leaseUntil).not.toBeNull();
-        expect(leaseUntil!).toBeLessThanOrEqual(claimLeaseEndsBy);
+  it("moves lease_until past the claim's lease while the destination holds the request: no concurrent claim takes the step", async () => {
+    let executionId = "";
+    let call: { at: number; leaseUntil: number | null } | undefined;
+    const h: Harness = harness({
+      now: () => Date.now(),
+      leaseMs: LEASE_MS,
+      heartbeatEveryMs: HEARTBEAT_MS,
+      // The destination notes when the request arrived and the lease it saw, then holds it.
+      fetch: async (input, init) => {
+        call = { at: Date.now(), leaseUntil: (await leaseOf(executionId)).lease_until };
+        return h.dest.fetch(input, init);
+      },
+    });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    h.clock.t = Date.now() - 1_000; // the step is due now on the runtime's real clock
+    executionId = await h.start(wf, { order: { id: unique("H"), total: 3 } });
+    const [msg] = h.queue.take();
+    let release!: () => void;
+    h.dest.hold = new Promise<void>((r) => (release = r));
+    const running = h.deliver([msg!.body]);
+    try {
+      await until(
+        "the request to reach the destination",
+        () => h.dest.requests.length,
+        (n) => n === 1,
+      );
+      const { at, leaseUntil } = call!;
+      // The claim happened before the request arrived: its lease ends no later than this.
+      const claimLeaseEndsBy = at + LEASE_MS;
+      expect(leaseUntil).not.toBeNull();
+      expect(leaseUntil!).toBeLessThanOrEqual(claimLeaseEndsBy);
 
-        // While the call is held, the heartbeat pushes the lease past the claim's.
-        const extended = await until(
-          "the heartbeat to extend the lease",
-          () => leaseOf(executionId),
-          (row) => (row.lease_until ?? 0) > claimLeaseEndsBy,
-        );
-        expect(extended).toMatchObject({ state: "EXECUTING", epoch: 1 });
+      // While the call is held, the heartbeat pushes the lease past the claim's.
+      const extended = await until(
+        "the heartbeat to extend the lease",
+        () => leaseOf(executionId),
+        (row) => (row.lease_until ?? 0) > claimLeaseEndsBy,
+      );
+      expect(extended).toMatchObject({ state: "EXECUTING", epoch: 1 });
 
-        // Well after the claim's lease would have run out, another worker tries to claim the step.
-        await until(
-          "the claim's lease to be long over",
-          () => Date.now(),
-          (now) => now >= claimLeaseEndsBy + 150,
-        );
-        const rival = await claimAndLoad(env.DB, { executionId, vertexId: "charge" }, Date.now(), LEASE_MS);
-        expect(rival.claimed).toBeNull();
-        const during = await leaseOf(executionId);
-        expect(during).toMatchObject({ state: "EXECUTING", epoch: 1 });
-        expect(during.lease_until!).toBeGreaterThan(Date.now());
-        expect(h.dest.requests).toHaveLength(1);
-      } finally {
-        release(); // also when an assertion failed: never leave the worker hanging
-      }
-      const result = await running;
-      expect(result.explicitAcks).toHaveLength(1);
-      expect((await stepsOf(executionId)).charge).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
-      expect(h.dest.effects).toHaveLength(1);
-    },
-  );
+      // Well after the claim's lease would have run out, another worker tries to claim the step.
+      await until(
+        "the claim's lease to be long over",
+        () => Date.now(),
+        (now) => now >= claimLeaseEndsBy + 150,
+      );
+      const rival = await claimAndLoad(env.DB, { executionId, vertexId: "charge" }, Date.now(), LEASE_MS);
+      expect(rival.claimed).toBeNull();
+      const during = await leaseOf(executionId);
+      expect(during).toMatchObject({ state: "EXECUTING", epoch: 1 });
+      expect(during.lease_until!).toBeGreaterThan(Date.now());
+      expect(h.dest.requests).toHaveLength(1);
+    } finally {
+      release(); // also when an assertion failed: never leave the worker hanging
+    }
+    const result = await running;
+    expect(result.explicitAcks).toHaveLength(1);
+    expect((await stepsOf(executionId)).charge).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
+    expect(h.dest.effects).toHaveLength(1);
+  });
 });

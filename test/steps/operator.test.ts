@@ -83,32 +83,28 @@ describe("operator retry", () => {
     expect((await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op"), token: "other-token" })).status).toBe(404);
   });
 
-  it(
-    "refuses another workspace's retry of a FAILED step with 404 problem+json: the step stays FAILED and the Gateway is not " +
-      "called again",
-    async () => {
-      const h = harness();
-      const { id } = await failedCharge(h);
-      const calls = h.dest.requests.length;
-      const before = await stepsOf(id);
-      const res = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
-      expect(res.status).toBe(404);
-      expect(res.headers.get("content-type")).toBe("application/problem+json");
-      expect(await res.json()).toMatchObject({ status: 404, code: "not-found" });
-      // Deliver anything that was queued: nothing may reach the destination.
-      expect(h.queue.pending).toEqual([]);
-      await h.drain();
-      expect(h.dest.requests).toHaveLength(calls);
-      expect(await stepsOf(id)).toEqual(before);
-      expect(await executionStatus(id)).toBe("FAILED");
-      const retries = await env.DB.prepare("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1 AND type = 'operator_retry'")
-        .bind(id)
-        .first<{ n: number }>();
-      expect(retries?.n).toBe(0);
-      // The step was retryable: its own workspace may (so the 404 was the workspace, not the state).
-      expect((await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") })).status).toBe(202);
-    },
-  );
+  it("refuses another workspace's retry of a FAILED step (404 problem+json): it stays FAILED, the Gateway is not called", async () => {
+    const h = harness();
+    const { id } = await failedCharge(h);
+    const calls = h.dest.requests.length;
+    const before = await stepsOf(id);
+    const res = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
+    expect(res.status).toBe(404);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    expect(await res.json()).toMatchObject({ status: 404, code: "not-found" });
+    // Deliver anything that was queued: nothing may reach the destination.
+    expect(h.queue.pending).toEqual([]);
+    await h.drain();
+    expect(h.dest.requests).toHaveLength(calls);
+    expect(await stepsOf(id)).toEqual(before);
+    expect(await executionStatus(id)).toBe("FAILED");
+    const retries = await env.DB.prepare("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1 AND type = 'operator_retry'")
+      .bind(id)
+      .first<{ n: number }>();
+    expect(retries?.n).toBe(0);
+    // The step was retryable: its own workspace may (so the 404 was the workspace, not the state).
+    expect((await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") })).status).toBe(202);
+  });
 });
 
 describe("start over", () => {

@@ -51,44 +51,40 @@ describe("a message for a step that is EXECUTING under another worker's live lea
     expect(h.dest.requests).toHaveLength(0);
   });
 
-  it(
-    "while a healthy long call keeps its lease alive, bounces until the drop threshold, then is acked with a redelivery_dropped " +
-      "event (never retried into the DLQ), in one round trip",
-    async () => {
-      const counting = countingD1(env.DB);
-      const h = harness({ leaseMs: 30_000, db: counting.db });
-      const { id, body, fence } = await heldByAnotherWorker(h, 30_000);
-      const outcomes: Array<{ attempts: number; outcome: "retried" | "acked" }> = [];
-      // The queue redelivers the duplicate after each retry's delay; the holder heartbeats meanwhile.
-      for (let attempts = 1; attempts <= QUEUE_MAX_RETRIES + 1; attempts++) {
-        h.clock.advance(25_000);
-        expect(await extendLease(env.DB, fence, h.clock.now(), 30_000)).toBe(true);
-        counting.reset();
-        const result = await h.deliver([body], {}, attempts);
-        expect(counting.roundTrips()).toBe(1);
-        if (result.explicitAcks.length === 1) {
-          outcomes.push({ attempts, outcome: "acked" });
-          break; // an acked message is never delivered again
-        }
-        expect(result.retryDelays[0]).toBeGreaterThanOrEqual(30);
-        outcomes.push({ attempts, outcome: "retried" });
+  it("under a long call's live lease, bounces to the threshold, then acks with redelivery_dropped (no DLQ), in 1 round trip", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({ leaseMs: 30_000, db: counting.db });
+    const { id, body, fence } = await heldByAnotherWorker(h, 30_000);
+    const outcomes: Array<{ attempts: number; outcome: "retried" | "acked" }> = [];
+    // The queue redelivers the duplicate after each retry's delay; the holder heartbeats meanwhile.
+    for (let attempts = 1; attempts <= QUEUE_MAX_RETRIES + 1; attempts++) {
+      h.clock.advance(25_000);
+      expect(await extendLease(env.DB, fence, h.clock.now(), 30_000)).toBe(true);
+      counting.reset();
+      const result = await h.deliver([body], {}, attempts);
+      expect(counting.roundTrips()).toBe(1);
+      if (result.explicitAcks.length === 1) {
+        outcomes.push({ attempts, outcome: "acked" });
+        break; // an acked message is never delivered again
       }
-      expect(outcomes.at(-1)).toEqual({ attempts: DROP_REDELIVERY_AT_ATTEMPT, outcome: "acked" });
-      expect(outcomes.filter((o) => o.outcome === "retried")).toHaveLength(DROP_REDELIVERY_AT_ATTEMPT - 1);
-      const events = await eventsOf(id);
-      expect(events).toHaveLength(1);
-      expect(events[0]!.type).toBe("redelivery_dropped");
-      expect(events[0]!.epoch).toBe(1);
-      expect(events[0]!.detail).toMatch(
-        new RegExp(`delivery ${DROP_REDELIVERY_AT_ATTEMPT}\\).*EXECUTING under a live lease \\(epoch 1,.*reaper re-dispatches`),
-      );
-      // The healthy step was left alone: still the holder's, nothing sent by the duplicate.
-      const step = (await stepsOf(id)).charge!;
-      expect(step.state).toBe("EXECUTING");
-      expect(step.epoch).toBe(1);
-      expect(h.dest.requests).toHaveLength(0);
-    },
-  );
+      expect(result.retryDelays[0]).toBeGreaterThanOrEqual(30);
+      outcomes.push({ attempts, outcome: "retried" });
+    }
+    expect(outcomes.at(-1)).toEqual({ attempts: DROP_REDELIVERY_AT_ATTEMPT, outcome: "acked" });
+    expect(outcomes.filter((o) => o.outcome === "retried")).toHaveLength(DROP_REDELIVERY_AT_ATTEMPT - 1);
+    const events = await eventsOf(id);
+    expect(events).toHaveLength(1);
+    expect(events[0]!.type).toBe("redelivery_dropped");
+    expect(events[0]!.epoch).toBe(1);
+    expect(events[0]!.detail).toMatch(
+      new RegExp(`delivery ${DROP_REDELIVERY_AT_ATTEMPT}\\).*EXECUTING under a live lease \\(epoch 1,.*reaper re-dispatches`),
+    );
+    // The healthy step was left alone: still the holder's, nothing sent by the duplicate.
+    const step = (await stepsOf(id)).charge!;
+    expect(step.state).toBe("EXECUTING");
+    expect(step.epoch).toBe(1);
+    expect(h.dest.requests).toHaveLength(0);
+  });
 
   it(
     "once dropped, loses nothing: when the holder dies and its lease expires, the reaper re-dispatches the step and it " + "completes once",
@@ -119,51 +115,47 @@ describe("a message for a step that is EXECUTING under another worker's live lea
 });
 
 describe("a message for a DISPATCHED step that is not due yet (a long Retry-After)", () => {
-  it(
-    "bounces on early deliveries, is acked with a redelivery_dropped event at the threshold, and the reaper re-sends the step " +
-      "once it is overdue",
-    async () => {
-      const h = harness({ overdueMs: 60_000 });
-      // Retry-After is honoured up to retry.maxDelayMs (at most 24 hours, src/steps/retry-policy.ts).
-      const wf = await seedWorkflow(
-        WS,
-        chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 86_400_000 } }),
-      );
-      const orderId = unique("O");
-      const id = await h.start(wf, { order: { id: orderId, total: 8 } });
-      // The reaper sweeps the whole (per-file) database: count only this execution's calls.
-      const calls = () => h.dest.requests.filter((r) => r.body.includes(orderId)).length;
-      const aDay = 24 * 3_600_000; // the longest Retry-After a step honours
-      h.dest.fault("/payments/charges", 503, 1, { headers: { "retry-after": String(aDay / 1000) } });
-      const [first] = h.queue.take();
-      const t0 = h.clock.now();
-      await h.deliver([first!.body]);
-      const [retry] = h.queue.take();
-      h.clock.t = retry!.dueAt; // 12 hours: the queue's delay limit
-      const early = await h.deliver([retry!.body], {}, 1);
-      expect(early.retryDelays[0]).toBe(12 * 3600);
-      h.clock.t = t0 + 20 * 3_600_000;
-      const late = await h.deliver([retry!.body], {}, DROP_REDELIVERY_AT_ATTEMPT);
-      expect(late.explicitAcks).toHaveLength(1);
-      expect(late.retryMessages).toHaveLength(0);
-      const dropped = (await eventsOf(id)).filter((e) => e.type === "redelivery_dropped");
-      expect(dropped).toHaveLength(1);
-      expect(dropped[0]!.detail).toContain(`not due until ${new Date(t0 + aDay).toISOString()}`);
-      expect(calls()).toBe(1);
-      // Due, then overdue: the reaper re-sends it and it completes.
-      h.clock.t = t0 + aDay + 30_000;
-      await reap(h.rt);
-      expect((await stepsOf(id)).charge!.state).toBe("DISPATCHED");
-      expect(resent(h, id)).toBe(0);
-      h.clock.t = t0 + aDay + 60_000;
-      await reap(h.rt);
-      expect(resent(h, id)).toBe(1);
-      await h.drain();
-      expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
-      expect(calls()).toBe(2);
-      expect(h.dest.effects.filter((e) => JSON.stringify(e.body).includes(orderId))).toHaveLength(1);
-    },
-  );
+  it("bounces early deliveries, acks with redelivery_dropped at the threshold; the reaper re-sends the step once overdue", async () => {
+    const h = harness({ overdueMs: 60_000 });
+    // Retry-After is honoured up to retry.maxDelayMs (at most 24 hours, src/steps/retry-policy.ts).
+    const wf = await seedWorkflow(
+      WS,
+      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 86_400_000 } }),
+    );
+    const orderId = unique("O");
+    const id = await h.start(wf, { order: { id: orderId, total: 8 } });
+    // The reaper sweeps the whole (per-file) database: count only this execution's calls.
+    const calls = () => h.dest.requests.filter((r) => r.body.includes(orderId)).length;
+    const aDay = 24 * 3_600_000; // the longest Retry-After a step honours
+    h.dest.fault("/payments/charges", 503, 1, { headers: { "retry-after": String(aDay / 1000) } });
+    const [first] = h.queue.take();
+    const t0 = h.clock.now();
+    await h.deliver([first!.body]);
+    const [retry] = h.queue.take();
+    h.clock.t = retry!.dueAt; // 12 hours: the queue's delay limit
+    const early = await h.deliver([retry!.body], {}, 1);
+    expect(early.retryDelays[0]).toBe(12 * 3600);
+    h.clock.t = t0 + 20 * 3_600_000;
+    const late = await h.deliver([retry!.body], {}, DROP_REDELIVERY_AT_ATTEMPT);
+    expect(late.explicitAcks).toHaveLength(1);
+    expect(late.retryMessages).toHaveLength(0);
+    const dropped = (await eventsOf(id)).filter((e) => e.type === "redelivery_dropped");
+    expect(dropped).toHaveLength(1);
+    expect(dropped[0]!.detail).toContain(`not due until ${new Date(t0 + aDay).toISOString()}`);
+    expect(calls()).toBe(1);
+    // Due, then overdue: the reaper re-sends it and it completes.
+    h.clock.t = t0 + aDay + 30_000;
+    await reap(h.rt);
+    expect((await stepsOf(id)).charge!.state).toBe("DISPATCHED");
+    expect(resent(h, id)).toBe(0);
+    h.clock.t = t0 + aDay + 60_000;
+    await reap(h.rt);
+    expect(resent(h, id)).toBe(1);
+    await h.drain();
+    expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
+    expect(calls()).toBe(2);
+    expect(h.dest.effects.filter((e) => JSON.stringify(e.body).includes(orderId))).toHaveLength(1);
+  });
 });
 
 describe("the drop threshold only concerns waiting steps", () => {

@@ -9,8 +9,9 @@
 import { env } from "cloudflare:test";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
+import type { StoredWorkflow } from "../../src/definitions/store";
 import { MAX_STEP_INPUT_BYTES } from "../../src/ledger";
-import { executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+import { executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => {});
@@ -36,6 +37,28 @@ function fanOfBigOutputs(id: string, join: unknown, when = "= steps.big2.size = 
       { from: "join", to: "done", when },
     ],
   } as WorkflowDefinitionInput;
+}
+
+/** entry → one TRANSFORM per entry of `outputs` (named by its key), in order. */
+function chainOf(id: string, outputs: Record<string, unknown>, entryConfig: Record<string, unknown> = {}): WorkflowDefinitionInput {
+  const chain = Object.keys(outputs);
+  return {
+    id,
+    vertices: [
+      { id: "entry", type: "ENTRY_POINT", config: entryConfig },
+      ...chain.map((vertexId) => ({ id: vertexId, type: "TRANSFORM", config: { output: outputs[vertexId] } })),
+    ],
+    edges: chain.map((to, i) => ({ from: i === 0 ? "entry" : chain[i - 1]!, to })),
+  } as WorkflowDefinitionInput;
+}
+
+/** Runs one execution of `wf` to its end and returns the step `vertexId`, which must have COMPLETED. */
+async function completedStep(h: Harness, wf: StoredWorkflow, payload: unknown, vertexId: string) {
+  const id = await h.start(wf, payload);
+  await h.drain(10);
+  const step = (await stepsOf(id))[vertexId]!;
+  expect(step.state).toBe("COMPLETED");
+  return step;
 }
 
 describe("a step loads only the outputs it can reach", () => {
@@ -80,58 +103,39 @@ describe("a step loads only the outputs it can reach", () => {
     expect(steps.no!.state).toBe("SKIPPED");
   });
 
-  it(
-    "a dynamic reference (`$keys(steps)`) reads everything: over the bound the step FAILS once, with a clear error, and the " +
-      "execution ends FAILED",
-    async () => {
-      const h = harness();
-      const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { names: "= $keys(steps)" }));
-      const id = await h.start(wf, {});
-      const rounds = await h.drain(50);
-      const join = (await stepsOf(id)).join!;
-      expect(join.state).toBe("FAILED");
-      expect(join.attempt).toBe(1); // the attempt counter moved: no claim rolled back, no loop
-      expect(join.error).toMatch(new RegExp(`the step's inputs are \\d+ bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound`));
-      expect(join.error).toMatch(/steps\.big1 \(\d+ bytes\)/);
-      expect(join.error).toMatch(/`steps\.\*`/);
-      expect(await executionStatus(id)).toBe("FAILED");
-      expect(h.queue.pending).toHaveLength(0);
-      expect(rounds).toBe(5); // four bigs and the join, each delivered once
-    },
-  );
+  it("a dynamic reference (`$keys(steps)`): over the bound the step FAILS once with a clear error, and so does the execution", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { names: "= $keys(steps)" }));
+    const id = await h.start(wf, {});
+    const rounds = await h.drain(50);
+    const join = (await stepsOf(id)).join!;
+    expect(join.state).toBe("FAILED");
+    expect(join.attempt).toBe(1); // the attempt counter moved: no claim rolled back, no loop
+    expect(join.error).toMatch(new RegExp(`the step's inputs are \\d+ bytes, over the ${MAX_STEP_INPUT_BYTES}-byte bound`));
+    expect(join.error).toMatch(/steps\.big1 \(\d+ bytes\)/);
+    expect(join.error).toMatch(/`steps\.\*`/);
+    expect(await executionStatus(id)).toBe("FAILED");
+    expect(h.queue.pending).toHaveLength(0);
+    expect(rounds).toBe(5); // four bigs and the join, each delivered once
+  });
 
   it("`steps.*`, `$lookup(steps, …)` and `$$` are dynamic too; a dynamic read within the bound sees every output", async () => {
     const h = harness();
-    const wf = await seedWorkflow("inputs", {
-      id: unique("wf"),
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: {} },
-        { id: "a", type: "TRANSFORM", config: { output: { n: 1 } } },
-        { id: "b", type: "TRANSFORM", config: { output: { n: 2 } } },
-        {
-          id: "c",
-          type: "TRANSFORM",
-          config: {
-            output: {
-              keys: "= $sort($keys(steps))",
-              star: "= $sum(steps.*.n)",
-              looked: "= $lookup(steps, 'a').n",
-              root: "= $$.steps.b.n",
-              payload: "= $$.payload.p",
-            },
-          },
+    const wf = await seedWorkflow(
+      "inputs",
+      chainOf(unique("wf"), {
+        a: { n: 1 },
+        b: { n: 2 },
+        c: {
+          keys: "= $sort($keys(steps))",
+          star: "= $sum(steps.*.n)",
+          looked: "= $lookup(steps, 'a').n",
+          root: "= $$.steps.b.n",
+          payload: "= $$.payload.p",
         },
-      ],
-      edges: [
-        { from: "entry", to: "a" },
-        { from: "a", to: "b" },
-        { from: "b", to: "c" },
-      ],
-    } as WorkflowDefinitionInput);
-    const id = await h.start(wf, { p: "P" });
-    await h.drain(10);
-    const c = (await stepsOf(id)).c!;
-    expect(c.state).toBe("COMPLETED");
+      }),
+    );
+    const c = await completedStep(h, wf, { p: "P" }, "c");
     expect(JSON.parse(c.output!)).toEqual({ keys: ["a", "b", "entry"], star: 3, looked: 1, root: 2, payload: "P" });
   });
 });
@@ -139,29 +143,19 @@ describe("a step loads only the outputs it can reach", () => {
 describe("a payload near maxPayloadBytes' maximum", () => {
   it("a step reading a ~1 MiB payload beside another step's output completes; the payload is never loaded twice", async () => {
     const h = harness();
-    const wf = await seedWorkflow("inputs", {
-      id: unique("wf"),
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: { maxPayloadBytes: 1024 * 1024 } },
-        { id: "half", type: "TRANSFORM", config: { output: { text: "= $pad('', 500000, 'y')" } } },
+    const wf = await seedWorkflow(
+      "inputs",
+      chainOf(
+        unique("wf"),
         {
-          id: "t",
-          type: "TRANSFORM",
-          config: {
-            output: { payload: "= $length(payload.blob)", entry: "= $length(steps.entry.blob)", half: "= $length(steps.half.text)" },
-          },
+          half: { text: "= $pad('', 500000, 'y')" },
+          t: { payload: "= $length(payload.blob)", entry: "= $length(steps.entry.blob)", half: "= $length(steps.half.text)" },
         },
-      ],
-      edges: [
-        { from: "entry", to: "half" },
-        { from: "half", to: "t" },
-      ],
-    } as WorkflowDefinitionInput);
+        { maxPayloadBytes: 1024 * 1024 },
+      ),
+    );
     const blob = "p".repeat(1024 * 1024 - 100);
-    const id = await h.start(wf, { blob });
-    await h.drain(10);
-    const t = (await stepsOf(id)).t!;
-    expect(t.state).toBe("COMPLETED");
+    const t = await completedStep(h, wf, { blob }, "t");
     expect(JSON.parse(t.output!)).toEqual({ payload: blob.length, entry: blob.length, half: 500000 });
   });
 
@@ -180,23 +174,9 @@ describe("a payload near maxPayloadBytes' maximum", () => {
 describe("versions without the analysis", () => {
   it("a version saved before step_inputs existed loads every output, under the same bound", async () => {
     const h = harness();
-    const wf = await seedWorkflow("inputs", {
-      id: unique("wf"),
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: {} },
-        { id: "a", type: "TRANSFORM", config: { output: { n: 1 } } },
-        { id: "b", type: "TRANSFORM", config: { output: "= steps.a.n + $count($keys(payload))" } },
-      ],
-      edges: [
-        { from: "entry", to: "a" },
-        { from: "a", to: "b" },
-      ],
-    } as WorkflowDefinitionInput);
+    const wf = await seedWorkflow("inputs", chainOf(unique("wf"), { a: { n: 1 }, b: "= steps.a.n + $count($keys(payload))" }));
     await env.DB.prepare("UPDATE workflow_versions SET step_inputs = NULL WHERE workflow_id = ?1").bind(wf.workflowId).run();
-    const id = await h.start(wf, { x: 1, y: 2 });
-    await h.drain(10);
-    const b = (await stepsOf(id)).b!;
-    expect(b.state).toBe("COMPLETED");
+    const b = await completedStep(h, wf, { x: 1, y: 2 }, "b");
     expect(JSON.parse(b.output!)).toBe(3);
   });
 });

@@ -62,23 +62,19 @@ async function runIn(workspace: string, secretName: string, rt: Parameters<typeo
 }
 
 describe("a workspace resolves only its own secrets", () => {
-  it(
-    "`other` cannot resolve the Worker secret granted to `dev`: the step fails missing-secret, not retried, and the destination " +
-      "never sees dev's value",
-    async () => {
-      const dev = await runIn("dev", "PAYMENTS_KEY");
-      expect(dev.step.state).toBe("COMPLETED");
-      expect(dev.received).toEqual([`Bearer ${env.PAYMENTS_KEY}`]);
+  it("`other` cannot resolve the Worker secret granted to `dev`: missing-secret, not retried, dev's value never sent", async () => {
+    const dev = await runIn("dev", "PAYMENTS_KEY");
+    expect(dev.step.state).toBe("COMPLETED");
+    expect(dev.received).toEqual([`Bearer ${env.PAYMENTS_KEY}`]);
 
-      const other = await runIn("other", "PAYMENTS_KEY");
-      expect(other.step.state).toBe("FAILED");
-      expect(other.step.attempt).toBe(1);
-      expect(other.step.error).toMatch(/PAYMENTS_KEY .*not set for this workspace.*PUT \/v1\/secrets\/PAYMENTS_KEY/);
-      // The error names no other workspace and does not reveal that an ungranted Worker secret exists.
-      expect(other.step.error).not.toMatch(/\bdev\b/);
-      expect(other.received).toHaveLength(0);
-    },
-  );
+    const other = await runIn("other", "PAYMENTS_KEY");
+    expect(other.step.state).toBe("FAILED");
+    expect(other.step.attempt).toBe(1);
+    expect(other.step.error).toMatch(/PAYMENTS_KEY .*not set for this workspace.*PUT \/v1\/secrets\/PAYMENTS_KEY/);
+    // The error names no other workspace and does not reveal that an ungranted Worker secret exists.
+    expect(other.step.error).not.toMatch(/\bdev\b/);
+    expect(other.received).toHaveLength(0);
+  });
 
   it("`other` cannot resolve dev's own (D1) secret either", async () => {
     const name = `DEV_ONLY_${unique("k").replace(/\W/g, "_")}`;
@@ -120,25 +116,21 @@ describe("a workspace resolves only its own secrets", () => {
     expect(elsewhere.received).toHaveLength(0);
   });
 
-  it(
-    "a ciphertext copied into another workspace's row does not decrypt there (AAD binds workspace and name): fail closed, " +
-      "nothing sent",
-    async () => {
-      const name = `MOVED_${unique("k").replace(/\W/g, "_")}`;
-      expect((await putSecret("dev", name, "sk_moved_canary_5")).status).toBe(200);
-      await env.DB.prepare(
-        `INSERT INTO workspace_secrets (workspace, name, key_id, iv, ciphertext, created_at, updated_at)
+  it("a ciphertext copied into another workspace's row fails to decrypt (AAD binds workspace and name): nothing is sent", async () => {
+    const name = `MOVED_${unique("k").replace(/\W/g, "_")}`;
+    expect((await putSecret("dev", name, "sk_moved_canary_5")).status).toBe(200);
+    await env.DB.prepare(
+      `INSERT INTO workspace_secrets (workspace, name, key_id, iv, ciphertext, created_at, updated_at)
        SELECT 'other', name, key_id, iv, ciphertext, created_at, updated_at FROM workspace_secrets WHERE workspace = 'dev' AND name = ?1`,
-      )
-        .bind(name)
-        .run();
-      const other = await runIn("other", name, { env: envWith({ SECRET_GRANTS: `other:${name}`, [name]: "sk_worker_fallback" }) });
-      expect(other.step.state).toBe("FAILED");
-      expect(other.step.error).toMatch(/cannot be decrypted: the stored row fails authentication/);
-      // Fail closed: an unreadable row never falls back to a granted Worker secret.
-      expect(other.received).toHaveLength(0);
-    },
-  );
+    )
+      .bind(name)
+      .run();
+    const other = await runIn("other", name, { env: envWith({ SECRET_GRANTS: `other:${name}`, [name]: "sk_worker_fallback" }) });
+    expect(other.step.state).toBe("FAILED");
+    expect(other.step.error).toMatch(/cannot be decrypted: the stored row fails authentication/);
+    // Fail closed: an unreadable row never falls back to a granted Worker secret.
+    expect(other.received).toHaveLength(0);
+  });
 
   it("a Gateway step with a workspace secret costs the same round trips: the sealed rows ride in the claim", async () => {
     const name = `BUDGET_${unique("k").replace(/\W/g, "_")}`;
