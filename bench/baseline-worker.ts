@@ -23,7 +23,8 @@ async function triggerBaseline(request: Request, env: Env, workflowId: string): 
   const id = randomExecutionId();
   const now = Date.now();
   await env.DB.prepare(
-    `INSERT INTO executions (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, status, payload, created_at, updated_at, finished_at)
+    `INSERT INTO executions (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, status, payload,
+                             created_at, updated_at, finished_at)
      VALUES (?1, ?2, ?3, 'baseline', 'baseline', 'test', 'forced', 'COMPLETED', ?4, ?5, ?5, ?5)`,
   )
     .bind(id, workspace, decodeURIComponent(workflowId), JSON.stringify(json), now)

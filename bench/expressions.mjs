@@ -167,7 +167,8 @@ async function main() {
   };
   console.log(`# Expression evaluation: idemflow evaluate() vs plain jsonata (${new Date().toISOString().slice(0, 10)})\n`);
   console.log(
-    `${m.cpus} × ${m.cpuModel}, node ${m.node}; ${ROUNDS} alternating rounds of ~${ROUND_MS} ms CPU per side and expression, one process per expression.`,
+    `${m.cpus} × ${m.cpuModel}, node ${m.node}; ${ROUNDS} alternating rounds of ~${ROUND_MS} ms CPU per side and expression, one ` +
+      `process per expression.`,
   );
   console.log(`Load average (1 5 15 min) before: ${loadBefore}; after: ${loadAfter}.\n`);
   console.log(

@@ -23,7 +23,8 @@ for (const name of selected) if (!BENCHES[name]) throw new Error(`unknown bench 
 
 const info = machine();
 console.log(
-  `machine: ${info.cpus} × ${info.cpuModel}, ${info.memoryGiB} GiB, ${info.platform}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`,
+  `machine: ${info.cpus} × ${info.cpuModel}, ${info.memoryGiB} GiB, ${info.platform}, node ${info.node}, wrangler ` +
+    `${info.wrangler}, load average ${info.loadAverage1m}`,
 );
 // The engine alone, on a fresh local D1 in a temporary directory (its state is deleted at the end,
 // the logs are kept), served through bench/baseline-worker.ts: src/index.ts plus the bench-only

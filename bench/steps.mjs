@@ -512,7 +512,8 @@ async function main() {
       log(`round: ${N} triggers at concurrency ${concurrency}`);
       const r = await round({ engine, demo, concurrency });
       log(
-        `  ${r.completed} completed, ${r.failed} failed, ${r.stillRunning ? "SOME STILL RUNNING at the cap" : "none running"}; ${fmt.ratio(r.executionsPerSecond)} executions/s`,
+        `  ${r.completed} completed, ${r.failed} failed, ${r.stillRunning ? "SOME STILL RUNNING at the cap" : "none running"}; ` +
+          `${fmt.ratio(r.executionsPerSecond)} executions/s`,
       );
       rounds.push(r);
     }
@@ -531,17 +532,22 @@ async function main() {
     console.log(`\n## Steps (entry → Gateway → TRANSFORM)\n\n${table}\n`);
     console.log(
       `D1 statements (counted from the engine's ledger operations, not measured on the wire): ` +
-        `Gateway step ${counts.gateway.statements} in ${counts.gateway.roundTrips} round trips (claim batch ${counts.claimBatch} + persist key ${counts.persistKey} + settle batch ${counts.gatewaySettle}); ` +
-        `TRANSFORM step ${counts.transform.statements} in ${counts.transform.roundTrips} (claim batch ${counts.claimBatch} + settle batch ${counts.transformSettle}); ` +
-        `ingress start batch ${counts.ingressStart}; per execution ${counts.perExecution.statements} statements in ${counts.perExecution.roundTrips} round trips.`,
+        `Gateway step ${counts.gateway.statements} in ${counts.gateway.roundTrips} round trips (claim batch ${counts.claimBatch} ` +
+        `+ persist key ${counts.persistKey} + settle batch ${counts.gatewaySettle}); ` +
+        `TRANSFORM step ${counts.transform.statements} in ${counts.transform.roundTrips} (claim batch ${counts.claimBatch} + ` +
+        `settle batch ${counts.transformSettle}); ` +
+        `ingress start batch ${counts.ingressStart}; per execution ${counts.perExecution.statements} statements in ` +
+        `${counts.perExecution.roundTrips} round trips.`,
     );
     for (const r of rounds) {
       console.log(
         `c=${r.concurrency}: ` +
           (r.triggerStatuses
-            ? `triggers ${JSON.stringify(r.triggerStatuses)} (p50 ${fmt.ms(r.triggerP50)} ms, p99 ${fmt.ms(r.triggerP99)} ms, errors ${r.triggerErrors}); `
+            ? `triggers ${JSON.stringify(r.triggerStatuses)} (p50 ${fmt.ms(r.triggerP50)} ms, p99 ${fmt.ms(r.triggerP99)} ms, ` +
+              `errors ${r.triggerErrors}); `
             : "") +
-          `traces checked ${r.traces.checked}, off the happy path ${r.traces.offHappyPath}; step created→finished p50: charge ${fmt.ms(r.traces.chargeP50)} ms, done ${fmt.ms(r.traces.doneP50)} ms; ` +
+          `traces checked ${r.traces.checked}, off the happy path ${r.traces.offHappyPath}; step created→finished p50: charge ` +
+          `${fmt.ms(r.traces.chargeP50)} ms, done ${fmt.ms(r.traces.doneP50)} ms; ` +
           `destination charges ${r.charges} for ${r.distinctChargeOrders} distinct orders` +
           (r.traces.offHappyPath ? `\n  off-path sample: ${JSON.stringify(r.traces.offSample)}` : "") +
           (r.stall ? `\n  STALLED at the cap: ${JSON.stringify(r.stall)}` : ""),

@@ -50,7 +50,9 @@ CREATE TABLE step_events (
   vertex_id     TEXT NOT NULL,
   -- redelivery_dropped: a redundant message was acked instead of retried (the step was settled,
   -- or waiting under a live lease / for its due time, which the reaper covers); see docs/steps.md.
-  type          TEXT NOT NULL CHECK (type IN ('fenced_out', 'attempt_failed', 'lease_expired', 'operator_retry', 'dead_lettered', 'redelivery_dropped')),
+  type          TEXT NOT NULL CHECK (
+                  type IN ('fenced_out', 'attempt_failed', 'lease_expired', 'operator_retry', 'dead_lettered', 'redelivery_dropped')
+                ),
   epoch         INTEGER,
   at            INTEGER NOT NULL,
   detail        TEXT

@@ -288,7 +288,7 @@ await test("a streaming test run sends execution and step events until the execu
   expectEqual(events.at(-1), "execution.finished", `last event (all: ${events.join(", ")})`);
 });
 
-await test("a signed webhook (v1, bound to its hook): a good signature starts one execution, a resend dedupes; forged, unversioned or re-targeted deliveries get 401", async () => {
+await test("a signed webhook (v1, hook-bound) starts one execution, a resend dedupes; forged, unversioned, re-targeted: 401", async () => {
   const body = JSON.stringify({ event: { id: `evt-${RUN}`, type: "order.paid" } });
   // The documented scheme (docs/ingress.md): v1= hex(HMAC-SHA256(secret, "v1:<ts>:<workspace>:<workflow>:" + body)).
   const sign = (timestamp, { secret = WEBHOOK_SECRET, workspace = "dev", workflow = "signed-webhook" } = {}) =>

@@ -32,7 +32,8 @@ WEBHOOK_SECRET=whsec_local_demo
 `;
 /** A fresh random key per laptop: it seals the workspace secrets (PUT /v1/secrets/NAME) in the local D1. */
 const masterKeyLine = () =>
-  `# Seals workspace secrets stored in D1. Losing it makes them unreadable: PUT them again.\nSECRETS_MASTER_KEY=${randomBytes(32).toString("base64")}\n`;
+  `# Seals workspace secrets stored in D1. Losing it makes them unreadable: PUT them ` +
+  `again.\nSECRETS_MASTER_KEY=${randomBytes(32).toString("base64")}\n`;
 
 const say = (line = "") => process.stdout.write(`${line}\n`);
 const fail = (message) => {
@@ -56,7 +57,8 @@ for (const [port, what] of [
 if (!existsSync(DEV_VARS)) {
   await writeFile(DEV_VARS, DEV_VARS_CONTENT + masterKeyLine());
   say(
-    "created .dev.vars with local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo, and a random SECRETS_MASTER_KEY",
+    "created .dev.vars with local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo, and a random " +
+      "SECRETS_MASTER_KEY",
   );
 } else if (!/^\s*SECRETS_MASTER_KEY\s*=/m.test(await readFile(DEV_VARS, "utf8"))) {
   const text = await readFile(DEV_VARS, "utf8");

@@ -193,7 +193,8 @@ function makeIdemflow(ctx) {
       const trace = await response.json();
       const charge = trace.steps?.find((s) => s.vertexId === "charge");
       log(
-        `  idemflow ${executionId.slice(0, 12)}…: charge step ${charge?.state}, attempt ${charge?.attempt}, epoch ${charge?.epoch}, events ${JSON.stringify(charge?.events ?? []).slice(0, 300)}`,
+        `  idemflow ${executionId.slice(0, 12)}…: charge step ${charge?.state}, attempt ${charge?.attempt}, epoch ` +
+          `${charge?.epoch}, events ${JSON.stringify(charge?.events ?? []).slice(0, 300)}`,
       );
       return charge?.attempt;
     },
@@ -447,7 +448,8 @@ function table(rows, correctness, latency, meta) {
   lines.push("| --- | ---: | ---: |");
   const single = (l) => (l ? `${fmt(l.p50)} / ${fmt(l.max)}${l.completed < l.runs ? ` (${l.completed}/${l.runs} completed)` : ""}` : "–");
   lines.push(
-    `| one execution at a time: trigger → completed, p50 / max ms (${LATENCY_RUNS} runs) | ${single(latency.idemflow)} | ${single(latency.Workflows)} |`,
+    `| one execution at a time: trigger → completed, p50 / max ms (${LATENCY_RUNS} runs) | ${single(latency.idemflow)} | ` +
+      `${single(latency.Workflows)} |`,
   );
   const cell = (concurrency, duplicateShare, system) =>
     rows.find((r) => r.concurrency === concurrency && r.duplicateShare === duplicateShare && r.system === system);
@@ -485,7 +487,8 @@ function table(rows, correctness, latency, meta) {
   lines.push(`| ${rounds} rounds × 50 concurrent identical triggers | ${dup(c.idemflow?.duplicates)} | ${dup(c.Workflows?.duplicates)} |`);
   const once = (d) =>
     d
-      ? `charge ran ${d.attempts ?? "?"}×; **${d.charges} charge**; completed ${d.completed}/1${d.crashesFired === 0 ? " (crash NOT injected)" : ""}`
+      ? `charge ran ${d.attempts ?? "?"}×; **${d.charges} charge**; completed ` +
+        `${d.completed}/1${d.crashesFired === 0 ? " (crash NOT injected)" : ""}`
       : "–";
   lines.push(`| step throws after the HTTP call | ${once(c.idemflow?.crash)} | ${once(c.Workflows?.crash)} |`);
   lines.push(`| destination answers 502 after committing | ${once(c.idemflow?.lost)} | ${once(c.Workflows?.lost)} |`);
@@ -531,7 +534,9 @@ async function main() {
           const row = await throughput(system, ctx, { concurrency, duplicateShare, total: TRIGGERS, seed: 1000 + i });
           rows.push(row);
           log(
-            `  ${fmt(row.triggersPerSecond)} triggers/s, p50 ${fmt(row.p50)} ms, p99 ${fmt(row.p99)} ms, ${row.completed}/${row.unique} completed, ${fmt(row.completedPerSecond, 1)}/s${row.firstError ? `, first error: ${row.firstError}` : ""}`,
+            `  ${fmt(row.triggersPerSecond)} triggers/s, p50 ${fmt(row.p50)} ms, p99 ${fmt(row.p99)} ms, ` +
+              `${row.completed}/${row.unique} completed, ${fmt(row.completedPerSecond, 1)}/s` +
+              `${row.firstError ? `, first error: ${row.firstError}` : ""}`,
           );
         } catch (error) {
           log(`  ${system.name} failed: ${error.message}`);

@@ -23,7 +23,9 @@ export const demoProblems = {
       status: 502,
       code: "demo-fault-after-commit",
       title: "Bad gateway (injected fault)",
-      detail: `The demo destination did the work and then dropped its answer, as armed by POST /faults (fault ${faultId}). Retry with the same Idempotency-Key: the destination replays the stored answer instead of doing the work again.`,
+      detail:
+        `The demo destination did the work and then dropped its answer, as armed by POST /faults (fault ${faultId}). Retry ` +
+        `with the same Idempotency-Key: the destination replays the stored answer instead of doing the work again.`,
       headers: { "x-demo-fault": "after-commit" },
     }),
   faultInvalid: (errors: string[]) =>
@@ -34,7 +36,8 @@ export const demoProblems = {
       code: "demo-unauthorized",
       title: "Missing API key",
       detail:
-        "Send `Authorization: Bearer <key>`; any non-empty key is accepted by the demo (the example workflow sends the PAYMENTS_KEY secret).",
+        "Send `Authorization: Bearer <key>`; any non-empty key is accepted by the demo (the example workflow sends the " +
+        "PAYMENTS_KEY secret).",
     }),
   chargeInvalid: () =>
     new ProblemError({

@@ -56,7 +56,10 @@ export function describeLoadResult(result) {
     return `  ✓ ${result.file} → ${result.id} (${result.status === 201 ? "saved" : "unchanged"}${version})`;
   }
   const lines = [
-    `  ✗ ${result.file}${result.id ? ` → ${result.id}` : ""}: ${result.status ? `HTTP ${result.status}` : ""} ${result.message ?? result.answer?.title ?? ""}`.trimEnd(),
+    (
+      `  ✗ ${result.file}${result.id ? ` → ${result.id}` : ""}: ` +
+      `${result.status ? `HTTP ${result.status}` : ""} ${result.message ?? result.answer?.title ?? ""}`
+    ).trimEnd(),
   ];
   if (result.status === 404 && result.answer?.code === "route-not-found") {
     lines.push("      the engine does not serve PUT /v1/workflows/:id yet (is this build complete?)");

@@ -92,7 +92,8 @@ const running = new Set();
  * them). `port` and `inspectorPort` default to free ports; give the inspector one anyway, since
  * two `wrangler dev` would both want 9229. `envFile` replaces .dev.vars (a bench never reads the
  * user's secrets). `main` serves another entry with the config's bindings (a bench's instrumented
- * wrapper of src/index.ts), so the production Worker carries no bench code. Returns a handle: { name, pid, port, url, logFile, recentOutput, exited,
+ * wrapper of src/index.ts), so the production Worker carries no bench code. Returns a handle: { name, pid, port, url,
+ * logFile, recentOutput, exited,
  * exitPromise, stop }.
  */
 export async function startWorker({

@@ -50,14 +50,17 @@ export function checkExpressions(document: unknown): ValidationError[] {
         code: "helper-partial-arguments",
         message:
           `a partial application of \`$${name}\` takes at most ${declared} argument(s) (${KEY_HELPERS[name].parameters}), got ${count}; ` +
-          `JSONata would drop the rest without a word. To key on more values, write a function, e.g. \`function($v){ $idempotencyKey('line', payload.order.id, $v) }\``,
+          `JSONata would drop the rest without a word. To key on more values, write a function, e.g. \`function($v){ ` +
+          `$idempotencyKey('line', payload.order.id, $v) }\``,
       });
     }
     for (const name of unknownFunctions(ast)) {
       errors.push({
         pointer: site.pointer,
         code: "unknown-function",
-        message: `the expression calls \`$${name}\`, which is neither a JSONata function nor an idemflow helper (${[...KEY_HELPER_NAMES].map((n) => `$${n}`).join(", ")}) nor a variable bound in the expression; check its spelling`,
+        message:
+          `the expression calls \`$${name}\`, which is neither a JSONata function nor an idemflow helper ` +
+          `(${[...KEY_HELPER_NAMES].map((n) => `$${n}`).join(", ")}) nor a variable bound in the expression; check its spelling`,
       });
     }
   }

@@ -51,7 +51,9 @@ export function checkGraph(document: unknown): ValidationError[] {
       errors.push({
         pointer: pointerOf("vertices", extra, "type"),
         code: "multiple-entry-points",
-        message: `a workflow has exactly one ENTRY_POINT and ${pointerOf("vertices", entries[0]!)} is already one; change this vertex's type or remove it`,
+        message:
+          `a workflow has exactly one ENTRY_POINT and ${pointerOf("vertices", entries[0]!)} is already one; change this ` +
+          `vertex's type or remove it`,
       });
     }
   }
@@ -64,20 +66,17 @@ export function checkGraph(document: unknown): ValidationError[] {
     const from = asString(edge?.from);
     const to = asString(edge?.to);
     let known = true;
-    if (from !== undefined && !indexOf.has(from)) {
+    const ends = [
+      { end: "from", id: from, code: "unknown-edge-source" },
+      { end: "to", id: to, code: "unknown-edge-target" },
+    ] as const;
+    for (const { end, id, code } of ends) {
+      if (id === undefined || indexOf.has(id)) continue;
       known = false;
       errors.push({
-        pointer: pointerOf("edges", index, "from"),
-        code: "unknown-edge-source",
-        message: `no vertex has the id "${from}"; use one of the ids in /vertices`,
-      });
-    }
-    if (to !== undefined && !indexOf.has(to)) {
-      known = false;
-      errors.push({
-        pointer: pointerOf("edges", index, "to"),
-        code: "unknown-edge-target",
-        message: `no vertex has the id "${to}"; use one of the ids in /vertices`,
+        pointer: pointerOf("edges", index, end),
+        code,
+        message: `no vertex has the id "${id}"; use one of the ids in /vertices`,
       });
     }
     if (to !== undefined && entries.some((i) => asString(asRecord(vertices[i])?.id) === to)) {
@@ -95,7 +94,9 @@ export function checkGraph(document: unknown): ValidationError[] {
       errors.push({
         pointer: pointerOf("edges", index),
         code: "duplicate-edge",
-        message: `${pointerOf("edges", previous)} already connects "${from}" to "${to}"; merge the two (combine their \`when\` conditions with \`or\`)`,
+        message:
+          `${pointerOf("edges", previous)} already connects "${from}" to "${to}"; merge the two (combine their \`when\` ` +
+          `conditions with \`or\`)`,
       });
       return;
     }
@@ -160,7 +161,9 @@ function findCycles(edges: LooseEdge[]): ValidationError[] {
         errors.push({
           pointer: pointerOf("edges", edge.index),
           code: "cycle",
-          message: `this edge closes a cycle (${cycle.join(" → ")}); workflows are acyclic graphs, so remove or redirect one edge of the cycle`,
+          message:
+            `this edge closes a cycle (${cycle.join(" → ")}); workflows are acyclic graphs, so remove or redirect one edge ` +
+            `of the cycle`,
         });
       } else if (seen === undefined) {
         state.set(edge.to, "active");

@@ -65,7 +65,9 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
         errors.push({
           pointer: pointerOf("vertices", i, "config", "headers", name),
           code: "idempotency-key-constant",
-          message: `this ${name} is a literal, so every execution sends the same key and the destination treats them all as one operation. ${ADVICE}`,
+          message:
+            `this ${name} is a literal, so every execution sends the same key and the destination treats them all as one ` +
+            `operation. ${ADVICE}`,
         });
       }
     }
@@ -93,7 +95,9 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
       errors.push({
         pointer: site.pointer,
         code: "idempotency-key-constant",
-        message: `this ${site.headerName ?? "key"} expression reads neither \`payload\` nor \`steps\`, so every execution sends the same key. ${ADVICE}`,
+        message:
+          `this ${site.headerName ?? "key"} expression reads neither \`payload\` nor \`steps\`, so every execution sends the same ` +
+          `key. ${ADVICE}`,
       });
     }
   }

@@ -14,7 +14,9 @@ export const definitionProblems = {
       status: 422,
       code: "invalid-definition",
       title: "The workflow definition is not valid",
-      detail: `${errors.length} error${errors.length === 1 ? "" : "s"}; each names its place with a JSON Pointer. Fix them all and PUT again (\`npm run validate -- file.json\` checks offline).`,
+      detail:
+        `${errors.length} error${errors.length === 1 ? "" : "s"}; each names its place with a JSON Pointer. Fix them all ` +
+        `and PUT again (\`npm run validate -- file.json\` checks offline).`,
       extensions: { errors },
     }),
   invalidVersion: () =>

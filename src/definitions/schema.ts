@@ -174,7 +174,8 @@ export const GatewayConfig = z.strictObject({
     .enum(["fail", "complete"])
     .default("fail")
     .describe(
-      "`complete`: a response that is neither 2xx nor retried (a 4xx, a 3xx, a 409 without conflictAsProcessed) becomes the step's output so edges can route on it; `fail` fails the step",
+      "`complete`: a response that is neither 2xx nor retried (a 4xx, a 3xx, a 409 without conflictAsProcessed) becomes the " +
+        "step's output so edges can route on it; `fail` fails the step",
     ),
   conflictAsProcessed: z
     .boolean()

@@ -51,7 +51,9 @@ function scanTemplates(value: string): Array<{ name?: string; problem?: Template
         name: match[1]!,
         problem: {
           code: "secret-name-invalid",
-          message: `"${match[1]}" is not a valid secret name; use letters, digits and \`_\`, not starting with a digit (as set with \`wrangler secret put NAME\`)`,
+          message:
+            `"${match[1]}" is not a valid secret name; use letters, digits and \`_\`, not starting with a digit (as set ` +
+            `with \`wrangler secret put NAME\`)`,
         },
       });
     } else {
@@ -64,7 +66,8 @@ function scanTemplates(value: string): Array<{ name?: string; problem?: Template
 /** A key wherever it travels: the declared one, or the `Idempotency-Key` header. */
 const SECRET_IN_KEY = {
   code: "secret-in-idempotency-key",
-  message: "a secret cannot be part of an Idempotency-Key: the key is stored on the step and shown in traces; derive it from business data",
+  message:
+    "a secret cannot be part of an Idempotency-Key: the key is stored on the step and shown in traces; derive it from " + "business data",
 };
 
 export function checkSecrets(document: unknown): ValidationError[] {
@@ -89,7 +92,8 @@ export function checkSecrets(document: unknown): ValidationError[] {
               pointer,
               code: "secret-in-expression",
               message:
-                "secrets are substituted into literal header values only; remove the leading `=` and write the value as a literal such as `Bearer {{ secrets.NAME }}`",
+                "secrets are substituted into literal header values only; remove the leading `=` and write the value as a literal " +
+                "such as `Bearer {{ secrets.NAME }}`",
             });
           } else {
             for (const t of templates) if (t.problem) errors.push({ pointer, ...t.problem });
@@ -110,7 +114,8 @@ export function checkSecrets(document: unknown): ValidationError[] {
             pointer,
             code: "webhook-secret-not-template",
             message:
-              "the signing secret must be exactly `{{ secrets.NAME }}` naming a secret of the workspace; never write the secret itself into a definition",
+              "the signing secret must be exactly `{{ secrets.NAME }}` naming a secret of the workspace; never write the secret " +
+              "itself into a definition",
           });
         }
       });

@@ -71,7 +71,9 @@ function fromZodIssue(issue: z.core.$ZodIssue, input: unknown): ValidationError[
       return issue.keys.map((key) => ({
         pointer: toPointer([...path, key]),
         code: "unknown-key",
-        message: `"${key}" is not a known member here; remove it or fix its spelling (the JSON Schema in schema/workflow.schema.json lists the allowed members)`,
+        message:
+          `"${key}" is not a known member here; remove it or fix its spelling (the JSON Schema in ` +
+          `schema/workflow.schema.json lists the allowed members)`,
       }));
     case "invalid_union": {
       if ("discriminator" in issue && issue.discriminator === "type") {
@@ -79,7 +81,8 @@ function fromZodIssue(issue: z.core.$ZodIssue, input: unknown): ValidationError[
         return [{ pointer, code: "invalid-vertex-type", message: `a vertex \`type\` must be one of ${options}` }];
       }
       const alternatives = issue.errors.map((branch) => branch.map((e) => e.message).join("; ")).filter((m) => m.length > 0);
-      return [{ pointer, code: "invalid-value", message: `the value matches none of the allowed forms: ${alternatives.join(" — or — ")}` }];
+      const message = `the value matches none of the allowed forms: ${alternatives.join(" — or — ")}`;
+      return [{ pointer, code: "invalid-value", message }];
     }
     case "invalid_type":
       return [{ pointer, code: "invalid-type", message: `${issue.message.replace(/^Invalid input: /, "")}; change the value's type` }];

@@ -29,7 +29,8 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
       pointer: "/vertices",
       code: "too-many-vertices",
       message:
-        `the workflow has ${count} vertices, more than ${MAX_VERTICES}: a queue invocation settles up to 10 steps, each deciding every descendant in its own statement, ` +
+        `the workflow has ${count} vertices, more than ${MAX_VERTICES}: a queue invocation settles up to 10 steps, each deciding ` +
+        `every descendant in its own statement, ` +
         "and D1 allows 1,000 queries per Worker invocation; split the workflow in two (the first one's last step can trigger the second)",
     });
   }
@@ -53,7 +54,9 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
         errors.push({
           pointer: at("url"),
           code: "invalid-url",
-          message: `"${url}" is not an absolute http(s) URL; write one such as http://localhost:8788/payments/charges, or an expression starting with \`=\``,
+          message:
+            `"${url}" is not an absolute http(s) URL; write one such as http://localhost:8788/payments/charges, or an ` +
+            `expression starting with \`=\``,
         });
       }
       const seen = new Map<string, string>();
@@ -77,7 +80,9 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
         errors.push({
           pointer: at("retry", "maxDelayMs"),
           code: "retry-delay-order",
-          message: `maxDelayMs (${retry.maxDelayMs}) is below initialDelayMs (${retry.initialDelayMs}); raise maxDelayMs or lower initialDelayMs`,
+          message:
+            `maxDelayMs (${retry.maxDelayMs}) is below initialDelayMs (${retry.initialDelayMs}); raise maxDelayMs or lower ` +
+            `initialDelayMs`,
         });
       }
     }
@@ -88,8 +93,10 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
           pointer: at("maxPayloadBytes"),
           code: "limit-above-d1",
           message:
-            `maxPayloadBytes ${config.maxPayloadBytes} is above ${MAX_PAYLOAD_BYTES_LIMIT} (1 MiB), the most D1 can hold: the payload is stored in one row ` +
-            "and loaded beside the outputs a step reads, and D1 refuses rows over 2,000,000 bytes; set it to 1048576 or less (or leave it out for the 1 MiB default)",
+            `maxPayloadBytes ${config.maxPayloadBytes} is above ${MAX_PAYLOAD_BYTES_LIMIT} (1 MiB), the most D1 can hold: the ` +
+            `payload is stored in one row ` +
+            "and loaded beside the outputs a step reads, and D1 refuses rows over 2,000,000 bytes; set it to 1048576 or less (or " +
+            "leave it out for the 1 MiB default)",
         });
       }
       const schedule = asString(config.schedule);
@@ -104,7 +111,10 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
           errors.push({
             pointer: at("schedule"),
             code: "schedule-not-configured",
-            message: `the cron "${schedule}" is not among this deployment's Cron Triggers (${options.crons.map((c) => `"${c}"`).join(", ") || "none"}); add it to wrangler.toml [triggers] crons and deploy, or use one of those`,
+            message:
+              `the cron "${schedule}" is not among this deployment's Cron Triggers ` +
+              `(${options.crons.map((c) => `"${c}"`).join(", ") || "none"}); ` +
+              "add it to wrangler.toml [triggers] crons and deploy, or use one of those",
           });
         }
       }

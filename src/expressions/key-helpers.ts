@@ -81,7 +81,8 @@ function assertExactNumbers(helper: string, what: string, value: unknown): void 
     ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1), which a 64-bit float cannot tell from its neighbours`
     : "not a finite number";
   throw new Error(
-    `${helper}: ${what} holds the number ${found.literal}${at}, ${why}, so different values could get the same key; pass such an id as a string`,
+    `${helper}: ${what} holds the number ${found.literal}${at}, ${why}, so different values could get the same key; pass such an ` +
+      `id as a string`,
   );
 }
 

@@ -70,7 +70,8 @@ export function keyShape(prefix: string, constraints: KeyConstraints): { shape: 
     return {
       error:
         `the prefix ${JSON.stringify(prefix)} is too long for keys of at most ${maxLength} characters: ` +
-        `the digest needs at least ${minChars} ${encoding} characters (${MIN_DIGEST_BITS} bits); use a prefix of at most ${Math.max(room, 0)}`,
+        `the digest needs at least ${minChars} ${encoding} characters (${MIN_DIGEST_BITS} bits); ` +
+        `use a prefix of at most ${Math.max(room, 0)}`,
     };
   }
   const bits = digestChars === fullChars ? fullBits : digestChars * bitsPerChar;

@@ -43,7 +43,8 @@ export const ingressProblems = {
       code: "force-new-execution-not-allowed",
       title: "forceNewExecution is not allowed on production triggers",
       detail:
-        "Production triggers always deduplicate. Remove `forceNewExecution`, or use `POST /v1/workflows/{workflowId}/test-runs` to start a fresh execution.",
+        "Production triggers always deduplicate. Remove `forceNewExecution`, or use `POST /v1/workflows/{workflowId}/test-runs` " +
+        "to start a fresh execution.",
     }),
   forceNewExecutionInvalid: () =>
     new ProblemError({
@@ -51,7 +52,8 @@ export const ingressProblems = {
       code: "force-new-execution-invalid",
       title: "forceNewExecution must be true or false",
       detail:
-        "Pass `?forceNewExecution=false` to deduplicate this run like a production trigger (in a scope of its own: test and stream runs never deduplicate against production or each other), or leave it out.",
+        "Pass `?forceNewExecution=false` to deduplicate this run like a production trigger (in a scope of its own: test and " +
+        "stream runs never deduplicate against production or each other), or leave it out.",
     }),
   clientIdInvalid: () =>
     new ProblemError({
@@ -67,14 +69,17 @@ export const ingressProblems = {
       code: "client-idempotency-id-not-signed",
       title: "clientIdempotencyId is not accepted on a signed hook",
       detail:
-        "The query string is not covered by the signature, so it cannot choose the execution identity. Remove `clientIdempotencyId`; deduplicate on a signed body field with the entry point's `idempotencyFields` instead.",
+        "The query string is not covered by the signature, so it cannot choose the execution identity. Remove " +
+        "`clientIdempotencyId`; deduplicate on a signed body field with the entry point's `idempotencyFields` instead.",
     }),
   fieldsNeedJson: (paths: string[]) =>
     new ProblemError({
       status: 415,
       code: "idempotency-fields-need-json",
       title: "This workflow selects idempotencyFields from a JSON body",
-      detail: `The entry point deduplicates on ${quoted(paths)}, which needs a JSON body: send it with \`content-type: application/json\`, or pass \`clientIdempotencyId\`.`,
+      detail:
+        `The entry point deduplicates on ${quoted(paths)}, which needs a JSON body: send it with \`content-type: ` +
+        `application/json\`, or pass \`clientIdempotencyId\`.`,
       headers: { accept: "application/json" },
     }),
   fieldMissing: (missing: string[]) =>
@@ -82,7 +87,9 @@ export const ingressProblems = {
       status: 422,
       code: "idempotency-field-missing",
       title: "The payload lacks a field this workflow deduplicates on",
-      detail: `The payload has no value at ${quoted(missing)} (listed in the entry point's idempotencyFields). Include ${missing.length === 1 ? "it" : "them"}, or pass \`clientIdempotencyId\`.`,
+      detail:
+        `The payload has no value at ${quoted(missing)} (listed in the entry point's idempotencyFields). Include ` +
+        `${missing.length === 1 ? "it" : "them"}, or pass \`clientIdempotencyId\`.`,
       extensions: { fields: missing },
     }),
   fieldEmpty: (empty: string[]) =>
@@ -90,7 +97,9 @@ export const ingressProblems = {
       status: 422,
       code: "idempotency-field-empty",
       title: "A field this workflow deduplicates on is empty",
-      detail: `The value at ${quoted(empty)} (listed in the entry point's idempotencyFields) is empty: an empty or blank string, \`[]\` or \`{}\`. Every delivery with such a value would be one execution. Send the real value, or pass \`clientIdempotencyId\`.`,
+      detail:
+        `The value at ${quoted(empty)} (listed in the entry point's idempotencyFields) is empty: an empty or blank string, ` +
+        `\`[]\` or \`{}\`. Every delivery with such a value would be one execution. Send the real value, or pass \`clientIdempotencyId\`.`,
       extensions: { fields: empty },
     }),
   /** `where`: a trigger's body, or the payload stored with the execution a start over repeats. */
@@ -99,12 +108,14 @@ export const ingressProblems = {
     const what = where === "body" ? "The JSON body" : "The stored payload";
     const subject = found.pointer === "" ? `${what} is \`${literal}\`` : `${what} holds \`${literal}\` at \`${shorten(found.pointer)}\``;
     const why = Number.isFinite(Number(found.literal))
-      ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1): JSON numbers are 64-bit floats here, which cannot tell it from its neighbours, so two different values would become one identity`
+      ? `an integer beyond ±${MAX_EXACT_NUMBER} (2^53 − 1): JSON numbers are 64-bit floats here, which cannot tell it from its ` +
+        `neighbours, so two different values would become one identity`
       : "beyond the range of a 64-bit float (it parses as Infinity)";
     const fix =
       where === "body"
         ? `Send it as a JSON string (for example \`"${literal}"\`); numbers up to ±${MAX_EXACT_NUMBER} and fractions are accepted.`
-        : "It was stored before idemflow refused such numbers, so it may already be rounded: trigger the workflow again with the value as a JSON string instead of starting over.";
+        : "It was stored before idemflow refused such numbers, so it may already be rounded: trigger the workflow again with the " +
+          "value as a JSON string instead of starting over.";
     return new ProblemError({
       status: 422,
       code: "json-number-out-of-range",
@@ -118,7 +129,9 @@ export const ingressProblems = {
       status: 422,
       code: "edge-condition-failed",
       title: "An edge condition of the entry point failed on this payload",
-      detail: `Evaluating the \`when\` of an edge leaving the entry point failed: ${reason}. Fix the payload or the workflow's edge expression.`,
+      detail:
+        `Evaluating the \`when\` of an edge leaving the entry point failed: ${reason}. Fix the payload or the workflow's ` +
+        `edge expression.`,
     }),
   /** The same answer for a workflow that does not exist and one without a public hook. */
   hookNotFound: () =>
@@ -127,7 +140,8 @@ export const ingressProblems = {
       code: "hook-not-found",
       title: "No public hook here",
       detail:
-        "Public hooks exist only for workflows whose ENTRY_POINT declares `webhook.signature`. Use the authenticated `POST /v1/workflows/{workflowId}/trigger` otherwise.",
+        "Public hooks exist only for workflows whose ENTRY_POINT declares `webhook.signature`. Use the authenticated `POST " +
+        "/v1/workflows/{workflowId}/trigger` otherwise.",
     }),
   signatureMissing: (header: string, timestampHeader: string) =>
     signatureRejected(

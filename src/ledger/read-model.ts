@@ -5,7 +5,7 @@
  * the column maps below (./columns.ts).
  */
 import { LabelledBatch } from "./batch";
-import { selectList, type Columns } from "./columns";
+import { selectList } from "./columns";
 import type { ExecutionStatus } from "./executions";
 import type { ScheduleRunStatus } from "./schedule-runs";
 import type { StepEventType, StepState } from "./steps";
@@ -67,7 +67,7 @@ export interface TraceRecords {
   definitionJson: string | null;
 }
 
-const EXECUTION_RECORD: Columns<ExecutionRecord> = {
+const EXECUTION_RECORD = selectList<ExecutionRecord>({
   id: "id",
   workspace: "workspace",
   workflowId: "workflow_id",
@@ -83,12 +83,12 @@ const EXECUTION_RECORD: Columns<ExecutionRecord> = {
   createdAt: "created_at",
   updatedAt: "updated_at",
   finishedAt: "finished_at",
-};
+});
 
 /** One execution of a workspace. Binds ?1 execution id, ?2 workspace. */
-const ONE_EXECUTION = `SELECT ${selectList(EXECUTION_RECORD)} FROM executions WHERE id = ?1 AND workspace = ?2`;
+const ONE_EXECUTION = `SELECT ${EXECUTION_RECORD} FROM executions WHERE id = ?1 AND workspace = ?2`;
 
-const STEP_RECORD: Columns<StepRecord> = {
+const STEP_RECORD = selectList<StepRecord>({
   vertexId: "vertex_id",
   state: "state",
   epoch: "epoch",
@@ -105,17 +105,17 @@ const STEP_RECORD: Columns<StepRecord> = {
   finishedAt: "finished_at",
   resends: "resends",
   nextResendAt: "next_resend_at",
-};
+});
 
-const STEP_EVENT_RECORD: Columns<StepEventRecord> = {
+const STEP_EVENT_RECORD = selectList<StepEventRecord>({
   vertexId: "ev.vertex_id",
   type: "ev.type",
   epoch: "ev.epoch",
   at: "ev.at",
   detail: "ev.detail",
-};
+});
 
-const SCHEDULE_RUN_RECORD: Columns<ScheduleRunRecord> = {
+const SCHEDULE_RUN_RECORD = selectList<ScheduleRunRecord>({
   cron: "cron",
   scheduledAt: "scheduled_at",
   status: "status",
@@ -123,7 +123,7 @@ const SCHEDULE_RUN_RECORD: Columns<ScheduleRunRecord> = {
   executionId: "execution_id",
   error: "error",
   updatedAt: "updated_at",
-};
+});
 
 /** The execution (in this workspace), its steps and their events: one round trip. Null: not in this workspace. */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
@@ -133,7 +133,7 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
       "steps",
       db
         .prepare(
-          `SELECT ${selectList(STEP_RECORD)}
+          `SELECT ${STEP_RECORD}
            FROM steps WHERE execution_id = ?1 AND workspace = ?2 ORDER BY created_at, rowid`,
         )
         .bind(executionId, workspace),
@@ -142,7 +142,7 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
       "events",
       db
         .prepare(
-          `SELECT ${selectList(STEP_EVENT_RECORD)} FROM step_events ev
+          `SELECT ${STEP_EVENT_RECORD} FROM step_events ev
            WHERE ev.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
            ORDER BY ev.id`,
         )
@@ -181,7 +181,7 @@ export interface ExecutionListFilter {
 export async function listExecutionRecords(db: D1Database, workspace: string, f: ExecutionListFilter): Promise<ExecutionRecord[]> {
   const { results } = await db
     .prepare(
-      `SELECT ${selectList(EXECUTION_RECORD)} FROM executions
+      `SELECT ${EXECUTION_RECORD} FROM executions
        WHERE workspace = ?1
          AND (?2 IS NULL OR workflow_id = ?2)
          AND (?3 IS NULL OR status = ?3)
@@ -227,7 +227,7 @@ export async function recentScheduleRuns(
 ): Promise<ScheduleRunRecord[]> {
   const { results } = await db
     .prepare(
-      `SELECT ${selectList(SCHEDULE_RUN_RECORD)} FROM schedule_runs
+      `SELECT ${SCHEDULE_RUN_RECORD} FROM schedule_runs
        WHERE workspace = ?1 AND workflow_id = ?2 ORDER BY scheduled_at DESC LIMIT ?3`,
     )
     .bind(workspace, workflowId, limit)

@@ -9,7 +9,7 @@
  */
 import { sealedSecretsColumn } from "../secrets/store";
 import { LabelledBatch } from "./batch";
-import { selectList, type Columns } from "./columns";
+import { selectList } from "./columns";
 import { CLAIMABLE, fenceParams, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef } from "./step-sql";
 
 export type { Fence, StepRef } from "./step-sql";
@@ -83,13 +83,13 @@ export type StepInputs =
  */
 export const IN_PROGRESS_MARK = "waiting: destination says in progress";
 
-const CLAIMED_STEP: Columns<ClaimedStep> = {
+const CLAIMED_STEP = selectList<ClaimedStep>({
   epoch: "epoch",
   attempt: "attempt",
   retryBase: "retry_base",
   leaseUntil: "lease_until",
   idempotencyKey: "idempotency_key",
-};
+});
 
 /**
  * `claimStep`: DISPATCHED (due) → EXECUTING, or the takeover of an EXECUTING step whose lease
@@ -103,7 +103,7 @@ function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): 
          SET state = 'EXECUTING', epoch = epoch + 1, attempt = attempt + 1, lease_until = ?3 + ?4, updated_at = ?3,
              next_resend_at = NULL
        WHERE execution_id = ?1 AND vertex_id = ?2 AND ${CLAIMABLE}
-       RETURNING ${selectList(CLAIMED_STEP)}`,
+       RETURNING ${CLAIMED_STEP}`,
     )
     .bind(ref.executionId, ref.vertexId, now, leaseMs);
 }
@@ -149,7 +149,7 @@ const IN_PROGRESS_SINCE = `(SELECT min(ev.at) FROM step_events ev
     AND ev.id > coalesce((SELECT max(r.id) FROM step_events r
                            WHERE r.execution_id = e.id AND r.vertex_id = ?2 AND r.type = 'operator_retry'), 0))`;
 
-const STEP_RUN: Columns<StepRun> = {
+const STEP_RUN = selectList<StepRun>({
   executionId: "e.id",
   workspace: "e.workspace",
   workflowId: "e.workflow_id",
@@ -163,7 +163,7 @@ const STEP_RUN: Columns<StepRun> = {
   availableAt: "s.available_at",
   inProgressSince: IN_PROGRESS_SINCE,
   sealedSecretsJson: sealedSecretsColumn("e.workspace", "v.definition"),
-};
+});
 
 /**
  * `readStepRun`: the step (if any), its execution and pinned definition, and the sealed workspace
@@ -173,7 +173,7 @@ const STEP_RUN: Columns<StepRun> = {
 function readStepRun(db: D1Database, ref: StepRef): D1PreparedStatement {
   return db
     .prepare(
-      `SELECT ${selectList(STEP_RUN)}
+      `SELECT ${STEP_RUN}
        FROM executions e
        JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
        LEFT JOIN steps s ON s.execution_id = e.id AND s.vertex_id = ?2

@@ -136,7 +136,8 @@ export async function openSecret(keyring: Keyring, workspace: string, name: stri
   if (!key) {
     throw new SecretUnreadableError(
       name,
-      `it was sealed under master key ${sealed.keyId}, which is neither SECRETS_MASTER_KEY (${keyring.current.id}) nor SECRETS_MASTER_KEY_PREVIOUS; ` +
+      `it was sealed under master key ${sealed.keyId}, which is neither SECRETS_MASTER_KEY (${keyring.current.id}) nor ` +
+        `SECRETS_MASTER_KEY_PREVIOUS; ` +
         "restore that key as SECRETS_MASTER_KEY_PREVIOUS, or PUT the secret again",
     );
   }

@@ -16,7 +16,9 @@ export const secretProblems = {
       status: 422,
       code: "secret-name-invalid",
       title: "Invalid secret name",
-      detail: `"${name}" is not a secret name: use letters, digits and \`_\`, not starting with a digit, at most 128 characters (the NAME of \`{{ secrets.NAME }}\`).`,
+      detail:
+        `"${name}" is not a secret name: use letters, digits and \`_\`, not starting with a digit, at most 128 characters ` +
+        `(the NAME of \`{{ secrets.NAME }}\`).`,
     }),
   nameReserved: (name: string) =>
     new ProblemError({
@@ -38,6 +40,7 @@ export const secretProblems = {
       code: "secrets-master-key-missing",
       title: "Workspace secrets are not configured",
       detail:
-        "The deployment has no valid SECRETS_MASTER_KEY, so secrets cannot be stored; the operator has been told. Nothing was stored. Retry later.",
+        "The deployment has no valid SECRETS_MASTER_KEY, so secrets cannot be stored; the operator has been told. Nothing was " +
+        "stored. Retry later.",
     }),
 } satisfies ProblemCatalog<SecretProblemCode>;

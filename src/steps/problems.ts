@@ -25,6 +25,8 @@ export const executionProblems = {
       status: 409,
       code: "step-not-failed",
       title: "Only a FAILED step can be retried",
-      detail: `Step ${ref.vertexId} is ${state}. Retry applies to FAILED steps; to run the whole execution again use POST /v1/executions/${ref.executionId}/start-over.`,
+      detail:
+        `Step ${ref.vertexId} is ${state}. Retry applies to FAILED steps; to run the whole execution again use POST ` +
+        `/v1/executions/${ref.executionId}/start-over.`,
     }),
 } satisfies ProblemCatalog<ExecutionProblemCode>;

@@ -53,7 +53,8 @@ export function planRetry(policy: RetryPolicy, failedAttempts: number, random: (
     return {
       refused:
         `the destination asked to wait ${describeMs(retryAfterMs)} (Retry-After), over this step's ceiling of ${ceiling} ms ` +
-        `(retry.maxDelayMs ${policy.maxDelayMs}, at most ${MAX_RETRY_AFTER_MS}); not retried. Raise retry.maxDelayMs, or retry the step once the destination is back`,
+        `(retry.maxDelayMs ${policy.maxDelayMs}, at most ${MAX_RETRY_AFTER_MS}); not retried. Raise retry.maxDelayMs, or retry ` +
+        `the step once the destination is back`,
     };
   }
   return { delayMs: Math.max(backoffDelayMs(policy, failedAttempts, random), retryAfterMs ?? 0) };

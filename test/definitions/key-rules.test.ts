@@ -60,7 +60,8 @@ describe("what is proven not to fit is refused at save time", () => {
     expect(brief(errors)).toEqual([[at("/idempotencyKey/value"), "key-prefix-does-not-fit"]]);
     expect(errors[0]!.message).toBe(
       '$idempotencyKey: the prefix "a-much-longer-prefix-here" is too long for keys of at most 40 characters: the digest needs at least ' +
-        "16 base64url characters (96 bits); use a prefix of at most 23. Every key this step builds would be refused; shorten or change the prefix",
+        "16 base64url characters (96 bits); use a prefix of at most 23. " +
+        "Every key this step builds would be refused; shorten or change the prefix",
     );
     expect(errorsOf(key({ value: "= $idempotencyKey('a-long-prefix-that-fits', payload.order.id)", maxLength: 40 }))).toEqual([]);
   });

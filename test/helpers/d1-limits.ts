@@ -31,7 +31,8 @@ export class D1LimitError extends Error {
     readonly sql: string,
   ) {
     super(
-      `D1 limit exceeded — ${limit}: ${detail}. Production D1 refuses this statement.\nSQL: ${sql.replace(/\s+/g, " ").trim().slice(0, 400)}`,
+      `D1 limit exceeded — ${limit}: ${detail}. Production D1 refuses this statement.\nSQL: ` +
+        `${sql.replace(/\s+/g, " ").trim().slice(0, 400)}`,
     );
     this.name = "D1LimitError";
   }

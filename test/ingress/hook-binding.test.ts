@@ -46,38 +46,41 @@ async function putSecret(token: string, name: string, value: string): Promise<nu
 const executionsOf = (workflowId: string) => countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", workflowId);
 
 describe("a v1 signature binds the delivery to its hook", () => {
-  it("a delivery signed for dev/A is accepted at dev/A and refused at dev/B and at other/B — even where they share the secret", async () => {
-    const a = unique("A");
-    const b = unique("B");
-    await seedWorkflow("dev", transformWorkflow(a, SIGNED));
-    await seedWorkflow("dev", transformWorkflow(b, SIGNED));
-    await seedWorkflow("other", transformWorkflow(b, SIGNED));
-    // `other` stores the SAME secret value as its own: only the bound target can tell them apart.
-    expect(await putSecret("other-token", "WEBHOOK_SECRET", env.WEBHOOK_SECRET)).toBe(200);
+  it(
+    "a delivery signed for dev/A is accepted at dev/A and refused at dev/B and at other/B — even where they share the " + "secret",
+    async () => {
+      const a = unique("A");
+      const b = unique("B");
+      await seedWorkflow("dev", transformWorkflow(a, SIGNED));
+      await seedWorkflow("dev", transformWorkflow(b, SIGNED));
+      await seedWorkflow("other", transformWorkflow(b, SIGNED));
+      // `other` stores the SAME secret value as its own: only the bound target can tell them apart.
+      expect(await putSecret("other-token", "WEBHOOK_SECRET", env.WEBHOOK_SECRET)).toBe(200);
 
-    const raw = '{"event":"paid","id":"evt_bind"}';
-    const ts = now();
-    const signedForDevA = {
-      "x-idemflow-timestamp": ts,
-      "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: a }),
-    };
-    for (const [workspace, workflowId] of [
-      ["dev", b],
-      ["other", b],
-    ] as const) {
-      const res = await deliver(workspace, workflowId, raw, signedForDevA);
-      expect(res.status, `${workspace}/${workflowId}`).toBe(401);
-      expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-invalid");
-    }
-    expect(await executionsOf(b)).toBe(0);
-    expect((await deliver("dev", a, raw, signedForDevA)).status).toBe(202);
-    // other/B itself works when signed for other/B (its own D1 secret verifies it).
-    const signedForOtherB = {
-      "x-idemflow-timestamp": ts,
-      "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "other", workflowId: b }),
-    };
-    expect((await deliver("other", b, raw, signedForOtherB)).status).toBe(202);
-  });
+      const raw = '{"event":"paid","id":"evt_bind"}';
+      const ts = now();
+      const signedForDevA = {
+        "x-idemflow-timestamp": ts,
+        "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: a }),
+      };
+      for (const [workspace, workflowId] of [
+        ["dev", b],
+        ["other", b],
+      ] as const) {
+        const res = await deliver(workspace, workflowId, raw, signedForDevA);
+        expect(res.status, `${workspace}/${workflowId}`).toBe(401);
+        expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-invalid");
+      }
+      expect(await executionsOf(b)).toBe(0);
+      expect((await deliver("dev", a, raw, signedForDevA)).status).toBe(202);
+      // other/B itself works when signed for other/B (its own D1 secret verifies it).
+      const signedForOtherB = {
+        "x-idemflow-timestamp": ts,
+        "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "other", workflowId: b }),
+      };
+      expect((await deliver("other", b, raw, signedForOtherB)).status).toBe(202);
+    },
+  );
 
   it("signs exactly `v1:<timestamp>:<workspaceId>:<workflowId>:<raw body>` (the documented bytes, computed here by hand)", async () => {
     const id = unique("bytes");

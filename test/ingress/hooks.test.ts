@@ -135,25 +135,28 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(await rowsOf(id)).toBe(0);
   });
 
-  it("accepts a timestamp exactly toleranceSeconds behind or ahead of the clock, and refuses one a second beyond (fixed clock)", async () => {
-    const id = unique("hookedge");
-    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
-    const T = 1_900_000_000; // a whole second: the boundary does not depend on when the test runs
-    const at = async (offsetSeconds: number) => {
-      const raw = JSON.stringify({ offset: offsetSeconds });
-      return hookWithClock(T * 1000, id, raw, await signedHeaders(id, raw, String(T + offsetSeconds)));
-    };
-    expect((await at(-300)).status).toBe(202);
-    expect((await at(300)).status).toBe(202);
-    for (const offset of [-301, 301]) {
-      const res = await at(offset);
-      expect(res.status, `offset ${offset}`).toBe(401);
-      expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-stale");
-    }
-    expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2);
-  });
+  it(
+    "accepts a timestamp exactly toleranceSeconds behind or ahead of the clock, and refuses one a second beyond (fixed " + "clock)",
+    async () => {
+      const id = unique("hookedge");
+      await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+      const T = 1_900_000_000; // a whole second: the boundary does not depend on when the test runs
+      const at = async (offsetSeconds: number) => {
+        const raw = JSON.stringify({ offset: offsetSeconds });
+        return hookWithClock(T * 1000, id, raw, await signedHeaders(id, raw, String(T + offsetSeconds)));
+      };
+      expect((await at(-300)).status).toBe(202);
+      expect((await at(300)).status).toBe(202);
+      for (const offset of [-301, 301]) {
+        const res = await at(offset);
+        expect(res.status, `offset ${offset}`).toBe(401);
+        expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-stale");
+      }
+      expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2);
+    },
+  );
 
-  it("answers 413 payload-too-large (problem+json) over the entry point's maxPayloadBytes, even correctly signed, before checking the signature, recording nothing", async () => {
+  it("answers 413 problem+json over the entry point's maxPayloadBytes, signed or not, before any signature check; no record", async () => {
     const id = unique("hooksize");
     await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 64 }));
     const ofBytes = (n: number) => JSON.stringify({ pad: "x".repeat(n - '{"pad":""}'.length) });
@@ -177,7 +180,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect((await hook(id, ofBytes(64), await signedHeaders(id, ofBytes(64)))).status).toBe(202);
   });
 
-  it("applies a newly saved LOWER maxPayloadBytes at once, though this isolate cached the older version (via the trigger route): 413, nothing recorded", async () => {
+  it("applies a newly saved LOWER maxPayloadBytes at once, though the older one is cached (via trigger): 413, no record", async () => {
     const id = unique("hooklowered");
     const v1 = await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, maxPayloadBytes: 256 }));
     const ofBytes = (n: number, fill: string) => JSON.stringify({ pad: fill.repeat(n - '{"pad":""}'.length) });
@@ -218,14 +221,18 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(await rowsOf(id)).toBe(0);
   });
 
-  it("cannot be made to start a second execution by replaying a captured delivery inside the tolerance with unsigned changes (query, content-type)", async () => {
+  it("cannot be made to start a second execution by replaying a delivery in tolerance with unsigned query or content-type", async () => {
     const id = unique("hookreplay");
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
     const raw = '{"event":"paid","id":"evt_9"}';
     const headers = await signedHeaders(id, raw);
     const send = (query: string, contentType: string) =>
       SELF.fetch(
-        new Request(`${BASE}/hooks/dev/${id}${query}`, { method: "POST", headers: { ...headers, "content-type": contentType }, body: raw }),
+        new Request(`${BASE}/hooks/dev/${id}${query}`, {
+          method: "POST",
+          headers: { ...headers, "content-type": contentType },
+          body: raw,
+        }),
       );
 
     const original = await send("", "application/json");
@@ -292,7 +299,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     }
   });
 
-  it("never echoes the signing secret, even when the request carries it: no answer (202, 200, 400, 401, 404, 413, 422, 503) and no stored row contains it", async () => {
+  it("never echoes the signing secret, even if sent: not in an answer (202, 200, 400, 401, 404, 413, 422, 503), not stored", async () => {
     const secret = env.WEBHOOK_SECRET;
     const id = unique("hooksecret");
     await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, idempotencyFields: "order.id", maxPayloadBytes: 256 }));

@@ -97,7 +97,8 @@ describe("a tick at scale", () => {
     expect(report.recorded).toBe(1);
     expect(report.started.filter((s) => !s.deduplicated)).toHaveLength(1);
     expect(await executionsOf(mine)).toBe(1);
-    // The 120 workflows on another cron are not read (a listing of every scheduled workflow reads 120+ workflows and their versions); the whole tick, start included, stays under 100.
+    // The 120 workflows on another cron are not read (a listing of every scheduled workflow reads 120+ workflows and
+    // their versions); the whole tick, start included, stays under 100.
     expect(counter.rowsRead()).toBeLessThan(100);
   });
 

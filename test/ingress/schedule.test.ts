@@ -56,7 +56,8 @@ describe("scheduled starts", () => {
 
   it("sweeps expired identities from the cron", async () => {
     await env.DB.prepare(
-      "INSERT INTO execution_identities (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at) VALUES (?, 'dev', 'gone', 'x', 't', 1, 2)",
+      "INSERT INTO execution_identities (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at) " +
+        "VALUES (?, 'dev', 'gone', 'x', 't', 1, 2)",
     )
       .bind("f".repeat(64))
       .run();

@@ -25,23 +25,26 @@ function harness(clock = { now: Date.now() }) {
 }
 
 describe("the start service", () => {
-  it("starts a new trigger in ONE D1 round trip (the start batch) once the workflow is cached, then sends one message per first step", async () => {
-    const id = unique("budget");
-    await seedWorkflow("dev", transformWorkflow(id));
-    const h = harness();
-    // Cold isolate: read the workflow (1), then the start batch (1).
-    const cold = await h.fire(id, { order: 0 });
-    expect(cold.deduplicated).toBe(false);
-    expect(h.counted.calls.map((c) => c.kind)).toEqual(["statement", "batch"]);
-    h.counted.reset();
-    h.sent.length = 0;
+  it(
+    "starts a new trigger in ONE D1 round trip (the start batch) once the workflow is cached, then sends one message per " + "first step",
+    async () => {
+      const id = unique("budget");
+      await seedWorkflow("dev", transformWorkflow(id));
+      const h = harness();
+      // Cold isolate: read the workflow (1), then the start batch (1).
+      const cold = await h.fire(id, { order: 0 });
+      expect(cold.deduplicated).toBe(false);
+      expect(h.counted.calls.map((c) => c.kind)).toEqual(["statement", "batch"]);
+      h.counted.reset();
+      h.sent.length = 0;
 
-    const result = await h.fire(id, { order: 1 });
-    expect(result.deduplicated).toBe(false);
-    expect(h.counted.roundTrips()).toBe(1);
-    expect(h.counted.calls[0]!.kind).toBe("batch");
-    expect(h.sent).toEqual([{ executionId: result.executionId, vertexId: "shape" }]);
-  });
+      const result = await h.fire(id, { order: 1 });
+      expect(result.deduplicated).toBe(false);
+      expect(h.counted.roundTrips()).toBe(1);
+      expect(h.counted.calls[0]!.kind).toBe("batch");
+      expect(h.sent).toEqual([{ executionId: result.executionId, vertexId: "shape" }]);
+    },
+  );
 
   it("answers a duplicate in one round trip and sends no message", async () => {
     const id = unique("budgetdup");
@@ -57,7 +60,7 @@ describe("the start service", () => {
     expect(h.sent).toEqual([]);
   });
 
-  it("never starts a superseded version from a stale cache: the batch's version gate writes nothing, and the retry uses the new version", async () => {
+  it("never starts a superseded version from a stale cache: the version gate writes nothing, the retry uses the new one", async () => {
     const id = unique("stale");
     const v1 = await seedWorkflow("dev", transformWorkflow(id));
     const h = harness();

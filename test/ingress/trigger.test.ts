@@ -217,27 +217,30 @@ describe("POST /v1/workflows/:id/trigger", () => {
     expect(await executionsOf(id)).toBe(0);
   });
 
-  it("applies a newly saved LOWER maxPayloadBytes at once, though this isolate still caches the older version: 413, nothing recorded", async () => {
-    const id = unique("lowered");
-    const v1 = await seedWorkflow("dev", transformWorkflow(id, { maxPayloadBytes: 256 }));
-    expect((await triggerInThisIsolate(id, bodyOfBytes(100, "w"))).status).toBe(202);
-    // The precondition that makes this test mean something: the older version is cached.
-    expect(cachedWorkflow("dev", id)?.version).toBe(v1.version);
-    const v2 = await seedWorkflow("dev", transformWorkflow(id, { maxPayloadBytes: 64 }));
-    expect(v2.version).not.toBe(v1.version);
+  it(
+    "applies a newly saved LOWER maxPayloadBytes at once, though this isolate still caches the older version: 413, nothing " + "recorded",
+    async () => {
+      const id = unique("lowered");
+      const v1 = await seedWorkflow("dev", transformWorkflow(id, { maxPayloadBytes: 256 }));
+      expect((await triggerInThisIsolate(id, bodyOfBytes(100, "w"))).status).toBe(202);
+      // The precondition that makes this test mean something: the older version is cached.
+      expect(cachedWorkflow("dev", id)?.version).toBe(v1.version);
+      const v2 = await seedWorkflow("dev", transformWorkflow(id, { maxPayloadBytes: 64 }));
+      expect(v2.version).not.toBe(v1.version);
 
-    // 100 bytes: fits the cached version's 256, not the new 64.
-    const res = await triggerInThisIsolate(id, bodyOfBytes(100, "b"));
-    expect(res.status).toBe(413);
-    expect(res.headers.get("content-type")).toBe("application/problem+json");
-    expect(await res.json()).toMatchObject({ code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
-    expect(await executionsOf(id)).toBe(1); // the warm-up only
-    // The new version is the one that runs from now on.
-    const fits = await triggerInThisIsolate(id, bodyOfBytes(64, "f"));
-    expect(fits.status).toBe(202);
-    const { executionId } = await fits.json<{ executionId: string }>();
-    expect(await env.DB.prepare("SELECT version FROM executions WHERE id = ?").bind(executionId).first("version")).toBe(v2.version);
-  });
+      // 100 bytes: fits the cached version's 256, not the new 64.
+      const res = await triggerInThisIsolate(id, bodyOfBytes(100, "b"));
+      expect(res.status).toBe(413);
+      expect(res.headers.get("content-type")).toBe("application/problem+json");
+      expect(await res.json()).toMatchObject({ code: "payload-too-large", detail: expect.stringContaining("64 bytes") });
+      expect(await executionsOf(id)).toBe(1); // the warm-up only
+      // The new version is the one that runs from now on.
+      const fits = await triggerInThisIsolate(id, bodyOfBytes(64, "f"));
+      expect(fits.status).toBe(202);
+      const { executionId } = await fits.json<{ executionId: string }>();
+      expect(await env.DB.prepare("SELECT version FROM executions WHERE id = ?").bind(executionId).first("version")).toBe(v2.version);
+    },
+  );
 
   it("refuses a number a float cannot carry with one 422 naming its JSON Pointer, on every identity path, writing nothing", async () => {
     // Without the rule, the first two parse to the same float: one execution for two orders.

@@ -172,22 +172,22 @@ describe("releaseIfOwned", () => {
 });
 
 describe("the table's CHECK constraints", () => {
+  /** A well-formed pending row; each test changes the fields it is about. */
+  const wellFormed = {
+    principal: "ws-check",
+    fingerprint: FP_A,
+    status: "pending",
+    generation: 1,
+    claim_token: "t",
+    created_at: 1,
+    claimed_at: 1,
+    lease_until: 2,
+    completed_at: null,
+    expires_at: 10,
+    response_status: null,
+  };
   const insert = (fields: Record<string, unknown>) => {
-    const row = {
-      principal: "ws-check",
-      idem_key: `c-${++seq}`,
-      fingerprint: FP_A,
-      status: "pending",
-      generation: 1,
-      claim_token: "t",
-      created_at: 1,
-      claimed_at: 1,
-      lease_until: 2,
-      completed_at: null,
-      expires_at: 10,
-      response_status: null,
-      ...fields,
-    };
+    const row = { ...wellFormed, idem_key: `c-${++seq}`, ...fields };
     const cols = Object.keys(row);
     return env.DB.prepare(`INSERT INTO idempotency_keys (${cols.join(",")}) VALUES (${cols.map(() => "?").join(",")})`)
       .bind(...Object.values(row))
@@ -203,18 +203,8 @@ describe("the table's CHECK constraints", () => {
     const key = `c-pending-${++seq}`;
     expect((await insert({ idem_key: key })).meta.changes).toBe(1);
     expect(await stored(key)).toEqual({
-      principal: "ws-check",
+      ...wellFormed,
       idem_key: key,
-      fingerprint: FP_A,
-      status: "pending",
-      generation: 1,
-      claim_token: "t",
-      created_at: 1,
-      claimed_at: 1,
-      lease_until: 2,
-      completed_at: null,
-      expires_at: 10,
-      response_status: null,
       response_headers: null,
       response_body: null,
     });

@@ -21,7 +21,7 @@ beforeEach(() => {
 });
 
 describe("chaos", () => {
-  it("with workers crashing mid-step, duplicate deliveries, lost sends and 503s, every execution completes and each key's effect happens once", async () => {
+  it("with crashes mid-step, duplicate deliveries, lost sends and 503s, every execution completes, each key's effect once", async () => {
     const seed = 20261202;
     const random = prng(seed);
     const h = harness({

@@ -105,40 +105,45 @@ describe("claims", () => {
     expect(h.dest.requests).toHaveLength(0);
   });
 
-  it("a worker whose lease was taken over finishes late: its completion is fenced out and recorded; the result is the new owner's", async () => {
-    const h = harness({ leaseMs: 1_000 });
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-    const id = await h.start(wf, { order: { id: "F-1", total: 5 } });
-    const ref = { executionId: id, vertexId: "charge" };
-    // Worker 1 claims, then stalls past its lease.
-    const stale = await claimAndLoad(env.DB, ref, h.clock.now(), 1_000);
-    h.clock.advance(5_000);
-    // Worker 2 takes over and completes the step.
-    await h.deliver([ref]);
-    expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
-    // Worker 1 wakes up and tries to settle its own result.
-    const late = await settleAndDispatch(env.DB, {
-      fence: { ...ref, epoch: stale.claimed!.epoch },
-      now: h.clock.now(),
-      outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "zombie" }), nextVertices: ["done"] },
-      request: null,
-      backfill: [],
-      descendants: [],
-    });
-    expect(late.settled).toBe(false);
-    const steps = await stepsOf(id);
-    expect(steps.charge!.epoch).toBe(2);
-    expect(JSON.parse(steps.charge!.output!).body).not.toBe("zombie");
-    const events = await env.DB.prepare("SELECT type, epoch FROM step_events WHERE execution_id = ?1 AND vertex_id = 'charge' ORDER BY id")
-      .bind(id)
-      .all<{ type: string; epoch: number }>();
-    expect(events.results).toEqual([
-      { type: "lease_expired", epoch: 1 },
-      { type: "fenced_out", epoch: 1 },
-    ]);
-  });
+  it(
+    "a worker whose lease was taken over finishes late: its completion is fenced out and recorded; the result is the new " + "owner's",
+    async () => {
+      const h = harness({ leaseMs: 1_000 });
+      const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+      const id = await h.start(wf, { order: { id: "F-1", total: 5 } });
+      const ref = { executionId: id, vertexId: "charge" };
+      // Worker 1 claims, then stalls past its lease.
+      const stale = await claimAndLoad(env.DB, ref, h.clock.now(), 1_000);
+      h.clock.advance(5_000);
+      // Worker 2 takes over and completes the step.
+      await h.deliver([ref]);
+      expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
+      // Worker 1 wakes up and tries to settle its own result.
+      const late = await settleAndDispatch(env.DB, {
+        fence: { ...ref, epoch: stale.claimed!.epoch },
+        now: h.clock.now(),
+        outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "zombie" }), nextVertices: ["done"] },
+        request: null,
+        backfill: [],
+        descendants: [],
+      });
+      expect(late.settled).toBe(false);
+      const steps = await stepsOf(id);
+      expect(steps.charge!.epoch).toBe(2);
+      expect(JSON.parse(steps.charge!.output!).body).not.toBe("zombie");
+      const events = await env.DB.prepare(
+        "SELECT type, epoch FROM step_events WHERE execution_id = ?1 AND vertex_id = 'charge' ORDER BY id",
+      )
+        .bind(id)
+        .all<{ type: string; epoch: number }>();
+      expect(events.results).toEqual([
+        { type: "lease_expired", epoch: 1 },
+        { type: "fenced_out", epoch: 1 },
+      ]);
+    },
+  );
 
-  it("a stale worker that settles while the new owner is still EXECUTING is fenced out and recorded; the step keeps the new owner's epoch and lease, and the new owner then settles", async () => {
+  it("a stale settle mid-EXECUTING is fenced out and recorded; the new owner keeps its epoch and lease, then settles", async () => {
     const h = harness({ leaseMs: 1_000 });
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     const id = await h.start(wf, { order: { id: unique("S"), total: 5 } });
@@ -204,7 +209,7 @@ describe("claims", () => {
     expect(await extendLease(env.DB, { ...ref, epoch: first.claimed!.epoch }, h.clock.now(), 60_000)).toBe(false);
   });
 
-  it("crash after the destination call and before settle: the re-run after lease expiry sends the SAME key and the destination charges once", async () => {
+  it("crash after the destination call, before settle: the re-run after lease expiry sends the SAME key; it charges once", async () => {
     let crash = true;
     const h = harness({
       leaseMs: 2_000,

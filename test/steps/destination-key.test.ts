@@ -69,7 +69,7 @@ describe("a later attempt sends the stored key", () => {
     expect(sent.map((r) => r.headers["idempotency-key"])).toEqual([step.idempotency_key, step.idempotency_key]);
   });
 
-  it("the key sent is the value on the step row, not a recomputation (a row whose key differs from the expression's value sends the row's)", async () => {
+  it("sends the key on the step row, not a recomputation (a row whose key differs from the expression sends the row's)", async () => {
     const h = harness();
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     const id = await h.start(wf, { order: { id: unique("R"), total: 10 } });
@@ -181,7 +181,8 @@ describe("resolveKeyToSend", () => {
     const keys = store(null);
     expect(await resolveKeyToSend("charge", "= 'clé'", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
       error:
-        "gateway charge: invalid Idempotency-Key: the Idempotency-Key must be printable ASCII only; use $idempotencyKey(prefix, …) to encode other values",
+        "gateway charge: invalid Idempotency-Key: the Idempotency-Key must be printable ASCII only; use $idempotencyKey(prefix, " +
+        "…) to encode other values",
     });
     expect(await resolveKeyToSend("charge", "= $error('boom')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
       error: expect.stringMatching(/^gateway charge: invalid Idempotency-Key: .*boom/),

@@ -43,25 +43,28 @@ describe("Gateway retries", () => {
     expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
   });
 
-  it("a Retry-After longer than the queue's 12-hour delay limit is still honoured: the early message bounces, nothing is sent", async () => {
-    const { h, id } = await run({ retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 24 * 3_600_000 } });
-    h.dest.fault("/payments/charges", 503, 1, { headers: { "retry-after": String(24 * 3600) } });
-    const [msg] = h.queue.take();
-    const t0 = h.clock.now();
-    await h.deliver([msg!.body]);
-    const [retry] = h.queue.take();
-    expect(retry!.dueAt - t0).toBe(12 * 3_600_000); // the queue's own limit
-    h.clock.t = retry!.dueAt;
-    const early = await h.deliver([retry!.body]);
-    expect(early.retryDelays[0]).toBe(12 * 3600); // bounces: the step is due in 12 more hours
-    expect(h.dest.requests).toHaveLength(1);
-    expect((await stepsOf(id)).charge!.state).toBe("DISPATCHED");
-    h.clock.t = t0 + 24 * 3_600_000;
-    await h.deliver([retry!.body]);
-    await h.drain();
-    expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
-    expect(h.dest.requests).toHaveLength(2);
-  });
+  it(
+    "a Retry-After longer than the queue's 12-hour delay limit is still honoured: the early message bounces, nothing " + "is sent",
+    async () => {
+      const { h, id } = await run({ retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 100, maxDelayMs: 24 * 3_600_000 } });
+      h.dest.fault("/payments/charges", 503, 1, { headers: { "retry-after": String(24 * 3600) } });
+      const [msg] = h.queue.take();
+      const t0 = h.clock.now();
+      await h.deliver([msg!.body]);
+      const [retry] = h.queue.take();
+      expect(retry!.dueAt - t0).toBe(12 * 3_600_000); // the queue's own limit
+      h.clock.t = retry!.dueAt;
+      const early = await h.deliver([retry!.body]);
+      expect(early.retryDelays[0]).toBe(12 * 3600); // bounces: the step is due in 12 more hours
+      expect(h.dest.requests).toHaveLength(1);
+      expect((await stepsOf(id)).charge!.state).toBe("DISPATCHED");
+      h.clock.t = t0 + 24 * 3_600_000;
+      await h.deliver([retry!.body]);
+      await h.drain();
+      expect((await stepsOf(id)).charge!.state).toBe("COMPLETED");
+      expect(h.dest.requests).toHaveLength(2);
+    },
+  );
 
   it("gives up after maxAttempts with the last error, FAILED", async () => {
     const { h, id } = await run({});

@@ -42,32 +42,35 @@ describe("fan-out and fan-in", () => {
     expect(await executionStatus(id)).toBe("COMPLETED");
   });
 
-  it("a join waits for every branch: nothing is dispatched while only one has settled, and exactly one message once both have", async () => {
-    const h = harness();
-    const wf = await seedWorkflow(WS, diamond());
-    const id = await h.start(wf, {});
-    const branches = h.queue.take();
-    const a = branches.find((m) => m.body.vertexId === "a")!;
-    const b = branches.find((m) => m.body.vertexId === "b")!;
-    // Branch a settles; b has not even been claimed.
-    await h.deliver([a.body]);
-    let steps = await stepsOf(id);
-    expect(steps.a!.state).toBe("COMPLETED");
-    expect(steps.b!.state).toBe("DISPATCHED");
-    expect(steps.join).toBeUndefined();
-    expect(h.queue.pending).toEqual([]);
-    expect(await executionStatus(id)).toBe("RUNNING");
-    // Branch b settles: now the join is dispatched, once.
-    await h.deliver([b.body]);
-    steps = await stepsOf(id);
-    expect(steps.join!.state).toBe("DISPATCHED");
-    expect(h.queue.pending.map((m) => m.body.vertexId)).toEqual(["join"]);
-    await h.drain();
-    steps = await stepsOf(id);
-    expect(steps.join!.state).toBe("COMPLETED");
-    expect(JSON.parse(steps.join!.output!)).toEqual([200, 200]);
-    expect(await executionStatus(id)).toBe("COMPLETED");
-  });
+  it(
+    "a join waits for every branch: nothing is dispatched while only one has settled, and exactly one message once " + "both have",
+    async () => {
+      const h = harness();
+      const wf = await seedWorkflow(WS, diamond());
+      const id = await h.start(wf, {});
+      const branches = h.queue.take();
+      const a = branches.find((m) => m.body.vertexId === "a")!;
+      const b = branches.find((m) => m.body.vertexId === "b")!;
+      // Branch a settles; b has not even been claimed.
+      await h.deliver([a.body]);
+      let steps = await stepsOf(id);
+      expect(steps.a!.state).toBe("COMPLETED");
+      expect(steps.b!.state).toBe("DISPATCHED");
+      expect(steps.join).toBeUndefined();
+      expect(h.queue.pending).toEqual([]);
+      expect(await executionStatus(id)).toBe("RUNNING");
+      // Branch b settles: now the join is dispatched, once.
+      await h.deliver([b.body]);
+      steps = await stepsOf(id);
+      expect(steps.join!.state).toBe("DISPATCHED");
+      expect(h.queue.pending.map((m) => m.body.vertexId)).toEqual(["join"]);
+      await h.drain();
+      steps = await stepsOf(id);
+      expect(steps.join!.state).toBe("COMPLETED");
+      expect(JSON.parse(steps.join!.output!)).toEqual([200, 200]);
+      expect(await executionStatus(id)).toBe("COMPLETED");
+    },
+  );
 
   it("a branch not taken is SKIPPED, the skip propagates, and the join still runs when the other branch completes", async () => {
     const h = harness();

@@ -32,7 +32,7 @@ async function leaseOf(executionId: string): Promise<{ state: string; epoch: num
 }
 
 describe("the heartbeat during a long Gateway call", () => {
-  it("moves lease_until forward past the claim's lease while the destination holds the request, so a concurrent claim cannot take the step over", async () => {
+  it("moves lease_until past the claim's lease while the destination holds the request: no concurrent claim takes the step", async () => {
     let executionId = "";
     let call: { at: number; leaseUntil: number | null } | undefined;
     const h: Harness = harness({

@@ -272,7 +272,8 @@ export function chargeWorkflow(id: string, charge: Record<string, unknown> = {})
 /** Every row of every table, as one string: secret-canary tests search it. */
 export async function dumpEveryTable(): Promise<string> {
   const { results } = await env.DB.prepare(
-    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'",
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> " +
+      "'d1_migrations'",
   ).all<{ name: string }>();
   let dump = "";
   for (const { name } of results) dump += JSON.stringify((await env.DB.prepare(`SELECT * FROM "${name}"`).all()).results);

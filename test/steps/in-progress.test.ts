@@ -237,7 +237,10 @@ describe("the in-progress budget", () => {
     const charge = (await stepsOf(id)).charge!;
     expect(charge.state).toBe("FAILED");
     expect(charge.error).toMatch(
-      /still answers "in progress" for this step's key 60 s after it first did: the in-progress budget \(retry\.inProgressBudgetMs 60000 ms\) ran out/,
+      new RegExp(
+        'still answers "in progress" for this step\'s key 60 s after it first did: ' +
+          "the in-progress budget \\(retry\\.inProgressBudgetMs 60000 ms\\) ran out",
+      ),
     );
     expect(answered()).toBe(7); // at 0, 10, …, 60 s
     expect(h.clock.now() - t0).toBe(60_000);

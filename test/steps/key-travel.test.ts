@@ -104,7 +104,7 @@ const sentBodies = (h: Harness, path: string) =>
   h.dest.requests.filter((r) => new URL(r.url).pathname === path).map((r) => JSON.parse(r.body) as Record<string, unknown>);
 
 describe("a key in a JSON body field (the demo checkout API, Square's profile)", () => {
-  it("is shaped by the profile to fit 45 characters, persisted, and re-sent from the persisted value after a lost answer: one payment", async () => {
+  it("is shaped to fit 45 characters, persisted, and re-sent from the persisted value after a lost answer: one payment", async () => {
     const h = setup();
     const order = unique("B");
     const wf = await seedWorkflow(WS, payWorkflow(unique("wf"), SQUARE_KEY));
@@ -193,7 +193,8 @@ describe("a key in a JSON body field (the demo checkout API, Square's profile)",
     const step = (await stepsOf(id)).charge!;
     expect(step).toMatchObject({ state: "FAILED", attempt: 1 });
     expect(step.error).toBe(
-      "gateway charge: the key travels in body field /idempotency_key, but the body evaluated to an array, not a JSON object; not sent, not retried",
+      "gateway charge: the key travels in body field /idempotency_key, but the body evaluated to an array, not a JSON object; " +
+        "not sent, not retried",
     );
     expect(sentBodies(h, "/checkout/payments")).toEqual([]);
   });

@@ -83,7 +83,7 @@ describe("operator retry", () => {
     expect((await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op"), token: "other-token" })).status).toBe(404);
   });
 
-  it("refuses another workspace's retry of a FAILED step with 404 problem+json: the step stays FAILED and the Gateway is not called again", async () => {
+  it("refuses another workspace's retry of a FAILED step (404 problem+json): it stays FAILED, the Gateway is not called", async () => {
     const h = harness();
     const { id } = await failedCharge(h);
     const calls = h.dest.requests.length;
@@ -130,21 +130,24 @@ describe("start over", () => {
     expect(trace.startedOverFrom).toBe(id);
     expect(trace.trigger).toBe("start_over");
   });
-  it("refuses to start over on a stored payload holding a number a float cannot carry (stored before the rule), naming its pointer", async () => {
-    const h = harness();
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-    const id = await h.start(wf, { order: { id: unique("O"), total: 5 } });
-    await h.drain();
-    // What a pre-rule trigger of {"order":{"id":12345678901234567891}} left behind: the rounded id.
-    await env.DB.prepare("UPDATE executions SET payload = ? WHERE id = ?")
-      .bind('{"order":{"id":12345678901234567000,"total":5}}', id)
-      .run();
-    const before = await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>();
-    const res = await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
-    expect(res.status).toBe(422);
-    expect(await res.json()).toMatchObject({ code: "json-number-out-of-range", pointer: "/order/id", number: "12345678901234567000" });
-    expect(await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>()).toEqual(before);
-  });
+  it(
+    "refuses to start over on a stored payload holding a number a float cannot carry (stored before the rule), naming its " + "pointer",
+    async () => {
+      const h = harness();
+      const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+      const id = await h.start(wf, { order: { id: unique("O"), total: 5 } });
+      await h.drain();
+      // What a pre-rule trigger of {"order":{"id":12345678901234567891}} left behind: the rounded id.
+      await env.DB.prepare("UPDATE executions SET payload = ? WHERE id = ?")
+        .bind('{"order":{"id":12345678901234567000,"total":5}}', id)
+        .run();
+      const before = await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>();
+      const res = await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
+      expect(res.status).toBe(422);
+      expect(await res.json()).toMatchObject({ code: "json-number-out-of-range", pointer: "/order/id", number: "12345678901234567000" });
+      expect(await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>()).toEqual(before);
+    },
+  );
 });
 
 describe("reading executions", () => {

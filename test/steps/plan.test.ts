@@ -18,13 +18,16 @@ const definition = WorkflowDefinition.parse({
 });
 
 describe("planReadySteps (the start batch's plan)", () => {
-  it("dispatches taken successors, skips the others and their descendants, and leaves a join undecided until every predecessor settles", () => {
-    expect(planReadySteps(definition, new Map([["received", new Set(["a"])]]))).toEqual([
-      { vertexId: "a", state: "DISPATCHED" },
-      { vertexId: "b", state: "SKIPPED" },
-      { vertexId: "c", state: "SKIPPED" },
-    ]);
-  });
+  it(
+    "dispatches taken successors, skips the others and their descendants, and leaves a join undecided until every predecessor " + "settles",
+    () => {
+      expect(planReadySteps(definition, new Map([["received", new Set(["a"])]]))).toEqual([
+        { vertexId: "a", state: "DISPATCHED" },
+        { vertexId: "b", state: "SKIPPED" },
+        { vertexId: "c", state: "SKIPPED" },
+      ]);
+    },
+  );
 
   it("skips everything below the entry when it takes no edge", () => {
     expect(planReadySteps(definition, new Map([["received", new Set<string>()]])).map((s) => [s.vertexId, s.state])).toEqual([

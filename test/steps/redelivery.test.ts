@@ -51,7 +51,7 @@ describe("a message for a step that is EXECUTING under another worker's live lea
     expect(h.dest.requests).toHaveLength(0);
   });
 
-  it("while a healthy long call keeps its lease alive, bounces until the drop threshold, then is acked with a redelivery_dropped event (never retried into the DLQ), in one round trip", async () => {
+  it("under a long call's live lease, bounces to the threshold, then acks with redelivery_dropped (no DLQ), in 1 round trip", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ leaseMs: 30_000, db: counting.db });
     const { id, body, fence } = await heldByAnotherWorker(h, 30_000);
@@ -86,33 +86,36 @@ describe("a message for a step that is EXECUTING under another worker's live lea
     expect(h.dest.requests).toHaveLength(0);
   });
 
-  it("once dropped, loses nothing: when the holder dies and its lease expires, the reaper re-dispatches the step and it completes once", async () => {
-    const h = harness({ leaseMs: 5_000 });
-    const { id, body } = await heldByAnotherWorker(h, 5_000);
-    h.clock.advance(1_000);
-    const dropped = await h.deliver([body], {}, DROP_REDELIVERY_AT_ATTEMPT);
-    expect(dropped.explicitAcks).toHaveLength(1);
-    expect(dropped.retryMessages).toHaveLength(0);
-    // The holder dies: no more heartbeats. No message for the step is left anywhere.
-    expect(h.queue.pending).toHaveLength(0);
-    h.clock.advance(3_000);
-    await reap(h.rt);
-    expect(resent(h, id)).toBe(0);
-    h.clock.advance(2_000);
-    await reap(h.rt);
-    expect(resent(h, id)).toBe(1);
-    await h.drain();
-    const step = (await stepsOf(id)).charge!;
-    expect(step.state).toBe("COMPLETED");
-    expect(step.epoch).toBe(2);
-    expect(h.dest.effects).toHaveLength(1);
-    expect(await executionStatus(id)).toBe("COMPLETED");
-    expect((await eventsOf(id)).map((e) => e.type)).toEqual(["redelivery_dropped", "lease_expired"]);
-  });
+  it(
+    "once dropped, loses nothing: when the holder dies and its lease expires, the reaper re-dispatches the step and it " + "completes once",
+    async () => {
+      const h = harness({ leaseMs: 5_000 });
+      const { id, body } = await heldByAnotherWorker(h, 5_000);
+      h.clock.advance(1_000);
+      const dropped = await h.deliver([body], {}, DROP_REDELIVERY_AT_ATTEMPT);
+      expect(dropped.explicitAcks).toHaveLength(1);
+      expect(dropped.retryMessages).toHaveLength(0);
+      // The holder dies: no more heartbeats. No message for the step is left anywhere.
+      expect(h.queue.pending).toHaveLength(0);
+      h.clock.advance(3_000);
+      await reap(h.rt);
+      expect(resent(h, id)).toBe(0);
+      h.clock.advance(2_000);
+      await reap(h.rt);
+      expect(resent(h, id)).toBe(1);
+      await h.drain();
+      const step = (await stepsOf(id)).charge!;
+      expect(step.state).toBe("COMPLETED");
+      expect(step.epoch).toBe(2);
+      expect(h.dest.effects).toHaveLength(1);
+      expect(await executionStatus(id)).toBe("COMPLETED");
+      expect((await eventsOf(id)).map((e) => e.type)).toEqual(["redelivery_dropped", "lease_expired"]);
+    },
+  );
 });
 
 describe("a message for a DISPATCHED step that is not due yet (a long Retry-After)", () => {
-  it("bounces on early deliveries, is acked with a redelivery_dropped event at the threshold, and the reaper re-sends the step once it is overdue", async () => {
+  it("bounces early deliveries, acks with redelivery_dropped at the threshold; the reaper re-sends the step once overdue", async () => {
     const h = harness({ overdueMs: 60_000 });
     // Retry-After is honoured up to retry.maxDelayMs (at most 24 hours, src/steps/retry-policy.ts).
     const wf = await seedWorkflow(

@@ -125,22 +125,25 @@ describe("a URL or a body that cannot be sent", () => {
 describe("the pure parts of building a request", () => {
   const url = new URL("http://localhost:8788/payments/charges?x=1");
 
-  it("buildRequest: a string body is text/plain, any other value JSON, a configured content type wins; redirects are not followed", async () => {
-    const text = buildRequest(url, "POST", {}, "hello");
-    expect("request" in text && text.request.headers.get("content-type")).toBe("text/plain; charset=utf-8");
-    expect("request" in text && (await text.request.text())).toBe("hello");
-    const json = buildRequest(url, "PUT", { "Content-Type": "application/vnd.api+json" }, [1, "a"]);
-    expect("request" in json && json.request.headers.get("content-type")).toBe("application/vnd.api+json");
-    expect("request" in json && (await json.request.text())).toBe('[1,"a"]');
-    const get = buildRequest(url, "GET", { "X-A": "b\tc d" }, undefined);
-    expect("request" in get && [get.request.method, get.request.url, get.request.redirect, get.request.body]).toEqual([
-      "GET",
-      url.toString(),
-      "manual",
-      null,
-    ]);
-    expect("request" in get && get.request.headers.get("content-type")).toBeNull();
-  });
+  it(
+    "buildRequest: a string body is text/plain, any other value JSON, a configured content type wins; redirects are not " + "followed",
+    async () => {
+      const text = buildRequest(url, "POST", {}, "hello");
+      expect("request" in text && text.request.headers.get("content-type")).toBe("text/plain; charset=utf-8");
+      expect("request" in text && (await text.request.text())).toBe("hello");
+      const json = buildRequest(url, "PUT", { "Content-Type": "application/vnd.api+json" }, [1, "a"]);
+      expect("request" in json && json.request.headers.get("content-type")).toBe("application/vnd.api+json");
+      expect("request" in json && (await json.request.text())).toBe('[1,"a"]');
+      const get = buildRequest(url, "GET", { "X-A": "b\tc d" }, undefined);
+      expect("request" in get && [get.request.method, get.request.url, get.request.redirect, get.request.body]).toEqual([
+        "GET",
+        url.toString(),
+        "manual",
+        null,
+      ]);
+      expect("request" in get && get.request.headers.get("content-type")).toBeNull();
+    },
+  );
 
   it.each([
     ["http://localhost:8788/a", { url: new URL("http://localhost:8788/a") }],

@@ -85,7 +85,10 @@ describe("a destination's Retry-After on an ordinary failure", () => {
     expect(step.state).toBe("FAILED");
     expect(step.attempt).toBe(1);
     expect(step.error).toMatch(
-      /answered 503: the destination asked to wait 600 s \(Retry-After\), over this step's ceiling of 300000 ms \(retry\.maxDelayMs 300000, at most 86400000\); not retried/,
+      new RegExp(
+        "answered 503: the destination asked to wait 600 s \\(Retry-After\\), over this step's ceiling of 300000 ms " +
+          "\\(retry\\.maxDelayMs 300000, at most 86400000\\); not retried",
+      ),
     );
     expect(h.queue.pending).toHaveLength(0);
     expect(h.dest.requests).toHaveLength(1);

@@ -23,19 +23,22 @@ function echoWorkflow(headers: Record<string, string>): WorkflowDefinitionInput 
 }
 
 describe("secrets are resolved only where the definition names them", () => {
-  it("a payload carrying {{ secrets.NAME }} is sent as literal text — in a header expression and in the key — never as the secret", async () => {
-    const h = harness();
-    const wf = await seedWorkflow(WS, echoWorkflow({ "X-Ref": "= payload.ref", "Idempotency-Key": "= payload.ref" }));
-    const injected = "{{ secrets.PAYMENTS_KEY }}";
-    const id = await h.start(wf, { ref: injected });
-    await h.drain();
-    expect((await stepsOf(id)).echo!.state).toBe("COMPLETED");
-    expect(h.dest.requests).toHaveLength(1);
-    const sent = h.dest.requests[0]!.headers;
-    expect(JSON.stringify(sent)).not.toContain(env.PAYMENTS_KEY);
-    expect(sent["x-ref"]).toBe(injected);
-    expect(sent["idempotency-key"]).toBe(injected);
-  });
+  it(
+    "a payload carrying {{ secrets.NAME }} is sent as literal text — in a header expression and in the key — never as the " + "secret",
+    async () => {
+      const h = harness();
+      const wf = await seedWorkflow(WS, echoWorkflow({ "X-Ref": "= payload.ref", "Idempotency-Key": "= payload.ref" }));
+      const injected = "{{ secrets.PAYMENTS_KEY }}";
+      const id = await h.start(wf, { ref: injected });
+      await h.drain();
+      expect((await stepsOf(id)).echo!.state).toBe("COMPLETED");
+      expect(h.dest.requests).toHaveLength(1);
+      const sent = h.dest.requests[0]!.headers;
+      expect(JSON.stringify(sent)).not.toContain(env.PAYMENTS_KEY);
+      expect(sent["x-ref"]).toBe(injected);
+      expect(sent["idempotency-key"]).toBe(injected);
+    },
+  );
 
   it("{{ secrets.API_TOKENS }} (idemflow's own credentials) fails the step, and nothing is sent", async () => {
     expect(typeof env.API_TOKENS).toBe("string");
@@ -79,38 +82,41 @@ describe("secrets echoed by a destination are scrubbed from the stored output", 
 });
 
 describe("a network error that quotes a secret", () => {
-  it("is scrubbed before it is stored: the step's error, its attempt events, the trace and the logs show [redacted], never the secret", async () => {
-    const canary = env.PAYMENTS_KEY;
-    const logged: unknown[][] = [];
-    for (const level of ["warn", "error"] as const) vi.spyOn(console, level).mockImplementation((...args) => void logged.push(args));
-    const h = harness({
-      // A network layer that echoes the request it failed to send, Authorization header included.
-      fetch: async (input, init) => {
-        throw new TypeError(
-          `connection reset while sending authorization=${new Request(input, init).headers.get("authorization")} (${canary})`,
-        );
-      },
-    });
-    const wf = await seedWorkflow(
-      WS,
-      chargeWorkflow(unique("wf"), { retry: { maxAttempts: 2, backoff: "fixed", initialDelayMs: 10, maxDelayMs: 10 } }),
-    );
-    const id = await h.start(wf, { order: { id: unique("N"), total: 1 } });
-    await h.drain();
-    const charge = (await stepsOf(id)).charge!;
-    expect(charge.state).toBe("FAILED");
-    expect(charge.error).toMatch(
-      /gave up after 2 attempt\(s\): .*network error: connection reset while sending authorization=Bearer \[redacted\] \(\[redacted\]\)/,
-    );
-    const trace = (await readTrace(env.DB, WS, id))!;
-    const events = trace.steps.find((s) => s.vertexId === "charge")!.events.filter((e) => e.type === "attempt_failed");
-    expect(events).toHaveLength(1);
-    expect(events[0]!.detail).toMatch(/attempt 1: .*network error: .*Bearer \[redacted\]/);
-    expect(JSON.stringify(trace)).not.toContain(canary);
-    expect(await dumpEveryTable()).not.toContain(canary);
-    expect(JSON.stringify(logged)).toContain("[redacted]");
-    expect(JSON.stringify(logged)).not.toContain(canary);
-  });
+  it(
+    "is scrubbed before it is stored: the step's error, its attempt events, the trace and the logs show [redacted], never the " + "secret",
+    async () => {
+      const canary = env.PAYMENTS_KEY;
+      const logged: unknown[][] = [];
+      for (const level of ["warn", "error"] as const) vi.spyOn(console, level).mockImplementation((...args) => void logged.push(args));
+      const h = harness({
+        // A network layer that echoes the request it failed to send, Authorization header included.
+        fetch: async (input, init) => {
+          throw new TypeError(
+            `connection reset while sending authorization=${new Request(input, init).headers.get("authorization")} (${canary})`,
+          );
+        },
+      });
+      const wf = await seedWorkflow(
+        WS,
+        chargeWorkflow(unique("wf"), { retry: { maxAttempts: 2, backoff: "fixed", initialDelayMs: 10, maxDelayMs: 10 } }),
+      );
+      const id = await h.start(wf, { order: { id: unique("N"), total: 1 } });
+      await h.drain();
+      const charge = (await stepsOf(id)).charge!;
+      expect(charge.state).toBe("FAILED");
+      expect(charge.error).toMatch(
+        /gave up after 2 attempt\(s\): .*network error: connection reset while sending authorization=Bearer \[redacted\] \(\[redacted\]\)/,
+      );
+      const trace = (await readTrace(env.DB, WS, id))!;
+      const events = trace.steps.find((s) => s.vertexId === "charge")!.events.filter((e) => e.type === "attempt_failed");
+      expect(events).toHaveLength(1);
+      expect(events[0]!.detail).toMatch(/attempt 1: .*network error: .*Bearer \[redacted\]/);
+      expect(JSON.stringify(trace)).not.toContain(canary);
+      expect(await dumpEveryTable()).not.toContain(canary);
+      expect(JSON.stringify(logged)).toContain("[redacted]");
+      expect(JSON.stringify(logged)).not.toContain(canary);
+    },
+  );
 });
 
 describe("Gateway URLs", () => {

@@ -9,8 +9,9 @@
 import { env } from "cloudflare:test";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
+import type { StoredWorkflow } from "../../src/definitions/store";
 import { MAX_STEP_INPUT_BYTES } from "../../src/ledger";
-import { executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+import { executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => {});
@@ -36,6 +37,28 @@ function fanOfBigOutputs(id: string, join: unknown, when = "= steps.big2.size = 
       { from: "join", to: "done", when },
     ],
   } as WorkflowDefinitionInput;
+}
+
+/** entry → one TRANSFORM per entry of `outputs` (named by its key), in order. */
+function chainOf(id: string, outputs: Record<string, unknown>, entryConfig: Record<string, unknown> = {}): WorkflowDefinitionInput {
+  const chain = Object.keys(outputs);
+  return {
+    id,
+    vertices: [
+      { id: "entry", type: "ENTRY_POINT", config: entryConfig },
+      ...chain.map((vertexId) => ({ id: vertexId, type: "TRANSFORM", config: { output: outputs[vertexId] } })),
+    ],
+    edges: chain.map((to, i) => ({ from: i === 0 ? "entry" : chain[i - 1]!, to })),
+  } as WorkflowDefinitionInput;
+}
+
+/** Runs one execution of `wf` to its end and returns the step `vertexId`, which must have COMPLETED. */
+async function completedStep(h: Harness, wf: StoredWorkflow, payload: unknown, vertexId: string) {
+  const id = await h.start(wf, payload);
+  await h.drain(10);
+  const step = (await stepsOf(id))[vertexId]!;
+  expect(step.state).toBe("COMPLETED");
+  return step;
 }
 
 describe("a step loads only the outputs it can reach", () => {
@@ -80,7 +103,7 @@ describe("a step loads only the outputs it can reach", () => {
     expect(steps.no!.state).toBe("SKIPPED");
   });
 
-  it("a dynamic reference (`$keys(steps)`) reads everything: over the bound the step FAILS once, with a clear error, and the execution ends FAILED", async () => {
+  it("a dynamic reference (`$keys(steps)`): over the bound the step FAILS once with a clear error, and so does the execution", async () => {
     const h = harness();
     const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { names: "= $keys(steps)" }));
     const id = await h.start(wf, {});
@@ -98,36 +121,21 @@ describe("a step loads only the outputs it can reach", () => {
 
   it("`steps.*`, `$lookup(steps, …)` and `$$` are dynamic too; a dynamic read within the bound sees every output", async () => {
     const h = harness();
-    const wf = await seedWorkflow("inputs", {
-      id: unique("wf"),
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: {} },
-        { id: "a", type: "TRANSFORM", config: { output: { n: 1 } } },
-        { id: "b", type: "TRANSFORM", config: { output: { n: 2 } } },
-        {
-          id: "c",
-          type: "TRANSFORM",
-          config: {
-            output: {
-              keys: "= $sort($keys(steps))",
-              star: "= $sum(steps.*.n)",
-              looked: "= $lookup(steps, 'a').n",
-              root: "= $$.steps.b.n",
-              payload: "= $$.payload.p",
-            },
-          },
+    const wf = await seedWorkflow(
+      "inputs",
+      chainOf(unique("wf"), {
+        a: { n: 1 },
+        b: { n: 2 },
+        c: {
+          keys: "= $sort($keys(steps))",
+          star: "= $sum(steps.*.n)",
+          looked: "= $lookup(steps, 'a').n",
+          root: "= $$.steps.b.n",
+          payload: "= $$.payload.p",
         },
-      ],
-      edges: [
-        { from: "entry", to: "a" },
-        { from: "a", to: "b" },
-        { from: "b", to: "c" },
-      ],
-    } as WorkflowDefinitionInput);
-    const id = await h.start(wf, { p: "P" });
-    await h.drain(10);
-    const c = (await stepsOf(id)).c!;
-    expect(c.state).toBe("COMPLETED");
+      }),
+    );
+    const c = await completedStep(h, wf, { p: "P" }, "c");
     expect(JSON.parse(c.output!)).toEqual({ keys: ["a", "b", "entry"], star: 3, looked: 1, root: 2, payload: "P" });
   });
 });
@@ -135,126 +143,111 @@ describe("a step loads only the outputs it can reach", () => {
 describe("a payload near maxPayloadBytes' maximum", () => {
   it("a step reading a ~1 MiB payload beside another step's output completes; the payload is never loaded twice", async () => {
     const h = harness();
-    const wf = await seedWorkflow("inputs", {
-      id: unique("wf"),
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: { maxPayloadBytes: 1024 * 1024 } },
-        { id: "half", type: "TRANSFORM", config: { output: { text: "= $pad('', 500000, 'y')" } } },
+    const wf = await seedWorkflow(
+      "inputs",
+      chainOf(
+        unique("wf"),
         {
-          id: "t",
-          type: "TRANSFORM",
-          config: {
-            output: { payload: "= $length(payload.blob)", entry: "= $length(steps.entry.blob)", half: "= $length(steps.half.text)" },
-          },
+          half: { text: "= $pad('', 500000, 'y')" },
+          t: { payload: "= $length(payload.blob)", entry: "= $length(steps.entry.blob)", half: "= $length(steps.half.text)" },
         },
-      ],
-      edges: [
-        { from: "entry", to: "half" },
-        { from: "half", to: "t" },
-      ],
-    } as WorkflowDefinitionInput);
+        { maxPayloadBytes: 1024 * 1024 },
+      ),
+    );
     const blob = "p".repeat(1024 * 1024 - 100);
-    const id = await h.start(wf, { blob });
-    await h.drain(10);
-    const t = (await stepsOf(id)).t!;
-    expect(t.state).toBe("COMPLETED");
+    const t = await completedStep(h, wf, { blob }, "t");
     expect(JSON.parse(t.output!)).toEqual({ payload: blob.length, entry: blob.length, half: 500000 });
   });
 
-  it("a step that reads neither the payload nor other outputs loads nothing (a 1 MiB payload and four 700 KB outputs around it)", async () => {
-    const h = harness();
-    const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { constant: true }, "= true"));
-    const id = await h.start(wf, { blob: "p".repeat(1024 * 1024 - 100) });
-    await h.drain(20);
-    expect((await stepsOf(id)).done!.state).toBe("COMPLETED");
-  });
+  it(
+    "a step that reads neither the payload nor other outputs loads nothing (a 1 MiB payload and four 700 KB outputs " + "around it)",
+    async () => {
+      const h = harness();
+      const wf = await seedWorkflow("inputs", fanOfBigOutputs(unique("wf"), { constant: true }, "= true"));
+      const id = await h.start(wf, { blob: "p".repeat(1024 * 1024 - 100) });
+      await h.drain(20);
+      expect((await stepsOf(id)).done!.state).toBe("COMPLETED");
+    },
+  );
 });
 
 describe("versions without the analysis", () => {
   it("a version saved before step_inputs existed loads every output, under the same bound", async () => {
     const h = harness();
-    const wf = await seedWorkflow("inputs", {
-      id: unique("wf"),
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: {} },
-        { id: "a", type: "TRANSFORM", config: { output: { n: 1 } } },
-        { id: "b", type: "TRANSFORM", config: { output: "= steps.a.n + $count($keys(payload))" } },
-      ],
-      edges: [
-        { from: "entry", to: "a" },
-        { from: "a", to: "b" },
-      ],
-    } as WorkflowDefinitionInput);
+    const wf = await seedWorkflow("inputs", chainOf(unique("wf"), { a: { n: 1 }, b: "= steps.a.n + $count($keys(payload))" }));
     await env.DB.prepare("UPDATE workflow_versions SET step_inputs = NULL WHERE workflow_id = ?1").bind(wf.workflowId).run();
-    const id = await h.start(wf, { x: 1, y: 2 });
-    await h.drain(10);
-    const b = (await stepsOf(id)).b!;
-    expect(b.state).toBe("COMPLETED");
+    const b = await completedStep(h, wf, { x: 1, y: 2 }, "b");
     expect(JSON.parse(b.output!)).toBe(3);
   });
 });
 
 describe("queries per Worker invocation", () => {
-  it("a queue invocation settling 10 steps of a 50-vertex workflow (each deciding 39 descendants) stays under D1's 1,000 queries", async () => {
-    const { createExecutionContext, createMessageBatch, waitOnExecutionContext } = await import("cloudflare:test");
-    const { handleStepBatch } = await import("../../src/steps/consumer");
-    const { limitedD1 } = await import("../helpers/d1-limits");
-    const { MAX_VERTICES } = await import("../../src/definitions/vertex-rules");
-    const fan = Array.from({ length: 10 }, (_, i) => `a${i}`);
-    const chain = Array.from({ length: MAX_VERTICES - 12 }, (_, i) => `c${i}`);
-    const wf = await seedWorkflow("inputs", {
-      id: unique("wf"),
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: {} },
-        ...[...fan, "join", ...chain].map((id) => ({ id, type: "TRANSFORM", config: { output: { id } } })),
-      ],
-      edges: [
-        ...fan.map((a) => ({ from: "entry", to: a })),
-        ...fan.map((a) => ({ from: a, to: "join" })),
-        { from: "join", to: chain[0]! },
-        ...chain.slice(1).map((c, i) => ({ from: chain[i]!, to: c })),
-      ],
-    } as WorkflowDefinitionInput);
-    expect(1 + fan.length + 1 + chain.length).toBe(MAX_VERTICES);
-    const h = harness();
-    const id = await h.start(wf, {});
-    const messages = h.queue.take();
-    expect(messages).toHaveLength(10);
-    const invocation = { queries: 0 };
-    const db = limitedD1(env.DB, invocation); // throws past 1,000 queries
-    const batch = createMessageBatch<unknown>(
-      "idemflow-steps",
-      messages.map((m, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: m.body })),
-    );
-    const ctx = createExecutionContext();
-    await handleStepBatch(batch, { ...env, DB: db }, ctx, { ...h.rt, db, reapEveryMs: 0 });
-    await waitOnExecutionContext(ctx);
-    const steps = await stepsOf(id);
-    expect(fan.every((a) => steps[a]!.state === "COMPLETED")).toBe(true);
-    expect(steps.join!.state).toBe("DISPATCHED");
-    // 10 × (claim batch 4 + settle batch 2 + 39 decisions + finish 1) + the opportunistic reaper.
-    expect(invocation.queries).toBeGreaterThan(10 * 45);
-    expect(invocation.queries).toBeLessThan(1_000);
-  });
+  it(
+    "a queue invocation settling 10 steps of a 50-vertex workflow (each deciding 39 descendants) stays under D1's 1,000 " + "queries",
+    async () => {
+      const { createExecutionContext, createMessageBatch, waitOnExecutionContext } = await import("cloudflare:test");
+      const { handleStepBatch } = await import("../../src/steps/consumer");
+      const { limitedD1 } = await import("../helpers/d1-limits");
+      const { MAX_VERTICES } = await import("../../src/definitions/vertex-rules");
+      const fan = Array.from({ length: 10 }, (_, i) => `a${i}`);
+      const chain = Array.from({ length: MAX_VERTICES - 12 }, (_, i) => `c${i}`);
+      const wf = await seedWorkflow("inputs", {
+        id: unique("wf"),
+        vertices: [
+          { id: "entry", type: "ENTRY_POINT", config: {} },
+          ...[...fan, "join", ...chain].map((id) => ({ id, type: "TRANSFORM", config: { output: { id } } })),
+        ],
+        edges: [
+          ...fan.map((a) => ({ from: "entry", to: a })),
+          ...fan.map((a) => ({ from: a, to: "join" })),
+          { from: "join", to: chain[0]! },
+          ...chain.slice(1).map((c, i) => ({ from: chain[i]!, to: c })),
+        ],
+      } as WorkflowDefinitionInput);
+      expect(1 + fan.length + 1 + chain.length).toBe(MAX_VERTICES);
+      const h = harness();
+      const id = await h.start(wf, {});
+      const messages = h.queue.take();
+      expect(messages).toHaveLength(10);
+      const invocation = { queries: 0 };
+      const db = limitedD1(env.DB, invocation); // throws past 1,000 queries
+      const batch = createMessageBatch<unknown>(
+        "idemflow-steps",
+        messages.map((m, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: m.body })),
+      );
+      const ctx = createExecutionContext();
+      await handleStepBatch(batch, { ...env, DB: db }, ctx, { ...h.rt, db, reapEveryMs: 0 });
+      await waitOnExecutionContext(ctx);
+      const steps = await stepsOf(id);
+      expect(fan.every((a) => steps[a]!.state === "COMPLETED")).toBe(true);
+      expect(steps.join!.state).toBe("DISPATCHED");
+      // 10 × (claim batch 4 + settle batch 2 + 39 decisions + finish 1) + the opportunistic reaper.
+      expect(invocation.queries).toBeGreaterThan(10 * 45);
+      expect(invocation.queries).toBeLessThan(1_000);
+    },
+  );
 });
 
 describe("payloads through the Worker (SELF.fetch, under the enforcing wrapper)", () => {
-  it("a ~1 MiB payload is accepted and runs; a version saved with maxPayloadBytes above 1 MiB is clamped to it (413, nothing written)", async () => {
-    const { SELF } = await import("cloudflare:test");
-    const { BASE, jsonRequest, seedWorkflow: seedLatest, transformWorkflow } = await import("../ingress/helpers");
-    const trigger = (workflowId: string, body: unknown) =>
-      SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger`, body, { token: "dev-token" }));
-    const near = unique("near-max");
-    await seedLatest("dev", transformWorkflow(near, { maxPayloadBytes: 1024 * 1024 }));
-    const ok = await trigger(near, { blob: "n".repeat(1024 * 1024 - 100) });
-    expect(ok.status).toBe(202);
-    // An older version, saved before the limit was bounded by D1 (zod still parses it; validation refuses it now).
-    const old = unique("old-limit");
-    await seedLatest("dev", transformWorkflow(old, { maxPayloadBytes: 5 * 1024 * 1024 }));
-    const big = await trigger(old, { blob: "o".repeat(1_500_000) });
-    expect(big.status).toBe(413);
-    expect((await big.json<{ code: string }>()).code).toBe("payload-too-large");
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM executions WHERE workflow_id = ?1").bind(old).first<{ n: number }>();
-    expect(rows?.n).toBe(0);
-  });
+  it(
+    "a ~1 MiB payload is accepted and runs; a version saved with maxPayloadBytes above 1 MiB is clamped to it (413, nothing " + "written)",
+    async () => {
+      const { SELF } = await import("cloudflare:test");
+      const { BASE, jsonRequest, seedWorkflow: seedLatest, transformWorkflow } = await import("../ingress/helpers");
+      const trigger = (workflowId: string, body: unknown) =>
+        SELF.fetch(jsonRequest(`${BASE}/v1/workflows/${workflowId}/trigger`, body, { token: "dev-token" }));
+      const near = unique("near-max");
+      await seedLatest("dev", transformWorkflow(near, { maxPayloadBytes: 1024 * 1024 }));
+      const ok = await trigger(near, { blob: "n".repeat(1024 * 1024 - 100) });
+      expect(ok.status).toBe(202);
+      // An older version, saved before the limit was bounded by D1 (zod still parses it; validation refuses it now).
+      const old = unique("old-limit");
+      await seedLatest("dev", transformWorkflow(old, { maxPayloadBytes: 5 * 1024 * 1024 }));
+      const big = await trigger(old, { blob: "o".repeat(1_500_000) });
+      expect(big.status).toBe(413);
+      expect((await big.json<{ code: string }>()).code).toBe("payload-too-large");
+      const rows = await env.DB.prepare("SELECT count(*) AS n FROM executions WHERE workflow_id = ?1").bind(old).first<{ n: number }>();
+      expect(rows?.n).toBe(0);
+    },
+  );
 });

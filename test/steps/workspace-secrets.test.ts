@@ -62,7 +62,7 @@ async function runIn(workspace: string, secretName: string, rt: Parameters<typeo
 }
 
 describe("a workspace resolves only its own secrets", () => {
-  it("`other` cannot resolve the Worker secret granted to `dev`: the step fails missing-secret, not retried, and the destination never sees dev's value", async () => {
+  it("`other` cannot resolve the Worker secret granted to `dev`: missing-secret, not retried, dev's value never sent", async () => {
     const dev = await runIn("dev", "PAYMENTS_KEY");
     expect(dev.step.state).toBe("COMPLETED");
     expect(dev.received).toEqual([`Bearer ${env.PAYMENTS_KEY}`]);
@@ -116,7 +116,7 @@ describe("a workspace resolves only its own secrets", () => {
     expect(elsewhere.received).toHaveLength(0);
   });
 
-  it("a ciphertext copied into another workspace's row does not decrypt there (AAD binds workspace and name): fail closed, nothing sent", async () => {
+  it("a ciphertext copied into another workspace's row fails to decrypt (AAD binds workspace and name): nothing is sent", async () => {
     const name = `MOVED_${unique("k").replace(/\W/g, "_")}`;
     expect((await putSecret("dev", name, "sk_moved_canary_5")).status).toBe(200);
     await env.DB.prepare(

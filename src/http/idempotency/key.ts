@@ -28,7 +28,8 @@ export function parseIdempotencyKey(headerValue: string): ParsedKey {
       return {
         ok: false,
         reason:
-          'the value starts with `"` but is not a valid RFC 8941 sf-string (`"` and `\\` must be escaped with `\\`, and a closing `"` is required)',
+          'the value starts with `"` but is not a valid RFC 8941 sf-string (`"` and `\\` must be escaped with `\\`, and a closing ' +
+          '`"` is required)',
       };
     }
     if (!parametersEndAt(value, item.end, value.length)) {

@@ -22,14 +22,17 @@ export const idempotencyProblems = {
       code: "idempotency-key-missing",
       title: "Idempotency-Key header required",
       detail:
-        "This endpoint requires an `Idempotency-Key` header: send a unique value (e.g. a UUID) per operation, and the same value when you retry it.",
+        "This endpoint requires an `Idempotency-Key` header: send a unique value (e.g. a UUID) per operation, and the same value " +
+        "when you retry it.",
     }),
   invalid: (reason: string) =>
     new ProblemError({
       status: 400,
       code: "idempotency-key-invalid",
       title: "Invalid Idempotency-Key header",
-      detail: `The Idempotency-Key header is invalid: ${reason}. Send 1–255 printable ASCII characters, bare or as an RFC 8941 quoted string.`,
+      detail:
+        `The Idempotency-Key header is invalid: ${reason}. Send 1–255 printable ASCII characters, bare or as an RFC 8941 ` +
+        `quoted string.`,
     }),
   mismatch: (status: 422 | 409) =>
     new ProblemError({
@@ -37,14 +40,16 @@ export const idempotencyProblems = {
       code: "idempotency-key-mismatch",
       title: "Idempotency-Key reused for a different request",
       detail:
-        "This key was already used with a different request (method, path, query, content-type or body bytes). Retry with exactly the same request, or use a new key for a new operation.",
+        "This key was already used with a different request (method, path, query, content-type or body bytes). Retry with exactly " +
+        "the same request, or use a new key for a new operation.",
     }),
   inProgress: (retryAfterSeconds: number) =>
     new ProblemError({
       status: 409,
       code: "idempotency-key-in-progress",
       title: "A request with this Idempotency-Key is in progress",
-      detail: `The first request with this key has not finished yet. Retry the same request after ${retryAfterSeconds} s to get its result.`,
+      detail:
+        `The first request with this key has not finished yet. Retry the same request after ${retryAfterSeconds} s to get ` + `its result.`,
       headers: { "retry-after": String(retryAfterSeconds) },
     }),
   lost: () =>
@@ -61,7 +66,8 @@ export const idempotencyProblems = {
       code: "idempotency-ledger-unavailable",
       title: "The Idempotency-Key ledger is not provisioned",
       detail:
-        "The D1 table `idempotency_keys` does not exist. Apply the migrations: `npx wrangler d1 migrations apply <database> --local` (or `--remote` in production).",
+        "The D1 table `idempotency_keys` does not exist. Apply the migrations: `npx wrangler d1 migrations apply <database> " +
+        "--local` (or `--remote` in production).",
     }),
   ledgerError: () =>
     new ProblemError({
@@ -76,7 +82,9 @@ export const idempotencyProblems = {
       status: 500,
       code: "idempotency-response-too-large",
       title: "The original response was too large to store",
-      detail: `The request with this key DID run, but its response body exceeded ${limitBytes} bytes and was not kept, so it cannot be replayed. Look the result up through the API; do not re-send with a new key unless you want the operation twice.`,
+      detail:
+        `The request with this key DID run, but its response body exceeded ${limitBytes} bytes and was not kept, so it ` +
+        `cannot be replayed. Look the result up through the API; do not re-send with a new key unless you want the operation twice.`,
     }),
 } satisfies ProblemCatalog<IdempotencyProblemCode>;
 

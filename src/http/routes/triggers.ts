@@ -5,7 +5,7 @@
  * - `POST /v1/workflows/:workflowId/stream[?forceNewExecution=false]` — `text/event-stream`.
  * The work is in src/ingress; these handlers only adapt HTTP to it.
  */
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
@@ -58,15 +58,16 @@ triggerRoutes.post("/:workflowId/trigger", requireWorkspace, healAfterResponse, 
   return startResponse(result);
 });
 
-triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse, async (c) => {
+/** A test run or stream: the trigger, with what the handler needs to watch the execution it names. */
+async function triggerToWatch(c: Context<AppEnv, "/:workflowId">, invocation: "test" | "stream") {
   const deps = ingressDeps(c.env);
   const workspace = c.get("workspace");
-  const result = await triggerFromRequest(deps, {
-    workspace,
-    workflowId: c.req.param("workflowId"),
-    invocation: "test",
-    request: c.req.raw,
-  });
+  const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation, request: c.req.raw });
+  return { deps, workspace, result };
+}
+
+triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse, async (c) => {
+  const { deps, workspace, result } = await triggerToWatch(c, "test");
   const wait = preferredWaitSeconds(c.req.header("prefer"));
   if (wait === undefined) return startResponse(result);
   // 200 with the finished trace, or 202 with the trace so far when it is still running.
@@ -79,14 +80,7 @@ triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse
 });
 
 triggerRoutes.post("/:workflowId/stream", requireWorkspace, healAfterResponse, async (c) => {
-  const deps = ingressDeps(c.env);
-  const workspace = c.get("workspace");
-  const result = await triggerFromRequest(deps, {
-    workspace,
-    workflowId: c.req.param("workflowId"),
-    invocation: "stream",
-    request: c.req.raw,
-  });
+  const { deps, workspace, result } = await triggerToWatch(c, "stream");
   const { response, done } = streamExecution(deps.db, workspace, result);
   c.executionCtx.waitUntil(done);
   return response;

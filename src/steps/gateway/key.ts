@@ -54,7 +54,9 @@ export function checkDestinationKey(value: unknown, rule: DestinationKeyRule): {
   // The length first: of a key that breaks both rules, the length is the part to fix.
   if (check.problems[0].reason !== "bad_character") {
     return {
-      error: `the ${label} must be ${constraints.minLength}-${constraints.maxLength} characters, got ${value.length}; use $idempotencyKey(prefix, …) to bound it`,
+      error:
+        `the ${label} must be ${constraints.minLength}-${constraints.maxLength} characters, got ${value.length}; use ` +
+        `$idempotencyKey(prefix, …) to bound it`,
     };
   }
   return {

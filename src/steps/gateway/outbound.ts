@@ -38,5 +38,8 @@ export async function resolveHeaderSecrets(
 /** Why the URL may not be called, or null when its host is on `OUTBOUND_ALLOWLIST`. */
 export function allowlistRefusal(url: URL, allowlist: string | undefined): string | null {
   if (isAllowed(url, allowlist)) return null;
-  return `${url.host} is not in OUTBOUND_ALLOWLIST; add "${url.hostname}:${url.port || (url.protocol === "https:" ? 443 : 80)}" to the var in wrangler.toml to allow it`;
+  return (
+    `${url.host} is not in OUTBOUND_ALLOWLIST; add "${url.hostname}:${url.port || (url.protocol === "https:" ? 443 : 80)}" ` +
+    `to the var in wrangler.toml to allow it`
+  );
 }

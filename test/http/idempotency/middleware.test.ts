@@ -28,28 +28,31 @@ describe("admission: the key header", () => {
     expect(h.counting.roundTrips()).toBe(0);
   });
 
-  it("answers 413 payload-too-large for a body over maxBodyBytes before hashing or touching D1, with or without content-length", async () => {
-    const h = harness({ maxBodyBytes: 16 });
-    const declared = await h.send({ key: uniqueKey(), body: "x".repeat(17) });
-    expect(declared.status).toBe(413);
-    expect((await problemOf(declared)).code).toBe("payload-too-large");
-    const chunks = [new Uint8Array(10), new Uint8Array(10)];
-    const streamed = await h.send({
-      key: uniqueKey(),
-      body: new ReadableStream<Uint8Array>({
-        pull(controller) {
-          const next = chunks.shift();
-          if (next) controller.enqueue(next);
-          else controller.close();
-        },
-      }),
-    });
-    expect(streamed.status).toBe(413);
-    expect(h.runs).toHaveLength(0);
-    expect(h.counting.roundTrips()).toBe(0);
-    // At the bound exactly, it runs.
-    expect((await h.send({ key: uniqueKey(), body: "x".repeat(16) })).status).toBe(201);
-  });
+  it(
+    "answers 413 payload-too-large for a body over maxBodyBytes before hashing or touching D1, with or without " + "content-length",
+    async () => {
+      const h = harness({ maxBodyBytes: 16 });
+      const declared = await h.send({ key: uniqueKey(), body: "x".repeat(17) });
+      expect(declared.status).toBe(413);
+      expect((await problemOf(declared)).code).toBe("payload-too-large");
+      const chunks = [new Uint8Array(10), new Uint8Array(10)];
+      const streamed = await h.send({
+        key: uniqueKey(),
+        body: new ReadableStream<Uint8Array>({
+          pull(controller) {
+            const next = chunks.shift();
+            if (next) controller.enqueue(next);
+            else controller.close();
+          },
+        }),
+      });
+      expect(streamed.status).toBe(413);
+      expect(h.runs).toHaveLength(0);
+      expect(h.counting.roundTrips()).toBe(0);
+      // At the bound exactly, it runs.
+      expect((await h.send({ key: uniqueKey(), body: "x".repeat(16) })).status).toBe(201);
+    },
+  );
 
   it("runs the handler unguarded when the key is optional and absent", async () => {
     const h = harness({ required: false });
