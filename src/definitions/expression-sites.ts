@@ -3,6 +3,7 @@
  * compile check, the key lint and the secrets rule, so all three agree on what is an expression:
  *
  * - GATEWAY: `url`, every `headers` and `query` value, and every string anywhere inside `body`;
+ *   its verify probe's `url`, `headers` and `query` values and `condition`;
  * - TRANSFORM: every string anywhere inside `output`;
  * - edges: `when`.
  *
@@ -47,6 +48,15 @@ export function expressionSites(document: unknown): ExpressionSite[] {
       for (const [name, value] of Object.entries(asRecord(config.headers) ?? {})) add(value, [...base, "headers", name], name);
       for (const [name, value] of Object.entries(asRecord(config.query) ?? {})) add(value, [...base, "query", name]);
       if ("body" in config) walk(config.body, [...base, "body"]);
+      const verify = asRecord(config.verify);
+      if (verify) {
+        // No headerName: a probe sends no destination key, so the key lint has nothing to say about its headers.
+        const at = [...base, "verify"];
+        add(verify.url, [...at, "url"]);
+        for (const [name, value] of Object.entries(asRecord(verify.headers) ?? {})) add(value, [...at, "headers", name]);
+        for (const [name, value] of Object.entries(asRecord(verify.query) ?? {})) add(value, [...at, "query", name]);
+        add(verify.condition, [...at, "condition"]);
+      }
     } else if (vertex?.type === "TRANSFORM") {
       if ("output" in config) walk(config.output, [...base, "output"]);
     }

@@ -15,6 +15,7 @@ import { checkIdempotencyKeys } from "./key-lint";
 import { toPointer } from "./pointer";
 import { WorkflowDefinition } from "./schema";
 import { checkSecrets } from "./secrets";
+import { checkVerifyProbes } from "./verify-rules";
 import { checkVertexRules } from "./vertex-rules";
 
 export type { ValidationError } from "./errors";
@@ -36,6 +37,7 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
     ...checkIdempotencyKeys(input),
     ...checkSecrets(input),
     ...checkVertexRules(input, options),
+    ...checkVerifyProbes(input),
   );
   const unique = dedupe(errors);
   if (unique.length > 0 || !parsed.success) return { ok: false, errors: unique };
