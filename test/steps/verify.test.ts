@@ -256,6 +256,17 @@ describe("verify before re-attempting a write to a destination without keys", ()
     expect(await ordersOf(order)).toBe(1);
   });
 
+  it("a 404 from the probe is an answer: the condition decides (not there), and the re-attempt writes", async () => {
+    const { h, legacy } = setup();
+    const { id, order } = await started(h);
+    legacy.answer("POST", 0);
+    legacy.answer("GET", 404);
+    await h.drain();
+    expect(await createStep(id)).toMatchObject({ state: "COMPLETED", attempt: 2, output: { status: 201 } });
+    expect(legacy.calls).toEqual([`POST ${ORDERS}`, `GET ${ORDERS}`, `POST ${ORDERS}`]);
+    expect(await ordersOf(order)).toBe(1);
+  });
+
   it("the probe answers 503: retried per the step's policy (counted), then verified", async () => {
     const { h, legacy } = setup();
     const { id, order } = await started(h);
