@@ -237,11 +237,11 @@ await test("legacy sync run twice (two test runs): one legacy order; the second 
   expectEqual(orders.items.length, 1, "legacy orders with the external_id");
 });
 
-await test("legacy sync whose write loses its response: the retry gets 409 and completes as already processed", async () => {
+await test("legacy sync whose write loses its response: the retry verifies first, finds the order and writes nothing", async () => {
   const orderId = `LOST-LEG-${RUN}`;
   // The legacy POST commits the order, then its answer is lost (502). The retry cannot carry a
-  // key the legacy system understands; its unique external_id answers 409, and
-  // conflictAsProcessed turns that into "already processed" instead of a failed step.
+  // key the legacy system understands; its verify probe (a GET of the order) runs first, finds
+  // the order, and the step completes with the probe's answer instead of writing again.
   const armed = await fetch(`${demo.url}/faults`, {
     method: "POST",
     body: JSON.stringify({ path: "/legacy/orders", method: "POST", mode: "after-commit", count: 1 }),
@@ -253,7 +253,8 @@ await test("legacy sync whose write loses its response: the retry gets 409 and c
   const create = stepOf(trace, "create");
   expectEqual(create?.state, "COMPLETED", "create step");
   expect(create.attempt >= 2, `create should have needed a second attempt: ${JSON.stringify(create)}`);
-  expectEqual(create.output?.status, 409, "the create step's final status (409 treated as processed)");
+  expectEqual(create.output?.verified, "existing", "the create step's output marker (verified by the probe)");
+  expectEqual(create.output?.status, 200, "the create step's final status (the probe's GET)");
   const orders = await demoGet(`/legacy/orders?external_id=${orderId}`);
   expectEqual(orders.items.length, 1, "legacy orders with the external_id");
 });

@@ -2,8 +2,9 @@
  * Where expressions may appear in a definition, and what is in them. One list, used by the
  * compile check, the key lint and the secrets rule, so all three agree on what is an expression:
  *
- * - GATEWAY: `url`, every `headers` and `query` value, every string anywhere inside `body`, and
- *   the declared destination key's `idempotencyKey.value`;
+ * - GATEWAY: `url`, every `headers` and `query` value, every string anywhere inside `body`, the
+ *   declared destination key's `idempotencyKey.value`; its verify probe's `url`, `headers` and
+ *   `query` values and `condition`;
  * - TRANSFORM: every string anywhere inside `output`;
  * - edges: `when`.
  *
@@ -57,6 +58,15 @@ export function expressionSites(document: unknown): ExpressionSite[] {
           source: key.slice(EXPRESSION_PREFIX.length),
           declaredKey: true,
         });
+      }
+      const verify = asRecord(config.verify);
+      if (verify) {
+        // No headerName: a probe sends no destination key, so the key lint has nothing to say about its headers.
+        const at = [...base, "verify"];
+        add(verify.url, [...at, "url"]);
+        for (const [name, value] of Object.entries(asRecord(verify.headers) ?? {})) add(value, [...at, "headers", name]);
+        for (const [name, value] of Object.entries(asRecord(verify.query) ?? {})) add(value, [...at, "query", name]);
+        add(verify.condition, [...at, "condition"]);
       }
     } else if (vertex?.type === "TRANSFORM") {
       if ("output" in config) walk(config.output, [...base, "output"]);

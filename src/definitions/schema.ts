@@ -155,6 +155,29 @@ export const DestinationKeyDeclaration = z
   })
   .describe("the destination key: what it is, where it travels, and what the destination accepts and remembers");
 
+/**
+ * A verify probe (docs/definitions.md "Verify before re-attempting"): a GET that asks a destination
+ * without keys whether an earlier attempt of this write already landed. Run before every attempt
+ * after the first; `condition` true means "already done" and the step completes without writing.
+ */
+export const VerifyProbe = z
+  .strictObject({
+    url: z.string().min(1).describe("the GET's http(s) URL on the outbound allowlist, or an expression producing one"),
+    query: z.record(z.string().min(1), z.string()).optional().describe("query parameters; values are literals or `=` expressions"),
+    headers: z
+      .record(HeaderName, z.string())
+      .optional()
+      .describe("header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only"),
+    condition: z
+      .string()
+      .startsWith(EXPRESSION_PREFIX, "an expression starting with `=`")
+      .describe(
+        "true means the write already happened: an expression over the probe's answer (`status`, `headers`, `body`) " +
+          "and the usual context (`payload`, `steps`), e.g. `= $count(body.items) > 0`",
+      ),
+  })
+  .describe("a GET (no body) run before every re-attempt of this write; when its condition holds, the step completes without writing");
+
 export const GatewayConfig = z.strictObject({
   method: z.enum(HTTP_METHODS),
   url: z.string().min(1).describe("an http(s) URL on the outbound allowlist, or an expression producing one"),
@@ -169,6 +192,7 @@ export const GatewayConfig = z.strictObject({
   body: JsonValue.optional().describe("a JSON value whose `=` strings are expressions, or one expression"),
   timeoutMs: z.number().int().min(1).max(300_000).default(10_000),
   idempotencyKey: DestinationKeyDeclaration.optional(),
+  verify: VerifyProbe.optional(),
   retry: RetryPolicy.optional(),
   clientErrorMode: z
     .enum(["fail", "complete"])
@@ -240,6 +264,7 @@ export type Edge = z.output<typeof Edge>;
 export type RetryPolicy = z.output<typeof RetryPolicy>;
 export type GatewayConfig = z.output<typeof GatewayConfig>;
 export type DestinationKeyDeclaration = z.output<typeof DestinationKeyDeclaration>;
+export type VerifyProbe = z.output<typeof VerifyProbe>;
 export type EntryPointConfig = z.output<typeof EntryPointConfig>;
 
 export function entryPointOf(definition: WorkflowDefinition): EntryPointVertex {

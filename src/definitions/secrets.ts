@@ -4,7 +4,8 @@
  *
  * They are allowed in exactly two places:
  * - a literal (non-expression) GATEWAY header value other than Idempotency-Key — the one place a
- *   request carries credentials, and the one place the recorded request redacts;
+ *   request carries credentials, and the one place the recorded request redacts (the step's own
+ *   headers and its verify probe's);
  * - an ENTRY_POINT's `webhook.signature.secret`, which must be exactly one template.
  * Anywhere else a secret would end up in a URL, a body or a step output, all of which are stored
  * and shown in traces. Inside an expression, the secret's value would become data the expression
@@ -81,8 +82,13 @@ export function checkSecrets(document: unknown): ValidationError[] {
     const vertex = asRecord(raw);
     const config = asRecord(vertex?.config);
     if (vertex?.type === "GATEWAY") {
-      for (const name of Object.keys(asRecord(config?.headers) ?? {})) {
-        allowed.set(pointerOf("vertices", i, "config", "headers", name), (value, pointer) => {
+      // The verify probe's headers follow the same rules as the step's own (a probe also needs credentials).
+      const headerSites = [
+        ...Object.keys(asRecord(config?.headers) ?? {}).map((name) => ({ name, at: ["headers", name] })),
+        ...Object.keys(asRecord(asRecord(config?.verify)?.headers) ?? {}).map((name) => ({ name, at: ["verify", "headers", name] })),
+      ];
+      for (const { name, at } of headerSites) {
+        allowed.set(pointerOf("vertices", i, "config", ...at), (value, pointer) => {
           const templates = scanTemplates(value);
           if (templates.length === 0) return;
           if (isIdempotencyKeyHeader(name)) {

@@ -16,6 +16,7 @@ import { checkDestinationKeys } from "./key-rules";
 import { toPointer } from "./pointer";
 import { WorkflowDefinition } from "./schema";
 import { checkSecrets } from "./secrets";
+import { checkVerifyProbes } from "./verify-rules";
 import { checkVertexRules } from "./vertex-rules";
 
 export type { ValidationError } from "./errors";
@@ -38,6 +39,7 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
     ...checkDestinationKeys(input),
     ...checkSecrets(input),
     ...checkVertexRules(input, options),
+    ...checkVerifyProbes(input),
   );
   const unique = dedupe(errors);
   if (unique.length > 0 || !parsed.success) return { ok: false, errors: unique };

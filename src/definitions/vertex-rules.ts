@@ -49,16 +49,8 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
           message: `a ${method} request cannot carry a body; remove \`body\` or use POST/PUT/PATCH`,
         });
       }
-      const url = asString(config.url);
-      if (url !== undefined && !isExpression(url) && !isHttpUrl(url)) {
-        errors.push({
-          pointer: at("url"),
-          code: "invalid-url",
-          message:
-            `"${url}" is not an absolute http(s) URL; write one such as http://localhost:8788/payments/charges, or an ` +
-            `expression starting with \`=\``,
-        });
-      }
+      const urlError = literalUrlError(config.url, at("url"), "http://localhost:8788/payments/charges");
+      if (urlError) errors.push(urlError);
       const seen = new Map<string, string>();
       for (const name of Object.keys(asRecord(config.headers) ?? {})) {
         const first = seen.get(name.toLowerCase());
@@ -121,6 +113,17 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
     }
   });
   return errors;
+}
+
+/** A literal URL that is not an absolute http(s) URL, as an error at `pointer`; an expression is checked when it runs. */
+export function literalUrlError(value: unknown, pointer: string, example: string): ValidationError | null {
+  const url = asString(value);
+  if (url === undefined || isExpression(url) || isHttpUrl(url)) return null;
+  return {
+    pointer,
+    code: "invalid-url",
+    message: `"${url}" is not an absolute http(s) URL; write one such as ${example}, or an expression starting with \`=\``,
+  };
 }
 
 function isHttpUrl(value: string): boolean {

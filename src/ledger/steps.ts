@@ -38,6 +38,8 @@ export interface StepRun {
   version: string;
   entryVertexId: string;
   triggerKind: string;
+  /** The execution this one was started over from (its steps may have written), if any. */
+  startedOverFrom: string | null;
   executionStatus: "RUNNING" | "COMPLETED" | "FAILED";
   /** The pinned version's definition, as stored (JSON text). */
   definitionJson: string;
@@ -156,6 +158,7 @@ const STEP_RUN = selectList<StepRun>({
   version: "e.version",
   entryVertexId: "e.entry_vertex_id",
   triggerKind: "e.trigger_kind",
+  startedOverFrom: "e.started_over_from",
   executionStatus: "e.status",
   definitionJson: "v.definition",
   stepState: "s.state",

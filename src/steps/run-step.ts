@@ -36,7 +36,7 @@ import {
 } from "../ledger";
 import { decide, overClaimBudget, type ClaimFacts, type Transition } from "./decide";
 import { sendStepMessages } from "./dispatch";
-import { runGateway } from "./gateway";
+import { mustVerify, runGateway } from "./gateway";
 import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
 import type { RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
@@ -206,6 +206,7 @@ async function runVertex(rt: StepRuntime, run: StepRun, step: PreparedStep, fenc
           fetch: rt.fetch,
           now: rt.now,
           persistedKey: claimed.idempotencyKey,
+          reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
           persistKey: (key) => persistIdempotencyKey(rt.db, fence, key, rt.now()),
         }),
       );

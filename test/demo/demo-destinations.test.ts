@@ -2,35 +2,20 @@
  * The demo destinations (demo/src), in-process inside workerd on the real local D1.
  *
  * The engine's migrations (applied by test/apply-migrations.ts) already create the ledger table;
- * this file adds the demo's own tables from demo/migrations/0002_demo.sql. Storage is per test
- * file, so these tables never meet another file's.
+ * test/helpers/demo-tables.ts adds the demo's own tables from demo/migrations/0002_demo.sql.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createDemoApp } from "../../demo/src/app";
+import { createDemoTables } from "../helpers/demo-tables";
 
-const sql = import.meta.glob<string>(["../../demo/migrations/*.sql", "../../migrations/0001_idempotency_keys.sql"], {
+const sql = import.meta.glob<string>(["../../demo/migrations/0001_idempotency_keys.sql", "../../migrations/0001_idempotency_keys.sql"], {
   query: "?raw",
   import: "default",
   eager: true,
 });
 
-/** Split a migration into statements: drop `--` comments, split on `;` at the end of a line. */
-function statementsOf(migration: string): string[] {
-  return migration
-    .split("\n")
-    .map((line) => line.replace(/--.*$/, ""))
-    .join("\n")
-    .split(/;\s*$/m)
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-}
-
-beforeAll(async () => {
-  const demoTables = sql["../../demo/migrations/0002_demo.sql"];
-  if (!demoTables) throw new Error("demo/migrations/0002_demo.sql not found");
-  await env.DB.batch(statementsOf(demoTables).map((s) => env.DB.prepare(s)));
-});
+beforeAll(createDemoTables);
 
 const app = createDemoApp();
 

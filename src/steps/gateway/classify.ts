@@ -102,6 +102,6 @@ export function isInProgress(status: number, retryAfterMs: number | undefined, b
 }
 
 /** How outcome errors name the call: method, host and path. */
-function endpoint({ method, url }: Attempt): string {
+export function endpoint({ method, url }: Attempt): string {
   return `${method} ${url.host}${url.pathname}`;
 }

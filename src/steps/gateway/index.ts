@@ -12,6 +12,8 @@
  * 4. ./request.ts — the request built (every header value checked) and its redacted summary;
  * 5. ./send.ts — the call, under a timeout and `maxResponseBytes`, redirects not followed;
  * 6. ./classify.ts — the answer (or its absence) turned into the step's outcome.
+ * Before all six, on a re-attempt of a step that declares `verify`: ./verify.ts runs the probe
+ * through the same phases; when the write is found already done, the attempt ends there.
  */
 import { destinationKeyOf } from "../../definitions/destination-key";
 import type { GatewayVertex } from "../../definitions/schema";
@@ -25,10 +27,12 @@ import { resolveKeyToSend, type KeyStore } from "./key";
 import { allowlistRefusal, resolveHeaderSecrets } from "./outbound";
 import { buildRequest, summariseRequest } from "./request";
 import { send } from "./send";
+import { runVerifyProbe } from "./verify";
 
 export { buildRequest } from "./request";
 export { IN_PROGRESS_PROBLEM_CODE, isInProgress } from "./classify";
 export { DEFAULT_DESTINATION_KEY, type DestinationKeyRule } from "./key";
+export { mustVerify, VERIFIED_EXISTING } from "./verify";
 
 export interface GatewayDeps extends KeyStore {
   /** `OUTBOUND_ALLOWLIST`. */
@@ -37,6 +41,8 @@ export interface GatewayDeps extends KeyStore {
   secret: SecretLookup;
   fetch: typeof fetch;
   now: () => number;
+  /** An earlier attempt (of this step, or of the execution this one started over from) may have written: verify first. */
+  reattempt?: boolean;
 }
 
 export async function runGateway(vertex: GatewayVertex, context: ExpressionContext, deps: GatewayDeps): Promise<RunOutcome> {
@@ -44,6 +50,11 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
   const method = config.method;
   // A saved version always resolves (validation reports its problems), so this does not throw.
   const keyRule = destinationKeyOf(config);
+
+  if (config.verify && deps.reattempt) {
+    const probe = await runVerifyProbe(vertex, context, deps);
+    if (probe.kind === "decided") return probe.outcome;
+  }
 
   const evaluation = await evaluateRequest(vertex, context, keyRule);
   if ("error" in evaluation) return { kind: "failed", error: evaluation.error };

@@ -1,0 +1,44 @@
+/**
+ * The rules of a Gateway step's verify probe (`config.verify`) that its schema cannot state:
+ * only a write may declare one (a GET or HEAD step is a read itself: re-running it is harmless,
+ * and nothing could be "already done"), a literal probe URL is an absolute http(s) URL, and the
+ * probe sends no Idempotency-Key (the key belongs to the write; the probe asks without one).
+ * Its expressions are compiled with all others (expression-sites.ts), its secrets checked by
+ * secrets.ts; the outbound allowlist applies at run time, as for the step's own URL.
+ */
+import { asArray, asRecord, asString, type ValidationError } from "./errors";
+import { isIdempotencyKeyHeader } from "./expression-sites";
+import { pointerOf } from "./pointer";
+import { literalUrlError } from "./vertex-rules";
+
+export function checkVerifyProbes(document: unknown): ValidationError[] {
+  const errors: ValidationError[] = [];
+  asArray(asRecord(document)?.vertices).forEach((raw, i) => {
+    const vertex = asRecord(raw);
+    const config = asRecord(vertex?.config);
+    const verify = asRecord(config?.verify);
+    if (vertex?.type !== "GATEWAY" || !verify) return;
+    const at = (...path: string[]) => pointerOf("vertices", i, "config", "verify", ...path);
+    const method = asString(config?.method);
+    if (method === "GET" || method === "HEAD") {
+      errors.push({
+        pointer: at(),
+        code: "verify-on-read",
+        message:
+          `a ${method} step is a read: running it again writes nothing, so there is nothing to verify; ` +
+          "declare `verify` on the write step instead",
+      });
+    }
+    const urlError = literalUrlError(verify.url, at("url"), "http://localhost:8788/legacy/orders");
+    if (urlError) errors.push(urlError);
+    for (const name of Object.keys(asRecord(verify.headers) ?? {})) {
+      if (!isIdempotencyKeyHeader(name)) continue;
+      errors.push({
+        pointer: at("headers", name),
+        code: "verify-key-header",
+        message: "the verify probe is a plain GET and sends no Idempotency-Key (the key belongs to the write); remove this header",
+      });
+    }
+  });
+  return errors;
+}

@@ -1,0 +1,26 @@
+/**
+ * The demo destinations' own tables (demo/migrations/0002_demo.sql) on the test's D1, so a test can
+ * run the demo app (demo/src/app.ts) in-process. The engine's migrations (test/apply-migrations.ts)
+ * already create the ledger table the demo's Idempotency-Key middleware uses. Storage is per test
+ * file, so these tables never meet another file's.
+ */
+import { env } from "cloudflare:test";
+
+const sql = import.meta.glob<string>(["../../demo/migrations/0002_demo.sql"], { query: "?raw", import: "default", eager: true });
+
+/** Split a migration into statements: drop `--` comments, split on `;` at the end of a line. */
+function statementsOf(migration: string): string[] {
+  return migration
+    .split("\n")
+    .map((line) => line.replace(/--.*$/, ""))
+    .join("\n")
+    .split(/;\s*$/m)
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+export async function createDemoTables(): Promise<void> {
+  const demoTables = sql["../../demo/migrations/0002_demo.sql"];
+  if (!demoTables) throw new Error("demo/migrations/0002_demo.sql not found");
+  await env.DB.batch(statementsOf(demoTables).map((s) => env.DB.prepare(s)));
+}
