@@ -342,7 +342,7 @@ async function countStatements(demoPort) {
 
   await claimAndLoad(db, { executionId: "e", vertexId: "charge" }, 0, 30_000);
   const claim = take();
-  await persistIdempotencyKey(db, fence("charge"), "k", 0);
+  await persistIdempotencyKey(db, fence("charge"), "k", 0, "http://localhost:8788");
   const persist = take();
   const gatewaySettle = await settle("charge");
   const transformSettle = await settle("done");

@@ -4,6 +4,8 @@
  *
  *   POST /payments/charges   Idempotency-Key + Bearer key required (Idempotency-Key middleware, keys scoped per API key)
  *   GET  /payments/charges   { items: [...] } each with its idempotencyKey (?order=, ?idempotencyKey=)
+ *   POST /forgetful/charges  the same payments API, but it forgets a key after 120 s (a replay after that charges again)
+ *   GET  /forgetful/charges  the same list as /payments/charges (one charges table)
  *   POST /shipping/labels    Idempotency-Key required (Idempotency-Key middleware; anonymous, one shared scope)
  *   GET  /shipping/labels    { items: [...] }
  *   GET  /legacy/orders      ?external_id= → { items: [...] }   (no key support)
@@ -18,7 +20,7 @@ import { Hono } from "hono";
 import { ProblemError } from "../../src/lib/problem";
 import { commonProblems } from "../../src/lib/common-problems";
 import { checkoutRoutes } from "./checkout";
-import type { DemoAppEnv, DemoOptions } from "./env";
+import { FORGETFUL_RETENTION_MS, type DemoAppEnv, type DemoOptions } from "./env";
 import { faultRoutes } from "./faults";
 import { legacyRoutes } from "./legacy";
 import { paymentRoutes } from "./payments";
@@ -28,11 +30,13 @@ export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
   const resolved: Required<DemoOptions> = {
     database: options.database ?? ((env) => env.DB),
     now: options.now ?? (() => Date.now()),
+    forgetfulRetentionMs: options.forgetfulRetentionMs ?? FORGETFUL_RETENTION_MS,
   };
   const app = new Hono<DemoAppEnv>();
 
   app.get("/health", (c) => c.json({ ok: true, service: "idemflow-demo" }));
   app.route("/payments", paymentRoutes(resolved));
+  app.route("/forgetful", paymentRoutes(resolved, { scope: "forgetful", retentionMs: resolved.forgetfulRetentionMs }));
   app.route("/shipping", shippingRoutes(resolved));
   app.route("/legacy", legacyRoutes(resolved));
   app.route("/checkout", checkoutRoutes(resolved));
@@ -41,7 +45,8 @@ export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
   app.notFound(() =>
     commonProblems
       .routeNotFound(
-        "The demo serves /payments/charges, /shipping/labels, /legacy/orders, /checkout/payments and /faults (see docs/walkthrough.md).",
+        "The demo serves /payments/charges, /forgetful/charges, /shipping/labels, /legacy/orders, /checkout/payments and /faults " +
+          "(see docs/walkthrough.md).",
       )
       .toResponse(),
   );

@@ -10,4 +10,9 @@ export interface DemoOptions {
   database?: (env: DemoEnv) => D1Database;
   /** The clock (default: Date.now). */
   now?: () => number;
+  /** How long `/forgetful/charges` remembers an Idempotency-Key (default 120 s). */
+  forgetfulRetentionMs?: number;
 }
+
+/** The default of `forgetfulRetentionMs`: two minutes, long enough to watch a retry succeed, short enough to outwait. */
+export const FORGETFUL_RETENTION_MS = 120_000;

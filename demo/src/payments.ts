@@ -19,11 +19,21 @@ import { insertCharge, listCharges } from "./store";
  * The demo has no account table, so the account IS the key; the ledger stores a SHA-256 of it,
  * never the secret itself (a real API would use the merchant id its key authenticates to).
  */
-export async function paymentsPrincipal(request: Request): Promise<string> {
+export async function paymentsPrincipal(request: Request, scope = "payments"): Promise<string> {
   const token = bearerToken(request.headers.get("authorization"));
   // requireBearer runs first; without a key there is no account to scope the ledger to.
   if (token === null) throw new Error("paymentsPrincipal: no bearer token; mount it after requireBearer");
-  return `demo:payments:${await sha256Hex(token)}`;
+  return `demo:${scope}:${await sha256Hex(token)}`;
+}
+
+/**
+ * A payments API of its own: `payments` remembers keys 24 hours (the middleware's default, like
+ * Stripe); `forgetful` only `retentionMs`, so a re-send after that charges again — the destination
+ * the retention guard exists for (docs/steps.md "The retention guard").
+ */
+export interface PaymentsApi {
+  scope: "payments" | "forgetful";
+  retentionMs?: number;
 }
 
 function bearerToken(header: string | null): string | null {
@@ -43,14 +53,15 @@ export function admittedKey(header: string | undefined): string {
   return parsed.key;
 }
 
-export function paymentRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv> {
+export function paymentRoutes(options: Required<DemoOptions>, api: PaymentsApi = { scope: "payments" }): Hono<DemoAppEnv> {
   const routes = new Hono<DemoAppEnv>();
+  const principal = (request: Request) => paymentsPrincipal(request, api.scope);
 
   routes.post(
     "/charges",
     afterCommitFaults(options.database),
     requireBearer,
-    idempotency({ principal: paymentsPrincipal, database: options.database, now: options.now }),
+    idempotency({ principal, database: options.database, now: options.now, retentionMs: api.retentionMs }),
     async (c) => {
       const body = await readJsonObject(c.req);
       const amount = body.amount;

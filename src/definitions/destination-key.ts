@@ -35,6 +35,16 @@ export interface KeyDeclarationProblem {
   message: string;
 }
 
+/**
+ * How much earlier than its retention's end the retention guard stops sending a key: a tenth of
+ * the retention, at most a minute. It covers idemflow's and the destination's clocks disagreeing
+ * and the request's time in flight, so a key is never sent in the last moments its destination
+ * might still remember it.
+ */
+export function retentionMarginMs(retentionMs: number): number {
+  return Math.min(60_000, Math.floor(retentionMs / 10));
+}
+
 export function isDefaultKeyHeader(name: string): boolean {
   return name.toLowerCase() === DEFAULT_KEY_HEADER.toLowerCase();
 }

@@ -8,16 +8,19 @@
  * - a key in a body field of a GET/HEAD step (no body), of a literal body that is not a JSON object,
  *   or of one whose literal members on the way are not objects, or that already sets that field.
  *
+ * - a retry policy whose worst-case schedule outlasts the destination's retention: its last retries
+ *   would meet the retention guard and fail (`retryOutlastsRetention`).
+ *
  * What depends on data (a key built with `&`, a body computed by an expression) cannot be proven
  * here; it fails the step when it runs, not retried, with the same reason in words.
  */
 import { compile } from "../expressions/evaluate";
 import { keyShape } from "../expressions/key-shape";
 import { allNodes, isNode, type AstNode } from "./ast";
-import { resolveDestinationKey, type DestinationKey } from "./destination-key";
+import { resolveDestinationKey, retentionMarginMs, type DestinationKey } from "./destination-key";
 import { asArray, asRecord, type ValidationError } from "./errors";
 import { pointerOf } from "./pointer";
-import { GatewayConfig, isExpression } from "./schema";
+import { DEFAULT_RETRY, GatewayConfig, inProgressBudgetMs, isExpression } from "./schema";
 import { pointerTokens } from "../lib/json-pointer";
 
 export function checkDestinationKeys(document: unknown): ValidationError[] {
@@ -38,6 +41,8 @@ export function checkDestinationKeys(document: unknown): ValidationError[] {
     // The original header form keeps its rules (1–255 printable ASCII, checked when it runs).
     if (key === null || key.declaredBy !== "declaration") return;
     for (const problem of prefixProblems(key)) errors.push({ pointer: at("idempotencyKey", "value"), ...problem });
+    const outlasts = retryOutlastsRetention(parsed.data, key);
+    if (outlasts) errors.push({ pointer: at(parsed.data.retry ? "retry" : "idempotencyKey"), ...outlasts });
     if ("bodyField" in key.location) {
       const problem = bodyFieldProblem(parsed.data, key.location.bodyField);
       if (problem) errors.push({ pointer: at(...problem.path), code: problem.code, message: problem.message });
@@ -103,3 +108,32 @@ function bodyFieldProblem(config: GatewayConfig, pointer: string): { path: Array
     message: `the declared key is placed at body field ${pointer} when the step runs; remove this value from \`body\``,
   };
 }
+
+/**
+ * The longest a step's automatic attempts can keep sending its key after the first send: every
+ * attempt's timeout, every wait between attempts at its ceiling (`maxDelayMs`, which also bounds a
+ * `Retry-After` the step honours), and the whole in-progress budget. Operator retries and start
+ * overs come later and are the run-time guard's to judge.
+ */
+export function worstCaseRetryMs(config: GatewayConfig): number {
+  const policy = config.retry ?? DEFAULT_RETRY;
+  return policy.maxAttempts * config.timeoutMs + (policy.maxAttempts - 1) * policy.maxDelayMs + inProgressBudgetMs(policy);
+}
+
+/** A retry schedule that can outlast what the destination remembers (less the guard's margin). */
+function retryOutlastsRetention(config: GatewayConfig, key: DestinationKey): { code: string; message: string } | null {
+  if (key.retentionMs === null) return null;
+  const worst = worstCaseRetryMs(config);
+  const usable = key.retentionMs - retentionMarginMs(key.retentionMs);
+  if (worst < usable) return null;
+  return {
+    code: "retry-outlasts-retention",
+    message:
+      `the retry schedule can keep re-sending the key for ${seconds(worst)} (attempts × timeoutMs + waits at maxDelayMs, ` +
+      `which also bounds Retry-After, + the in-progress budget), but the destination remembers keys for ` +
+      `${seconds(key.retentionMs)} and the retention guard stops at ${seconds(usable)}: the last retries would be refused. ` +
+      "Lower retry.maxAttempts, retry.maxDelayMs or retry.inProgressBudgetMs, or correct idempotencyKey.retention",
+  };
+}
+
+const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;

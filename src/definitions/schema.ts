@@ -120,6 +120,13 @@ export const RetryPolicy = z.strictObject({
 });
 export const DEFAULT_RETRY = RetryPolicy.parse({});
 
+/** Default of `retry.inProgressBudgetMs`: how long a step waits on a destination's "in progress". */
+export const DEFAULT_IN_PROGRESS_BUDGET_MS = 15 * 60_000;
+
+export function inProgressBudgetMs(policy: RetryPolicy): number {
+  return policy.inProgressBudgetMs ?? DEFAULT_IN_PROGRESS_BUDGET_MS;
+}
+
 export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as const;
 
 const HeaderName = z.string().regex(HEADER_NAME_PATTERN, "an HTTP header name (letters, digits and !#$%&'*+.^_`|~-)");

@@ -46,6 +46,7 @@ export {
   type ClaimedStep,
   type DescendantPlan,
   type Fence,
+  type PersistedKey,
   type RetryInput,
   type SettleInput,
   type SettleOutcome,
@@ -58,6 +59,9 @@ export {
   type StepState,
 } from "./steps";
 
+// The destination keys' first sends: what the retention guard reads.
+export { KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type KeySend } from "./key-sends";
+
 // Recovery: the reaper's sweeps and dead letters.
 export {
   DEFAULT_MAX_RESEND_WAIT_MS,
@@ -68,7 +72,7 @@ export {
 } from "./step-recovery";
 
 // Operator actions.
-export { retryFailedStep, type OperatorRetryResult } from "./operator";
+export { retryFailedStep, type OperatorRetryOptions, type OperatorRetryResult } from "./operator";
 
 // Reads for the API.
 export {

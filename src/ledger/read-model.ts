@@ -6,6 +6,7 @@
  */
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
+import { keySendsColumn } from "./key-sends";
 import type { ExecutionStatus } from "./executions";
 import type { ScheduleRunStatus } from "./schedule-runs";
 import type { StepEventType, StepState } from "./steps";
@@ -49,6 +50,8 @@ export interface StepRecord {
   /** Re-sends of this step's message by the reaper; the next is not due before `nextResendAt`. */
   resends: number;
   nextResendAt: number | null;
+  /** When the step's key was first sent to each destination (`parseKeySends`); '{}' without a key. */
+  keySendsJson: string | null;
 }
 
 export interface StepEventRecord {
@@ -105,6 +108,7 @@ const STEP_RECORD = selectList<StepRecord>({
   finishedAt: "finished_at",
   resends: "resends",
   nextResendAt: "next_resend_at",
+  keySendsJson: keySendsColumn("steps"),
 });
 
 const STEP_EVENT_RECORD = selectList<StepEventRecord>({

@@ -10,6 +10,7 @@
 import { sealedSecretsColumn } from "../secrets/store";
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
+import { keySendsColumn, upsertKeySend, type KeySend } from "./key-sends";
 import { CLAIMABLE, fenceParams, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef } from "./step-sql";
 
 export type { Fence, StepRef } from "./step-sql";
@@ -55,6 +56,10 @@ export interface StepRun {
   inProgressSince: number | null;
   /** JSON array of the workspace's sealed secrets that the definition names (src/secrets/store.ts). */
   sealedSecretsJson: string | null;
+  /** When the step's persisted key was first sent to each destination (`parseKeySends`); '{}' without a key. */
+  keySendsJson: string | null;
+  /** When the step was created (dispatched): no later than any send of its key. */
+  stepCreatedAt: number | null;
 }
 
 /** What a claimed step reads: only the outputs its expressions can reach, and the payload only if they read it. */
@@ -166,6 +171,8 @@ const STEP_RUN = selectList<StepRun>({
   availableAt: "s.available_at",
   inProgressSince: IN_PROGRESS_SINCE,
   sealedSecretsJson: sealedSecretsColumn("e.workspace", "v.definition"),
+  keySendsJson: keySendsColumn("s"),
+  stepCreatedAt: "s.created_at",
 });
 
 /**
@@ -356,21 +363,42 @@ export async function claimAndLoad(
 // ---------------------------------------------------------------------------------------------
 // Fenced writes during a run
 
+/** The key a step sends, and when it was first sent to the destination it goes to. */
+export interface PersistedKey {
+  key: string;
+  send: KeySend;
+}
+
 /**
- * `persistIdempotencyKey`: store the destination key computed at the first attempt. Fenced, and
- * only if none is stored, so it is written once per step and never changes; RETURNING the value
- * the row holds, which is the one to send. Null: fenced out.
+ * `persistIdempotencyKey`: store the destination key computed at the first attempt and record its
+ * first send to `destination` (the URL's origin) — one batch, fenced. The key is written only if
+ * none is stored, so it is written once per step and never changes; the value the row holds is the
+ * one to send. The send is recorded only if none is on record for this workspace, key and
+ * destination: a start over finds the time of the first execution's send. Null: fenced out.
  */
-export async function persistIdempotencyKey(db: D1Database, fence: Fence, key: string, now: number): Promise<string | null> {
-  const row = await db
-    .prepare(
-      `UPDATE steps SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
-       WHERE ${STEP_FENCE}
-       RETURNING idempotency_key`,
+export async function persistIdempotencyKey(
+  db: D1Database,
+  fence: Fence,
+  key: string,
+  now: number,
+  destination: string,
+): Promise<PersistedKey | null> {
+  const results = await new LabelledBatch<"key" | "send">(db)
+    .add(
+      "key",
+      db
+        .prepare(
+          `UPDATE steps SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
+           WHERE ${STEP_FENCE}
+           RETURNING idempotency_key`,
+        )
+        .bind(...fenceParams(fence), now, key),
     )
-    .bind(...fenceParams(fence), now, key)
-    .first<{ idempotency_key: string }>();
-  return row?.idempotency_key ?? null;
+    .add("send", upsertKeySend(db, fence, now, destination))
+    .run();
+  const stored = results.first<{ idempotency_key: string }>("key");
+  const send = results.first<KeySend>("send");
+  return stored && send ? { key: stored.idempotency_key, send } : null;
 }
 
 /** `extendLease`: the fenced heartbeat of a long call. False: the step is no longer ours. */

@@ -65,14 +65,10 @@ function describeMs(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
 }
 
-/** Default of `retry.inProgressBudgetMs`: how long a step waits on a destination's "in progress". */
-export const DEFAULT_IN_PROGRESS_BUDGET_MS = 15 * 60_000;
 /** The shortest wait between two asks while a destination says "in progress". */
 export const MIN_IN_PROGRESS_WAIT_MS = 1_000;
 
-export function inProgressBudgetMs(policy: RetryPolicy): number {
-  return policy.inProgressBudgetMs ?? DEFAULT_IN_PROGRESS_BUDGET_MS;
-}
+export { DEFAULT_IN_PROGRESS_BUDGET_MS, inProgressBudgetMs } from "../definitions/schema";
 
 /**
  * The wait before asking again a destination that said "in progress": its `Retry-After` (the

@@ -23,7 +23,9 @@ import {
   claimAndLoad,
   extendLease,
   MAX_STEP_INPUT_BYTES,
+  parseKeySends,
   persistIdempotencyKey,
+  recordKeySend,
   scheduleInProgressRecheck,
   scheduleRetry,
   settleAndDispatch,
@@ -206,8 +208,12 @@ async function runVertex(rt: StepRuntime, run: StepRun, step: PreparedStep, fenc
           fetch: rt.fetch,
           now: rt.now,
           persistedKey: claimed.idempotencyKey,
+          keySends: parseKeySends(run.keySendsJson),
+          // A claimed step exists, so this is set; 0 would only make the guard refuse sooner.
+          stepCreatedAt: run.stepCreatedAt ?? 0,
           reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
-          persistKey: (key) => persistIdempotencyKey(rt.db, fence, key, rt.now()),
+          persistKey: (key, destination) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination),
+          recordSend: (destination, at) => recordKeySend(rt.db, fence, at, destination),
         }),
       );
     case "TRANSFORM":

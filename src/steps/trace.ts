@@ -6,7 +6,14 @@
  * One round trip (src/ledger/read-model.ts `readTraceRecords`).
  */
 import type { GatewayVertex } from "../definitions/schema";
-import { listExecutionRecords, readTraceRecords, type ExecutionListFilter, type ExecutionRecord, type StepRecord } from "../ledger";
+import {
+  listExecutionRecords,
+  parseKeySends,
+  readTraceRecords,
+  type ExecutionListFilter,
+  type ExecutionRecord,
+  type StepRecord,
+} from "../ledger";
 import { destinationKeyTrace, gatewayVerticesOf } from "./key-trace";
 
 /**
@@ -56,7 +63,11 @@ function stepTrace(s: StepRecord, events: TraceEvent[], gateway: GatewayVertex |
     resends: s.resends,
     nextResendAt: s.state === "DISPATCHED" ? iso(s.nextResendAt) : null,
     idempotencyKey: s.idempotencyKey,
-    destinationKey: destinationKeyTrace(gateway, s.idempotencyKey),
+    destinationKey: destinationKeyTrace(gateway, {
+      key: s.idempotencyKey,
+      sends: parseKeySends(s.keySendsJson),
+      request: parsed(s.requestJson),
+    }),
     request: parsed(s.requestJson),
     output: parsed(s.outputJson),
     nextVertices: parsed(s.nextVerticesJson),
@@ -79,7 +90,8 @@ export async function readTrace(db: D1Database, workspace: string, executionId: 
     list.push({ type: ev.type, epoch: ev.epoch, at: iso(ev.at), detail: ev.detail });
     byStep.set(ev.vertexId, list);
   }
-  const gateways = gatewayVerticesOf(rows.definitionJson);
+  const { workspace: ws, workflowId, version } = rows.execution;
+  const gateways = gatewayVerticesOf(rows.definitionJson, JSON.stringify([ws, workflowId, version]));
   return {
     ...executionSummary(rows.execution),
     steps: rows.steps.map((s) => stepTrace(s, byStep.get(s.vertexId) ?? [], gateways.get(s.vertexId))),

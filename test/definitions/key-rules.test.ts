@@ -149,3 +149,29 @@ describe("a declared key's reads are inputs of its step", () => {
     expect(stepInputsOf(definition).vertices.pay).toEqual({ all: false, payload: false, steps: ["lookup"] });
   });
 });
+
+describe("a retry schedule that outlasts the destination's retention", () => {
+  const quick = { maxAttempts: 3, maxDelayMs: 10_000, inProgressBudgetMs: 1_000 };
+
+  it("is refused at save time, with the numbers and what to lower", () => {
+    // 3 × 10 s timeouts + 2 × 5 min waits + 15 min in progress = 1,530 s; Qonto-like 30 min keeps a minute's margin.
+    expect(errorsOf(key({ retention: "30m" }))).toEqual([]);
+    const errors = errorsOf(key({ retention: "25m" }));
+    expect(brief(errors)).toEqual([[at("/idempotencyKey"), "retry-outlasts-retention"]]);
+    expect(errors[0]!.message).toBe(
+      "the retry schedule can keep re-sending the key for 1530 s (attempts × timeoutMs + waits at maxDelayMs, which also bounds " +
+        "Retry-After, + the in-progress budget), but the destination remembers keys for 1500 s and the retention guard stops at " +
+        "1440 s: the last retries would be refused. Lower retry.maxAttempts, retry.maxDelayMs or retry.inProgressBudgetMs, " +
+        "or correct idempotencyKey.retention",
+    );
+    // With a retry policy of its own, the pointer names it.
+    expect(brief(errorsOf(key({ retention: "30s" }, { retry: { ...quick, maxAttempts: 4 } })))).toEqual([
+      [at("/retry"), "retry-outlasts-retention"],
+    ]);
+    expect(errorsOf(key({ retention: "2m" }, { retry: quick, timeoutMs: 5_000 }))).toEqual([]);
+  });
+
+  it("is not judged without a retention (the original header form, or none declared)", () => {
+    expect(errorsOf(key({}, { retry: { maxAttempts: 100, maxDelayMs: 86_400_000 } }))).toEqual([]);
+  });
+});

@@ -2,7 +2,7 @@
  * The demo destinations (demo/src), in-process inside workerd on the real local D1.
  *
  * The engine's migrations (applied by test/apply-migrations.ts) already create the ledger table;
- * test/helpers/demo-tables.ts adds the demo's own tables from demo/migrations/0002_demo.sql.
+ * test/helpers/demo-tables.ts adds the demo's own tables from demo/migrations (0002 onwards).
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";

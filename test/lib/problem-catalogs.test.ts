@@ -78,6 +78,8 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       invalidLimit: () => executionProblems.invalidLimit(),
       invalidCursor: () => executionProblems.invalidCursor(),
       stepNotFailed: () => executionProblems.stepNotFailed({ executionId: "e1", vertexId: "charge" }, "COMPLETED"),
+      retryBodyInvalid: () => executionProblems.retryBodyInvalid('Unknown member "force"'),
+      keyMayBeForgotten: () => executionProblems.keyMayBeForgotten({ executionId: "e1", vertexId: "charge" }),
     } satisfies Samples<typeof executionProblems>,
   },
   {

@@ -35,9 +35,10 @@ describe("claims", () => {
     const [first] = h.queue.take();
     // The TRANSFORM step: no key to persist, so the whole step is claim + settle.
     counting.reset();
-    await h.deliver([first!.body]); // charge: claim batch, persist key, settle batch
+    await h.deliver([first!.body]); // charge: claim batch, persist key (+ its first send), settle batch
     const chargeCalls = counting.calls.map((c) => c.kind);
-    expect(chargeCalls).toEqual(["batch", "statement", "batch"]);
+    expect(chargeCalls).toEqual(["batch", "batch", "batch"]);
+    expect(counting.calls[1]!.sql).toHaveLength(2);
     const [next] = h.queue.take();
     counting.reset();
     await h.deliver([next!.body]); // done (TRANSFORM)

@@ -142,6 +142,9 @@ describe("checkDestinationKey with a destination's own rule", () => {
   });
 });
 
+const DESTINATION = "http://localhost:8788";
+const SEND = { firstSentAt: 0, countedFrom: 0 };
+
 describe("resolveKeyToSend", () => {
   const context: ExpressionContext = {
     payload: { order: { id: "O-1" } },
@@ -153,41 +156,47 @@ describe("resolveKeyToSend", () => {
     const keys: KeyStore & { persisted: string[] } = {
       persistedKey,
       persisted,
+      keySends: { [DESTINATION]: SEND },
+      stepCreatedAt: 0,
       persistKey: async (key) => {
         persisted.push(key);
-        return answer(key);
+        const stored = answer(key);
+        return stored === null ? null : { key: stored, send: SEND };
       },
+      recordSend: async () => SEND,
     };
     return keys;
   };
 
   it("a persisted key is sent as is: the expression is not evaluated, nothing is persisted again", async () => {
     const keys = store("stored-1");
-    expect(await resolveKeyToSend("charge", "= $error('never evaluated')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+    expect(await resolveKeyToSend("charge", "= $error('never evaluated')", context, keys, DEFAULT_DESTINATION_KEY, DESTINATION)).toEqual({
       key: "stored-1",
+      send: SEND,
     });
     expect(keys.persisted).toEqual([]);
   });
 
   it("otherwise the evaluated key is persisted and the stored value (the only-if-absent winner) is sent", async () => {
     const keys = store(null, () => "winner");
-    expect(await resolveKeyToSend("charge", "= 'order-' & payload.order.id", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+    expect(await resolveKeyToSend("charge", "= 'order-' & payload.order.id", context, keys, DEFAULT_DESTINATION_KEY, DESTINATION)).toEqual({
       key: "winner",
+      send: SEND,
     });
     expect(keys.persisted).toEqual(["order-O-1"]);
   });
 
   it("an invalid key, or an expression that fails, fails the attempt before anything is persisted", async () => {
     const keys = store(null);
-    expect(await resolveKeyToSend("charge", "= 'clé'", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+    expect(await resolveKeyToSend("charge", "= 'clé'", context, keys, DEFAULT_DESTINATION_KEY, DESTINATION)).toEqual({
       error:
         "gateway charge: invalid Idempotency-Key: the Idempotency-Key must be printable ASCII only; use $idempotencyKey(prefix, " +
         "…) to encode other values",
     });
-    expect(await resolveKeyToSend("charge", "= $error('boom')", context, keys, DEFAULT_DESTINATION_KEY)).toEqual({
+    expect(await resolveKeyToSend("charge", "= $error('boom')", context, keys, DEFAULT_DESTINATION_KEY, DESTINATION)).toEqual({
       error: expect.stringMatching(/^gateway charge: invalid Idempotency-Key: .*boom/),
     });
-    expect(await resolveKeyToSend("charge", "= 'short'", context, keys, CUSTOM)).toEqual({
+    expect(await resolveKeyToSend("charge", "= 'short'", context, keys, CUSTOM, DESTINATION)).toEqual({
       error: expect.stringMatching(/^gateway charge: invalid X-Request-Key: the X-Request-Key must be 8-40 characters, got 5/),
     });
     expect(keys.persisted).toEqual([]);
@@ -201,6 +210,7 @@ describe("resolveKeyToSend", () => {
         context,
         store(null, () => null),
         DEFAULT_DESTINATION_KEY,
+        DESTINATION,
       ),
     ).toEqual({
       error: "the step was taken over before its key was persisted; nothing was sent",
@@ -245,10 +255,13 @@ describe("runGateway with a declared key header", () => {
         },
         now: () => 0,
         persistedKey: null,
+        keySends: {},
+        stepCreatedAt: 0,
         persistKey: async (key) => {
           persisted.push(key);
-          return key;
+          return { key, send: SEND };
         },
+        recordSend: async () => SEND,
       },
     );
     const key = (await idempotencyKey("charge", "o-42")).slice(0, 40);

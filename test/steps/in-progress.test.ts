@@ -279,7 +279,10 @@ describe("the in-progress budget", () => {
     expect(answered()).toBe(3); // 0, 10, 20 s → out of budget
     expect((await stepsOf(id)).charge!.state).toBe("FAILED");
     h.clock.advance(3_600_000);
-    expect(await retryFailedStep(env.DB, WS, { executionId: id, vertexId: "charge" }, h.clock.now())).toEqual({ retried: true });
+    expect(await retryFailedStep(env.DB, WS, { executionId: id, vertexId: "charge" }, h.clock.now())).toEqual({
+      retried: true,
+      acknowledged: false,
+    });
     await h.deliver([{ executionId: id, vertexId: "charge" }]);
     expect((await stepsOf(id)).charge!.state).toBe("DISPATCHED"); // a 4th in-progress answer: a fresh budget, waiting
     await h.drain();

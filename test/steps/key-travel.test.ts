@@ -8,6 +8,7 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createDemoApp } from "../../demo/src/app";
+import { createDemoTables } from "../helpers/demo-tables";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { idempotencyKey } from "../../src/expressions/key-helpers";
 import { readTrace } from "../../src/steps/trace";
@@ -15,21 +16,7 @@ import { chargeWorkflow, DEST, executionStatus, harness, seedWorkflow, stepsOf, 
 
 const WS = "steps-key-travel";
 
-const sql = import.meta.glob<string>("../../demo/migrations/000[23]_*.sql", { query: "?raw", import: "default", eager: true });
-
-beforeAll(async () => {
-  const statements = Object.keys(sql)
-    .sort()
-    .flatMap((name) =>
-      sql[name]!.split("\n")
-        .map((line) => line.replace(/--.*$/, ""))
-        .join("\n")
-        .split(/;\s*$/m)
-        .map((s) => s.trim())
-        .filter((s) => s.length > 0),
-    );
-  await env.DB.batch(statements.map((s) => env.DB.prepare(s)));
-});
+beforeAll(createDemoTables);
 
 const demo = createDemoApp();
 
@@ -100,6 +87,15 @@ const SQUARE_KEY = {
 const keyTraceOf = async (id: string, vertexId: string) =>
   (await readTrace(env.DB, WS, id))!.steps.find((s) => s.vertexId === vertexId)!.destinationKey;
 
+/** The retention guard's facts in the trace (their arithmetic: test/steps/retention-guard.test.ts). */
+const sentTo = (destination: string, retentionMs: number | null) => ({
+  retentionMs,
+  destination,
+  firstSentAt: expect.any(String),
+  acknowledgedAt: null,
+  retentionDeadline: retentionMs === null ? null : expect.any(String),
+});
+
 const sentBodies = (h: Harness, path: string) =>
   h.dest.requests.filter((r) => new URL(r.url).pathname === path).map((r) => JSON.parse(r.body) as Record<string, unknown>);
 
@@ -137,6 +133,7 @@ describe("a key in a JSON body field (the demo checkout API, Square's profile)",
       profile: "square",
       maxLength: 45,
       alphabet: "printable-ascii",
+      ...sentTo(DEST, 86_400_000),
     });
     expect(await keyTraceOf(id, "done")).toBeNull();
   });
@@ -229,6 +226,7 @@ describe("a key in a header of another name (PayPal-Request-Id)", () => {
       profile: "paypal",
       maxLength: 108,
       alphabet: "printable-ascii",
+      ...sentTo(DEST, 72 * 3_600_000),
     });
   });
 
@@ -247,6 +245,7 @@ describe("a key in a header of another name (PayPal-Request-Id)", () => {
       profile: null,
       maxLength: 255,
       alphabet: "printable-ascii",
+      ...sentTo(DEST, null),
     });
   });
 });

@@ -214,7 +214,7 @@ describe("verify before re-attempting a write to a destination without keys", ()
     expect((await stepsOf(id)).create!.state).toBe("FAILED");
     expect(await ordersOf(order)).toBe(1);
     const ref = { executionId: id, vertexId: "create" };
-    expect(await retryFailedStep(env.DB, WS, ref, h.clock.now())).toEqual({ retried: true });
+    expect(await retryFailedStep(env.DB, WS, ref, h.clock.now())).toEqual({ retried: true, acknowledged: false });
     await h.queue.send(ref satisfies StepMessage);
     await h.drain();
     await expectVerifiedExisting(id, order, 2);

@@ -8,7 +8,8 @@ import { Hono } from "hono";
 import { getWorkflow } from "../../definitions/store";
 import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
 import { parseStoredPayload } from "../../ingress/payload";
-import { readExecution, retryFailedStep } from "../../ledger";
+import { readExecution, retryFailedStep, type OperatorRetryOptions } from "../../ledger";
+import { parseJsonBytes, readRawBody } from "../../lib/request-body";
 import { sendStepMessages } from "../../steps/dispatch";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
 import { requireWorkspace, type AppEnv } from "../auth";
@@ -54,13 +55,16 @@ executionRoutes.get("/:executionId", async (c) => {
 
 executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (c) => {
   const ref = { executionId: c.req.param("executionId"), vertexId: c.req.param("vertexId") };
-  const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, Date.now());
+  const options = await retryOptions(c.req.raw);
+  const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, Date.now(), options);
   if (!result.retried) {
     if (result.state === null) throw commonProblems.notFound(`Step ${ref.vertexId} of execution ${ref.executionId}`);
+    if ("needsAcknowledgement" in result) throw executionProblems.keyMayBeForgotten(ref);
     throw executionProblems.stepNotFailed(ref, result.state);
   }
   await sendStepMessages(c.env.QUEUE as never, [ref]);
-  return c.json({ executionId: ref.executionId, vertexId: ref.vertexId, state: "DISPATCHED" }, 202);
+  const acknowledged = result.acknowledged ? { acknowledgedForgottenKey: true } : {};
+  return c.json({ executionId: ref.executionId, vertexId: ref.vertexId, state: "DISPATCHED", ...acknowledged }, 202);
 });
 
 executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
@@ -81,3 +85,21 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
   });
   return c.json({ ...started, startedOverFrom: executionId }, 202);
 });
+
+/** The retry's body: none, or `{"acknowledgeForgottenKey": true|false}` (src/ledger `OperatorRetryOptions`). */
+async function retryOptions(request: Request): Promise<OperatorRetryOptions> {
+  const raw = await readRawBody(request, MAX_RETRY_BODY_BYTES);
+  if (raw.byteLength === 0) return {};
+  const body = parseJsonBytes(raw);
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw executionProblems.retryBodyInvalid("The body is not a JSON object");
+  const unknown = Object.keys(body).filter((name) => name !== "acknowledgeForgottenKey");
+  if (unknown.length > 0) throw executionProblems.retryBodyInvalid(`Unknown member ${JSON.stringify(unknown[0])}`);
+  const acknowledge = (body as { acknowledgeForgottenKey?: unknown }).acknowledgeForgottenKey;
+  if (acknowledge !== undefined && typeof acknowledge !== "boolean") {
+    throw executionProblems.retryBodyInvalid("`acknowledgeForgottenKey` must be true or false");
+  }
+  return { acknowledgeForgottenKey: acknowledge === true };
+}
+
+const MAX_RETRY_BODY_BYTES = 4096;

@@ -6,7 +6,9 @@
  * 1. ./evaluate.ts — url, headers, query and body evaluated against the execution context;
  * 2. ./key.ts — the destination key (src/definitions/destination-key.ts: a header of any name or
  *    a JSON body field, ./body-key.ts): persisted by an earlier attempt, else evaluated, validated
- *    against the destination's constraints and persisted BEFORE the first send;
+ *    against the destination's constraints and persisted BEFORE the first send, its first send to
+ *    the destination (the URL's origin) on record; then ./retention.ts refuses a key older than
+ *    the destination's declared retention (the retention guard);
  * 3. ./outbound.ts — `{{ secrets.NAME }}` resolved for the execution's workspace, the host checked
  *    against the outbound allowlist;
  * 4. ./request.ts — the request built (every header value checked) and its redacted summary;
@@ -24,6 +26,7 @@ import { classifyResponse, classifySendFailure } from "./classify";
 import { placeKeyInBody } from "./body-key";
 import { evaluateRequest } from "./evaluate";
 import { resolveKeyToSend, type KeyStore } from "./key";
+import { retentionRefusal } from "./retention";
 import { allowlistRefusal, resolveHeaderSecrets } from "./outbound";
 import { buildRequest, summariseRequest } from "./request";
 import { send } from "./send";
@@ -63,9 +66,15 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
 
   let key: string | undefined;
   if (keyRule !== null) {
-    const resolvedKey = await resolveKeyToSend(vertex.id, keyRule.expression, context, deps, keyRule);
+    const destination = url.origin;
+    const resolvedKey = await resolveKeyToSend(vertex.id, keyRule.expression, context, deps, keyRule, destination);
     if ("error" in resolvedKey) return { kind: "failed", error: resolvedKey.error };
     key = resolvedKey.key;
+    if (keyRule.retentionMs !== null) {
+      const facts = { vertexId: vertex.id, key, destination, send: resolvedKey.send, retentionMs: keyRule.retentionMs, now: deps.now() };
+      const refusal = retentionRefusal(facts);
+      if (refusal !== null) return { kind: "failed", error: refusal };
+    }
     if ("header" in keyRule.location) headers[keyRule.location.header] = key;
     else {
       const placed = placeKeyInBody(body, keyRule.location.bodyField, key);

@@ -12,6 +12,7 @@ import { DEFAULT_KEY_HEADER, type DestinationKey } from "../../definitions/desti
 import { DEFAULT_LIMITS, evaluateValue } from "../../expressions/evaluate";
 import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../../lib/key-constraints";
 import { errorMessage } from "../../lib/log";
+import type { KeySend, PersistedKey } from "../../ledger";
 import type { ExpressionContext } from "../plan";
 
 /** Where a destination's key travels, what the destination accepts in it, and who declared it. */
@@ -67,14 +68,24 @@ export function checkDestinationKey(value: unknown, rule: DestinationKeyRule): {
 export interface KeyStore {
   /** The key an earlier attempt persisted, from the claim. */
   persistedKey: string | null;
-  /** Fenced, only-if-absent persist; returns the stored key, or null when fenced out. */
-  persistKey: (key: string) => Promise<string | null>;
+  /** When the persisted key was first sent to each destination (origin), from the claim. */
+  keySends: Record<string, KeySend>;
+  /** When the step was created: no later than any send of its key (dates a send not on record). */
+  stepCreatedAt: number;
+  /** Fenced, only-if-absent persist with the first send to `destination` recorded; null when fenced out. */
+  persistKey: (key: string, destination: string) => Promise<PersistedKey | null>;
+  /** Record a send of the persisted key to `destination`, dated `at`, unless one is on record; null when fenced out. */
+  recordSend: (destination: string, at: number) => Promise<KeySend | null>;
 }
 
+/** The key to send, and when it was first sent to this destination (the retention guard's fact). */
+export type KeyToSend = PersistedKey;
+
 /**
- * The key to send: the persisted one, else evaluated, checked and persisted now. A declared key's
- * expression is evaluated with the destination's constraints, so its `$idempotencyKey` fits them
- * (src/expressions/key-shape.ts); the header form's is evaluated as it always was.
+ * The key to send: the persisted one, else evaluated, checked and persisted now — with its first
+ * send to `destination` on record either way. A declared key's expression is evaluated with the
+ * destination's constraints, so its `$idempotencyKey` fits them (src/expressions/key-shape.ts);
+ * the header form's is evaluated as it always was.
  */
 export async function resolveKeyToSend(
   vertexId: string,
@@ -82,8 +93,15 @@ export async function resolveKeyToSend(
   context: ExpressionContext,
   store: KeyStore,
   rule: DestinationKeyRule,
-): Promise<{ key: string } | { error: string }> {
-  if (store.persistedKey !== null) return { key: store.persistedKey };
+  destination: string,
+): Promise<KeyToSend | { error: string }> {
+  if (store.persistedKey !== null) {
+    // A key persisted before sends were recorded, or now going to another destination: its step's
+    // creation dates the send, which errs toward the guard refusing.
+    const send = store.keySends[destination] ?? (await store.recordSend(destination, store.stepCreatedAt));
+    if (send === null) return { error: TAKEN_OVER };
+    return { key: store.persistedKey, send };
+  }
   let checked: { key: string } | { error: string };
   try {
     const shape = rule.declaredBy === "declaration" ? rule.constraints : undefined;
@@ -92,7 +110,9 @@ export async function resolveKeyToSend(
     checked = { error: errorMessage(error) };
   }
   if ("error" in checked) return { error: `gateway ${vertexId}: invalid ${keyLabel(rule)}: ${checked.error}` };
-  const stored = await store.persistKey(checked.key);
-  if (stored === null) return { error: "the step was taken over before its key was persisted; nothing was sent" };
-  return { key: stored };
+  const stored = await store.persistKey(checked.key, destination);
+  if (stored === null) return { error: TAKEN_OVER };
+  return stored;
 }
+
+const TAKEN_OVER = "the step was taken over before its key was persisted; nothing was sent";

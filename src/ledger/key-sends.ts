@@ -1,0 +1,78 @@
+/**
+ * The destination keys' first sends (migrations/0008): per workspace, key and destination (the
+ * URL's origin), when the key was first sent and where the destination's retention counts from.
+ * The retention guard (src/steps/gateway/retention.ts) reads them; three places write them:
+ * - the first attempt's key persist (./steps.ts `persistIdempotencyKey`), in the same batch;
+ * - `recordKeySend`, for a key persisted before this table existed or sent to a new destination;
+ * - an operator retry that acknowledges the destination may have forgotten the key
+ *   (./operator.ts): `counted_from` moves to the retry, `first_sent_at` stays.
+ */
+import { fenceParams, STEP_FENCE, type Fence } from "./step-sql";
+
+/** When a key was first sent to one destination, and where its retention counts from. */
+export interface KeySend {
+  firstSentAt: number;
+  countedFrom: number;
+}
+
+/**
+ * The start of the error of a step the retention guard refused to send. The gateway writes it
+ * (src/steps/gateway/retention.ts) and `retryFailedStep` finds it, to ask for the operator's
+ * acknowledgement before a retry: the ledger owns both sides of this text.
+ */
+export const KEY_MAY_BE_FORGOTTEN_MARK = "not sent: the destination may have forgotten this key";
+
+/**
+ * `upsertKeySend`: the first send of the step's key to `destination`, unless one is on record —
+ * then the row is left as it is (the no-op update exists to RETURN it). Fenced: a stale worker
+ * records nothing. Binds the step fence ?1–?3, ?4 the time to record, ?5 the destination.
+ */
+export function upsertKeySend(db: D1Database, fence: Fence, at: number, destination: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO destination_key_sends (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id)
+       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, vertex_id
+       FROM steps WHERE ${STEP_FENCE} AND idempotency_key IS NOT NULL
+       ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET first_sent_at = first_sent_at
+       RETURNING first_sent_at AS firstSentAt, counted_from AS countedFrom`,
+    )
+    .bind(...fenceParams(fence), at, destination);
+}
+
+/**
+ * `recordKeySend`: the first send of a key already persisted (a step from before the table, or
+ * whose destination changed), dated `at` (the step's creation: no later than the real first
+ * send). Returns what is on record, or null when fenced out.
+ */
+export async function recordKeySend(db: D1Database, fence: Fence, at: number, destination: string): Promise<KeySend | null> {
+  return upsertKeySend(db, fence, at, destination).first<KeySend>();
+}
+
+/**
+ * The key sends of the step's persisted key in its workspace, as a JSON object destination →
+ * [firstSentAt, countedFrom]; '{}' when the step has no key or it was never sent. For a select over
+ * `steps` aliased `alias`.
+ */
+export function keySendsColumn(alias: string): string {
+  return `(SELECT coalesce(json_group_object(ks.destination, json_array(ks.first_sent_at, ks.counted_from)), '{}')
+    FROM destination_key_sends ks WHERE ks.workspace = ${alias}.workspace AND ks.idempotency_key = ${alias}.idempotency_key)`;
+}
+
+/** The JSON of `keySendsColumn`, parsed; a missing or malformed column reads as no sends. */
+export function parseKeySends(json: string | null): Record<string, KeySend> {
+  const sends: Record<string, KeySend> = {};
+  if (json === null) return sends;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return sends;
+  }
+  if (typeof parsed !== "object" || parsed === null) return sends;
+  for (const [destination, value] of Object.entries(parsed as Record<string, unknown>)) {
+    if (Array.isArray(value) && typeof value[0] === "number" && typeof value[1] === "number") {
+      sends[destination] = { firstSentAt: value[0], countedFrom: value[1] };
+    }
+  }
+  return sends;
+}
