@@ -30,6 +30,7 @@ export default defineConfig(async () => {
             // Worker secret must be added here: ungranted secrets are invisible, by design).
             SECRET_GRANTS: [
               "dev:PAYMENTS_KEY,WEBHOOK_SECRET",
+              "steps-attempts:PAYMENTS_KEY",
               "steps-claims:PAYMENTS_KEY",
               "steps-destination-key:PAYMENTS_KEY",
               "steps-gateway:PAYMENTS_KEY",

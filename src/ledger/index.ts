@@ -48,6 +48,7 @@ export {
   type Fence,
   type PersistedKey,
   type RetryInput,
+  type ScheduledRetry,
   type SettleInput,
   type SettleOutcome,
   type SettleResult,
@@ -58,6 +59,17 @@ export {
   type StepRun,
   type StepState,
 } from "./steps";
+
+// Every attempt of a step on record (written inside the step batches above; read with the trace).
+export {
+  MAX_ATTEMPT_ERROR_CHARS,
+  MAX_ATTEMPT_SUMMARY_BYTES,
+  MAX_ATTEMPTS_KEPT,
+  type AttemptOutcome,
+  type AttemptRecord,
+  type AttemptResponse,
+  type RetryDelayReason,
+} from "./attempts";
 
 // The destination keys' first sends: what the retention guard reads.
 export { KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type KeySend } from "./key-sends";

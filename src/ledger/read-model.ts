@@ -1,9 +1,10 @@
 /**
  * The read model: what the API shows — an execution's trace (the execution, its steps, their
- * events), the list of executions, one execution, its status, a workflow's scheduled runs. Reads
+ * events and attempts), the list of executions, one execution, its status, a workflow's scheduled runs. Reads
  * only, always scoped to the caller's workspace in SQL; rows leave as camelCase records through
  * the column maps below (./columns.ts).
  */
+import { readAttempts, type AttemptRecord } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { keySendsColumn } from "./key-sends";
@@ -66,6 +67,8 @@ export interface TraceRecords {
   execution: ExecutionRecord;
   steps: StepRecord[];
   events: StepEventRecord[];
+  /** The steps' attempts on record (at most `MAX_ATTEMPTS_KEPT` per step), per step oldest first. */
+  attempts: AttemptRecord[];
   /** The pinned version's definition (JSON text): what the trace says of each step's declaration (its destination key). */
   definitionJson: string | null;
 }
@@ -129,9 +132,9 @@ const SCHEDULE_RUN_RECORD = selectList<ScheduleRunRecord>({
   updatedAt: "updated_at",
 });
 
-/** The execution (in this workspace), its steps and their events: one round trip. Null: not in this workspace. */
+/** The execution (in this workspace), its steps, their events and attempts: one round trip. Null: not in this workspace. */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
-  const results = await new LabelledBatch<"execution" | "steps" | "events" | "definition">(db)
+  const results = await new LabelledBatch<"execution" | "steps" | "events" | "attempts" | "definition">(db)
     .add("execution", db.prepare(ONE_EXECUTION).bind(executionId, workspace))
     .add(
       "steps",
@@ -152,6 +155,7 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
         )
         .bind(executionId, workspace),
     )
+    .add("attempts", readAttempts(db, executionId, workspace))
     .add(
       "definition",
       db
@@ -169,6 +173,7 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
     execution,
     steps: results.rows<StepRecord>("steps"),
     events: results.rows<StepEventRecord>("events"),
+    attempts: results.rows<AttemptRecord>("attempts"),
     definitionJson: results.first<{ definitionJson: string }>("definition")?.definitionJson ?? null,
   };
 }

@@ -8,6 +8,16 @@
  * step as its worker: ?1 execution id, ?2 vertex id, ?3 epoch, ?4 now, then the rest.
  */
 import { sealedSecretsColumn } from "../secrets/store";
+import {
+  finishAttempt,
+  markLostAttempts,
+  openAttempt,
+  recordAttemptKey,
+  trimAttempts,
+  type AttemptEnd,
+  type AttemptResponse,
+  type RetryDelayReason,
+} from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { keySendsColumn, upsertKeySend, type KeySend } from "./key-sends";
@@ -333,9 +343,11 @@ export interface ClaimAndLoadResult {
 
 /**
  * Claim and load in ONE round trip: lease expiry record, [redelivery-dropped record,] the claim,
- * the run's context and the step's inputs. The claim is a single statement; the reads after it
- * tell the runner what it needs when the claim succeeded, and tell the consumer why when it did
- * not (completed, live lease, not due, unknown).
+ * the attempt's record (older open attempts marked lost, this one opened if the claim succeeded,
+ * the step's attempts trimmed to the newest `MAX_ATTEMPTS_KEPT`: ./attempts.ts), the run's
+ * context and the step's inputs. The claim is a single statement; the reads after it tell the
+ * runner what it needs when the claim succeeded, and tell the consumer why when it did not
+ * (completed, live lease, not due, unknown).
  */
 export async function claimAndLoad(
   db: D1Database,
@@ -344,11 +356,14 @@ export async function claimAndLoad(
   leaseMs: number,
   options: ClaimAndLoadOptions = {},
 ): Promise<ClaimAndLoadResult> {
-  const batch = new LabelledBatch<"leaseExpired" | "redeliveryDropped" | "claim" | "run" | "inputs">(db);
+  const batch = new LabelledBatch<"leaseExpired" | "redeliveryDropped" | "claim" | "attempts" | "run" | "inputs">(db);
   batch.add("leaseExpired", recordLeaseExpiry(db, ref, now));
   if (options.dropIfWaiting !== undefined) batch.add("redeliveryDropped", recordRedeliveryDropped(db, ref, now, options.dropIfWaiting));
   batch
     .add("claim", claimStep(db, ref, now, leaseMs))
+    .add("attempts", markLostAttempts(db, ref))
+    .add("attempts", openAttempt(db, ref, now))
+    .add("attempts", trimAttempts(db, ref))
     .add("run", readStepRun(db, ref))
     .add("inputs", readStepInputs(db, ref, now, options.inputs ?? { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: null }));
   const results = await batch.run();
@@ -370,8 +385,9 @@ export interface PersistedKey {
 }
 
 /**
- * `persistIdempotencyKey`: store the destination key computed at the first attempt and record its
- * first send to `destination` (the URL's origin) — one batch, fenced. The key is written only if
+ * `persistIdempotencyKey`: store the destination key computed at the first attempt (on the step
+ * and on the attempt's record) and record its first send to `destination` (the URL's origin) —
+ * one batch, fenced. The key is written only if
  * none is stored, so it is written once per step and never changes; the value the row holds is the
  * one to send. The send is recorded only if none is on record for this workspace, key and
  * destination: a start over finds the time of the first execution's send. Null: fenced out.
@@ -383,7 +399,7 @@ export async function persistIdempotencyKey(
   now: number,
   destination: string,
 ): Promise<PersistedKey | null> {
-  const results = await new LabelledBatch<"key" | "send">(db)
+  const results = await new LabelledBatch<"key" | "attempt" | "send">(db)
     .add(
       "key",
       db
@@ -394,6 +410,7 @@ export async function persistIdempotencyKey(
         )
         .bind(...fenceParams(fence), now, key),
     )
+    .add("attempt", recordAttemptKey(db, fence))
     .add("send", upsertKeySend(db, fence, now, destination))
     .run();
   const stored = results.first<{ idempotency_key: string }>("key");
@@ -453,6 +470,8 @@ export interface SettleInput {
   outcome: SettleOutcome;
   /** The redacted request summary (JSON), if the step made a request. */
   request: string | null;
+  /** What the destination answered this attempt, if it was a call that got an answer (the attempt's record). */
+  response?: AttemptResponse | null;
   /**
    * COMPLETED steps whose taken edges were not recorded (the entry step, written by ingress):
    * recorded here, idempotently, before the fan-in decisions read them.
@@ -555,17 +574,23 @@ function finishExecution(db: D1Database, executionId: string, now: number): D1Pr
 
 /**
  * Settle and dispatch: ONE batch (one transaction, one round trip) — the fenced-out record, the
- * settle, (when COMPLETED) the edge backfill and every descendant's fan-in decision, and the
- * execution's finish. The caller sends the queue messages for `dispatched` after this returns,
+ * attempt's end (./attempts.ts), the settle, (when COMPLETED) the edge backfill and every
+ * descendant's fan-in decision, and the execution's finish. The caller sends the queue messages for `dispatched` after this returns,
  * never before the commit.
  */
 export async function settleAndDispatch(db: D1Database, input: SettleInput): Promise<SettleResult> {
   const { fence, now } = input;
-  const batch = new LabelledBatch<"fencedOut" | "settle" | "backfill" | "decide" | "finish">(db)
-    .add(
-      "fencedOut",
-      recordFencedOut(db, fence, now, `late ${input.outcome.state.toLowerCase()} rejected: the step was taken over or re-dispatched`),
-    )
+  const o = input.outcome;
+  const attempt: AttemptEnd = {
+    outcome: o.state === "COMPLETED" ? "completed" : "failed",
+    request: input.request,
+    response: input.response ?? null,
+    error: o.state === "FAILED" ? o.error : null,
+    delay: null,
+  };
+  const batch = new LabelledBatch<"fencedOut" | "attempt" | "settle" | "backfill" | "decide" | "finish">(db)
+    .add("fencedOut", recordFencedOut(db, fence, now, `late ${o.state.toLowerCase()} rejected: the step was taken over or re-dispatched`))
+    .add("attempt", finishAttempt(db, fence, now, attempt))
     .add("settle", settleStep(db, input));
   if (input.outcome.state === "COMPLETED") {
     for (const b of input.backfill) batch.add("backfill", backfillNextVertices(db, fence.executionId, b.vertexId, b.nextVertices));
@@ -593,17 +618,34 @@ export interface RetryInput {
   /** The redacted request summary (JSON), if the attempt made one; null keeps the stored one. */
   request: string | null;
   output: string | null;
+  /** What the destination answered, if it answered (the attempt's record). */
+  response?: AttemptResponse | null;
+}
+
+/** A counted retry's input: why it waits until `availableAt` (the backoff, or the destination's `Retry-After`). */
+export interface ScheduledRetry extends RetryInput {
+  delayReason: Exclude<RetryDelayReason, "in-progress">;
 }
 
 /**
  * EXECUTING (fenced) → DISPATCHED, due at `availableAt`. One batch: fenced-out record, the
- * attempt's failure as an event, the transition. `uncounted` moves `retry_base` up with
- * `attempt`, so `attempt - retry_base` — the claims the budgets count — stays where it was.
+ * attempt's failure as an event, the attempt's end with its delay and why (./attempts.ts), the
+ * transition. `uncounted` (an in-progress re-check) moves `retry_base` up with `attempt`, so
+ * `attempt - retry_base` — the claims the budgets count — stays where it was.
  */
-async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, uncounted: boolean): Promise<boolean> {
-  const results = await new LabelledBatch<"fencedOut" | "attemptFailed" | "dispatched">(db)
+async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, reason: RetryDelayReason): Promise<boolean> {
+  const uncounted = reason === "in-progress";
+  const attempt: AttemptEnd = {
+    outcome: uncounted ? "in_progress" : "retried",
+    request: r.request,
+    response: r.response ?? null,
+    error: r.error,
+    delay: { ms: Math.max(0, r.availableAt - r.now), reason },
+  };
+  const results = await new LabelledBatch<"fencedOut" | "attemptFailed" | "attempt" | "dispatched">(db)
     .add("fencedOut", recordFencedOut(db, fence, r.now, "late retry rejected: the step was taken over or re-dispatched"))
     .add("attemptFailed", recordFencedEvent(db, fence, r.now, "attempt_failed", r.error))
+    .add("attempt", finishAttempt(db, fence, r.now, attempt))
     .add(
       "dispatched",
       db
@@ -621,8 +663,8 @@ async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, unc
 }
 
 /** `scheduleRetry`: a failed attempt within its budget waits for the next (counted). False: fenced out. */
-export function scheduleRetry(db: D1Database, fence: Fence, r: RetryInput): Promise<boolean> {
-  return backToDispatched(db, fence, r, false);
+export function scheduleRetry(db: D1Database, fence: Fence, r: ScheduledRetry): Promise<boolean> {
+  return backToDispatched(db, fence, r, r.delayReason);
 }
 
 /**
@@ -637,5 +679,6 @@ export function scheduleInProgressRecheck(
   r: Omit<RetryInput, "error"> & { attempt: number; detail: string },
 ): Promise<boolean> {
   const error = `${IN_PROGRESS_MARK} (attempt ${r.attempt}): ${r.detail}`;
-  return backToDispatched(db, fence, { now: r.now, availableAt: r.availableAt, error, request: r.request, output: r.output }, true);
+  const { now, availableAt, request, output, response } = r;
+  return backToDispatched(db, fence, { now, availableAt, error, request, output, response }, "in-progress");
 }

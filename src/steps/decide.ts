@@ -23,10 +23,13 @@ export interface ClaimFacts {
 export type Transition =
   | { kind: "complete"; output: unknown }
   | { kind: "fail"; error: string; output?: unknown }
-  /** Back to DISPATCHED, due in `delayMs`, counted against the retry budget. */
-  | { kind: "retry"; delayMs: number; error: string; output?: unknown }
+  /**
+   * Back to DISPATCHED, due in `delayMs`, counted against the retry budget. `reason`: the delay is
+   * the backoff's, or the destination's `Retry-After` (when it asked for at least as long).
+   */
+  | { kind: "retry"; delayMs: number; reason: "backoff" | "retry-after"; error: string; output?: unknown }
   /** Back to DISPATCHED, due in `delayMs`, not counted: the destination is still working on the key. */
-  | { kind: "recheck_in_progress"; delayMs: number; detail: string; output?: unknown };
+  | { kind: "recheck_in_progress"; delayMs: number; reason: "in-progress"; detail: string; output?: unknown };
 
 /**
  * Claims a step may take beyond its retry budget without ever settling. Every claim counts as an
@@ -78,7 +81,7 @@ export function decide(outcome: RunOutcome, claim: ClaimFacts, policy: RetryPoli
         const delayMs = inProgressWaitMs(inProgressPolicy, outcome.retryAfterMs, since + budget - now);
         const until = new Date(since + budget).toISOString();
         const detail = `${outcome.error}; asking again in ${delayMs} ms (in-progress budget until ${until})`;
-        return { kind: "recheck_in_progress", delayMs, detail, ...withOutput(outcome.output) };
+        return { kind: "recheck_in_progress", delayMs, reason: "in-progress", detail, ...withOutput(outcome.output) };
       }
       return {
         kind: "fail",
@@ -96,7 +99,16 @@ export function decide(outcome: RunOutcome, claim: ClaimFacts, policy: RetryPoli
       }
       const plan = planRetry(policy, used, random, outcome.retryAfterMs);
       if ("refused" in plan) return { kind: "fail", error: `${outcome.error}: ${plan.refused}`, ...withOutput(outcome.output) };
-      return { kind: "retry", delayMs: plan.delayMs, error: `attempt ${claim.attempt}: ${outcome.error}`, ...withOutput(outcome.output) };
+      // Retry-After is a floor over the backoff: it set the delay when the delay is what it asked for.
+      const reason =
+        outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0 && plan.delayMs === outcome.retryAfterMs ? "retry-after" : "backoff";
+      return {
+        kind: "retry",
+        delayMs: plan.delayMs,
+        reason,
+        error: `attempt ${claim.attempt}: ${outcome.error}`,
+        ...withOutput(outcome.output),
+      };
     }
   }
 }

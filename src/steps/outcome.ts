@@ -8,14 +8,27 @@ export interface RequestSummary {
   body?: unknown;
 }
 
+/** What the destination answered, as the attempt's record keeps it: allowlisted headers, secrets scrubbed. */
+export interface ResponseSummary {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** What every outcome of a call may carry for the record: the request sent and the answer got. */
+interface Recorded {
+  request?: RequestSummary;
+  response?: ResponseSummary;
+}
+
 export type RunOutcome =
-  | { kind: "completed"; output: unknown; request?: RequestSummary }
+  | ({ kind: "completed"; output: unknown } & Recorded)
   /** Will fail the same way again: not retried. */
-  | { kind: "failed"; error: string; request?: RequestSummary; output?: unknown }
+  | ({ kind: "failed"; error: string; output?: unknown } & Recorded)
   /** Transient: retried while the vertex's retry budget lasts. */
-  | { kind: "retryable"; error: string; retryAfterMs?: number; request?: RequestSummary; output?: unknown }
+  | ({ kind: "retryable"; error: string; retryAfterMs?: number; output?: unknown } & Recorded)
   /**
    * The destination says a request with this step's key is still running there (an earlier
    * attempt of this very step): not a failure — ask again later, within the in-progress budget.
    */
-  | { kind: "in_progress"; error: string; retryAfterMs?: number; request?: RequestSummary; output?: unknown };
+  | ({ kind: "in_progress"; error: string; retryAfterMs?: number; output?: unknown } & Recorded);

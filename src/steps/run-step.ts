@@ -40,7 +40,7 @@ import { decide, overClaimBudget, type ClaimFacts, type Transition } from "./dec
 import { sendStepMessages } from "./dispatch";
 import { mustVerify, runGateway } from "./gateway";
 import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
-import type { RunOutcome } from "./outcome";
+import type { ResponseSummary, RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
 import { dropsIfNotClaimable, type Delivery } from "./redelivery";
 import { delaySeconds } from "./retry-policy";
@@ -86,7 +86,7 @@ export async function runStep(
   const now = rt.now();
   const transition = decide(outcome, facts, policy, now, rt.random);
   const request = outcome.request ? json(outcome.request) : null;
-  return apply(rt, { ref, fence, step, attempt: claimed.attempt, now, request }, transition);
+  return apply(rt, { ref, fence, step, attempt: claimed.attempt, now, request, response: outcome.response ?? null }, transition);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -257,6 +257,7 @@ function boundOutput(outcome: RunOutcome): RunOutcome {
   return {
     kind: "failed",
     ...(outcome.request ? { request: outcome.request } : {}),
+    ...(outcome.response ? { response: outcome.response } : {}),
     error:
       `the step's output is ${bytes} bytes of JSON, over the ${MAX_OUTPUT_BYTES}-byte bound; ` +
       "it was not stored. Make the output smaller",
@@ -276,17 +277,20 @@ interface Applying {
   now: number;
   /** The redacted request summary (JSON), if the attempt made one. */
   request: string | null;
+  /** What the destination answered, if it did (the attempt's record). */
+  response: ResponseSummary | null;
 }
 
 async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Decision> {
   const output = "output" in t && t.output !== undefined ? json(t.output) : null;
+  const later = { now: a.now, request: a.request, response: a.response, output };
   switch (t.kind) {
     case "retry": {
-      const retry = { now: a.now, availableAt: a.now + t.delayMs, error: t.error, request: a.request, output };
+      const retry = { ...later, availableAt: a.now + t.delayMs, delayReason: t.reason, error: t.error };
       return afterRetryScheduled(rt, a.ref, await scheduleRetry(rt.db, a.fence, retry), t.delayMs);
     }
     case "recheck_in_progress": {
-      const recheck = { now: a.now, availableAt: a.now + t.delayMs, attempt: a.attempt, detail: t.detail, request: a.request, output };
+      const recheck = { ...later, availableAt: a.now + t.delayMs, attempt: a.attempt, detail: t.detail };
       return afterRetryScheduled(rt, a.ref, await scheduleInProgressRecheck(rt.db, a.fence, recheck), t.delayMs);
     }
     case "complete": {
@@ -336,6 +340,7 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
     now: a.now,
     outcome,
     request: a.request,
+    response: a.response,
     backfill,
     descendants: outcome.state === "COMPLETED" ? descendantsInOrder(a.step.definition, a.ref.vertexId) : [],
   });

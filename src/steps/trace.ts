@@ -1,8 +1,9 @@
 /**
  * The execution trace (SPEC section 4): every step with its state, attempts, epoch, lease, the
  * key it sent, the redacted request summary, the response summary, errors and events
- * (fenced-out writes, failed attempts, expired leases, operator retries, dead letters), and per
- * Gateway step its destination key declaration (./key-trace.ts).
+ * (fenced-out writes, failed attempts, expired leases, operator retries, dead letters), every
+ * attempt on record (`attempts[]`), and per Gateway step its destination key declaration
+ * (./key-trace.ts).
  * One round trip (src/ledger/read-model.ts `readTraceRecords`).
  */
 import type { GatewayVertex } from "../definitions/schema";
@@ -10,6 +11,7 @@ import {
   listExecutionRecords,
   parseKeySends,
   readTraceRecords,
+  type AttemptRecord,
   type ExecutionListFilter,
   type ExecutionRecord,
   type StepRecord,
@@ -51,7 +53,39 @@ export function executionSummary(e: ExecutionRecord) {
   };
 }
 
-function stepTrace(s: StepRecord, events: TraceEvent[], gateway: GatewayVertex | undefined) {
+/** An attempt's stored answer: allowlisted headers and body, or (over the bound) a preview of it (src/ledger/attempts.ts). */
+interface AttemptResponseSummary {
+  headers?: Record<string, string>;
+  body?: unknown;
+  truncated?: true;
+  bytes?: number;
+  preview?: string;
+}
+
+/**
+ * One attempt of a step (docs/steps.md "Every attempt on record"). An attempt still open whose
+ * step has moved on — another epoch, or no longer EXECUTING (the reaper re-dispatched it after its
+ * lease expired) — is shown `lost` even before the next claim records it so.
+ */
+function attemptTrace(a: AttemptRecord, step: StepRecord) {
+  const open = step.state === "EXECUTING" && step.epoch === a.epoch;
+  return {
+    epoch: a.epoch,
+    attempt: a.attempt,
+    outcome: a.outcome === "running" && !open ? "lost" : a.outcome,
+    startedAt: iso(a.startedAt),
+    finishedAt: iso(a.finishedAt),
+    durationMs: a.finishedAt === null ? null : a.finishedAt - a.startedAt,
+    idempotencyKey: a.idempotencyKey,
+    request: parsed(a.requestJson),
+    response: a.responseStatus === null ? null : { status: a.responseStatus, ...(parsed(a.responseJson) as AttemptResponseSummary) },
+    error: a.error,
+    // The delay chosen and why (`backoff`, `retry-after`, `in-progress`); due from the attempt's end.
+    retryDelay: a.delayMs === null ? null : { ms: a.delayMs, reason: a.delayReason, until: iso((a.finishedAt ?? a.startedAt) + a.delayMs) },
+  };
+}
+
+function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[], gateway: GatewayVertex | undefined) {
   return {
     vertexId: s.vertexId,
     state: s.state,
@@ -75,6 +109,7 @@ function stepTrace(s: StepRecord, events: TraceEvent[], gateway: GatewayVertex |
     createdAt: iso(s.createdAt),
     finishedAt: iso(s.finishedAt),
     events,
+    attempts: attempts.map((a) => attemptTrace(a, s)),
   };
 }
 
@@ -84,18 +119,25 @@ export type Trace = ReturnType<typeof executionSummary> & { steps: Array<ReturnT
 export async function readTrace(db: D1Database, workspace: string, executionId: string): Promise<Trace | null> {
   const rows = await readTraceRecords(db, workspace, executionId);
   if (!rows) return null;
-  const byStep = new Map<string, TraceEvent[]>();
-  for (const ev of rows.events) {
-    const list = byStep.get(ev.vertexId) ?? [];
-    list.push({ type: ev.type, epoch: ev.epoch, at: iso(ev.at), detail: ev.detail });
-    byStep.set(ev.vertexId, list);
-  }
+  const events = byVertex(rows.events, (ev): TraceEvent => ({ type: ev.type, epoch: ev.epoch, at: iso(ev.at), detail: ev.detail }));
+  const attempts = byVertex(rows.attempts, (a) => a);
   const { workspace: ws, workflowId, version } = rows.execution;
   const gateways = gatewayVerticesOf(rows.definitionJson, JSON.stringify([ws, workflowId, version]));
   return {
     ...executionSummary(rows.execution),
-    steps: rows.steps.map((s) => stepTrace(s, byStep.get(s.vertexId) ?? [], gateways.get(s.vertexId))),
+    steps: rows.steps.map((s) => stepTrace(s, events.get(s.vertexId) ?? [], attempts.get(s.vertexId) ?? [], gateways.get(s.vertexId))),
   };
+}
+
+/** Records grouped by their step, in the order read. */
+function byVertex<R extends { vertexId: string }, T>(records: readonly R[], map: (record: R) => T): Map<string, T[]> {
+  const grouped = new Map<string, T[]>();
+  for (const record of records) {
+    const list = grouped.get(record.vertexId) ?? [];
+    list.push(map(record));
+    grouped.set(record.vertexId, list);
+  }
+  return grouped;
 }
 
 export interface ExecutionPage {

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { claimAndLoad, extendLease, settleAndDispatch } from "../../src/ledger";
 import { readTrace, type Trace } from "../../src/steps/trace";
 import { countingD1 } from "../helpers/counting-d1";
-import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique, type StepView as StepRow } from "./helpers";
+import { chargeWorkflow, crashOnce, executionStatus, harness, seedWorkflow, stepsOf, unique, type StepView as StepRow } from "./helpers";
 
 const WS = "steps-claims";
 
@@ -38,7 +38,7 @@ describe("claims", () => {
     await h.deliver([first!.body]); // charge: claim batch, persist key (+ its first send), settle batch
     const chargeCalls = counting.calls.map((c) => c.kind);
     expect(chargeCalls).toEqual(["batch", "batch", "batch"]);
-    expect(counting.calls[1]!.sql).toHaveLength(2);
+    expect(counting.calls[1]!.sql).toHaveLength(3); // the key, the attempt's key, the key's first send
     const [next] = h.queue.take();
     counting.reset();
     await h.deliver([next!.body]); // done (TRANSFORM)
@@ -211,16 +211,7 @@ describe("claims", () => {
   });
 
   it("crash after the destination call, before settle: the re-run after lease expiry sends the SAME key; it charges once", async () => {
-    let crash = true;
-    const h = harness({
-      leaseMs: 2_000,
-      afterRun: () => {
-        if (crash) {
-          crash = false;
-          throw new Error("worker died after the side effect");
-        }
-      },
-    });
+    const h = harness({ leaseMs: 2_000, afterRun: crashOnce() });
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     const id = await h.start(wf, { order: { id: "H-1", total: 99 } });
     const [msg] = h.queue.take();

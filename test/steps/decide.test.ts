@@ -46,14 +46,28 @@ const table: Row[] = [
     outcome: { kind: "retryable", error: "HTTP 503" },
     claim: claim(2),
     policy: POLICY,
-    expected: { kind: "retry", delayMs: 1_999, error: "attempt 2: HTTP 503" },
+    expected: { kind: "retry", delayMs: 1_999, reason: "backoff", error: "attempt 2: HTTP 503" },
   },
   {
-    name: "retryable failure with Retry-After → the later of backoff and Retry-After",
+    name: "retryable failure with Retry-After → the later of backoff and Retry-After, saying Retry-After set it",
     outcome: { kind: "retryable", error: "HTTP 429", retryAfterMs: 30_000 },
     claim: claim(1),
     policy: POLICY,
-    expected: { kind: "retry", delayMs: 30_000, error: "attempt 1: HTTP 429" },
+    expected: { kind: "retry", delayMs: 30_000, reason: "retry-after", error: "attempt 1: HTTP 429" },
+  },
+  {
+    name: "retryable failure with a Retry-After shorter than the backoff → the backoff, saying so",
+    outcome: { kind: "retryable", error: "HTTP 503", retryAfterMs: 500 },
+    claim: claim(2),
+    policy: POLICY,
+    expected: { kind: "retry", delayMs: 1_999, reason: "backoff", error: "attempt 2: HTTP 503" },
+  },
+  {
+    name: "retryable failure with a Retry-After in the past (0 ms) → the backoff",
+    outcome: { kind: "retryable", error: "HTTP 503", retryAfterMs: 0 },
+    claim: claim(1),
+    policy: POLICY,
+    expected: { kind: "retry", delayMs: 999, reason: "backoff", error: "attempt 1: HTTP 503" },
   },
   {
     name: "retryable failure whose Retry-After is over the ceiling → fail, naming it",
@@ -79,7 +93,7 @@ const table: Row[] = [
     outcome: { kind: "retryable", error: "HTTP 503" },
     claim: claim(5, 4),
     policy: POLICY,
-    expected: { kind: "retry", delayMs: 999, error: "attempt 5: HTTP 503" },
+    expected: { kind: "retry", delayMs: 999, reason: "backoff", error: "attempt 5: HTTP 503" },
   },
   {
     name: "a vertex without a retry policy never retries",
@@ -96,6 +110,7 @@ const table: Row[] = [
     expected: {
       kind: "recheck_in_progress",
       delayMs: 5_000,
+      reason: "in-progress",
       detail:
         "HTTP 409 in progress; asking again in 5000 ms " +
         `(in-progress budget until ${new Date(NOW - 60_000 + DEFAULT_IN_PROGRESS_BUDGET_MS).toISOString()})`,
@@ -107,7 +122,7 @@ const table: Row[] = [
     claim: claim(1),
     policy: POLICY,
     expected: (t) => {
-      expect(t).toMatchObject({ kind: "recheck_in_progress", delayMs: POLICY.initialDelayMs });
+      expect(t).toMatchObject({ kind: "recheck_in_progress", delayMs: POLICY.initialDelayMs, reason: "in-progress" });
       expect(t.kind === "recheck_in_progress" && t.detail).toContain(new Date(NOW + DEFAULT_IN_PROGRESS_BUDGET_MS).toISOString());
     },
   },

@@ -119,6 +119,16 @@ export class Destination {
   }
 }
 
+/** An `afterRun` hook whose first call throws: the worker "dies" after the side effect, before its settle. */
+export function crashOnce(): NonNullable<StepRuntime["afterRun"]> {
+  let crashed = false;
+  return () => {
+    if (crashed) return;
+    crashed = true;
+    throw new Error("worker died after the side effect");
+  };
+}
+
 let counter = 0;
 export function unique(prefix: string): string {
   counter += 1;

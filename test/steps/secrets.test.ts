@@ -67,6 +67,15 @@ describe("secrets", () => {
     const dump = await dumpEveryTable();
     expect(dump).toContain("[redacted]");
     expect(dump).not.toContain(canary);
+    // Every attempt is on record (its table is in the dump above), redacted like the step row.
+    const attempts = await env.DB.prepare("SELECT vertex_id, request, response FROM step_attempts WHERE execution_id = ?1")
+      .bind(id)
+      .all<{ vertex_id: string; request: string | null; response: string | null }>();
+    const flaky = attempts.results.filter((a) => a.vertex_id === "flaky");
+    expect(flaky).toHaveLength(2);
+    for (const a of flaky) expect(JSON.parse(a.request!).headers["X-Api-Key"]).toBe("[redacted]");
+    const echo = attempts.results.find((a) => a.vertex_id === "echo")!;
+    expect(JSON.parse(echo.response!).body.headers.authorization).toBe("Bearer [redacted]");
     const ctx = createExecutionContext();
     const responses = await Promise.all(
       [`/v1/executions/${id}`, `/v1/executions?workflowId=${wf.workflowId}`].map(async (path) => {

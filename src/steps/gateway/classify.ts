@@ -10,7 +10,7 @@
 import type { GatewayVertex } from "../../definitions/schema";
 import { errorMessage } from "../../lib/log";
 import { allowlistedHeaders, parseBody } from "../http-response";
-import type { RequestSummary, RunOutcome } from "../outcome";
+import type { RequestSummary, ResponseSummary, RunOutcome } from "../outcome";
 import { isRetryableStatus, parseRetryAfter } from "../retry-policy";
 import { scrubDeep, scrubSecrets } from "../secrets";
 import type { SendResult } from "./send";
@@ -60,29 +60,29 @@ export function classifyResponse(answer: { response: Response; text: string }, a
       idempotencyKey: attempt.key ?? null,
     },
     attempt.secretValues,
-  ) as { status: number; body?: unknown };
+  ) as ResponseSummary & { idempotencyKey: string | null };
   const status = response.status;
   const what = `${endpoint(attempt)} answered ${status}`;
   const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"), now);
-  if (status >= 200 && status < 300) return { kind: "completed", output, request };
+  // Every outcome below carries the request and the answer for the attempt's record.
+  const recorded = { output, request, response: { status, headers: output.headers, body: output.body } };
+  if (status >= 200 && status < 300) return { kind: "completed", ...recorded };
   // Before the 409 rules: "in progress" is neither "already processed" nor an answer to route on.
   if (isInProgress(status, retryAfterMs, output.body)) {
     const after = retryAfterMs === undefined ? "" : ` (Retry-After ${Math.ceil(retryAfterMs / 1000)} s)`;
     return {
       kind: "in_progress",
-      output,
-      request,
+      ...recorded,
       error: `${what}${after}: the request with this key is still running there`,
       retryAfterMs,
     };
   }
-  if (status === 409 && config.conflictAsProcessed) return { kind: "completed", output, request };
-  if (isRetryableStatus(status)) return { kind: "retryable", output, request, error: what, retryAfterMs };
-  if (config.clientErrorMode === "complete") return { kind: "completed", output, request };
+  if (status === 409 && config.conflictAsProcessed) return { kind: "completed", ...recorded };
+  if (isRetryableStatus(status)) return { kind: "retryable", ...recorded, error: what, retryAfterMs };
+  if (config.clientErrorMode === "complete") return { kind: "completed", ...recorded };
   return {
     kind: "failed",
-    output,
-    request,
+    ...recorded,
     error: `${what}; not retried (a ${status} will not change by itself). Set clientErrorMode: "complete" to route on it instead`,
   };
 }

@@ -100,7 +100,9 @@ export async function runVerifyProbe(vertex: GatewayVertex, context: ExpressionC
   } catch (error) {
     return fail(`the condition failed: ${errorMessage(error)}`, request);
   }
-  if (holds === true) return decided({ kind: "completed", output: { verified: VERIFIED_EXISTING, ...answer }, request });
+  if (holds === true) {
+    return decided({ kind: "completed", output: { verified: VERIFIED_EXISTING, ...answer }, request, response: classified.response });
+  }
   if (holds === false || holds === undefined) return { kind: "absent" };
   return fail(`the condition produced ${typeof holds}, not true or false; nothing was written`, request);
 }

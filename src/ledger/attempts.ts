@@ -1,0 +1,263 @@
+/**
+ * Every attempt of a step on record (migrations/0010): one row per (execution, vertex, epoch),
+ * bounded per step and in size. The statements are private to the ledger: ./steps.ts places them
+ * in the batches that already run, so no path gains a round trip —
+ * - the claim batch (`claimAndLoad`): `markLostAttempts`, `openAttempt`, `trimAttempts`;
+ * - the key persist batch (`persistIdempotencyKey`): `recordAttemptKey`;
+ * - the batch that ends the attempt (`settleAndDispatch`, `scheduleRetry`,
+ *   `scheduleInProgressRecheck`): `finishAttempt`, fenced, placed before the transition (which
+ *   moves the step out of EXECUTING and so would make the fence fail).
+ * ./read-model.ts reads them for the trace (`readAttempts`).
+ *
+ * Parameters follow the ledger's convention: the step fence is ?1 execution id, ?2 vertex id,
+ * ?3 epoch.
+ */
+import { selectList } from "./columns";
+import { fenceParams, STEP_FENCE, type Fence, type StepRef } from "./step-sql";
+
+/**
+ * Attempts kept per step: the newest 20 (older ones are deleted by the claim batch that adds the
+ * 21st). Enough for a whole retry budget plus the crash allowance of the default policy (3 + 10)
+ * with room for in-progress re-checks; the step row keeps the counters of everything.
+ */
+export const MAX_ATTEMPTS_KEPT = 20;
+
+/** The most bytes of JSON an attempt keeps of its request summary, and of its response. */
+export const MAX_ATTEMPT_SUMMARY_BYTES = 8192;
+
+/** The most characters an attempt keeps of its error. */
+export const MAX_ATTEMPT_ERROR_CHARS = 2000;
+
+export type AttemptOutcome = "running" | "completed" | "failed" | "retried" | "in_progress" | "lost";
+
+/** Why a retry waits as long as it does: the backoff, the destination's `Retry-After`, or its "in progress". */
+export type RetryDelayReason = "backoff" | "retry-after" | "in-progress";
+
+/** What an attempt got back from its destination (the step output's view: allowlisted headers, secrets scrubbed). */
+export interface AttemptResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** How an attempt ended, as the batch that ends it records it. */
+export interface AttemptEnd {
+  outcome: "completed" | "failed" | "retried" | "in_progress";
+  /** The redacted request summary (JSON text), if the attempt made one. */
+  request: string | null;
+  response: AttemptResponse | null;
+  error: string | null;
+  delay: { ms: number; reason: RetryDelayReason } | null;
+}
+
+export interface AttemptRecord {
+  vertexId: string;
+  epoch: number;
+  attempt: number;
+  outcome: AttemptOutcome;
+  startedAt: number;
+  finishedAt: number | null;
+  idempotencyKey: string | null;
+  /** The redacted request summary (JSON text, at most `MAX_ATTEMPT_SUMMARY_BYTES`). */
+  requestJson: string | null;
+  responseStatus: number | null;
+  /** `{ headers, body }` of the response (JSON text, bounded like the request). */
+  responseJson: string | null;
+  error: string | null;
+  delayMs: number | null;
+  delayReason: RetryDelayReason | null;
+}
+
+const ATTEMPT_RECORD = selectList<AttemptRecord>({
+  vertexId: "a.vertex_id",
+  epoch: "a.epoch",
+  attempt: "a.attempt",
+  outcome: "a.outcome",
+  startedAt: "a.started_at",
+  finishedAt: "a.finished_at",
+  idempotencyKey: "a.idempotency_key",
+  requestJson: "a.request",
+  responseStatus: "a.response_status",
+  responseJson: "a.response",
+  error: "a.error",
+  delayMs: "a.delay_ms",
+  delayReason: "a.delay_reason",
+});
+
+// ---------------------------------------------------------------------------------------------
+// The claim batch
+
+/**
+ * `markLostAttempts`: an attempt still open under an older epoch than the step's can never finish
+ * (its fence cannot hold again): it was lost — its worker died, or stalled until another claim
+ * took the step over. Runs after `claimStep`; true whatever the claim's result, so no condition
+ * on it. Binds ?1 execution id, ?2 vertex id.
+ */
+export function markLostAttempts(db: D1Database, ref: StepRef): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE step_attempts SET outcome = 'lost'
+       WHERE execution_id = ?1 AND vertex_id = ?2 AND outcome = 'running'
+         AND epoch < (SELECT s.epoch FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id = ?2)`,
+    )
+    .bind(ref.executionId, ref.vertexId);
+}
+
+/**
+ * `openAttempt`: the row of the epoch this batch just claimed — only if it did: the step is
+ * EXECUTING and was updated at `now` (as `readStepInputs` decides), and the primary key on the
+ * epoch makes a second row for one claim impossible (a live lease held by another worker already
+ * has its row). The key is the one already persisted, if any. Binds ?1, ?2, ?3 now.
+ */
+export function openAttempt(db: D1Database, ref: StepRef, now: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key)
+       SELECT execution_id, vertex_id, epoch, attempt, 'running', ?3, idempotency_key
+       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND state = 'EXECUTING' AND updated_at = ?3
+       ON CONFLICT (execution_id, vertex_id, epoch) DO NOTHING`,
+    )
+    .bind(ref.executionId, ref.vertexId, now);
+}
+
+/**
+ * `trimAttempts`: keep the newest `MAX_ATTEMPTS_KEPT` attempts of the step (a primary-key range;
+ * nothing to do while there are fewer — the subquery is NULL). Binds ?1, ?2, ?3 = kept - 1.
+ */
+export function trimAttempts(db: D1Database, ref: StepRef): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM step_attempts
+       WHERE execution_id = ?1 AND vertex_id = ?2
+         AND epoch < (SELECT k.epoch FROM step_attempts k WHERE k.execution_id = ?1 AND k.vertex_id = ?2
+                      ORDER BY k.epoch DESC LIMIT 1 OFFSET ?3)`,
+    )
+    .bind(ref.executionId, ref.vertexId, MAX_ATTEMPTS_KEPT - 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// During and at the end of the attempt (fenced)
+
+/** The attempt's row while its fence holds. Binds the fence ?1–?3. */
+const OWN_OPEN_ATTEMPT = `execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND outcome = 'running'
+  AND EXISTS (SELECT 1 FROM steps WHERE ${STEP_FENCE})`;
+
+/** `recordAttemptKey`: the key a first attempt persisted (placed after the key's UPDATE in the persist batch). */
+export function recordAttemptKey(db: D1Database, fence: Fence): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE step_attempts SET idempotency_key = (SELECT idempotency_key FROM steps WHERE ${STEP_FENCE})
+       WHERE ${OWN_OPEN_ATTEMPT}`,
+    )
+    .bind(...fenceParams(fence));
+}
+
+/**
+ * `finishAttempt`: how the attempt ended, fenced — a worker fenced out changes nothing here (its
+ * row was marked lost by the claim that replaced it, and the newer row has another epoch). Must
+ * come before the batch's transition of the step. Binds the fence, ?4 now, ?5–?11 the record.
+ */
+export function finishAttempt(db: D1Database, fence: Fence, now: number, end: AttemptEnd): D1PreparedStatement {
+  const response = end.response ? boundedJson({ headers: end.response.headers, body: end.response.body }) : null;
+  return db
+    .prepare(
+      `UPDATE step_attempts
+         SET outcome = ?5, finished_at = ?4, request = ?6, response_status = ?7, response = ?8, error = ?9,
+             delay_ms = ?10, delay_reason = ?11
+       WHERE ${OWN_OPEN_ATTEMPT}`,
+    )
+    .bind(
+      ...fenceParams(fence),
+      now,
+      end.outcome,
+      end.request === null ? null : boundedJsonText(end.request),
+      response === null ? null : end.response!.status,
+      response,
+      end.error === null ? null : truncateChars(end.error, MAX_ATTEMPT_ERROR_CHARS),
+      end.delay?.ms ?? null,
+      end.delay?.reason ?? null,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The trace's read
+
+/** `readAttempts`: the attempts of an execution in `workspace`, per step oldest first. Binds ?1 execution id, ?2 workspace. */
+export function readAttempts(db: D1Database, executionId: string, workspace: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT ${ATTEMPT_RECORD} FROM step_attempts a
+       WHERE a.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
+       ORDER BY a.vertex_id, a.epoch`,
+    )
+    .bind(executionId, workspace);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounds (a value over them would make the CHECK refuse the whole batch that ends the attempt)
+
+const utf8 = new TextEncoder();
+const bytesOf = (text: string): number => utf8.encode(text).byteLength;
+
+/** At most `max` UTF-16 units, never splitting a surrogate pair. */
+export function truncateChars(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const end = /[\uD800-\uDBFF]/.test(text[max - 1]!) ? max - 1 : max;
+  return text.slice(0, end);
+}
+
+/** The longest prefix of `text` whose UTF-8 is at most `maxBytes`. */
+function prefixWithin(text: string, maxBytes: number): string {
+  if (bytesOf(text) <= maxBytes) return text;
+  let low = 0;
+  let high = Math.min(text.length, maxBytes);
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (bytesOf(truncateChars(text, mid)) <= maxBytes) low = mid;
+    else high = mid - 1;
+  }
+  return truncateChars(text, low);
+}
+
+/** Preview lengths tried, longest first, for a summary over the bound (JSON escaping can grow a preview). */
+const PREVIEW_BYTES = [4096, 1024, 256, 0];
+
+/**
+ * A summary as JSON text of at most `MAX_ATTEMPT_SUMMARY_BYTES`. Over it, a `body` is replaced by
+ * `{ truncated, bytes, preview }` (the start of its text); if the rest is still too large, the
+ * whole summary is. Truncation happens after redaction, so a preview holds no secret either.
+ */
+export function boundedJson(value: unknown): string {
+  const text = JSON.stringify(value ?? null);
+  if (bytesOf(text) <= MAX_ATTEMPT_SUMMARY_BYTES) return text;
+  const fits = (candidate: string) => bytesOf(candidate) <= MAX_ATTEMPT_SUMMARY_BYTES;
+  if (value !== null && typeof value === "object" && !Array.isArray(value) && "body" in value) {
+    const { body } = value as { body: unknown };
+    const bodyText = typeof body === "string" ? body : JSON.stringify(body ?? null);
+    for (const bytes of PREVIEW_BYTES) {
+      const candidate = JSON.stringify({ ...value, body: truncated(bodyText, bytes) });
+      if (fits(candidate)) return candidate;
+    }
+  }
+  for (const bytes of PREVIEW_BYTES) {
+    const candidate = JSON.stringify(truncated(text, bytes));
+    if (fits(candidate)) return candidate;
+  }
+  return JSON.stringify({ truncated: true, bytes: bytesOf(text) });
+}
+
+const truncated = (text: string, previewBytes: number) => ({
+  truncated: true,
+  bytes: bytesOf(text),
+  preview: prefixWithin(text, previewBytes),
+});
+
+/** `boundedJson` of a summary already serialised: parsed only when over the bound. */
+function boundedJsonText(text: string): string {
+  if (bytesOf(text) <= MAX_ATTEMPT_SUMMARY_BYTES) return text;
+  try {
+    return boundedJson(JSON.parse(text) as unknown);
+  } catch {
+    return boundedJson(text);
+  }
+}
