@@ -207,6 +207,14 @@ await test("a lost response (fault after commit) is retried with the same key: o
   expectEqual(charge.idempotencyKey, `charge-${orderId}`, "the persisted key");
   expectEqual(charge.output?.status, 201, "the charge step's final status (the replayed 201)");
   expectEqual(charge.output?.headers?.["idempotent-replayed"], "true", "the second attempt was answered by the destination's ledger");
+  // Every attempt on record, each with the one key: the first saw the 502 and waited the backoff.
+  const attempts = charge.attempts ?? [];
+  expectEqual(attempts.length, charge.attempt, `attempts on record (${JSON.stringify(attempts)})`);
+  expectEqual([...new Set(attempts.map((a) => a.idempotencyKey))].join(), `charge-${orderId}`, "the key of every attempt");
+  expectEqual(attempts[0].outcome, "retried", "the first attempt's outcome");
+  expectEqual(attempts[0].response?.status, 502, "the first attempt's answer");
+  expectEqual(attempts[0].retryDelay?.reason, "backoff", "why the first attempt's retry waited");
+  expectEqual(attempts.at(-1).outcome, "completed", "the last attempt's outcome");
 
   const faults = await demoGet("/faults");
   expectEqual(faults.items.find((f) => f.id === fault.id)?.fired, 1, "times the fault fired");
