@@ -276,6 +276,47 @@ describe("every attempt on record", () => {
   });
 });
 
+describe("the schema states the rules (migrations/0010)", () => {
+  const insert = (row: Record<string, unknown>) => {
+    const values = { execution_id: unique("x"), vertex_id: "v", epoch: 1, attempt: 1, outcome: "running", started_at: 1, ...row };
+    const names = Object.keys(values);
+    return env.DB.prepare(`INSERT INTO step_attempts (${names.join(", ")}) VALUES (${names.map((_, i) => `?${i + 1}`).join(", ")})`)
+      .bind(...Object.values(values))
+      .run();
+  };
+
+  it("accepts the rows the ledger writes", async () => {
+    await insert({});
+    await insert({ outcome: "lost" });
+    await insert({ outcome: "completed", finished_at: 2, response_status: 201, response: "{}" });
+    await insert({ outcome: "retried", finished_at: 2, delay_ms: 500, delay_reason: "backoff", error: "e" });
+    await insert({ outcome: "in_progress", finished_at: 2, delay_ms: 1000, delay_reason: "in-progress" });
+  });
+
+  for (const [name, row] of [
+    ["a finished attempt without its end time", { outcome: "completed" }],
+    ["a running attempt with an end time", { finished_at: 2 }],
+    ["a lost attempt with an end time", { outcome: "lost", finished_at: 2 }],
+    ["an end before the start", { outcome: "failed", started_at: 5, finished_at: 2 }],
+    ["a retry without its delay", { outcome: "retried", finished_at: 2 }],
+    ["a delay without its reason", { outcome: "retried", finished_at: 2, delay_ms: 5 }],
+    ["a completed attempt with a delay", { outcome: "completed", finished_at: 2, delay_ms: 5, delay_reason: "backoff" }],
+    [
+      "an in-progress re-check waiting for another reason",
+      { outcome: "in_progress", finished_at: 2, delay_ms: 5, delay_reason: "backoff" },
+    ],
+    ["a counted retry waiting for in-progress", { outcome: "retried", finished_at: 2, delay_ms: 5, delay_reason: "in-progress" }],
+    ["an unknown outcome", { outcome: "maybe" }],
+    ["a response without its status", { outcome: "completed", finished_at: 2, response: "{}" }],
+    ["a request summary over 8 KiB", { request: "r".repeat(8193) }],
+    ["an error over 2,000 characters", { error: "e".repeat(2001) }],
+  ] as const) {
+    it(`refuses ${name}`, async () => {
+      await expect(insert(row)).rejects.toThrow(/CHECK constraint failed/);
+    });
+  }
+});
+
 describe("round trips", () => {
   it("are unchanged: a Gateway first attempt 3, a later one 2, a TRANSFORM 2, a duplicate 1, the trace 1", async () => {
     const counting = countingD1(env.DB);
