@@ -387,10 +387,10 @@ export interface PersistedKey {
 /**
  * `persistIdempotencyKey`: store the destination key computed at the first attempt (on the step
  * and on the attempt's record) and record its first send to `destination` (the URL's origin) —
- * one batch, fenced. The key is written only if
- * none is stored, so it is written once per step and never changes; the value the row holds is the
- * one to send. The send is recorded only if none is on record for this workspace, key and
- * destination: a start over finds the time of the first execution's send. Null: fenced out.
+ * one batch, fenced. The key is written only if none is stored, so it is written once per step
+ * and never changes; the value the row holds is the one to send. The send is recorded only if
+ * none is on record for this workspace, key and destination: a start over finds the time of the
+ * first execution's send. Null: fenced out.
  */
 export async function persistIdempotencyKey(
   db: D1Database,
@@ -575,8 +575,8 @@ function finishExecution(db: D1Database, executionId: string, now: number): D1Pr
 /**
  * Settle and dispatch: ONE batch (one transaction, one round trip) — the fenced-out record, the
  * attempt's end (./attempts.ts), the settle, (when COMPLETED) the edge backfill and every
- * descendant's fan-in decision, and the execution's finish. The caller sends the queue messages for `dispatched` after this returns,
- * never before the commit.
+ * descendant's fan-in decision, and the execution's finish. The caller sends the queue messages
+ * for `dispatched` after this returns, never before the commit.
  */
 export async function settleAndDispatch(db: D1Database, input: SettleInput): Promise<SettleResult> {
   const { fence, now } = input;
