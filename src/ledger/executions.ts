@@ -18,7 +18,7 @@ import { runBoundedDelete, sweepInBatches, type SweepReport, type SweepSpec } fr
 
 export type TriggerKind = "webhook" | "test" | "stream" | "schedule" | "start_over";
 export type IdentityKind = "content" | "fields" | "client" | "schedule" | "forced";
-export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED";
+export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
 
 /** What the new execution is; the same whoever wins. */
 export interface NewExecution {
@@ -89,6 +89,12 @@ export type StartMode =
 
 export type StartOutcome =
   | { created: true; executionId: string; status: ExecutionStatus; plan: StartPlan }
+  /**
+   * A start over the gate refused (`startOverGate`), nothing written: the execution it would start
+   * over is not finished (`fromStatus`, null when it is not in this workspace) or another
+   * execution of its lineage is live (`liveExecutionId`).
+   */
+  | { created: false; refused: true; fromStatus: ExecutionStatus | null; liveExecutionId: string | null }
   | {
       created: false;
       executionId: string;
@@ -191,9 +197,27 @@ function claimSource(identity: string, claimToken: string, candidate: string | n
 function forcedSource(executionId: string, record: NewExecution): Source {
   // The WHERE is required anyway: without one, SQLite would parse `ON CONFLICT` as a join clause.
   return {
-    from: (n) => `FROM (SELECT ?${n} AS execution_id) src WHERE ${latestVersionGate(`?${n + 1}`, `?${n + 2}`, `?${n + 3}`)}`,
-    params: [executionId, record.workspace, record.workflowId, gateVersionOf(record)],
+    from: (n) =>
+      `FROM (SELECT ?${n} AS execution_id) src
+       WHERE ${latestVersionGate(`?${n + 1}`, `?${n + 2}`, `?${n + 3}`)} AND ${startOverGate(`?${n}`, `?${n + 1}`, `?${n + 4}`)}`,
+    params: [executionId, record.workspace, record.workflowId, gateVersionOf(record), record.startedOverFrom ?? null],
   };
+}
+
+/**
+ * The start-over gate: true unless this is a start over (`from` not NULL), else true only while
+ * the execution it starts over is in this workspace and finished, and no other execution of its
+ * lineage (its chain of start overs) is RUNNING. Checked inside every insert of the start batch,
+ * under SQLite's write lock, so of two concurrent start overs — or a start over racing an
+ * operator retry (./operator.ts checks the same) — at most one leaves a live execution. Three
+ * parameters: the new execution's id, the workspace, the id started over from.
+ */
+function startOverGate(id: string, ws: string, from: string): string {
+  return `(${from} IS NULL OR (
+      EXISTS (SELECT 1 FROM executions f WHERE f.id = ${from} AND f.workspace = ${ws} AND f.status <> 'RUNNING')
+      AND NOT EXISTS (SELECT 1 FROM executions l
+                      WHERE l.status = 'RUNNING' AND l.id <> ${id}
+                        AND l.lineage_id = (SELECT f.lineage_id FROM executions f WHERE f.id = ${from}))))`;
 }
 
 function gateVersionOf(record: NewExecution): string | null {
@@ -201,7 +225,8 @@ function gateVersionOf(record: NewExecution): string | null {
 }
 
 /**
- * `insertExecution`: the execution row (the winner's only), RETURNING its id and status.
+ * `insertExecution`: the execution row (the winner's only), RETURNING its id and status. A start
+ * over joins the lineage of the execution it starts over; any other execution begins its own.
  * Binds ?1–?11 the row, then the source from ?12.
  */
 function insertExecution(
@@ -216,8 +241,9 @@ function insertExecution(
     .prepare(
       `INSERT INTO executions
          (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
-          started_over_from, created_at, updated_at, finished_at)
-       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identityExpr}, ?7, ?8, ?9, ?10, ?10, ?11
+          started_over_from, lineage_id, created_at, updated_at, finished_at)
+       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identityExpr}, ?7, ?8, ?9,
+              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = ?9), src.execution_id), ?10, ?10, ?11
        ${source.from(12)}
        RETURNING id, status`,
     )
@@ -280,7 +306,7 @@ interface Variant {
   plan: StartPlan;
 }
 
-type StartLabel = "claim" | "duplicate" | "firstExecution" | "takeoverExecution" | "forcedExecution" | "steps";
+type StartLabel = "claim" | "duplicate" | "firstExecution" | "takeoverExecution" | "forcedExecution" | "steps" | "startOverFrom";
 
 function variantsOf(record: NewExecution, start: StartMode): Variant[] {
   if (start.mode === "forced") return [{ label: "forcedExecution", source: forcedSource(start.executionId, record), plan: start.plan }];
@@ -364,6 +390,19 @@ export async function startExecution(db: D1Database, record: NewExecution, start
       );
     }
   }
+  if (start.mode === "forced" && record.startedOverFrom) {
+    // After the inserts: names the live execution of the lineage (ours, if the start went through).
+    batch.add(
+      "startOverFrom",
+      db
+        .prepare(
+          `SELECT f.status AS fromStatus,
+                  (SELECT l.id FROM executions l WHERE l.lineage_id = f.lineage_id AND l.status = 'RUNNING' LIMIT 1) AS liveExecutionId
+           FROM executions f WHERE f.id = ?1 AND f.workspace = ?2`,
+        )
+        .bind(record.startedOverFrom, record.workspace),
+    );
+  }
   const results = await batch.run();
 
   // A claim always RETURNs its row (inserted, counted or taken over) unless the version gate vetoed it.
@@ -383,6 +422,12 @@ export async function startExecution(db: D1Database, record: NewExecution, start
       duplicateDeliveries: duplicate.duplicate_deliveries,
       lastDuplicateAt: duplicate.last_duplicate_at,
     };
+  }
+  if (start.mode === "forced" && record.startedOverFrom) {
+    const from = results.first<{ fromStatus: ExecutionStatus; liveExecutionId: string | null }>("startOverFrom");
+    if (!from || from.fromStatus === "RUNNING" || from.liveExecutionId !== null) {
+      return { created: false, refused: true, fromStatus: from?.fromStatus ?? null, liveExecutionId: from?.liveExecutionId ?? null };
+    }
   }
   if (start.mode === "forced" && record.requireLatestVersion) {
     throw new WorkflowVersionChanged(record.workspace, record.workflowId, record.version);
