@@ -261,6 +261,45 @@ await test("cancel, then start over: the cancel stops a retrying charge, the sta
   expectEqual(late.json?.code, "execution-not-cancellable", "cancel of a COMPLETED execution");
 });
 
+await test("failed, fixed, re-sent (reusePolicy after-failure): the re-send starts a new linked execution, one charge", async () => {
+  const workflowId = `refund-${RUN}`;
+  const charge = (headers) => ({
+    id: workflowId,
+    vertices: [
+      { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id", reusePolicy: "after-failure" } },
+      {
+        id: "charge",
+        type: "GATEWAY",
+        config: {
+          method: "POST",
+          url: `${demo.url}/payments/charges`,
+          headers: { "Idempotency-Key": "= 'refund-' & payload.order.id", ...headers },
+          body: { order: "= payload.order.id", amount: "= payload.order.total" },
+        },
+      },
+    ],
+    edges: [{ from: "received", to: "charge" }],
+  });
+  // Version 1 forgets the API key: the payments API answers 401, the step fails for good.
+  expectEqual((await api("PUT", `/v1/workflows/${workflowId}`, { body: charge({}) })).status, 201, "PUT version 1");
+  const payload = { order: { id: `F-${RUN}`, total: 7 } };
+  const first = await trigger(workflowId, payload);
+  const failed = await waitForExecution(first.json.executionId);
+  expectEqual(failed.status, "FAILED", "the first execution");
+  // Fixed, and re-sent by the sender: the same identity, a new execution on the new version.
+  const fixed = await api("PUT", `/v1/workflows/${workflowId}`, { body: charge({ Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}" }) });
+  expectEqual(fixed.status, 201, "PUT version 2");
+  const again = await trigger(workflowId, payload);
+  expectEqual(again.status, 202, `the re-sent trigger (${again.text.slice(0, 300)})`);
+  expectEqual(again.json.deduplicated, false, "deduplicated");
+  const done = await waitForExecution(again.json.executionId);
+  expectEqual(done.status, "COMPLETED", `the new execution (steps: ${JSON.stringify(done.steps)})`);
+  expectEqual(done.previousExecutionId, first.json.executionId, "previousExecutionId");
+  expectEqual((await api("GET", `/v1/executions/${first.json.executionId}`)).json.supersededBy, again.json.executionId, "supersededBy");
+  expectEqual((await demoGet(`/payments/charges?order=${payload.order.id}`)).items.length, 1, "charges for the order");
+  expectEqual((await trigger(workflowId, payload)).json.deduplicated, true, "a third send is a duplicate of the completed one");
+});
+
 await test("legacy sync run twice (two test runs): one legacy order; the second run reads it and skips the write", async () => {
   const orderId = `LEG-${RUN}`;
   const runOnce = async () => {

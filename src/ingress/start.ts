@@ -121,6 +121,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
         takeoverExecutionId,
         expiresAt: now + windowMs,
         plans: { first, takeover },
+        reuseAfterFailure: entry.config.reusePolicy === "after-failure",
       },
       now,
     );
@@ -129,6 +130,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   if ("refused" in outcome) {
     const from = request.startedOverFrom ?? "";
     if (outcome.fromStatus === "RUNNING") throw executionProblems.executionRunning(from);
+    if (outcome.supersededBy !== null) throw executionProblems.executionSuperseded(from, outcome.supersededBy);
     if (outcome.liveExecutionId !== null) throw executionProblems.liveExecutionExists(from, outcome.liveExecutionId);
     throw commonProblems.notFound(`Execution ${from}`);
   }

@@ -19,7 +19,9 @@ export type OperatorRetryResult =
   | { retried: false; reason: "needs-acknowledgement" }
   | { retried: false; reason: "execution-cancelled" }
   /** Another execution of the lineage is RUNNING: reopening this one would make two live. */
-  | { retried: false; reason: "live-execution"; liveExecutionId: string };
+  | { retried: false; reason: "live-execution"; liveExecutionId: string }
+  /** A newer execution took this one's trigger identity (reuse after failure): retry that one instead. */
+  | { retried: false; reason: "superseded"; supersededBy: string };
 
 export interface OperatorRetryOptions {
   /**
@@ -35,7 +37,8 @@ export interface OperatorRetryOptions {
  * persisted destination key stays on the row, so the retry sends it again; the attempt counter
  * continues and `retry_base` restarts the retry budget. The execution goes back to RUNNING in the
  * same batch. Not retried: not found in this workspace, not FAILED, its execution CANCELLED (a
- * cancel is a decision: start over instead), another execution of its lineage RUNNING, or refused
+ * cancel is a decision: start over instead) or superseded (a newer execution took its identity),
+ * another execution of its lineage RUNNING, or refused
  * by the retention guard (its error carries KEY_MAY_BE_FORGOTTEN_MARK) and not acknowledged. An
  * acknowledged retry of such a step moves its key's `counted_from` to now — the re-send starts the
  * destination's memory over — and its event says so. The event quotes at
@@ -53,7 +56,8 @@ export async function retryFailedStep(
 ): Promise<OperatorRetryResult> {
   // FAILED, in a reopenable execution that no other execution of its lineage supersedes while live.
   const failed = `execution_id = ?1 AND vertex_id = ?2 AND workspace = ?3 AND state = 'FAILED'
-    AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.status IN ('RUNNING', 'FAILED') AND ${NO_OTHER_LIVE})`;
+    AND EXISTS (SELECT 1 FROM executions e
+                WHERE e.id = ?1 AND e.status IN ('RUNNING', 'FAILED') AND e.superseded_by IS NULL AND ${NO_OTHER_LIVE})`;
   const refusedByGuard = `instr(coalesce(error, ''), ?6) > 0`;
   // The guard's refusal is retried only when acknowledged.
   const retryable = `${failed} AND (?5 = 1 OR NOT ${refusedByGuard})`;
@@ -108,7 +112,7 @@ export async function retryFailedStep(
       "current",
       db
         .prepare(
-          `SELECT s.state, ${refusedByGuard} AS refusedByGuard, e.status AS executionStatus,
+          `SELECT s.state, ${refusedByGuard} AS refusedByGuard, e.status AS executionStatus, e.superseded_by AS supersededBy,
                   (SELECT l.id FROM executions l WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status = 'RUNNING' LIMIT 1)
                     AS liveExecutionId
            FROM steps s JOIN executions e ON e.id = s.execution_id
@@ -122,6 +126,7 @@ export async function retryFailedStep(
   if (!current) return { retried: false, reason: "not-found" };
   if (current.state !== "FAILED") return { retried: false, reason: "not-failed", state: current.state };
   if (current.executionStatus === "CANCELLED") return { retried: false, reason: "execution-cancelled" };
+  if (current.supersededBy !== null) return { retried: false, reason: "superseded", supersededBy: current.supersededBy };
   if (current.liveExecutionId !== null) return { retried: false, reason: "live-execution", liveExecutionId: current.liveExecutionId };
   return { retried: false, reason: "needs-acknowledgement" };
 }
@@ -130,6 +135,7 @@ interface RetryCurrent {
   state: StepState;
   refusedByGuard: number;
   executionStatus: ExecutionStatus;
+  supersededBy: string | null;
   liveExecutionId: string | null;
 }
 

@@ -15,7 +15,8 @@ export type ExecutionProblemCode =
   | "live-execution-exists"
   | "execution-not-cancellable"
   | "execution-cancelled"
-  | "invalid-cancel-body";
+  | "invalid-cancel-body"
+  | "execution-superseded";
 
 /** Both list parameters share one code: a client fixes either the same way. */
 const invalidQuery = (detail: string) => new ProblemError({ status: 400, code: "invalid-query", title: "Invalid query parameter", detail });
@@ -100,5 +101,15 @@ export const executionProblems = {
       code: "invalid-cancel-body",
       title: "Invalid cancel request",
       detail: `${reason}. A cancel takes no body, or {"releaseIdentity": true} to let the next trigger with its identity start anew.`,
+    }),
+  executionSuperseded: (executionId: string, supersededBy: string) =>
+    new ProblemError({
+      status: 409,
+      code: "execution-superseded",
+      title: "A newer execution took this execution's trigger",
+      detail:
+        `Execution ${executionId} failed, and a later trigger with its identity started ${supersededBy} (the entry point's ` +
+        `reusePolicy is after-failure). Act on ${supersededBy} instead: retrying or starting over ${executionId} would send ` +
+        `the same destination keys beside it.`,
     }),
 } satisfies ProblemCatalog<ExecutionProblemCode>;

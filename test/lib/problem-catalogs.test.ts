@@ -85,6 +85,7 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       executionNotCancellable: () => executionProblems.executionNotCancellable("e1", "COMPLETED"),
       executionCancelled: () => executionProblems.executionCancelled({ executionId: "e1", vertexId: "charge" }),
       cancelBodyInvalid: () => executionProblems.cancelBodyInvalid('Unknown member "force"'),
+      executionSuperseded: () => executionProblems.executionSuperseded("e1", "e2"),
     } satisfies Samples<typeof executionProblems>,
   },
   {

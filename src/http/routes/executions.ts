@@ -69,6 +69,8 @@ executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (
         throw executionProblems.executionCancelled(ref);
       case "live-execution":
         throw executionProblems.liveExecutionExists(ref.executionId, result.liveExecutionId);
+      case "superseded":
+        throw executionProblems.executionSuperseded(ref.executionId, result.supersededBy);
     }
   }
   await sendStepMessages(c.env.QUEUE as never, [ref]);
