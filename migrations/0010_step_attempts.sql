@@ -13,7 +13,9 @@
 --          retried      back to DISPATCHED for a counted retry (delay_reason backoff | retry-after);
 --          in_progress  the destination said "in progress", asked again later (delay_reason in-progress);
 --          lost         a newer claim took the step over while this one was open (its worker died or
---                       stalled past its lease): started, never finished.
+--                       stalled past its lease): started, never finished;
+--          cancelled    its execution was cancelled while it ran (src/ledger/operator.ts
+--                       `cancelExecution`); finished at the cancel — a call it sent cannot be unsent.
 -- Every stored text is bounded (src/ledger/attempts.ts): request and response summaries at 8 KiB
 -- of JSON, the error at 2,000 characters. Nothing secret: the request summary is the redacted one
 -- the step row keeps, the response is the step output's (allowlisted headers, secrets scrubbed).
@@ -22,7 +24,7 @@ CREATE TABLE step_attempts (
   vertex_id        TEXT NOT NULL,
   epoch            INTEGER NOT NULL CHECK (epoch >= 1),
   attempt          INTEGER NOT NULL CHECK (attempt >= 1),   -- the step's attempt counter at the claim
-  outcome          TEXT NOT NULL CHECK (outcome IN ('running', 'completed', 'failed', 'retried', 'in_progress', 'lost')),
+  outcome          TEXT NOT NULL CHECK (outcome IN ('running', 'completed', 'failed', 'retried', 'in_progress', 'lost', 'cancelled')),
   started_at       INTEGER NOT NULL,
   finished_at      INTEGER CHECK (finished_at IS NULL OR finished_at >= started_at),
   idempotency_key  TEXT CHECK (idempotency_key IS NULL OR length(idempotency_key) BETWEEN 1 AND 255),

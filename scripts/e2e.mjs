@@ -126,13 +126,13 @@ async function demoGet(path) {
 
 const trigger = (workflowId, payload, query = "") => api("POST", `/v1/workflows/${workflowId}/trigger${query}`, { body: payload });
 
-/** Poll the trace until the execution is finished (COMPLETED or FAILED) or the cap passes. */
+/** Poll the trace until the execution is finished (COMPLETED, FAILED or CANCELLED) or the cap passes. */
 async function waitForExecution(executionId, capMs = 45_000) {
   const deadline = Date.now() + capMs;
   let last;
   while (Date.now() < deadline) {
     last = await api("GET", `/v1/executions/${executionId}`);
-    if (last.status === 200 && (last.json?.status === "COMPLETED" || last.json?.status === "FAILED")) return last.json;
+    if (last.status === 200 && ["COMPLETED", "FAILED", "CANCELLED"].includes(last.json?.status)) return last.json;
     await sleep(300);
   }
   throw new Error(
@@ -220,6 +220,92 @@ await test("a lost response (fault after commit) is retried with the same key: o
   expectEqual(faults.items.find((f) => f.id === fault.id)?.fired, 1, "times the fault fired");
   const charges = await demoGet(`/payments/charges?order=${orderId}`);
   expectEqual(charges.items.length, 1, "charges after the lost response and its retry");
+});
+
+await test("cancel, then start over: the cancel stops a retrying charge, the start over re-sends its key, one charge", async () => {
+  const orderId = `X-${RUN}`;
+  // The charge commits, then its answer is lost, again and again: the step keeps retrying.
+  const armed = await fetch(`${demo.url}/faults`, {
+    method: "POST",
+    body: JSON.stringify({ path: "/payments/charges", mode: "after-commit", count: 4 }),
+  });
+  expectEqual(armed.status, 201, "POST /faults status");
+  const started = await trigger("order-fulfilment", { order: { id: orderId, total: 15 } });
+  expectEqual(started.status, 202, `trigger status (${started.text.slice(0, 300)})`);
+  const id = started.json.executionId;
+  const deadline = Date.now() + 20_000;
+  let charge;
+  do {
+    await sleep(150);
+    charge = stepOf((await api("GET", `/v1/executions/${id}`)).json, "charge");
+  } while (!(charge?.attempt >= 1 && charge.state === "DISPATCHED") && Date.now() < deadline);
+  expectEqual(charge?.state, "DISPATCHED", `the charge waiting for its retry (${JSON.stringify(charge)})`);
+
+  const cancelKey = `cancel-${RUN}`;
+  const cancelled = await api("POST", `/v1/executions/${id}/cancel`, { headers: { "idempotency-key": cancelKey } });
+  expectEqual(cancelled.status, 200, `cancel status (${cancelled.text.slice(0, 300)})`);
+  expectEqual(cancelled.json.status, "CANCELLED", "cancel answer status");
+  expectEqual(
+    cancelled.json.cancelledSteps,
+    [{ vertexId: "charge", state: "DISPATCHED", idempotencyKey: `charge-${orderId}` }],
+    "in flight",
+  );
+  const replay = await api("POST", `/v1/executions/${id}/cancel`, { headers: { "idempotency-key": cancelKey } });
+  expectEqual(replay.headers.get("idempotent-replayed"), "true", "a repeated cancel replays");
+  const trace = (await api("GET", `/v1/executions/${id}`)).json;
+  expectEqual(trace.status, "CANCELLED", "the cancelled execution");
+  expectEqual(stepOf(trace, "charge").state, "CANCELLED", "the charge step");
+  expectEqual(stepOf(trace, "ship"), undefined, "no shipping step");
+
+  await fetch(`${demo.url}/faults`, { method: "DELETE" });
+  const again = await api("POST", `/v1/executions/${id}/start-over`, { headers: { "idempotency-key": `restart-${RUN}` } });
+  expectEqual(again.status, 202, `start over status (${again.text.slice(0, 300)})`);
+  const restarted = await waitForExecution(again.json.executionId);
+  expectEqual(restarted.status, "COMPLETED", `the start over (steps: ${JSON.stringify(restarted.steps)})`);
+  expectEqual(stepOf(restarted, "charge").idempotencyKey, `charge-${orderId}`, "the start over's key");
+  expectEqual(stepOf(restarted, "charge").output?.headers?.["idempotent-replayed"], "true", "the destination replayed the first charge");
+  expectEqual((await demoGet(`/payments/charges?order=${orderId}`)).items.length, 1, "charges for the order");
+  const late = await api("POST", `/v1/executions/${again.json.executionId}/cancel`, { headers: { "idempotency-key": `late-${RUN}` } });
+  expectEqual(late.json?.code, "execution-not-cancellable", "cancel of a COMPLETED execution");
+});
+
+await test("failed, fixed, re-sent (reusePolicy after-failure): the re-send starts a new linked execution, one charge", async () => {
+  const workflowId = `refund-${RUN}`;
+  const charge = (headers) => ({
+    id: workflowId,
+    vertices: [
+      { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id", reusePolicy: "after-failure" } },
+      {
+        id: "charge",
+        type: "GATEWAY",
+        config: {
+          method: "POST",
+          url: `${demo.url}/payments/charges`,
+          headers: { "Idempotency-Key": "= 'refund-' & payload.order.id", ...headers },
+          body: { order: "= payload.order.id", amount: "= payload.order.total" },
+        },
+      },
+    ],
+    edges: [{ from: "received", to: "charge" }],
+  });
+  // Version 1 forgets the API key: the payments API answers 401, the step fails for good.
+  expectEqual((await api("PUT", `/v1/workflows/${workflowId}`, { body: charge({}) })).status, 201, "PUT version 1");
+  const payload = { order: { id: `F-${RUN}`, total: 7 } };
+  const first = await trigger(workflowId, payload);
+  const failed = await waitForExecution(first.json.executionId);
+  expectEqual(failed.status, "FAILED", "the first execution");
+  // Fixed, and re-sent by the sender: the same identity, a new execution on the new version.
+  const fixed = await api("PUT", `/v1/workflows/${workflowId}`, { body: charge({ Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}" }) });
+  expectEqual(fixed.status, 201, "PUT version 2");
+  const again = await trigger(workflowId, payload);
+  expectEqual(again.status, 202, `the re-sent trigger (${again.text.slice(0, 300)})`);
+  expectEqual(again.json.deduplicated, false, "deduplicated");
+  const done = await waitForExecution(again.json.executionId);
+  expectEqual(done.status, "COMPLETED", `the new execution (steps: ${JSON.stringify(done.steps)})`);
+  expectEqual(done.previousExecutionId, first.json.executionId, "previousExecutionId");
+  expectEqual((await api("GET", `/v1/executions/${first.json.executionId}`)).json.supersededBy, again.json.executionId, "supersededBy");
+  expectEqual((await demoGet(`/payments/charges?order=${payload.order.id}`)).items.length, 1, "charges for the order");
+  expectEqual((await trigger(workflowId, payload)).json.deduplicated, true, "a third send is a duplicate of the completed one");
 });
 
 await test("legacy sync run twice (two test runs): one legacy order; the second run reads it and skips the write", async () => {

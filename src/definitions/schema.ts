@@ -86,6 +86,13 @@ export const EntryPointConfig = z.strictObject({
     .optional()
     .describe("settings of the public webhook POST /hooks/{workspace}/{workflowId}"),
   dedupeWindow: Duration.optional().describe("how long trigger identities are remembered; default 24h"),
+  reusePolicy: z
+    .enum(["never", "after-failure"])
+    .optional()
+    .describe(
+      "what a trigger whose identity names a FAILED execution does: `never` (default: a duplicate until the window ends) or " +
+        "`after-failure` (it starts a new execution, linked to the failed one by previousExecutionId)",
+    ),
   maxPayloadBytes: z
     .number()
     .int()

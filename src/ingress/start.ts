@@ -18,6 +18,8 @@ import { planReadySteps, type ExpressionContext } from "../steps/plan";
 import { deriveIdentity, randomClaimToken, randomExecutionId, windowExecutionId, type IdentityScope } from "./identity";
 import { errorMessage, log } from "../lib/log";
 import { ingressProblems } from "./problems";
+import { commonProblems } from "../lib/common-problems";
+import { executionProblems } from "../steps/problems";
 
 export interface IngressDeps {
   db: D1Database;
@@ -119,11 +121,19 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
         takeoverExecutionId,
         expiresAt: now + windowMs,
         plans: { first, takeover },
+        reuseAfterFailure: entry.config.reusePolicy === "after-failure",
       },
       now,
     );
   }
 
+  if ("refused" in outcome) {
+    const from = request.startedOverFrom ?? "";
+    if (outcome.fromStatus === "RUNNING") throw executionProblems.executionRunning(from);
+    if (outcome.supersededBy !== null) throw executionProblems.executionSuperseded(from, outcome.supersededBy);
+    if (outcome.liveExecutionId !== null) throw executionProblems.liveExecutionExists(from, outcome.liveExecutionId);
+    throw commonProblems.notFound(`Execution ${from}`);
+  }
   if (outcome.created) await sendFirstMessages(deps, outcome.executionId, outcome.plan);
   return { executionId: outcome.executionId, deduplicated: !outcome.created, identity: identity.kind, status: outcome.status };
 }

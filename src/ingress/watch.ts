@@ -58,11 +58,14 @@ export function stepEvents(previous: ReadonlyMap<string, StepProgress>, steps: S
   for (const step of steps) {
     const before = previous.get(step.vertexId);
     const base = { vertexId: step.vertexId, attempt: step.attempt, epoch: step.epoch };
-    if (step.epoch > 0 && (before === undefined || step.epoch > before.epoch)) events.push({ event: "step.started", data: base });
-    const final = step.state === "COMPLETED" || step.state === "FAILED" || step.state === "SKIPPED";
+    // A cancel moves the epoch too (to fence out a worker still running): that is no start.
+    const claimed = step.state !== "CANCELLED" && step.epoch > 0 && (before === undefined || step.epoch > before.epoch);
+    if (claimed) events.push({ event: "step.started", data: base });
+    const final = step.state === "COMPLETED" || step.state === "FAILED" || step.state === "SKIPPED" || step.state === "CANCELLED";
     if (final && before?.state !== step.state) {
       if (step.state === "COMPLETED") events.push({ event: "step.completed", data: { ...base, output: step.output } });
       else if (step.state === "FAILED") events.push({ event: "step.failed", data: { ...base, error: step.error } });
+      else if (step.state === "CANCELLED") events.push({ event: "step.cancelled", data: base });
       else events.push({ event: "step.skipped", data: base });
     } else if (step.state === "DISPATCHED" && before?.state === "EXECUTING") {
       // Back to DISPATCHED after a claim: a retry is waiting (its error says why).

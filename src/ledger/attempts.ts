@@ -28,7 +28,7 @@ export const MAX_ATTEMPT_SUMMARY_BYTES = 8192;
 /** The most characters an attempt keeps of its error. */
 export const MAX_ATTEMPT_ERROR_CHARS = 2000;
 
-export type AttemptOutcome = "running" | "completed" | "failed" | "retried" | "in_progress" | "lost";
+export type AttemptOutcome = "running" | "completed" | "failed" | "retried" | "in_progress" | "lost" | "cancelled";
 
 /** Why a retry waits as long as it does: the backoff, the destination's `Retry-After`, or its "in progress". */
 export type RetryDelayReason = "backoff" | "retry-after" | "in-progress";

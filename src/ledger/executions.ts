@@ -18,7 +18,7 @@ import { runBoundedDelete, sweepInBatches, type SweepReport, type SweepSpec } fr
 
 export type TriggerKind = "webhook" | "test" | "stream" | "schedule" | "start_over";
 export type IdentityKind = "content" | "fields" | "client" | "schedule" | "forced";
-export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED";
+export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
 
 /** What the new execution is; the same whoever wins. */
 export interface NewExecution {
@@ -85,10 +85,21 @@ export type StartMode =
       expiresAt: number;
       /** Plans for each candidate id (edges may read `execution.id`, so they can differ). */
       plans: { first: StartPlan; takeover: StartPlan };
+      /**
+       * The entry point's `reusePolicy` is `after-failure`: an identity that names a FAILED
+       * execution (not superseded, nothing of its lineage live) is taken over like an expired one.
+       */
+      reuseAfterFailure?: boolean;
     };
 
 export type StartOutcome =
   | { created: true; executionId: string; status: ExecutionStatus; plan: StartPlan }
+  /**
+   * A start over the gate refused (`startOverGate`), nothing written: the execution it would start
+   * over is not finished (`fromStatus`, null when it is not in this workspace) or another
+   * execution of its lineage is live (`liveExecutionId`).
+   */
+  | { created: false; refused: true; fromStatus: ExecutionStatus | null; liveExecutionId: string | null; supersededBy: string | null }
   | {
       created: false;
       executionId: string;
@@ -108,7 +119,11 @@ function startStatus(plan: StartPlan): ExecutionStatus {
  *   already exists (an earlier window whose identity row was swept), then the takeover id;
  * - fresh row (`expires_at > now`): a duplicate; count it (counter + last time, same statement);
  * - expired row: take it over for a new window — new execution id, my token, new expiry,
- *   counter reset (the old execution keeps its own count).
+ *   counter reset (the old execution keeps its own count);
+ * - a fresh row of a FAILED execution, when the entry point reuses after failure (`reusable`):
+ *   taken over the same way, and `previous_execution_id` keeps the failed execution's id so the
+ *   start batch links the new one to it. Still one statement: of N concurrent such triggers,
+ *   the first takes the row, the others find it naming a RUNNING execution and are duplicates.
  * RETURNING tells the caller whose token the row holds.
  */
 function claimIdentity(
@@ -121,10 +136,16 @@ function claimIdentity(
     claimToken: string;
     expiresAt: number;
     gateVersion: string | null;
+    reuseAfterFailure: boolean;
   },
   now: number,
 ): D1PreparedStatement {
-  const expired = "execution_identities.expires_at <= ?6";
+  // Reusable: the entry point allows it (?9), and the execution the identity names FAILED, was
+  // not superseded, and nothing of its lineage runs (a start over of it would send the same keys).
+  const reusable = `(?9 = 1 AND EXISTS (SELECT 1 FROM executions x
+       WHERE x.id = execution_identities.execution_id AND x.status = 'FAILED' AND x.superseded_by IS NULL
+         AND NOT EXISTS (SELECT 1 FROM executions l WHERE l.lineage_id = x.lineage_id AND l.status = 'RUNNING')))`;
+  const expired = `(execution_identities.expires_at <= ?6 OR ${reusable})`;
   // INSERT … SELECT … WHERE (not VALUES) so the version gate can veto the whole claim.
   return db
     .prepare(
@@ -140,10 +161,22 @@ function claimIdentity(
          window_start         = CASE WHEN ${expired} THEN excluded.window_start ELSE execution_identities.window_start END,
          expires_at           = CASE WHEN ${expired} THEN excluded.expires_at   ELSE execution_identities.expires_at END,
          duplicate_deliveries = CASE WHEN ${expired} THEN 0    ELSE execution_identities.duplicate_deliveries + 1 END,
-         last_duplicate_at    = CASE WHEN ${expired} THEN NULL ELSE ?6 END
+         last_duplicate_at    = CASE WHEN ${expired} THEN NULL ELSE ?6 END,
+         previous_execution_id = CASE WHEN ${reusable} THEN execution_identities.execution_id
+                                      WHEN ${expired} THEN NULL ELSE execution_identities.previous_execution_id END
        RETURNING execution_id, claim_token, duplicate_deliveries`,
     )
-    .bind(c.identity, c.workspace, c.workflowId, c.takeoverExecutionId, c.claimToken, now, c.expiresAt, c.gateVersion);
+    .bind(
+      c.identity,
+      c.workspace,
+      c.workflowId,
+      c.takeoverExecutionId,
+      c.claimToken,
+      now,
+      c.expiresAt,
+      c.gateVersion,
+      c.reuseAfterFailure ? 1 : 0,
+    );
 }
 
 /**
@@ -191,9 +224,28 @@ function claimSource(identity: string, claimToken: string, candidate: string | n
 function forcedSource(executionId: string, record: NewExecution): Source {
   // The WHERE is required anyway: without one, SQLite would parse `ON CONFLICT` as a join clause.
   return {
-    from: (n) => `FROM (SELECT ?${n} AS execution_id) src WHERE ${latestVersionGate(`?${n + 1}`, `?${n + 2}`, `?${n + 3}`)}`,
-    params: [executionId, record.workspace, record.workflowId, gateVersionOf(record)],
+    from: (n) =>
+      `FROM (SELECT ?${n} AS execution_id) src
+       WHERE ${latestVersionGate(`?${n + 1}`, `?${n + 2}`, `?${n + 3}`)} AND ${startOverGate(`?${n}`, `?${n + 1}`, `?${n + 4}`)}`,
+    params: [executionId, record.workspace, record.workflowId, gateVersionOf(record), record.startedOverFrom ?? null],
   };
+}
+
+/**
+ * The start-over gate: true unless this is a start over (`from` not NULL), else true only while
+ * the execution it starts over is in this workspace, finished and not superseded (a newer
+ * execution holds its identity: ./operator.ts), and no other execution of its
+ * lineage (its chain of start overs) is RUNNING. Checked inside every insert of the start batch,
+ * under SQLite's write lock, so of two concurrent start overs — or a start over racing an
+ * operator retry (./operator.ts checks the same) — at most one leaves a live execution. Three
+ * parameters: the new execution's id, the workspace, the id started over from.
+ */
+function startOverGate(id: string, ws: string, from: string): string {
+  return `(${from} IS NULL OR (
+      EXISTS (SELECT 1 FROM executions f WHERE f.id = ${from} AND f.workspace = ${ws} AND f.status <> 'RUNNING' AND f.superseded_by IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM executions l
+                      WHERE l.status = 'RUNNING' AND l.id <> ${id}
+                        AND l.lineage_id = (SELECT f.lineage_id FROM executions f WHERE f.id = ${from}))))`;
 }
 
 function gateVersionOf(record: NewExecution): string | null {
@@ -201,14 +253,16 @@ function gateVersionOf(record: NewExecution): string | null {
 }
 
 /**
- * `insertExecution`: the execution row (the winner's only), RETURNING its id and status.
+ * `insertExecution`: the execution row (the winner's only), RETURNING its id and status. A start
+ * over joins the lineage of the execution it starts over, a reuse after failure that of the
+ * execution it follows (`exprs.previous`); any other execution begins its own.
  * Binds ?1–?11 the row, then the source from ?12.
  */
 function insertExecution(
   db: D1Database,
   source: Source,
   record: NewExecution,
-  identityExpr: string,
+  exprs: { identity: string; previous: string },
   status: ExecutionStatus,
   now: number,
 ): D1PreparedStatement {
@@ -216,8 +270,10 @@ function insertExecution(
     .prepare(
       `INSERT INTO executions
          (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
-          started_over_from, created_at, updated_at, finished_at)
-       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identityExpr}, ?7, ?8, ?9, ?10, ?10, ?11
+          started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at)
+       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${exprs.identity}, ?7, ?8, ?9, ${exprs.previous},
+              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?9, ${exprs.previous})), src.execution_id),
+              ?10, ?10, ?11
        ${source.from(12)}
        RETURNING id, status`,
     )
@@ -280,7 +336,23 @@ interface Variant {
   plan: StartPlan;
 }
 
-type StartLabel = "claim" | "duplicate" | "firstExecution" | "takeoverExecution" | "forcedExecution" | "steps";
+type StartLabel =
+  "claim" | "duplicate" | "firstExecution" | "takeoverExecution" | "forcedExecution" | "steps" | "supersede" | "startOverFrom";
+
+/**
+ * `supersede`: after a reuse, the FAILED execution the identity named points at the one that took
+ * it (`superseded_by`), so it is no longer retried or started over. Zero rows unless this request
+ * won a reuse. Binds ?1 identity, ?2 claim token, ?3 now.
+ */
+function supersede(db: D1Database, identity: string, claimToken: string, now: number): D1PreparedStatement {
+  const mine = "FROM execution_identities WHERE identity = ?1 AND claim_token = ?2";
+  return db
+    .prepare(
+      `UPDATE executions SET superseded_by = (SELECT execution_id ${mine}), updated_at = ?3
+       WHERE id = (SELECT previous_execution_id ${mine}) AND status = 'FAILED' AND superseded_by IS NULL`,
+    )
+    .bind(identity, claimToken, now);
+}
 
 function variantsOf(record: NewExecution, start: StartMode): Variant[] {
   if (start.mode === "forced") return [{ label: "forcedExecution", source: forcedSource(start.executionId, record), plan: start.plan }];
@@ -332,6 +404,7 @@ export async function startExecution(db: D1Database, record: NewExecution, start
             claimToken: start.claimToken,
             expiresAt: start.expiresAt,
             gateVersion,
+            reuseAfterFailure: start.reuseAfterFailure === true,
           },
           now,
         ),
@@ -342,9 +415,10 @@ export async function startExecution(db: D1Database, record: NewExecution, start
       );
   }
   const variants = variantsOf(record, start);
-  const identityExpr = start.mode === "forced" ? "NULL" : "src.identity";
+  const exprs =
+    start.mode === "forced" ? { identity: "NULL", previous: "NULL" } : { identity: "src.identity", previous: "src.previous_execution_id" };
   for (const { label, source, plan } of variants) {
-    batch.add(label, insertExecution(db, source, record, identityExpr, startStatus(plan), now));
+    batch.add(label, insertExecution(db, source, record, exprs, startStatus(plan), now));
     const entry = {
       vertexId: record.entryVertexId,
       state: "COMPLETED" as const,
@@ -363,6 +437,20 @@ export async function startExecution(db: D1Database, record: NewExecution, start
         ),
       );
     }
+  }
+  if (start.mode === "claim" && start.reuseAfterFailure) batch.add("supersede", supersede(db, start.identity, start.claimToken, now));
+  if (start.mode === "forced" && record.startedOverFrom) {
+    // After the inserts: names the live execution of the lineage (ours, if the start went through).
+    batch.add(
+      "startOverFrom",
+      db
+        .prepare(
+          `SELECT f.status AS fromStatus, f.superseded_by AS supersededBy,
+                  (SELECT l.id FROM executions l WHERE l.lineage_id = f.lineage_id AND l.status = 'RUNNING' LIMIT 1) AS liveExecutionId
+           FROM executions f WHERE f.id = ?1 AND f.workspace = ?2`,
+        )
+        .bind(record.startedOverFrom, record.workspace),
+    );
   }
   const results = await batch.run();
 
@@ -383,6 +471,20 @@ export async function startExecution(db: D1Database, record: NewExecution, start
       duplicateDeliveries: duplicate.duplicate_deliveries,
       lastDuplicateAt: duplicate.last_duplicate_at,
     };
+  }
+  if (start.mode === "forced" && record.startedOverFrom) {
+    const from = results.first<{ fromStatus: ExecutionStatus; liveExecutionId: string | null; supersededBy: string | null }>(
+      "startOverFrom",
+    );
+    if (!from || from.fromStatus === "RUNNING" || from.liveExecutionId !== null || from.supersededBy !== null) {
+      return {
+        created: false,
+        refused: true,
+        fromStatus: from?.fromStatus ?? null,
+        liveExecutionId: from?.liveExecutionId ?? null,
+        supersededBy: from?.supersededBy ?? null,
+      };
+    }
   }
   if (start.mode === "forced" && record.requireLatestVersion) {
     throw new WorkflowVersionChanged(record.workspace, record.workflowId, record.version);

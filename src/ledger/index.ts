@@ -84,7 +84,15 @@ export {
 } from "./step-recovery";
 
 // Operator actions.
-export { retryFailedStep, type OperatorRetryOptions, type OperatorRetryResult } from "./operator";
+export {
+  cancelExecution,
+  retryFailedStep,
+  type CancelOptions,
+  type CancelResult,
+  type InFlightStep,
+  type OperatorRetryOptions,
+  type OperatorRetryResult,
+} from "./operator";
 
 // Reads for the API.
 export {

@@ -1,17 +1,27 @@
 /**
- * Operator actions on steps (SPEC section 7): the retry of a FAILED step. Every action is scoped
- * to the caller's workspace in SQL, so another workspace's step reads as not found.
+ * Operator actions (SPEC sections 7 and 9): the retry of a FAILED step, and the cancel of a
+ * running execution. Every action is scoped to the caller's workspace in SQL, so another
+ * workspace's step or execution reads as not found. Both keep the rule that at most one execution
+ * of a lineage (a chain of start overs, migrations/0009) is live, checked in the statement that
+ * would break it (the start over's side is ./executions.ts `startOverGate`).
  */
 import { LabelledBatch } from "./batch";
 import { KEY_MAY_BE_FORGOTTEN_MARK } from "./key-sends";
 import type { StepRef } from "./step-sql";
+import type { ExecutionStatus } from "./executions";
 import type { StepState } from "./steps";
 
 export type OperatorRetryResult =
   | { retried: true; acknowledged: boolean }
-  | { retried: false; state: StepState | null }
+  | { retried: false; reason: "not-found" }
+  | { retried: false; reason: "not-failed"; state: StepState }
   /** The retention guard refused this step's key: a retry must acknowledge that the destination may have forgotten it. */
-  | { retried: false; state: "FAILED"; needsAcknowledgement: true };
+  | { retried: false; reason: "needs-acknowledgement" }
+  | { retried: false; reason: "execution-cancelled" }
+  /** Another execution of the lineage is RUNNING: reopening this one would make two live. */
+  | { retried: false; reason: "live-execution"; liveExecutionId: string }
+  /** A newer execution took this one's trigger identity (reuse after failure): retry that one instead. */
+  | { retried: false; reason: "superseded"; supersededBy: string };
 
 export interface OperatorRetryOptions {
   /**
@@ -26,10 +36,12 @@ export interface OperatorRetryOptions {
  * `retryFailedStep`: FAILED → DISPATCHED (operator action), in the caller's workspace only. The
  * persisted destination key stays on the row, so the retry sends it again; the attempt counter
  * continues and `retry_base` restarts the retry budget. The execution goes back to RUNNING in the
- * same batch. Not retried: not found in this workspace (`state` null), not FAILED (`state` says
- * what it is), or refused by the retention guard (its error carries KEY_MAY_BE_FORGOTTEN_MARK) and
- * not acknowledged. An acknowledged retry of such a step moves its key's `counted_from` to now —
- * the re-send starts the destination's memory over — and its event says so. The event quotes at
+ * same batch. Not retried: not found in this workspace, not FAILED, its execution CANCELLED (a
+ * cancel is a decision: start over instead) or superseded (a newer execution took its identity),
+ * another execution of its lineage RUNNING, or refused
+ * by the retention guard (its error carries KEY_MAY_BE_FORGOTTEN_MARK) and not acknowledged. An
+ * acknowledged retry of such a step moves its key's `counted_from` to now — the re-send starts the
+ * destination's memory over — and its event says so. The event quotes at
  * most 10,000 characters of the error: a value built in SQL must stay under what D1 stores
  * (2,000,000 bytes) whatever the error held.
  *
@@ -42,7 +54,10 @@ export async function retryFailedStep(
   now: number,
   options: OperatorRetryOptions = {},
 ): Promise<OperatorRetryResult> {
-  const failed = `execution_id = ?1 AND vertex_id = ?2 AND workspace = ?3 AND state = 'FAILED'`;
+  // FAILED, in a reopenable execution that no other execution of its lineage supersedes while live.
+  const failed = `execution_id = ?1 AND vertex_id = ?2 AND workspace = ?3 AND state = 'FAILED'
+    AND EXISTS (SELECT 1 FROM executions e
+                WHERE e.id = ?1 AND e.status IN ('RUNNING', 'FAILED') AND e.superseded_by IS NULL AND ${NO_OTHER_LIVE})`;
   const refusedByGuard = `instr(coalesce(error, ''), ?6) > 0`;
   // The guard's refusal is retried only when acknowledged.
   const retryable = `${failed} AND (?5 = 1 OR NOT ${refusedByGuard})`;
@@ -88,7 +103,7 @@ export async function retryFailedStep(
       db
         .prepare(
           `UPDATE executions SET status = 'RUNNING', finished_at = NULL, updated_at = ?3
-           WHERE id = ?1 AND workspace = ?2 AND status <> 'RUNNING'
+           WHERE id = ?1 AND workspace = ?2 AND status = 'FAILED'
              AND EXISTS (SELECT 1 FROM steps WHERE execution_id = ?1 AND state = 'DISPATCHED')`,
         )
         .bind(ref.executionId, workspace, now),
@@ -97,14 +112,148 @@ export async function retryFailedStep(
       "current",
       db
         .prepare(
-          `SELECT state, ${refusedByGuard} AS refusedByGuard FROM steps
-           WHERE execution_id = ?1 AND vertex_id = ?2 AND workspace = ?3`,
+          `SELECT s.state, ${refusedByGuard} AS refusedByGuard, e.status AS executionStatus, e.superseded_by AS supersededBy,
+                  (SELECT l.id FROM executions l WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status = 'RUNNING' LIMIT 1)
+                    AS liveExecutionId
+           FROM steps s JOIN executions e ON e.id = s.execution_id
+           WHERE s.execution_id = ?1 AND s.vertex_id = ?2 AND s.workspace = ?3`,
         )
         .bind(...params),
     )
     .run();
   if (results.first("step") !== null) return { retried: true, acknowledged: results.changes("keyAcknowledged") > 0 };
-  const current = results.first<{ state: StepState; refusedByGuard: number }>("current");
-  if (current?.state === "FAILED" && current.refusedByGuard) return { retried: false, state: "FAILED", needsAcknowledgement: true };
-  return { retried: false, state: current?.state ?? null };
+  const current = results.first<RetryCurrent>("current");
+  if (!current) return { retried: false, reason: "not-found" };
+  if (current.state !== "FAILED") return { retried: false, reason: "not-failed", state: current.state };
+  if (current.executionStatus === "CANCELLED") return { retried: false, reason: "execution-cancelled" };
+  if (current.supersededBy !== null) return { retried: false, reason: "superseded", supersededBy: current.supersededBy };
+  if (current.liveExecutionId !== null) return { retried: false, reason: "live-execution", liveExecutionId: current.liveExecutionId };
+  return { retried: false, reason: "needs-acknowledgement" };
+}
+
+interface RetryCurrent {
+  state: StepState;
+  refusedByGuard: number;
+  executionStatus: ExecutionStatus;
+  supersededBy: string | null;
+  liveExecutionId: string | null;
+}
+
+/** No execution of `e`'s lineage but `e` itself is RUNNING. For a statement where `e` is the execution acted on. */
+const NO_OTHER_LIVE = `NOT EXISTS (SELECT 1 FROM executions l WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status = 'RUNNING')`;
+
+export type CancelResult =
+  /** Cancelled now: the steps that were in flight, with the key each had sent (a sent call cannot be unsent). */
+  | { cancelled: true; inFlight: InFlightStep[]; identityReleased: boolean }
+  | { cancelled: false; status: ExecutionStatus | null; identityReleased: boolean };
+
+export interface InFlightStep {
+  vertexId: string;
+  state: "DISPATCHED" | "EXECUTING";
+  /** The key the step had persisted (and so may have sent); null if it had not. */
+  idempotencyKey: string | null;
+}
+
+export interface CancelOptions {
+  /**
+   * Let the next trigger with this execution's identity start a new execution (its dedupe window
+   * ends now). By default a CANCELLED execution keeps absorbing duplicates until its window ends.
+   */
+  releaseIdentity?: boolean;
+}
+
+/**
+ * `cancelExecution`: RUNNING → CANCELLED, with every DISPATCHED and EXECUTING step → CANCELLED at
+ * once — its epoch moves, so a worker still running is fenced out (and recorded) when it settles,
+ * and the reaper has nothing left to re-dispatch — a `cancelled` event per such step naming what
+ * it had sent, and its running attempt closed as `cancelled`.
+ *
+ * ONE batch, one transaction: the in-flight steps read, the events written, the attempts, steps
+ * and execution cancelled, [the identity released], the execution's status read. So a settle
+ * racing the cancel either commits before it (and the cancel sees its result) or is fenced out
+ * after it. Not cancelled: not in this workspace (`status` null), or already finished (`status`
+ * says how; a CANCELLED one may still release its identity).
+ *
+ * Binds ?1 execution id, ?2 workspace, ?3 now.
+ */
+export async function cancelExecution(
+  db: D1Database,
+  workspace: string,
+  executionId: string,
+  now: number,
+  options: CancelOptions = {},
+): Promise<CancelResult> {
+  const running = `EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2 AND e.status = 'RUNNING')`;
+  const inFlight = `execution_id = ?1 AND state IN ('DISPATCHED', 'EXECUTING') AND ${running}`;
+  const params = [executionId, workspace, now] as const;
+  const batch = new LabelledBatch<"inFlight" | "events" | "attempts" | "steps" | "execution" | "release" | "current">(db)
+    .add(
+      "inFlight",
+      db
+        .prepare(`SELECT vertex_id AS vertexId, state, idempotency_key AS idempotencyKey FROM steps WHERE ${inFlight} ORDER BY created_at`)
+        .bind(executionId, workspace),
+    )
+    .add(
+      "events",
+      db
+        .prepare(
+          `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
+           SELECT execution_id, vertex_id, 'cancelled', epoch + 1, ?3,
+                  'cancelled while ' || state ||
+                  CASE WHEN idempotency_key IS NULL THEN '; no key sent' ELSE '; key sent: ' || idempotency_key END
+           FROM steps WHERE ${inFlight}`,
+        )
+        .bind(...params),
+    )
+    .add(
+      "attempts",
+      db
+        .prepare(
+          // The attempts still running end here (a clock behind the claim's never ends one before it
+          // began).
+          `UPDATE step_attempts SET outcome = 'cancelled', finished_at = max(started_at, ?3)
+           WHERE execution_id = ?1 AND outcome = 'running' AND ${running}`,
+        )
+        .bind(...params),
+    )
+    .add(
+      "steps",
+      db
+        .prepare(
+          `UPDATE steps
+             SET state = 'CANCELLED', epoch = epoch + 1, lease_until = NULL, finished_at = ?3, updated_at = ?3, next_resend_at = NULL,
+                 error = 'cancelled by an operator'
+           WHERE ${inFlight}`,
+        )
+        .bind(...params),
+    )
+    .add(
+      "execution",
+      db
+        .prepare(
+          `UPDATE executions SET status = 'CANCELLED', finished_at = ?3, updated_at = ?3
+           WHERE id = ?1 AND workspace = ?2 AND status = 'RUNNING'
+           RETURNING id`,
+        )
+        .bind(...params),
+    );
+  if (options.releaseIdentity) {
+    // The window ends now; the identity row's CHECK wants it to end after it began.
+    batch.add(
+      "release",
+      db
+        .prepare(
+          `UPDATE execution_identities SET expires_at = max(window_start + 1, ?3)
+           WHERE execution_id = ?1 AND workspace = ?2 AND expires_at > ?3
+             AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2 AND e.status = 'CANCELLED')`,
+        )
+        .bind(...params),
+    );
+  }
+  batch.add("current", db.prepare(`SELECT status FROM executions WHERE id = ?1 AND workspace = ?2`).bind(executionId, workspace));
+  const results = await batch.run();
+  const identityReleased = options.releaseIdentity === true && results.changes("release") > 0;
+  if (results.first("execution") !== null) return { cancelled: true, inFlight: results.rows<InFlightStep>("inFlight"), identityReleased };
+  const status = results.first<{ status: ExecutionStatus }>("current")?.status ?? null;
+  return { cancelled: false, status, identityReleased };
 }

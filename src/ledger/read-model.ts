@@ -26,6 +26,10 @@ export interface ExecutionRecord {
   duplicateDeliveries: number;
   lastDuplicateAt: number | null;
   startedOverFrom: string | null;
+  /** The FAILED execution whose trigger identity this one took (reuse after failure). */
+  previousExecutionId: string | null;
+  /** The execution that took this one's trigger identity after it failed: this one is no longer retried or started over. */
+  supersededBy: string | null;
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
@@ -86,6 +90,8 @@ const EXECUTION_RECORD = selectList<ExecutionRecord>({
   duplicateDeliveries: "duplicate_deliveries",
   lastDuplicateAt: "last_duplicate_at",
   startedOverFrom: "started_over_from",
+  previousExecutionId: "previous_execution_id",
+  supersededBy: "superseded_by",
   createdAt: "created_at",
   updatedAt: "updated_at",
   finishedAt: "finished_at",

@@ -122,7 +122,7 @@ export async function recordDeadLetters(db: D1Database, letters: readonly DeadLe
 
 /** The step's event for a dead letter. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's description. */
 function deadLetterEvent(db: D1Database, step: StepRef, now: number, message: string): D1PreparedStatement {
-  const settled = "state IN ('COMPLETED', 'SKIPPED', 'FAILED')";
+  const settled = "state IN ('COMPLETED', 'SKIPPED', 'FAILED', 'CANCELLED')";
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)

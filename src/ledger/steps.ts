@@ -19,14 +19,16 @@ import {
   type RetryDelayReason,
 } from "./attempts";
 import { LabelledBatch } from "./batch";
+import type { ExecutionStatus } from "./executions";
 import { selectList } from "./columns";
 import { keySendsColumn, upsertKeySend, type KeySend } from "./key-sends";
 import { CLAIMABLE, fenceParams, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef } from "./step-sql";
 
 export type { Fence, StepRef } from "./step-sql";
 
-export type StepState = "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "SKIPPED";
-export type StepEventType = "fenced_out" | "attempt_failed" | "lease_expired" | "operator_retry" | "dead_lettered" | "redelivery_dropped";
+export type StepState = "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "SKIPPED" | "CANCELLED";
+export type StepEventType =
+  "fenced_out" | "attempt_failed" | "lease_expired" | "operator_retry" | "dead_lettered" | "redelivery_dropped" | "cancelled";
 
 // ---------------------------------------------------------------------------------------------
 // Claim
@@ -51,7 +53,7 @@ export interface StepRun {
   triggerKind: string;
   /** The execution this one was started over from (its steps may have written), if any. */
   startedOverFrom: string | null;
-  executionStatus: "RUNNING" | "COMPLETED" | "FAILED";
+  executionStatus: ExecutionStatus;
   /** The pinned version's definition, as stored (JSON text). */
   definitionJson: string;
   /** The step's state; null when the execution has no step for this vertex. */

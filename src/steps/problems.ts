@@ -6,7 +6,17 @@
 import { ProblemError, type ProblemCatalog } from "../lib/problem";
 
 export type ExecutionProblemCode =
-  "invalid-query" | "invalid-cursor" | "step-not-failed" | "invalid-retry-body" | "destination-key-may-be-forgotten";
+  | "invalid-query"
+  | "invalid-cursor"
+  | "step-not-failed"
+  | "invalid-retry-body"
+  | "destination-key-may-be-forgotten"
+  | "execution-running"
+  | "live-execution-exists"
+  | "execution-not-cancellable"
+  | "execution-cancelled"
+  | "invalid-cancel-body"
+  | "execution-superseded";
 
 /** Both list parameters share one code: a client fixes either the same way. */
 const invalidQuery = (detail: string) => new ProblemError({ status: 400, code: "invalid-query", title: "Invalid query parameter", detail });
@@ -48,5 +58,58 @@ export const executionProblems = {
         `(the step's error says when it was first sent, where, and until when it was remembered). Re-sending it could be ` +
         `taken as a new request. Check by hand whether the first request took effect; if it did not, retry with the body ` +
         `{"acknowledgeForgottenKey": true} (recorded in the trace); if it did, leave the step FAILED.`,
+    }),
+  executionRunning: (executionId: string) =>
+    new ProblemError({
+      status: 409,
+      code: "execution-running",
+      title: "The execution is still running",
+      detail:
+        `Execution ${executionId} is RUNNING: a start over now would send its destination keys from two live executions at ` +
+        `once. Wait for it to finish, or cancel it (POST /v1/executions/${executionId}/cancel), then start over.`,
+    }),
+  liveExecutionExists: (executionId: string, liveExecutionId: string) =>
+    new ProblemError({
+      status: 409,
+      code: "live-execution-exists",
+      title: "Another execution of this trigger is running",
+      detail:
+        `Execution ${liveExecutionId}, of the same chain of start overs as ${executionId}, is RUNNING: two live executions ` +
+        `would send the same destination keys. Wait for it to finish, or cancel it (POST /v1/executions/${liveExecutionId}/cancel).`,
+    }),
+  executionNotCancellable: (executionId: string, status: string) =>
+    new ProblemError({
+      status: 409,
+      code: "execution-not-cancellable",
+      title: "Only a running execution can be cancelled",
+      detail:
+        `Execution ${executionId} is ${status}: nothing is left to stop. ` +
+        `To run it again use POST /v1/executions/${executionId}/start-over.`,
+    }),
+  executionCancelled: (ref: { executionId: string; vertexId: string }) =>
+    new ProblemError({
+      status: 409,
+      code: "execution-cancelled",
+      title: "The execution was cancelled",
+      detail:
+        `Execution ${ref.executionId} was cancelled, so its step ${ref.vertexId} is not retried (a cancel is a decision). To run ` +
+        `it again use POST /v1/executions/${ref.executionId}/start-over.`,
+    }),
+  cancelBodyInvalid: (reason: string) =>
+    new ProblemError({
+      status: 400,
+      code: "invalid-cancel-body",
+      title: "Invalid cancel request",
+      detail: `${reason}. A cancel takes no body, or {"releaseIdentity": true} to let the next trigger with its identity start anew.`,
+    }),
+  executionSuperseded: (executionId: string, supersededBy: string) =>
+    new ProblemError({
+      status: 409,
+      code: "execution-superseded",
+      title: "A newer execution took this execution's trigger",
+      detail:
+        `Execution ${executionId} failed, and a later trigger with its identity started ${supersededBy} (the entry point's ` +
+        `reusePolicy is after-failure). Act on ${supersededBy} instead: retrying or starting over ${executionId} would send ` +
+        `the same destination keys beside it.`,
     }),
 } satisfies ProblemCatalog<ExecutionProblemCode>;

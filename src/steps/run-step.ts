@@ -104,6 +104,7 @@ function whyNotClaimed(run: StepRun, now: number, drop: boolean): Decision {
     case "COMPLETED":
     case "FAILED":
     case "SKIPPED":
+    case "CANCELLED":
       return { action: "ack", why: `step already ${run.stepState}` };
     case "EXECUTING":
       if (drop) return { action: "drop", why: "lease held by another worker; the reaper re-dispatches the step if the lease expires" };

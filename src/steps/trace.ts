@@ -48,6 +48,8 @@ export function executionSummary(e: ExecutionRecord) {
     duplicateDeliveries: e.duplicateDeliveries,
     lastDuplicateAt: iso(e.lastDuplicateAt),
     startedOverFrom: e.startedOverFrom,
+    previousExecutionId: e.previousExecutionId,
+    supersededBy: e.supersededBy,
     createdAt: iso(e.createdAt),
     finishedAt: iso(e.finishedAt),
   };

@@ -14,7 +14,7 @@ const sql = import.meta.glob<string>(["../../demo/migrations/*.sql", "!../../dem
 });
 
 /** Split a migration into statements: drop `--` comments, split on `;` at the end of a line. */
-function statementsOf(migration: string): string[] {
+export function statementsOf(migration: string): string[] {
   return migration
     .split("\n")
     .map((line) => line.replace(/--.*$/, ""))

@@ -80,6 +80,12 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       stepNotFailed: () => executionProblems.stepNotFailed({ executionId: "e1", vertexId: "charge" }, "COMPLETED"),
       retryBodyInvalid: () => executionProblems.retryBodyInvalid('Unknown member "force"'),
       keyMayBeForgotten: () => executionProblems.keyMayBeForgotten({ executionId: "e1", vertexId: "charge" }),
+      executionRunning: () => executionProblems.executionRunning("e1"),
+      liveExecutionExists: () => executionProblems.liveExecutionExists("e1", "e2"),
+      executionNotCancellable: () => executionProblems.executionNotCancellable("e1", "COMPLETED"),
+      executionCancelled: () => executionProblems.executionCancelled({ executionId: "e1", vertexId: "charge" }),
+      cancelBodyInvalid: () => executionProblems.cancelBodyInvalid('Unknown member "force"'),
+      executionSuperseded: () => executionProblems.executionSuperseded("e1", "e2"),
     } satisfies Samples<typeof executionProblems>,
   },
   {

@@ -6,8 +6,9 @@
  * The destination is a Hono app behind idemflow's own Idempotency-Key ledger middleware, on the
  * same real D1: "charged once" is proven by the real ledger, not by a map in the test.
  */
-import { createExecutionContext, createMessageBatch, env, getQueueResult, type QueueResult } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, env, getQueueResult, waitOnExecutionContext, type QueueResult } from "cloudflare:test";
 import { Hono } from "hono";
+import { app } from "../../src/app";
 import { WorkflowDefinition, type WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { getWorkflow, saveWorkflow, type StoredWorkflow } from "../../src/definitions/store";
 import { idempotency } from "../../src/http/idempotency";
@@ -288,4 +289,34 @@ export async function dumpEveryTable(): Promise<string> {
   let dump = "";
   for (const { name } of results) dump += JSON.stringify((await env.DB.prepare(`SELECT * FROM "${name}"`).all()).results);
   return dump;
+}
+
+/**
+ * A request to the real app (the operator routes, the trace), with the step queue swapped for the
+ * harness's so the test decides when each message is delivered. `token` defaults to `dev-token`
+ * (workspace `dev`); a string `body` is sent as is, anything else as JSON.
+ */
+export async function callApp(
+  h: Harness,
+  method: string,
+  path: string,
+  init: { token?: string; key?: string; body?: unknown } = {},
+): Promise<Response> {
+  const headers: Record<string, string> = { authorization: `Bearer ${init.token ?? "dev-token"}` };
+  if (init.key) headers["idempotency-key"] = init.key;
+  if (init.body !== undefined) headers["content-type"] = "application/json";
+  const body = init.body === undefined ? undefined : typeof init.body === "string" ? init.body : JSON.stringify(init.body);
+  const ctx = createExecutionContext();
+  const response = await app.fetch(new Request(`http://idemflow.test${path}`, { method, headers, body }), { ...env, QUEUE: h.queue }, ctx);
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+/** A charge execution in `workspace` whose charge failed for good (three 500s): FAILED. */
+export async function failedCharge(h: Harness, workspace: string): Promise<{ wf: StoredWorkflow; id: string }> {
+  const wf = await seedWorkflow(workspace, chargeWorkflow(unique("wf")));
+  const id = await h.start(wf, { order: { id: unique("O"), total: 12 } });
+  h.dest.fault("/payments/charges", 500, 3);
+  await h.drain();
+  return { wf, id };
 }

@@ -1,35 +1,14 @@
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { app } from "../../src/app";
-import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
+import { callApp, chargeWorkflow, executionStatus, failedCharge, harness, seedWorkflow, stepsOf, unique } from "./helpers";
 
 const WS = "dev"; // dev-token's workspace
-
-async function api(h: Harness, method: string, path: string, init: { token?: string; key?: string } = {}) {
-  const headers: Record<string, string> = { authorization: `Bearer ${init.token ?? "dev-token"}` };
-  if (init.key) headers["idempotency-key"] = init.key;
-  const ctx = createExecutionContext();
-  // The real app, with the step queue swapped for the harness's (the test delivers the messages).
-  const response = await app.fetch(new Request(`http://idemflow.test${path}`, { method, headers }), { ...env, QUEUE: h.queue }, ctx);
-  await waitOnExecutionContext(ctx);
-  return response;
-}
-
-async function failedCharge(h: Harness) {
-  const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-  const id = await h.start(wf, { order: { id: unique("O"), total: 12 } });
-  h.dest.fault("/payments/charges", 500, 3);
-  await h.drain();
-  expect((await stepsOf(id)).charge!.state).toBe("FAILED");
-  expect(await executionStatus(id)).toBe("FAILED");
-  return { wf, id };
-}
 
 describe("operator retry", () => {
   it("re-runs a FAILED step with its persisted key; the attempt count continues", async () => {
     const h = harness();
-    const { id } = await failedCharge(h);
-    const res = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") });
+    const { id } = await failedCharge(h, WS);
+    const res = await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") });
     expect(res.status).toBe(202);
     expect(await executionStatus(id)).toBe("RUNNING");
     await h.drain();
@@ -42,7 +21,7 @@ describe("operator retry", () => {
     expect(keys[0]).toBe(steps.charge!.idempotency_key);
     expect(steps.done!.state).toBe("COMPLETED");
     expect(await executionStatus(id)).toBe("COMPLETED");
-    const trace = (await (await api(h, "GET", `/v1/executions/${id}`)).json()) as {
+    const trace = (await (await callApp(h, "GET", `/v1/executions/${id}`)).json()) as {
       steps: Array<{ vertexId: string; events: Array<{ type: string }> }>;
     };
     expect(trace.steps.find((s) => s.vertexId === "charge")!.events.map((e) => e.type)).toEqual([
@@ -54,14 +33,14 @@ describe("operator retry", () => {
 
   it("requires an Idempotency-Key, and a repeated request with the same key retries once", async () => {
     const h = harness();
-    const { id } = await failedCharge(h);
-    const missing = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`);
+    const { id } = await failedCharge(h, WS);
+    const missing = await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`);
     expect(missing.status).toBe(400);
     expect((await stepsOf(id)).charge!.state).toBe("FAILED");
     const key = unique("op");
     const [a, b] = [
-      await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key }),
-      await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key }),
+      await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key }),
+      await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key }),
     ];
     expect(a.status).toBe(202);
     expect(b.status).toBe(202);
@@ -74,21 +53,21 @@ describe("operator retry", () => {
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     const id = await h.start(wf, { order: { id: unique("O"), total: 1 } });
     await h.drain();
-    const notFailed = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") });
+    const notFailed = await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") });
     expect(notFailed.status).toBe(409);
     expect(((await notFailed.json()) as { code: string }).code).toBe("step-not-failed");
-    const other = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
+    const other = await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
     expect(other.status).toBe(404);
-    expect((await api(h, "GET", `/v1/executions/${id}`, { token: "other-token" })).status).toBe(404);
-    expect((await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op"), token: "other-token" })).status).toBe(404);
+    expect((await callApp(h, "GET", `/v1/executions/${id}`, { token: "other-token" })).status).toBe(404);
+    expect((await callApp(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op"), token: "other-token" })).status).toBe(404);
   });
 
   it("refuses another workspace's retry of a FAILED step (404 problem+json): it stays FAILED, the Gateway is not called", async () => {
     const h = harness();
-    const { id } = await failedCharge(h);
+    const { id } = await failedCharge(h, WS);
     const calls = h.dest.requests.length;
     const before = await stepsOf(id);
-    const res = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
+    const res = await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
     expect(res.status).toBe(404);
     expect(res.headers.get("content-type")).toBe("application/problem+json");
     expect(await res.json()).toMatchObject({ status: 404, code: "not-found" });
@@ -103,7 +82,7 @@ describe("operator retry", () => {
       .first<{ n: number }>();
     expect(retries?.n).toBe(0);
     // The step was retryable: its own workspace may (so the 404 was the workspace, not the state).
-    expect((await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") })).status).toBe(202);
+    expect((await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") })).status).toBe(202);
   });
 });
 
@@ -113,7 +92,7 @@ describe("start over", () => {
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     const id = await h.start(wf, { order: { id: unique("O"), total: 77 } });
     await h.drain();
-    const res = await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
+    const res = await callApp(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
     expect(res.status).toBe(202);
     const body = (await res.json()) as { executionId: string; startedOverFrom: string; identity: string };
     expect(body.executionId).not.toBe(id);
@@ -123,7 +102,7 @@ describe("start over", () => {
     expect(after.charge!.idempotency_key).toBe(before.charge!.idempotency_key);
     expect(after.charge!.state).toBe("COMPLETED");
     expect(h.dest.effects).toHaveLength(1);
-    const trace = (await (await api(h, "GET", `/v1/executions/${body.executionId}`)).json()) as {
+    const trace = (await (await callApp(h, "GET", `/v1/executions/${body.executionId}`)).json()) as {
       startedOverFrom: string;
       trigger: string;
     };
@@ -142,7 +121,7 @@ describe("start over", () => {
         .bind('{"order":{"id":12345678901234567000,"total":5}}', id)
         .run();
       const before = await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>();
-      const res = await api(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
+      const res = await callApp(h, "POST", `/v1/executions/${id}/start-over`, { key: unique("op") });
       expect(res.status).toBe(422);
       expect(await res.json()).toMatchObject({ code: "json-number-out-of-range", pointer: "/order/id", number: "12345678901234567000" });
       expect(await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>()).toEqual(before);
@@ -156,7 +135,7 @@ describe("reading executions", () => {
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     const id = await h.start(wf, { order: { id: "T-1", total: 5 } });
     await h.drain();
-    const res = await api(h, "GET", `/v1/executions/${id}`);
+    const res = await callApp(h, "GET", `/v1/executions/${id}`);
     expect(res.status).toBe(200);
     const trace = (await res.json()) as Record<string, unknown> & { steps: Array<Record<string, unknown>> };
     expect(trace).toMatchObject({
@@ -172,7 +151,7 @@ describe("reading executions", () => {
     expect(charge.idempotencyKey).toMatch(/^charge-/);
     expect((charge.request as { headers: Record<string, string> }).headers.Authorization).toBe("Bearer [redacted]");
     expect((charge.output as { status: number; idempotencyKey: string }).status).toBe(201);
-    expect((await api(h, "GET", `/v1/executions/nope`)).status).toBe(404);
+    expect((await callApp(h, "GET", `/v1/executions/nope`)).status).toBe(404);
   });
 
   it("lists executions newest first with filters and a cursor", async () => {
@@ -182,7 +161,7 @@ describe("reading executions", () => {
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const res = await api(
+      const res = await callApp(
         h,
         "GET",
         `/v1/executions?workflowId=${wf.workflowId}&status=RUNNING&limit=2${cursor ? `&cursor=${cursor}` : ""}`,
@@ -196,9 +175,9 @@ describe("reading executions", () => {
       cursor = page.nextCursor;
     } while (cursor);
     expect(new Set(seen).size).toBe(3);
-    expect((await api(h, "GET", `/v1/executions?status=BOGUS`)).status).toBe(400);
-    expect((await api(h, "GET", `/v1/executions?cursor=%%%`)).status).toBe(400);
-    const other = (await (await api(h, "GET", `/v1/executions?workflowId=${wf.workflowId}`, { token: "other-token" })).json()) as {
+    expect((await callApp(h, "GET", `/v1/executions?status=BOGUS`)).status).toBe(400);
+    expect((await callApp(h, "GET", `/v1/executions?cursor=%%%`)).status).toBe(400);
+    const other = (await (await callApp(h, "GET", `/v1/executions?workflowId=${wf.workflowId}`, { token: "other-token" })).json()) as {
       items: unknown[];
     };
     expect(other.items).toEqual([]);

@@ -10,12 +10,11 @@ import { createDemoApp } from "../../demo/src/app";
 import { createDemoTables } from "../helpers/demo-tables";
 import { FORGETFUL_RETENTION_MS } from "../../demo/src/env";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { app } from "../../src/app";
 import { startWorkflowExecution } from "../../src/ingress/start";
 import { KEY_MAY_BE_FORGOTTEN_MARK, retryFailedStep } from "../../src/ledger";
 import type { StepMessage } from "../../src/steps/messages";
 import { readTrace } from "../../src/steps/trace";
-import { chargeWorkflow, DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
+import { callApp, chargeWorkflow, DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 const WS = "dev"; // dev-token's workspace: the operator routes are called with it
 const RETENTION_MS = FORGETFUL_RETENTION_MS;
@@ -63,17 +62,6 @@ async function keySends(key: string) {
     .bind(key)
     .all();
   return results;
-}
-
-async function api(h: Harness, method: string, path: string, init: { key?: string; body?: unknown } = {}) {
-  const headers: Record<string, string> = { authorization: "Bearer dev-token" };
-  if (init.key) headers["idempotency-key"] = init.key;
-  if (init.body !== undefined) headers["content-type"] = "application/json";
-  const body = init.body === undefined ? undefined : typeof init.body === "string" ? init.body : JSON.stringify(init.body);
-  const ctx = createExecutionContext();
-  const response = await app.fetch(new Request(`http://idemflow.test${path}`, { method, headers, body }), { ...env, QUEUE: h.queue }, ctx);
-  await waitOnExecutionContext(ctx);
-  return response;
 }
 
 /** A start over, on the harness's clock (the route's is the wall clock). */
@@ -200,12 +188,12 @@ describe("the retention guard", () => {
     expect(await charges(order)).toBe(1);
 
     const retry = `/v1/executions/${again}/steps/charge/retry`;
-    const unacknowledged = await api(h, "POST", retry, { key: unique("op") });
+    const unacknowledged = await callApp(h, "POST", retry, { key: unique("op") });
     expect(unacknowledged.status).toBe(409);
     expect(await unacknowledged.json()).toMatchObject({ code: "destination-key-may-be-forgotten" });
     expect((await stepsOf(again)).charge!.state).toBe("FAILED");
 
-    const acknowledged = await api(h, "POST", retry, { key: unique("op"), body: { acknowledgeForgottenKey: true } });
+    const acknowledged = await callApp(h, "POST", retry, { key: unique("op"), body: { acknowledgeForgottenKey: true } });
     expect(acknowledged.status).toBe(202);
     expect(await acknowledged.json()).toMatchObject({ state: "DISPATCHED", acknowledgedForgottenKey: true });
     await h.drain();
@@ -244,7 +232,7 @@ describe("the retention guard", () => {
     const h = setup();
     const { id } = await chargedOnce(h);
     for (const body of ["[1]", { force: true }, { acknowledgeForgottenKey: "yes" }, "{"]) {
-      const response = await api(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), body });
+      const response = await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), body });
       expect(response.status).toBe(400);
       expect(((await response.json()) as { code: string }).code).toMatch(/^(invalid-retry-body|malformed-json)$/);
     }

@@ -1,14 +1,14 @@
 /**
  * Executions: the trace, the list, and the operator actions (SPEC section 7). Every route is
  * scoped to the bearer's workspace: another workspace's execution answers 404, never 403, so
- * ids do not leak across workspaces. The two mutating routes sit behind the Idempotency-Key
- * ledger with a required key: an operator's double click retries once.
+ * ids do not leak across workspaces. The three mutating routes (retry, start over, cancel) sit
+ * behind the Idempotency-Key ledger with a required key: an operator's double click acts once.
  */
 import { Hono } from "hono";
 import { getWorkflow } from "../../definitions/store";
 import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
 import { parseStoredPayload } from "../../ingress/payload";
-import { readExecution, retryFailedStep, type OperatorRetryOptions } from "../../ledger";
+import { cancelExecution, readExecution, retryFailedStep } from "../../ledger";
 import { parseJsonBytes, readRawBody } from "../../lib/request-body";
 import { sendStepMessages } from "../../steps/dispatch";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
@@ -23,7 +23,7 @@ executionRoutes.use("*", requireWorkspace);
 
 const operatorKey = idempotency({ principal: principalFromContext("workspace"), required: true });
 
-const STATUSES = ["RUNNING", "COMPLETED", "FAILED"] as const;
+const STATUSES = ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"] as const;
 type Status = (typeof STATUSES)[number];
 
 executionRoutes.get("/", async (c) => {
@@ -55,12 +55,23 @@ executionRoutes.get("/:executionId", async (c) => {
 
 executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (c) => {
   const ref = { executionId: c.req.param("executionId"), vertexId: c.req.param("vertexId") };
-  const options = await retryOptions(c.req.raw);
-  const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, Date.now(), options);
+  const acknowledgeForgottenKey = await booleanOption(c.req.raw, "acknowledgeForgottenKey", executionProblems.retryBodyInvalid);
+  const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, Date.now(), { acknowledgeForgottenKey });
   if (!result.retried) {
-    if (result.state === null) throw commonProblems.notFound(`Step ${ref.vertexId} of execution ${ref.executionId}`);
-    if ("needsAcknowledgement" in result) throw executionProblems.keyMayBeForgotten(ref);
-    throw executionProblems.stepNotFailed(ref, result.state);
+    switch (result.reason) {
+      case "not-found":
+        throw commonProblems.notFound(`Step ${ref.vertexId} of execution ${ref.executionId}`);
+      case "not-failed":
+        throw executionProblems.stepNotFailed(ref, result.state);
+      case "needs-acknowledgement":
+        throw executionProblems.keyMayBeForgotten(ref);
+      case "execution-cancelled":
+        throw executionProblems.executionCancelled(ref);
+      case "live-execution":
+        throw executionProblems.liveExecutionExists(ref.executionId, result.liveExecutionId);
+      case "superseded":
+        throw executionProblems.executionSuperseded(ref.executionId, result.supersededBy);
+    }
   }
   await sendStepMessages(c.env.QUEUE as never, [ref]);
   const acknowledged = result.acknowledged ? { acknowledgedForgottenKey: true } : {};
@@ -72,6 +83,8 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
   const executionId = c.req.param("executionId");
   const old = await readExecution(c.env.DB, workspace, executionId);
   if (!old) throw commonProblems.notFound(`Execution ${executionId}`);
+  // The common case answered early; the start batch checks it again atomically (`startOverGate`).
+  if (old.status === "RUNNING") throw executionProblems.executionRunning(executionId);
   // The new execution runs the version the old one pinned, on the same payload: business-derived
   // destination keys come out identical, so destinations deduplicate what already happened.
   const workflow = await getWorkflow(c.env.DB, workspace, old.workflowId, old.version);
@@ -86,20 +99,33 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
   return c.json({ ...started, startedOverFrom: executionId }, 202);
 });
 
-/** The retry's body: none, or `{"acknowledgeForgottenKey": true|false}` (src/ledger `OperatorRetryOptions`). */
-async function retryOptions(request: Request): Promise<OperatorRetryOptions> {
-  const raw = await readRawBody(request, MAX_RETRY_BODY_BYTES);
-  if (raw.byteLength === 0) return {};
-  const body = parseJsonBytes(raw);
-  if (typeof body !== "object" || body === null || Array.isArray(body))
-    throw executionProblems.retryBodyInvalid("The body is not a JSON object");
-  const unknown = Object.keys(body).filter((name) => name !== "acknowledgeForgottenKey");
-  if (unknown.length > 0) throw executionProblems.retryBodyInvalid(`Unknown member ${JSON.stringify(unknown[0])}`);
-  const acknowledge = (body as { acknowledgeForgottenKey?: unknown }).acknowledgeForgottenKey;
-  if (acknowledge !== undefined && typeof acknowledge !== "boolean") {
-    throw executionProblems.retryBodyInvalid("`acknowledgeForgottenKey` must be true or false");
+executionRoutes.post("/:executionId/cancel", operatorKey, async (c) => {
+  const executionId = c.req.param("executionId");
+  const releaseIdentity = await booleanOption(c.req.raw, "releaseIdentity", executionProblems.cancelBodyInvalid);
+  const result = await cancelExecution(c.env.DB, c.get("workspace"), executionId, Date.now(), { releaseIdentity });
+  if (result.cancelled) {
+    return c.json({ executionId, status: "CANCELLED", cancelledSteps: result.inFlight, identityReleased: result.identityReleased }, 200);
   }
-  return { acknowledgeForgottenKey: acknowledge === true };
+  if (result.status === null) throw commonProblems.notFound(`Execution ${executionId}`);
+  if (result.status !== "CANCELLED") throw executionProblems.executionNotCancellable(executionId, result.status);
+  // Already cancelled: its state, as a repeat of the cancel would find it.
+  return c.json({ executionId, status: "CANCELLED", cancelledSteps: [], identityReleased: result.identityReleased }, 200);
+});
+
+/**
+ * An operator action's body: none, or a JSON object with at most one boolean member `name`
+ * (`{"acknowledgeForgottenKey": true}` for a retry, `{"releaseIdentity": true}` for a cancel).
+ */
+async function booleanOption(request: Request, name: string, invalid: (reason: string) => Error): Promise<boolean> {
+  const raw = await readRawBody(request, MAX_OPERATOR_BODY_BYTES);
+  if (raw.byteLength === 0) return false;
+  const body = parseJsonBytes(raw);
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalid("The body is not a JSON object");
+  const unknown = Object.keys(body).filter((member) => member !== name);
+  if (unknown.length > 0) throw invalid(`Unknown member ${JSON.stringify(unknown[0])}`);
+  const value = (body as Record<string, unknown>)[name];
+  if (value !== undefined && typeof value !== "boolean") throw invalid(`\`${name}\` must be true or false`);
+  return value === true;
 }
 
-const MAX_RETRY_BODY_BYTES = 4096;
+const MAX_OPERATOR_BODY_BYTES = 4096;
