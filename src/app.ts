@@ -12,12 +12,14 @@ import { hookRoutes } from "./http/routes/hooks";
 import { executionRoutes } from "./http/routes/executions";
 import { demoRoutes } from "./http/routes/demo";
 import { secretRoutes } from "./http/routes/secrets";
+import { serveOpenApi } from "./http/openapi/document";
 import { log } from "./lib/log";
 
 export const app = new Hono<AppEnv>();
 
 app.get("/health", (c) => c.json({ ok: true, service: "idemflow" }));
 
+app.get("/v1/openapi.json", () => serveOpenApi());
 app.route("/v1/workflows", workflowRoutes);
 app.route("/v1/workflows", triggerRoutes);
 app.route("/v1/executions", executionRoutes);

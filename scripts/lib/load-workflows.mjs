@@ -15,9 +15,10 @@ export async function readWorkflowFiles(dir = join(ROOT, "workflows")) {
 /**
  * `PUT /v1/workflows/:id` for every workflow file. Never throws for a rejected definition: each
  * result says what happened, so `npm start` can print it and keep running.
- * `rewrite(text)` lets the e2e tests point the examples at the demo's temporary port.
+ * `rewrite(text)` lets the e2e tests point the examples at the demo's temporary port;
+ * `onAnswer(method, path, response, text)` sees every answer (the e2e checks it against the OpenAPI document).
  */
-export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text, files } = {}) {
+export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text, files, onAnswer } = {}) {
   const results = [];
   for (const { file, text } of files ?? (await readWorkflowFiles())) {
     let id;
@@ -35,12 +36,20 @@ export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text
       continue;
     }
     try {
-      const res = await fetch(`${engineUrl}/v1/workflows/${encodeURIComponent(id)}`, {
+      const path = `/v1/workflows/${encodeURIComponent(id)}`;
+      const res = await fetch(`${engineUrl}${path}`, {
         method: "PUT",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body,
       });
-      const answer = await res.json().catch(() => null);
+      const text = await res.text();
+      onAnswer?.("PUT", path, res, text);
+      let answer = null;
+      try {
+        answer = JSON.parse(text);
+      } catch {
+        // not JSON: the result says the status
+      }
       results.push({ file, id, ok: res.ok, status: res.status, answer });
     } catch (error) {
       results.push({ file, id, ok: false, status: 0, message: error.message });

@@ -1,0 +1,585 @@
+/**
+ * `GET /v1/openapi.json`: the OpenAPI 3.1 document of the whole HTTP API, built once per isolate
+ * (on first request) from zod schemas with zod 4's own `z.toJSONSchema`: request shapes in input
+ * mode (./requests.ts, the workflow definition being the schema the PUT validates with), response
+ * shapes in output mode (./responses.ts). Nothing here restates a shape; this file says which
+ * route answers which schema with which status, and which problem codes each status can carry.
+ *
+ * Public (no bearer token): it describes the API and holds no data. test/http/openapi.test.ts
+ * fails when a route of the app is missing here; the e2e validates every answer against it.
+ */
+import { z } from "zod";
+import * as req from "./requests";
+import * as res from "./responses";
+
+type ProblemCode = (typeof res.PROBLEM_CODES)[number];
+type Problems = Partial<Record<number, readonly ProblemCode[]>>;
+
+interface Answer {
+  description: string;
+  /** A JSON body; omitted: no body (204) or `contentType` with its own `bodySchema`. */
+  schema?: z.ZodType;
+  contentType?: string;
+  /** For a non-JSON body (the event stream): its JSON Schema. */
+  bodySchema?: Record<string, unknown>;
+  headers?: readonly HeaderName[];
+}
+
+interface Operation {
+  method: "get" | "put" | "post" | "delete";
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  /** No bearer token: the route authenticates otherwise (a signature) or not at all. */
+  public?: boolean;
+  query?: z.ZodObject;
+  headers?: readonly HeaderParameter[];
+  body?: { schema: z.ZodType; required: boolean; description: string; contentType?: string };
+  answers: Record<number, Answer>;
+  problems: Problems;
+}
+
+interface HeaderParameter {
+  name: string;
+  required: boolean;
+  description: string;
+  schema?: Record<string, unknown>;
+}
+
+const HEADERS = {
+  location: { description: "where the created or named resource is read", schema: { type: "string" } },
+  "idempotent-replayed": {
+    description: "`true` when this answer is the stored answer of an earlier request with the same Idempotency-Key",
+    schema: { type: "string", enum: ["true"] },
+  },
+  "retry-after": { description: "seconds to wait before retrying the same request", schema: { type: "string" } },
+  "www-authenticate": { description: 'Bearer realm="idemflow"', schema: { type: "string" } },
+} as const;
+type HeaderName = keyof typeof HEADERS;
+
+const idempotencyKey = (required: boolean): HeaderParameter => ({
+  name: "Idempotency-Key",
+  required,
+  description: required
+    ? "Required: one unique key per operation, the same on every retry of it; a retry replays the first answer."
+    : "Honoured when sent: a retry with the same key replays the first answer; the same key with another request is refused.",
+  schema: { type: "string", minLength: 1, maxLength: 255 },
+});
+
+// ---- problem sets ------------------------------------------------------------------------------
+
+const AUTH: Problems = { 401: ["unauthorized"], 500: ["internal-error"] };
+const GUARDED: Problems = {
+  400: ["idempotency-key-invalid"],
+  409: ["idempotency-key-in-progress", "idempotency-key-lost"],
+  413: ["payload-too-large"],
+  422: ["idempotency-key-mismatch"],
+  500: ["idempotency-response-too-large"],
+  503: ["idempotency-ledger-unavailable", "idempotency-ledger-error"],
+};
+const KEY_REQUIRED: Problems = { 400: ["idempotency-key-missing"] };
+const START: Problems = {
+  400: ["malformed-json", "force-new-execution-not-allowed", "client-idempotency-id-invalid"],
+  404: ["not-found"],
+  413: ["payload-too-large"],
+  415: ["idempotency-fields-need-json"],
+  422: ["idempotency-field-missing", "idempotency-field-empty", "json-number-out-of-range", "edge-condition-failed"],
+};
+
+function merge(...sets: Problems[]): Problems {
+  const merged: Record<number, ProblemCode[]> = {};
+  for (const set of sets) {
+    for (const [status, codes] of Object.entries(set)) {
+      const list = (merged[Number(status)] ??= []);
+      for (const code of codes ?? []) if (!list.includes(code)) list.push(code);
+    }
+  }
+  return merged;
+}
+
+const json = (description: string, schema: z.ZodType, headers?: readonly HeaderName[]): Answer => ({ description, schema, headers });
+
+const startAnswers = (what: string): Record<number, Answer> => ({
+  200: json(`a duplicate of an execution already started: ${what} names it (deduplicated: true)`, res.StartResult, ["location"]),
+  202: json(`a new execution started (${what})`, res.StartResult, ["location"]),
+});
+
+// ---- the routes ----------------------------------------------------------------------------------
+
+export const OPERATIONS: readonly Operation[] = [
+  {
+    method: "get",
+    path: "/health",
+    operationId: "health",
+    summary: "Liveness",
+    tag: "meta",
+    public: true,
+    answers: { 200: json("the Worker answers", res.Health) },
+    problems: {},
+  },
+  {
+    method: "get",
+    path: "/v1/openapi.json",
+    operationId: "openApiDocument",
+    summary: "This document (public: it describes the API and holds no data)",
+    tag: "meta",
+    public: true,
+    answers: { 200: json("the OpenAPI 3.1 document", res.OpenApiDocument) },
+    problems: {},
+  },
+  {
+    method: "get",
+    path: "/v1/workflows",
+    operationId: "listWorkflows",
+    summary: "List the workspace's workflows, by id",
+    tag: "workflows",
+    query: req.WorkflowListQuery,
+    answers: { 200: json("a page of workflows", res.WorkflowList) },
+    problems: merge(AUTH, { 400: ["invalid-limit"] }),
+  },
+  {
+    method: "put",
+    path: "/v1/workflows/{workflowId}",
+    operationId: "saveWorkflow",
+    summary: "Save a definition (validated; 422 lists every error with its JSON Pointer)",
+    tag: "workflows",
+    body: { schema: req.WorkflowDefinition, required: true, description: "the workflow definition; its `id` equals the path's" },
+    answers: {
+      200: json("unchanged: this definition is already the latest version", res.SavedWorkflow, ["location"]),
+      201: json("a new version saved", res.SavedWorkflow, ["location"]),
+    },
+    problems: merge(AUTH, { 400: ["malformed-json"], 413: ["payload-too-large"], 422: ["invalid-definition"] }),
+  },
+  {
+    method: "get",
+    path: "/v1/workflows/{workflowId}",
+    operationId: "readWorkflow",
+    summary: "Read a workflow (latest or a version); a scheduled workflow's recent scheduled runs",
+    tag: "workflows",
+    query: req.WorkflowReadQuery,
+    answers: { 200: json("the stored version", res.StoredWorkflowRead) },
+    problems: merge(AUTH, { 400: ["invalid-version"], 404: ["not-found"] }),
+  },
+  {
+    method: "post",
+    path: "/v1/workflows/{workflowId}/trigger",
+    operationId: "trigger",
+    summary: "Production trigger: always deduplicated on its identity",
+    tag: "runs",
+    query: req.TriggerQuery,
+    headers: [idempotencyKey(false)],
+    body: { schema: req.TriggerPayload, required: true, description: "the payload (JSON, or any bytes when the identity is its content)" },
+    answers: startAnswers("executionId"),
+    problems: merge(AUTH, GUARDED, START),
+  },
+  {
+    method: "post",
+    path: "/v1/workflows/{workflowId}/test-runs",
+    operationId: "testRun",
+    summary: "Test run (a new execution each time by default); `Prefer: wait=N` answers the trace",
+    tag: "runs",
+    query: req.TestRunQuery,
+    headers: [
+      { name: "Prefer", required: false, description: "`wait=N`: wait up to N seconds and answer the trace", schema: { type: "string" } },
+    ],
+    body: { schema: req.TriggerPayload, required: true, description: "the payload" },
+    answers: {
+      200: json(
+        "with `Prefer: wait`: the finished trace; without: a duplicate's StartResult",
+        z.union([res.StartResult, res.TestRunTrace]),
+        ["location"],
+      ),
+      202: json("without `Prefer: wait`: started; with it: the trace so far, still running", z.union([res.StartResult, res.TestRunTrace]), [
+        "location",
+      ]),
+    },
+    problems: merge(AUTH, START, { 400: ["force-new-execution-invalid"] }),
+  },
+  {
+    method: "post",
+    path: "/v1/workflows/{workflowId}/stream",
+    operationId: "streamRun",
+    summary: "Test run streamed as server-sent events until it ends",
+    tag: "runs",
+    query: req.TestRunQuery,
+    body: { schema: req.TriggerPayload, required: true, description: "the payload" },
+    answers: {
+      200: {
+        description: "a duplicate: the events of the existing execution",
+        contentType: "text/event-stream",
+        bodySchema: { type: "string" },
+      },
+      202: { description: "a new execution: its events", contentType: "text/event-stream", bodySchema: { type: "string" } },
+    },
+    problems: merge(AUTH, START, { 400: ["force-new-execution-invalid"] }),
+  },
+  {
+    method: "post",
+    path: "/hooks/{workspaceId}/{workflowId}",
+    operationId: "signedHook",
+    summary: "Public webhook of an entry point with `webhook.signature` (the signature authenticates)",
+    tag: "runs",
+    public: true,
+    headers: [
+      {
+        name: "x-idemflow-signature",
+        required: true,
+        description: "`v1=<hex HMAC-SHA256 of v1:<timestamp>:<workspaceId>:<workflowId>:<raw body>>`",
+      },
+      { name: "x-idemflow-timestamp", required: true, description: "Unix seconds, within the tolerance (default 300 s)" },
+    ],
+    body: { schema: req.TriggerPayload, required: true, description: "the signed payload" },
+    answers: startAnswers("executionId"),
+    problems: merge(START, {
+      400: ["client-idempotency-id-not-signed"],
+      401: ["webhook-signature-missing", "webhook-signature-stale", "webhook-signature-version-unsupported", "webhook-signature-invalid"],
+      404: ["hook-not-found"],
+      500: ["internal-error"],
+      503: ["webhook-secret-missing"],
+    }),
+  },
+  {
+    method: "get",
+    path: "/v1/executions",
+    operationId: "listExecutions",
+    summary: "List executions, newest first, with filters and a cursor",
+    tag: "executions",
+    query: req.ExecutionListQuery,
+    answers: { 200: json("a page of executions", res.ExecutionPage) },
+    problems: merge(AUTH, { 400: ["invalid-query", "invalid-cursor"] }),
+  },
+  {
+    method: "get",
+    path: "/v1/executions/{executionId}",
+    operationId: "readTrace",
+    summary: "The trace: every step, its attempts, events and keys",
+    tag: "executions",
+    answers: { 200: json("the trace", res.Trace) },
+    problems: merge(AUTH, { 404: ["not-found"] }),
+  },
+  {
+    method: "post",
+    path: "/v1/executions/{executionId}/steps/{vertexId}/retry",
+    operationId: "retryStep",
+    summary: "Operator retry of a FAILED step, with the same persisted key",
+    tag: "executions",
+    headers: [idempotencyKey(true)],
+    body: { schema: req.RetryBody, required: false, description: "optional" },
+    answers: { 202: json("the step is DISPATCHED again", res.RetryAccepted, ["idempotent-replayed"]) },
+    problems: merge(AUTH, GUARDED, KEY_REQUIRED, {
+      400: ["malformed-json", "invalid-retry-body"],
+      404: ["not-found"],
+      409: ["step-not-failed", "destination-key-may-be-forgotten", "execution-cancelled", "live-execution-exists", "execution-superseded"],
+    }),
+  },
+  {
+    method: "post",
+    path: "/v1/executions/{executionId}/start-over",
+    operationId: "startOver",
+    summary: "A new execution from the same trigger, pinned to the same version, linked to this one",
+    tag: "executions",
+    headers: [idempotencyKey(true)],
+    answers: { 202: json("the new execution started", res.StartOverResult, ["idempotent-replayed"]) },
+    problems: merge(AUTH, GUARDED, KEY_REQUIRED, {
+      404: ["not-found"],
+      409: ["execution-running", "live-execution-exists", "execution-superseded"],
+      422: ["json-number-out-of-range", "edge-condition-failed"],
+    }),
+  },
+  {
+    method: "post",
+    path: "/v1/executions/{executionId}/cancel",
+    operationId: "cancel",
+    summary: "Cancel: the execution and its in-flight steps become CANCELLED at once",
+    tag: "executions",
+    headers: [idempotencyKey(true)],
+    body: { schema: req.CancelBody, required: false, description: "optional" },
+    answers: { 200: json("cancelled now, or already cancelled", res.CancelResult, ["idempotent-replayed"]) },
+    problems: merge(AUTH, GUARDED, KEY_REQUIRED, {
+      400: ["malformed-json", "invalid-cancel-body"],
+      404: ["not-found"],
+      409: ["execution-not-cancellable"],
+    }),
+  },
+  {
+    method: "get",
+    path: "/v1/stats",
+    operationId: "stats",
+    summary: "Duplicates stopped, per workflow of the workspace",
+    tag: "executions",
+    query: req.StatsQuery,
+    answers: { 200: json("the sums per workflow and in total", res.Stats) },
+    problems: merge(AUTH, { 400: ["invalid-query"] }),
+  },
+  {
+    method: "get",
+    path: "/v1/secrets",
+    operationId: "listSecrets",
+    summary: "Names of the workspace's secrets with their times (never a value)",
+    tag: "secrets",
+    answers: { 200: json("the names", res.SecretList) },
+    problems: AUTH,
+  },
+  {
+    method: "put",
+    path: "/v1/secrets/{name}",
+    operationId: "putSecret",
+    summary: "Create or replace a workspace secret (write-only)",
+    tag: "secrets",
+    body: { schema: req.SecretBody, required: true, description: "exactly `{ value }`" },
+    answers: { 200: json("stored", res.SecretListing) },
+    problems: merge(AUTH, {
+      400: ["malformed-json"],
+      413: ["payload-too-large"],
+      422: ["secret-name-invalid", "secret-name-reserved", "secret-value-invalid"],
+      503: ["secrets-master-key-missing"],
+    }),
+  },
+  {
+    method: "delete",
+    path: "/v1/secrets/{name}",
+    operationId: "deleteSecret",
+    summary: "Delete a workspace secret",
+    tag: "secrets",
+    answers: { 204: { description: "deleted" } },
+    problems: merge(AUTH, { 404: ["not-found"] }),
+  },
+  {
+    method: "post",
+    path: "/demo/orders",
+    operationId: "demoOrder",
+    summary: "Demo: an endpoint behind the Idempotency-Key middleware",
+    tag: "demo",
+    headers: [idempotencyKey(true)],
+    body: { schema: req.TriggerPayload, required: true, description: "any JSON" },
+    answers: { 201: json("the order", res.DemoOrder, ["location", "idempotent-replayed"]) },
+    problems: merge(AUTH, GUARDED, KEY_REQUIRED, { 400: ["malformed-json"] }),
+  },
+  {
+    method: "post",
+    path: "/demo/orders-unguarded",
+    operationId: "demoOrderUnguarded",
+    summary: "Demo: the same handler without the middleware (for the benchmark)",
+    tag: "demo",
+    body: { schema: req.TriggerPayload, required: true, description: "any JSON" },
+    answers: { 201: json("the order", res.DemoOrder, ["location"]) },
+    problems: merge(AUTH, { 400: ["malformed-json"] }),
+  },
+];
+
+// ---- generation --------------------------------------------------------------------------------
+
+const COMPONENT_PREFIX = "#/components/schemas/";
+type JsonSchema = Record<string, unknown>;
+
+/** The component schemas: responses in output mode, request bodies in input mode. */
+const RESPONSE_COMPONENTS: Record<string, z.ZodType> = {
+  Problem: res.Problem,
+  Health: res.Health,
+  OpenApiDocument: res.OpenApiDocument,
+  WorkflowList: res.WorkflowList,
+  SavedWorkflow: res.SavedWorkflow,
+  StoredWorkflowRead: res.StoredWorkflowRead,
+  WorkflowDefinition: req.WorkflowDefinition,
+  ScheduleRun: res.ScheduleRun,
+  StartResult: res.StartResult,
+  StartOverResult: res.StartOverResult,
+  DuplicatesStopped: res.DuplicatesStopped,
+  ExecutionSummary: res.ExecutionSummary,
+  ExecutionPage: res.ExecutionPage,
+  Trace: res.Trace,
+  TestRunTrace: res.TestRunTrace,
+  Step: res.Step,
+  Attempt: res.Attempt,
+  StepEvent: res.StepEvent,
+  DestinationKey: res.DestinationKey,
+  RetryAccepted: res.RetryAccepted,
+  CancelResult: res.CancelResult,
+  Stats: res.Stats,
+  SecretListing: res.SecretListing,
+  SecretList: res.SecretList,
+  DemoOrder: res.DemoOrder,
+};
+const REQUEST_COMPONENTS: Record<string, z.ZodType> = {
+  WorkflowDefinitionInput: req.WorkflowDefinition,
+  RetryBody: req.RetryBody,
+  CancelBody: req.CancelBody,
+  SecretBody: req.SecretBody,
+  JsonPayload: req.TriggerPayload,
+};
+
+/**
+ * zod's registry output, made OpenAPI components: no per-schema `$schema`/`$id` (the document's
+ * dialect is 2020-12), and the schemas zod shares under `__shared` (those with a global `id`,
+ * such as `JsonValue`) hoisted to components of their own.
+ */
+function componentSchemas(components: Record<string, z.ZodType>, io: "input" | "output"): Map<z.ZodType, string> & { schemas: JsonSchema } {
+  const registry = z.registry<{ id: string }>();
+  const names = new Map<z.ZodType, string>();
+  for (const [id, schema] of Object.entries(components)) {
+    registry.add(schema, { id });
+    names.set(schema, id);
+  }
+  const generated = z.toJSONSchema(registry, { io, target: "draft-2020-12", uri: (id) => `${COMPONENT_PREFIX}${id}` });
+  const text = JSON.stringify(generated.schemas).replaceAll(`${COMPONENT_PREFIX}__shared#/$defs/`, COMPONENT_PREFIX);
+  const raw = JSON.parse(text) as Record<string, JsonSchema>;
+  const schemas: JsonSchema = {};
+  for (const [id, schema] of Object.entries(raw)) {
+    if (id === "__shared") {
+      Object.assign(schemas, schema.$defs as JsonSchema);
+      continue;
+    }
+    const { $schema: _dialect, $id: _id, ...rest } = schema;
+    schemas[id] = rest;
+  }
+  return Object.assign(names, { schemas });
+}
+
+function inlineSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, target: "draft-2020-12", unrepresentable: "any" }) as JsonSchema;
+  return rest;
+}
+
+function buildDocument(): JsonSchema {
+  const responses = componentSchemas(RESPONSE_COMPONENTS, "output");
+  const requests = componentSchemas(REQUEST_COMPONENTS, "input");
+  for (const name of Object.keys(requests.schemas)) {
+    const existing = responses.schemas[name];
+    if (existing !== undefined && JSON.stringify(existing) !== JSON.stringify(requests.schemas[name])) {
+      throw new Error(`openapi: component ${name} differs between its input and output shapes`);
+    }
+  }
+  const responseSchema = (schema: z.ZodType): JsonSchema => {
+    const name = responses.get(schema);
+    if (name) return { $ref: `${COMPONENT_PREFIX}${name}` };
+    // A union of components (the test run's two answers): each branch by reference.
+    if (schema instanceof z.ZodUnion) return { anyOf: (schema.options as z.ZodType[]).map(responseSchema) };
+    return inlineSchema(schema, "output");
+  };
+  const requestSchema = (schema: z.ZodType): JsonSchema => {
+    const name = requests.get(schema);
+    return name ? { $ref: `${COMPONENT_PREFIX}${name}` } : inlineSchema(schema, "input");
+  };
+
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const op of OPERATIONS) {
+    const parameters: unknown[] = [...op.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
+      name,
+      in: "path",
+      required: true,
+      schema: { type: "string" },
+    }));
+    for (const [name, field] of Object.entries(op.query?.shape ?? {})) {
+      const schema = field as z.ZodType;
+      parameters.push({
+        name,
+        in: "query",
+        required: !schema.safeParse(undefined).success,
+        ...(schema.description ? { description: schema.description } : {}),
+        schema: inlineSchema(schema, "input"),
+      });
+    }
+    for (const h of op.headers ?? []) {
+      parameters.push({
+        name: h.name,
+        in: "header",
+        required: h.required,
+        description: h.description,
+        schema: h.schema ?? { type: "string" },
+      });
+    }
+
+    const answers: Record<string, unknown> = {};
+    for (const [status, answer] of Object.entries(op.answers)) {
+      const headers = answer.headers?.length ? { headers: Object.fromEntries(answer.headers.map((h) => [h, HEADERS[h]])) } : {};
+      const content = answer.schema
+        ? { content: { "application/json": { schema: responseSchema(answer.schema) } } }
+        : answer.contentType
+          ? { content: { [answer.contentType]: { schema: answer.bodySchema ?? {} } } }
+          : {};
+      answers[status] = { description: answer.description, ...headers, ...content };
+    }
+    for (const [status, codes] of Object.entries(op.problems)) {
+      const headers =
+        status === "401" && !op.public
+          ? { headers: { "www-authenticate": HEADERS["www-authenticate"] } }
+          : status === "409" || status === "503"
+            ? { headers: { "retry-after": HEADERS["retry-after"] } }
+            : {};
+      const described = `problem+json, \`code\` one of: ${(codes ?? []).map((c) => `\`${c}\``).join(", ")}`;
+      const existing = answers[status] as { description: string } | undefined;
+      if (existing) throw new Error(`openapi: ${op.operationId} answers ${status} both as a result and as a problem`);
+      answers[status] = {
+        description: described,
+        ...headers,
+        content: { "application/problem+json": { schema: { $ref: `${COMPONENT_PREFIX}Problem` } } },
+      };
+    }
+
+    paths[op.path] ??= {};
+    paths[op.path]![op.method] = {
+      operationId: op.operationId,
+      summary: op.summary,
+      tags: [op.tag],
+      ...(op.public ? { security: [] } : {}),
+      ...(parameters.length > 0 ? { parameters } : {}),
+      ...(op.body
+        ? {
+            requestBody: {
+              required: op.body.required,
+              description: op.body.description,
+              content: { [op.body.contentType ?? "application/json"]: { schema: requestSchema(op.body.schema) } },
+            },
+          }
+        : {}),
+      responses: answers,
+    };
+  }
+
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "idemflow",
+      version: "1",
+      description:
+        "A workflow engine where retries never become double charges. Every error is application/problem+json with a stable `code` " +
+        "(docs/problems.md); an unknown route answers 404 `route-not-found`. Generated from the zod schemas of src/http/openapi.",
+    },
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    servers: [{ url: "http://localhost:8787", description: "npm start" }],
+    security: [{ bearer: [] }],
+    tags: [
+      { name: "meta" },
+      { name: "workflows" },
+      { name: "runs" },
+      { name: "executions" },
+      { name: "secrets" },
+      { name: "demo", description: "demo endpoints of the engine Worker itself" },
+    ],
+    paths,
+    components: {
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer", description: "a token of `API_TOKENS`; it names the workspace (locally `dev-token`)" },
+      },
+      schemas: { ...responses.schemas, ...requests.schemas },
+    },
+  };
+}
+
+let built: string | undefined;
+
+/** The document's JSON text, built on first use and kept for the isolate's life. */
+export function openApiDocumentText(): string {
+  built ??= JSON.stringify(buildDocument());
+  return built;
+}
+
+export function openApiDocument(): JsonSchema {
+  return JSON.parse(openApiDocumentText()) as JsonSchema;
+}
+
+/** The route handler: `app.get("/v1/openapi.json", serveOpenApi)`. */
+export function serveOpenApi(): Response {
+  return new Response(openApiDocumentText(), { headers: { "content-type": "application/json", "cache-control": "public, max-age=300" } });
+}

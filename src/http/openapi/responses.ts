@@ -1,0 +1,291 @@
+/**
+ * The response bodies of the HTTP API as zod schemas: what src/http/openapi/document.ts turns into
+ * the OpenAPI document's component schemas (zod's own `z.toJSONSchema`, output shapes). TypeScript
+ * types do not exist at run time, so these are the run-time statement of what each route answers;
+ * the e2e (scripts/e2e.mjs) validates every answer it receives against the document, so a schema
+ * here that stops matching its route fails a story. Every object is closed (`additionalProperties:
+ * false` in the document): a member a route adds without a schema here fails too.
+ */
+import { z } from "zod";
+import { WorkflowDefinition } from "../../definitions/schema";
+import type { CommonProblemCode } from "../../lib/common-problems";
+import type { DefinitionProblemCode } from "../../definitions/problems";
+import type { IdempotencyProblemCode } from "../idempotency/problems";
+import type { IngressProblemCode } from "../../ingress/problems";
+import type { ExecutionProblemCode } from "../../steps/problems";
+import type { SecretProblemCode } from "../../secrets/problems";
+
+/** A time the engine renders with `Date.prototype.toISOString` (UTC, `Z`). */
+const Time = z.iso.datetime();
+/** A time that may be absent (not happened yet, or outside what a Date can hold). */
+const MaybeTime = Time.nullable();
+const Count = z.int().min(0);
+
+export const EXECUTION_STATUSES = ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"] as const;
+export const ExecutionStatus = z.enum(EXECUTION_STATUSES);
+export const StepState = z.enum(["DISPATCHED", "EXECUTING", "COMPLETED", "FAILED", "SKIPPED", "CANCELLED"]);
+export const TriggerKind = z.enum(["webhook", "test", "stream", "schedule", "start_over"]);
+export const IdentityKind = z.enum(["content", "fields", "client", "schedule", "forced"]);
+
+// ---- problem+json (src/lib/problem.ts) ----------------------------------------------------------
+
+type ProblemCode =
+  CommonProblemCode | DefinitionProblemCode | IdempotencyProblemCode | IngressProblemCode | ExecutionProblemCode | SecretProblemCode;
+
+/**
+ * Every code the engine's catalogs answer (docs/problems.md; the demo destinations' own catalog is
+ * another Worker's). Typed against the catalogs' unions both ways: a code not in a catalog does not
+ * compile, and `MissingProblemCode` below fails to compile when a catalog gains a code not listed.
+ */
+export const PROBLEM_CODES = [
+  "unauthorized",
+  "not-found",
+  "route-not-found",
+  "malformed-json",
+  "payload-too-large",
+  "internal-error",
+  "invalid-definition",
+  "invalid-version",
+  "invalid-limit",
+  "idempotency-key-missing",
+  "idempotency-key-invalid",
+  "idempotency-key-mismatch",
+  "idempotency-key-in-progress",
+  "idempotency-key-lost",
+  "idempotency-ledger-unavailable",
+  "idempotency-ledger-error",
+  "idempotency-response-too-large",
+  "force-new-execution-not-allowed",
+  "force-new-execution-invalid",
+  "client-idempotency-id-invalid",
+  "idempotency-fields-need-json",
+  "idempotency-field-missing",
+  "idempotency-field-empty",
+  "json-number-out-of-range",
+  "client-idempotency-id-not-signed",
+  "edge-condition-failed",
+  "webhook-signature-missing",
+  "webhook-signature-stale",
+  "webhook-signature-version-unsupported",
+  "webhook-signature-invalid",
+  "webhook-secret-missing",
+  "hook-not-found",
+  "step-not-failed",
+  "invalid-query",
+  "invalid-cursor",
+  "invalid-retry-body",
+  "destination-key-may-be-forgotten",
+  "execution-running",
+  "live-execution-exists",
+  "execution-not-cancellable",
+  "execution-cancelled",
+  "execution-superseded",
+  "invalid-cancel-body",
+  "secret-name-invalid",
+  "secret-name-reserved",
+  "secret-value-invalid",
+  "secrets-master-key-missing",
+] as const satisfies readonly ProblemCode[];
+
+type MissingProblemCode = Exclude<ProblemCode, (typeof PROBLEM_CODES)[number]>;
+/** Compiles only while every catalog code is listed in PROBLEM_CODES. */
+export const everyProblemCodeListed: [MissingProblemCode] extends [never] ? true : MissingProblemCode = true;
+
+export const Problem = z
+  .object({
+    type: z.string().startsWith("urn:idemflow:problem:"),
+    code: z.enum(PROBLEM_CODES).describe("stable: branch on it (docs/problems.md)"),
+    title: z.string(),
+    status: z.int().min(400).max(599),
+    detail: z.string().optional(),
+    errors: z
+      .array(z.object({ pointer: z.string(), code: z.string(), message: z.string() }))
+      .optional()
+      .describe("invalid-definition: every error with its JSON Pointer"),
+    fields: z.array(z.string()).optional().describe("idempotency-field-missing / -empty: the selected paths"),
+    pointer: z.string().optional().describe("json-number-out-of-range: where the number is"),
+    number: z.string().optional().describe("json-number-out-of-range: the literal as sent"),
+  })
+  .describe("RFC 9457 problem details (application/problem+json)");
+
+// ---- health, demo --------------------------------------------------------------------------------
+
+export const Health = z.object({ ok: z.literal(true), service: z.literal("idemflow") });
+
+export const DemoOrder = z.object({
+  id: z.string().startsWith("ord_"),
+  workspace: z.string(),
+  order: z.unknown().describe("the JSON body as sent"),
+  createdAt: Time,
+});
+
+// ---- workflows (src/http/routes/workflows.ts) -----------------------------------------------------
+
+export const SavedWorkflow = z.object({
+  workflowId: z.string(),
+  version: z.string().regex(/^[0-9a-f]{64}$/),
+  created: z.boolean().describe("true: a new version (201); false: this definition was already the saved version (200)"),
+});
+
+export const ScheduleRun = z.object({
+  cron: z.string(),
+  scheduledTime: Time,
+  status: z.enum(["PENDING", "STARTING", "STARTED", "FAILED", "SKIPPED", "EXPIRED"]),
+  attempts: Count,
+  executionId: z.string().nullable(),
+  error: z.string().nullable(),
+  updatedAt: Time,
+});
+
+export const StoredWorkflowRead = z.object({
+  workflowId: z.string(),
+  version: z.string().regex(/^[0-9a-f]{64}$/),
+  createdAt: Time,
+  definition: WorkflowDefinition,
+  scheduleRuns: z.array(ScheduleRun).optional().describe("the latest version of a scheduled workflow: its recent scheduled runs"),
+});
+
+export const WorkflowList = z.object({
+  items: z.array(z.object({ workflowId: z.string(), latestVersion: z.string(), schedule: z.string().nullable(), updatedAt: Time })),
+  next: z.string().nullable().describe("pass as `after` for the next page; null on the last page"),
+});
+
+// ---- starts (src/ingress/start.ts StartResult) ---------------------------------------------------
+
+export const StartResult = z.object({
+  executionId: z.string(),
+  deduplicated: z.boolean().describe("true: this trigger was a duplicate of the execution named (200)"),
+  identity: IdentityKind,
+  status: ExecutionStatus,
+});
+
+export const StartOverResult = StartResult.extend({ startedOverFrom: z.string() });
+
+// ---- traces and lists (src/steps/trace.ts) ----------------------------------------------------
+
+export const DuplicatesStopped = z
+  .object({ triggers: Count, redeliveries: Count, fencedOut: Count, destinationReplays: Count })
+  .describe("where duplicates of this execution were stopped: the trigger dedupe, the claim, the fence, the destination's store");
+
+export const ExecutionSummary = z.object({
+  executionId: z.string(),
+  workflowId: z.string(),
+  version: z.string(),
+  status: ExecutionStatus,
+  trigger: TriggerKind,
+  identity: IdentityKind,
+  duplicateDeliveries: Count,
+  lastDuplicateAt: MaybeTime,
+  duplicatesStopped: DuplicatesStopped,
+  startedOverFrom: z.string().nullable(),
+  previousExecutionId: z.string().nullable(),
+  supersededBy: z.string().nullable(),
+  createdAt: MaybeTime,
+  finishedAt: MaybeTime,
+});
+
+export const DestinationKey = z.object({
+  value: z.string().nullable(),
+  header: z.string().optional(),
+  bodyField: z.string().optional(),
+  profile: z.string().nullable(),
+  maxLength: z.int(),
+  alphabet: z.string(),
+  retentionMs: z.number().nullable(),
+  destination: z.string().nullable(),
+  firstSentAt: MaybeTime,
+  acknowledgedAt: MaybeTime,
+  retentionDeadline: MaybeTime,
+});
+
+export const StepEvent = z.object({ type: z.string(), epoch: z.int().nullable(), at: MaybeTime, detail: z.string().nullable() });
+
+export const Attempt = z.object({
+  epoch: z.int(),
+  attempt: z.int(),
+  outcome: z.enum(["running", "completed", "failed", "retried", "in_progress", "lost", "cancelled"]),
+  startedAt: MaybeTime,
+  finishedAt: MaybeTime,
+  durationMs: z.number().nullable(),
+  idempotencyKey: z.string().nullable(),
+  request: z.unknown().describe("the redacted request summary"),
+  response: z
+    .object({
+      status: z.int(),
+      headers: z.record(z.string(), z.string()).optional(),
+      body: z.unknown().optional(),
+      truncated: z.literal(true).optional(),
+      bytes: z.int().optional(),
+      preview: z.string().optional(),
+    })
+    .nullable(),
+  error: z.string().nullable(),
+  retryDelay: z.object({ ms: z.number(), reason: z.enum(["backoff", "retry-after", "in-progress"]), until: MaybeTime }).nullable(),
+});
+
+export const Step = z.object({
+  vertexId: z.string(),
+  state: StepState,
+  attempt: z.int(),
+  epoch: z.int(),
+  leaseUntil: MaybeTime,
+  availableAt: MaybeTime,
+  resends: Count,
+  nextResendAt: MaybeTime,
+  idempotencyKey: z.string().nullable(),
+  destinationKey: DestinationKey.nullable(),
+  request: z.unknown(),
+  output: z.unknown(),
+  nextVertices: z.array(z.string()).nullable(),
+  error: z.string().nullable(),
+  createdAt: MaybeTime,
+  finishedAt: MaybeTime,
+  events: z.array(StepEvent),
+  attempts: z.array(Attempt),
+});
+
+export const Trace = ExecutionSummary.extend({ steps: z.array(Step) });
+
+/** `POST …/test-runs` with `Prefer: wait=N`: the trace, and whether the run was a duplicate. */
+export const TestRunTrace = Trace.extend({ deduplicated: z.boolean() });
+
+export const ExecutionPage = z.object({
+  items: z.array(ExecutionSummary),
+  nextCursor: z.string().nullable().describe("pass as `cursor` for the next page; null on the last page"),
+});
+
+// ---- operator actions (src/http/routes/executions.ts) -------------------------------------------
+
+export const RetryAccepted = z.object({
+  executionId: z.string(),
+  vertexId: z.string(),
+  state: z.literal("DISPATCHED"),
+  acknowledgedForgottenKey: z.literal(true).optional(),
+});
+
+export const CancelResult = z.object({
+  executionId: z.string(),
+  status: z.literal("CANCELLED"),
+  cancelledSteps: z
+    .array(z.object({ vertexId: z.string(), state: z.enum(["DISPATCHED", "EXECUTING"]), idempotencyKey: z.string().nullable() }))
+    .describe("the steps that were in flight and the key each had sent (a sent call cannot be unsent); empty when already cancelled"),
+  identityReleased: z.boolean(),
+});
+
+// ---- stats (GET /v1/stats) -------------------------------------------------------------------------
+
+const StatsCounts = z.object({ executions: Count, triggers: Count, redeliveries: Count, fencedOut: Count, destinationReplays: Count });
+
+export const Stats = z.object({
+  since: Time,
+  workflows: z.array(StatsCounts.extend({ workflowId: z.string() })),
+  total: StatsCounts,
+});
+
+// ---- secrets (src/http/routes/secrets.ts) -----------------------------------------------------------
+
+export const SecretListing = z.object({ name: z.string(), keyId: z.string(), createdAt: Time, updatedAt: Time });
+export const SecretList = z.object({ items: z.array(SecretListing) });
+
+/** The document itself (GET /v1/openapi.json): an OpenAPI 3.1 object. */
+export const OpenApiDocument = z.object({ openapi: z.literal("3.1.0") }).catchall(z.unknown());
