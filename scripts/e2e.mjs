@@ -182,6 +182,12 @@ await test("the same webhook twice: 202 then 200 with deduplicated: true, one ex
   const trace = await waitForExecution(first.json.executionId);
   expectEqual(trace.status, "COMPLETED", `execution status (steps: ${JSON.stringify(trace.steps)})`);
   expectEqual(trace.duplicateDeliveries, 1, "duplicateDeliveries");
+  expectEqual(trace.duplicatesStopped?.triggers, 1, "duplicatesStopped.triggers");
+  const listed = await api("GET", `/v1/executions?workflowId=order-fulfilment&hadDuplicates=true&limit=100`);
+  expect(
+    listed.json.items.some((i) => i.executionId === first.json.executionId),
+    "the list filter hadDuplicates finds it",
+  );
   const charges = await demoGet(`/payments/charges?order=${orderId}`);
   expectEqual(charges.items.length, 1, "charges for the order");
   expectEqual(charges.items[0].idempotencyKey, `charge-${orderId}`, "the charge's key");
@@ -207,6 +213,10 @@ await test("a lost response (fault after commit) is retried with the same key: o
   expectEqual(charge.idempotencyKey, `charge-${orderId}`, "the persisted key");
   expectEqual(charge.output?.status, 201, "the charge step's final status (the replayed 201)");
   expectEqual(charge.output?.headers?.["idempotent-replayed"], "true", "the second attempt was answered by the destination's ledger");
+  expectEqual(trace.duplicatesStopped?.destinationReplays, 1, "duplicatesStopped.destinationReplays");
+  const stats = await api("GET", `/v1/stats?since=${new Date(Date.now() - 600_000).toISOString()}`);
+  const fulfilment = stats.json.workflows.find((w) => w.workflowId === "order-fulfilment");
+  expect(fulfilment?.destinationReplays >= 1, `GET /v1/stats counts the replay (${JSON.stringify(stats.json)})`);
   // Every attempt on record, each with the one key: the first saw the 502 and waited the backoff.
   const attempts = charge.attempts ?? [];
   expectEqual(attempts.length, charge.attempt, `attempts on record (${JSON.stringify(attempts)})`);

@@ -21,6 +21,7 @@ import {
 import { LabelledBatch } from "./batch";
 import type { ExecutionStatus } from "./executions";
 import { selectList } from "./columns";
+import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
 import { keySendsColumn, upsertKeySend, type KeySend } from "./key-sends";
 import { CLAIMABLE, fenceParams, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef } from "./step-sql";
 
@@ -358,10 +359,11 @@ export async function claimAndLoad(
   leaseMs: number,
   options: ClaimAndLoadOptions = {},
 ): Promise<ClaimAndLoadResult> {
-  const batch = new LabelledBatch<"leaseExpired" | "redeliveryDropped" | "claim" | "attempts" | "run" | "inputs">(db);
+  const batch = new LabelledBatch<"leaseExpired" | "redeliveryDropped" | "counters" | "claim" | "attempts" | "run" | "inputs">(db);
   batch.add("leaseExpired", recordLeaseExpiry(db, ref, now));
   if (options.dropIfWaiting !== undefined) batch.add("redeliveryDropped", recordRedeliveryDropped(db, ref, now, options.dropIfWaiting));
   batch
+    .add("counters", countClaim(db, ref, now, options.dropIfWaiting !== undefined))
     .add("claim", claimStep(db, ref, now, leaseMs))
     .add("attempts", markLostAttempts(db, ref))
     .add("attempts", openAttempt(db, ref, now))
@@ -590,8 +592,9 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
     error: o.state === "FAILED" ? o.error : null,
     delay: null,
   };
-  const batch = new LabelledBatch<"fencedOut" | "attempt" | "settle" | "backfill" | "decide" | "finish">(db)
+  const batch = new LabelledBatch<"fencedOut" | "counters" | "attempt" | "settle" | "backfill" | "decide" | "finish">(db)
     .add("fencedOut", recordFencedOut(db, fence, now, `late ${o.state.toLowerCase()} rejected: the step was taken over or re-dispatched`))
+    .add("counters", countAttemptEnd(db, fence, isReplayed(input.response?.headers)))
     .add("attempt", finishAttempt(db, fence, now, attempt))
     .add("settle", settleStep(db, input));
   if (input.outcome.state === "COMPLETED") {
@@ -644,8 +647,9 @@ async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, rea
     error: r.error,
     delay: { ms: Math.max(0, r.availableAt - r.now), reason },
   };
-  const results = await new LabelledBatch<"fencedOut" | "attemptFailed" | "attempt" | "dispatched">(db)
+  const results = await new LabelledBatch<"fencedOut" | "counters" | "attemptFailed" | "attempt" | "dispatched">(db)
     .add("fencedOut", recordFencedOut(db, fence, r.now, "late retry rejected: the step was taken over or re-dispatched"))
+    .add("counters", countAttemptEnd(db, fence, isReplayed(r.response?.headers)))
     .add("attemptFailed", recordFencedEvent(db, fence, r.now, "attempt_failed", r.error))
     .add("attempt", finishAttempt(db, fence, r.now, attempt))
     .add(

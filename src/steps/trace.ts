@@ -47,6 +47,15 @@ export function executionSummary(e: ExecutionRecord) {
     identity: e.identityKind,
     duplicateDeliveries: e.duplicateDeliveries,
     lastDuplicateAt: iso(e.lastDuplicateAt),
+    // Where each duplicate was stopped (docs/steps.md "Duplicates stopped"): the trigger's dedupe,
+    // the claim (a redelivered message), the fence (a late write), the destination's own store.
+    duplicatesStopped: {
+      triggers: e.duplicateDeliveries,
+      redeliveries: e.redeliveriesStopped,
+      fencedOut: e.fencedOutWrites,
+      destinationReplays: e.destinationReplays,
+    },
+    maxAttempt: e.maxAttempt,
     startedOverFrom: e.startedOverFrom,
     previousExecutionId: e.previousExecutionId,
     supersededBy: e.supersededBy,
