@@ -3,10 +3,7 @@
  * in a batch that already stops the duplicate — no round trip of its own. Private to the ledger:
  * ./steps.ts places them. (The trigger's count, `duplicate_deliveries`, is the start batch's.)
  */
-import { CLAIMABLE, fenceParams, STEP_FENCE, WAITING, type Fence, type StepRef } from "./step-sql";
-
-/** A step that needs no message any more. */
-const SETTLED = "state IN ('COMPLETED', 'FAILED', 'SKIPPED', 'CANCELLED')";
+import { CLAIMABLE, fenceParams, SETTLED, STEP_FENCE, WAITING, type Fence, type StepRef } from "./step-sql";
 
 /**
  * `countClaim`: placed BEFORE `claimStep` in the claim batch, it reads the step as the claim is

@@ -109,6 +109,7 @@ export {
   type StepEventRecord,
   type StepRecord,
   type TraceRecords,
+  type DuplicateTriggerRecord,
   type WorkflowStats,
 } from "./read-model";
 

@@ -75,8 +75,24 @@ export interface StepEventRecord {
   detail: string | null;
 }
 
+/** A duplicate trigger the execution absorbed (the first 100: migrations/0013). */
+export interface DuplicateTriggerRecord {
+  seq: number;
+  at: number;
+  triggerKind: string;
+  identityKind: string;
+}
+
+const DUPLICATE_TRIGGER_RECORD = selectList<DuplicateTriggerRecord>({
+  seq: "d.seq",
+  at: "d.at",
+  triggerKind: "d.trigger_kind",
+  identityKind: "d.identity_kind",
+});
+
 export interface TraceRecords {
   execution: ExecutionRecord;
+  duplicateTriggers: DuplicateTriggerRecord[];
   steps: StepRecord[];
   events: StepEventRecord[];
   /** The steps' attempts on record (at most `MAX_ATTEMPTS_KEPT` per step), per step oldest first. */
@@ -152,8 +168,18 @@ const SCHEDULE_RUN_RECORD = selectList<ScheduleRunRecord>({
 
 /** The execution (in this workspace), its steps, their events and attempts: one round trip. Null: not in this workspace. */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
-  const results = await new LabelledBatch<"execution" | "steps" | "events" | "attempts" | "definition">(db)
+  const results = await new LabelledBatch<"execution" | "duplicates" | "steps" | "events" | "attempts" | "definition">(db)
     .add("execution", db.prepare(ONE_EXECUTION).bind(executionId, workspace))
+    .add(
+      "duplicates",
+      db
+        .prepare(
+          `SELECT ${DUPLICATE_TRIGGER_RECORD} FROM duplicate_triggers d
+           WHERE d.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
+           ORDER BY d.seq`,
+        )
+        .bind(executionId, workspace),
+    )
     .add(
       "steps",
       db
@@ -189,6 +215,7 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
   if (!execution) return null;
   return {
     execution,
+    duplicateTriggers: results.rows<DuplicateTriggerRecord>("duplicates"),
     steps: results.rows<StepRecord>("steps"),
     events: results.rows<StepEventRecord>("events"),
     attempts: results.rows<AttemptRecord>("attempts"),

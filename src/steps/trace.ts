@@ -124,7 +124,10 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
   };
 }
 
-export type Trace = ReturnType<typeof executionSummary> & { steps: Array<ReturnType<typeof stepTrace>> };
+export type Trace = ReturnType<typeof executionSummary> & {
+  duplicateTriggers: Array<{ seq: number; at: string | null; trigger: string; identity: string }>;
+  steps: Array<ReturnType<typeof stepTrace>>;
+};
 
 /** The trace of an execution in `workspace`; `null` when it does not exist there. */
 export async function readTrace(db: D1Database, workspace: string, executionId: string): Promise<Trace | null> {
@@ -136,6 +139,8 @@ export async function readTrace(db: D1Database, workspace: string, executionId: 
   const gateways = gatewayVerticesOf(rows.definitionJson, JSON.stringify([ws, workflowId, version]));
   return {
     ...executionSummary(rows.execution),
+    // Each duplicate trigger the execution absorbed (the first 100; `duplicatesStopped.triggers` counts them all).
+    duplicateTriggers: rows.duplicateTriggers.map((d) => ({ seq: d.seq, at: iso(d.at), trigger: d.triggerKind, identity: d.identityKind })),
     steps: rows.steps.map((s) => stepTrace(s, events.get(s.vertexId) ?? [], attempts.get(s.vertexId) ?? [], gateways.get(s.vertexId))),
   };
 }

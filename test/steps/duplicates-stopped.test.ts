@@ -15,6 +15,7 @@ const WS = "dev"; // dev-token's workspace
 
 interface Summary {
   executionId: string;
+  duplicateTriggers: Array<{ seq: number; at: string; trigger: string; identity: string }>;
   duplicatesStopped: { triggers: number; redeliveries: number; fencedOut: number; destinationReplays: number };
   maxAttempt: number;
 }
@@ -39,6 +40,7 @@ describe("duplicates stopped, counted where they were stopped", () => {
     const id = started.executionId;
     await callApp(h, "POST", `/v1/workflows/${wf.workflowId}/trigger`, { body: payload }); // the sender retries
     expect((await traceOf(h, id)).duplicatesStopped).toEqual(stops(1, 0, 0, 0));
+    expect((await traceOf(h, id)).duplicateTriggers).toEqual([{ seq: 1, at: expect.any(String), trigger: "webhook", identity: "content" }]);
 
     // The charge commits, its answer is lost: the retry is answered from the destination's store.
     h.dest.fault("/payments/charges", 502, 1, { afterCommit: true });
@@ -50,6 +52,12 @@ describe("duplicates stopped, counted where they were stopped", () => {
     // The queue delivers the charge's message again: the claim finds the step settled.
     await h.deliver([charge!.body]);
     expect((await traceOf(h, id)).duplicatesStopped).toEqual(stops(1, 1, 0, 1));
+    const dropped = await env.DB.prepare("SELECT detail FROM step_events WHERE execution_id = ?1 AND type = 'redelivery_dropped'")
+      .bind(id)
+      .all<{ detail: string }>();
+    expect(dropped.results.map((r) => r.detail)).toEqual([
+      expect.stringMatching(/^message msg-\d+ \(delivery 1\) acked: the step was already COMPLETED$/),
+    ]);
     expect((await traceOf(h, id)).maxAttempt).toBe(2);
   });
 
@@ -69,6 +77,21 @@ describe("duplicates stopped, counted where they were stopped", () => {
     // inside its run a redundant message was dropped (the step was EXECUTING under worker 2's live
     // lease); worker 1's settle came last and was fenced out.
     expect((await traceOf(h, id)).duplicatesStopped).toEqual(stops(0, 1, 1, 1));
+  });
+
+  it("keeps the first 100 duplicate triggers one by one, then only counts", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const payload = { order: { id: unique("K"), total: 1 } };
+    const trigger = () => callApp(h, "POST", `/v1/workflows/${wf.workflowId}/trigger`, { body: payload });
+    const id = ((await (await trigger()).json()) as Summary).executionId;
+    await trigger();
+    await env.DB.prepare("UPDATE executions SET duplicate_deliveries = 99 WHERE id = ?1").bind(id).run();
+    await trigger(); // the 100th
+    await trigger(); // the 101st: counted, not kept
+    const trace = await traceOf(h, id);
+    expect(trace.duplicatesStopped.triggers).toBe(101);
+    expect(trace.duplicateTriggers.map((d) => d.seq)).toEqual([1, 100]);
   });
 
   it("costs no round trip: a claim is one batch, a Gateway settle one batch", async () => {
