@@ -10,6 +10,7 @@ import { workflowRoutes } from "./http/routes/workflows";
 import { triggerRoutes } from "./http/routes/triggers";
 import { hookRoutes } from "./http/routes/hooks";
 import { executionRoutes } from "./http/routes/executions";
+import { statsRoutes } from "./http/routes/stats";
 import { demoRoutes } from "./http/routes/demo";
 import { secretRoutes } from "./http/routes/secrets";
 import { serveOpenApi } from "./http/openapi/document";
@@ -24,6 +25,7 @@ app.route("/v1/workflows", workflowRoutes);
 app.route("/v1/workflows", triggerRoutes);
 app.route("/v1/executions", executionRoutes);
 app.route("/v1/secrets", secretRoutes);
+app.route("/v1/stats", statsRoutes);
 app.route("/hooks", hookRoutes);
 app.route("/demo", demoRoutes);
 

@@ -15,25 +15,16 @@ const DOCUMENT_ID = "urn:idemflow:openapi";
 /** JSON Pointer escaping of one segment (RFC 6901). */
 const escape = (segment) => String(segment).replaceAll("~", "~0").replaceAll("/", "~1");
 
-/**
- * `notYetServed`: properties the document requires that this branch's engine does not answer yet
- * (another branch adds them). They are dropped from `required` for the answers' validation only;
- * `served` lists those seen in an answer, so the run can say the allowance must go.
- */
-export async function openApiChecker(doc, { notYetServed = [] } = {}) {
+export async function openApiChecker(doc) {
   const result = await new Validator().validate(doc);
   if (!result.valid) throw new Error(`the OpenAPI document is not valid OpenAPI 3.1: ${JSON.stringify(result.errors).slice(0, 2000)}`);
 
-  const forAnswers = structuredClone(doc);
-  for (const schema of Object.values(forAnswers.components?.schemas ?? {})) {
-    if (Array.isArray(schema.required)) schema.required = schema.required.filter((name) => !notYetServed.includes(name));
-  }
   const ajv = new Ajv2020({ strict: false, allErrors: true });
   addFormats(ajv);
   // zod writes `z.string().startsWith(…)` (and endsWith, includes) as a format of its own beside a
   // `pattern` that states the same rule: the pattern is what is checked.
   for (const format of ["starts_with", "ends_with", "includes"]) ajv.addFormat(format, true);
-  ajv.addSchema(forAnswers, DOCUMENT_ID);
+  ajv.addSchema(doc, DOCUMENT_ID);
 
   const routes = Object.entries(doc.paths).map(([template, item]) => ({
     template,
@@ -41,7 +32,6 @@ export async function openApiChecker(doc, { notYetServed = [] } = {}) {
     pattern: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^/}]+\}/g, "[^/]+")}$`),
   }));
   const validators = new Map();
-  const served = new Set();
   let checked = 0;
 
   function validatorFor(pointer) {
@@ -84,8 +74,6 @@ export async function openApiChecker(doc, { notYetServed = [] } = {}) {
       } catch {
         throw new Error(`openapi: ${what} (${type}) is not JSON: ${text.slice(0, 300)}`);
       }
-      // The document itself names every property; an answer carrying one is what counts.
-      if (route.template !== "/v1/openapi.json") for (const name of notYetServed) if (hasProperty(body, name)) served.add(name);
       const pointer = `/paths/${escape(route.template)}/${method.toLowerCase()}/responses/${status}/content/${escape(type)}/schema`;
       const validate = validatorFor(pointer);
       if (!validate(body)) {
@@ -104,14 +92,5 @@ export async function openApiChecker(doc, { notYetServed = [] } = {}) {
     check,
     /** How many answers were validated. */
     count: () => checked,
-    /** The `notYetServed` properties an answer carried after all. */
-    served: () => [...served],
   };
-}
-
-/** Whether `value` or anything inside it has an own property `name`. */
-function hasProperty(value, name) {
-  if (value === null || typeof value !== "object") return false;
-  if (!Array.isArray(value) && Object.hasOwn(value, name)) return true;
-  return Object.values(value).some((inner) => hasProperty(inner, name));
 }

@@ -200,6 +200,27 @@ function recordDuplicateDelivery(
     .bind(d.identity, d.claimToken, now, d.workspace, d.workflowId, d.gateVersion);
 }
 
+/** How many duplicates of one execution are kept one by one (migrations/0013); the count goes on. */
+export const MAX_DUPLICATE_TRIGGERS_KEPT = 100;
+
+/**
+ * `recordDuplicateTrigger`: right after `recordDuplicateDelivery` counted it, the duplicate as an
+ * event of the execution it joined — its number, time, how it arrived and what made it the same
+ * trigger — while the execution has kept fewer than MAX_DUPLICATE_TRIGGERS_KEPT. Zero rows for the
+ * winner. Binds ?1 identity, ?2 claim token, ?3 now, ?4 trigger kind, ?5 the bound.
+ */
+function recordDuplicateTrigger(db: D1Database, d: { identity: string; claimToken: string; triggerKind: string }, now: number) {
+  return db
+    .prepare(
+      `INSERT INTO duplicate_triggers (execution_id, seq, at, trigger_kind, identity_kind)
+       SELECT e.id, e.duplicate_deliveries, ?3, ?4, e.identity_kind FROM executions e
+       WHERE e.id = (SELECT execution_id FROM execution_identities WHERE identity = ?1 AND claim_token <> ?2)
+         AND e.duplicate_deliveries BETWEEN 1 AND ?5
+       ON CONFLICT (execution_id, seq) DO NOTHING`,
+    )
+    .bind(d.identity, d.claimToken, now, d.triggerKind, MAX_DUPLICATE_TRIGGERS_KEPT);
+}
+
 /**
  * Where the execution id of the start inserts comes from. For a claim: the identity row, only if
  * it holds my token (and, when the plans per candidate id differ, only if it names this
@@ -337,7 +358,15 @@ interface Variant {
 }
 
 type StartLabel =
-  "claim" | "duplicate" | "firstExecution" | "takeoverExecution" | "forcedExecution" | "steps" | "supersede" | "startOverFrom";
+  | "claim"
+  | "duplicate"
+  | "duplicateEvent"
+  | "firstExecution"
+  | "takeoverExecution"
+  | "forcedExecution"
+  | "steps"
+  | "supersede"
+  | "startOverFrom";
 
 /**
  * `supersede`: after a reuse, the FAILED execution the identity named points at the one that took
@@ -412,6 +441,10 @@ export async function startExecution(db: D1Database, record: NewExecution, start
       .add(
         "duplicate",
         recordDuplicateDelivery(db, { identity: start.identity, claimToken: start.claimToken, workspace, workflowId, gateVersion }, now),
+      )
+      .add(
+        "duplicateEvent",
+        recordDuplicateTrigger(db, { identity: start.identity, claimToken: start.claimToken, triggerKind: record.triggerKind }, now),
       );
   }
   const variants = variantsOf(record, start);

@@ -97,6 +97,8 @@ export {
 // Reads for the API.
 export {
   listExecutionRecords,
+  listQuery,
+  sumDuplicatesStopped,
   readExecution,
   readExecutionStatus,
   readTraceRecords,
@@ -107,6 +109,8 @@ export {
   type StepEventRecord,
   type StepRecord,
   type TraceRecords,
+  type DuplicateTriggerRecord,
+  type WorkflowStats,
 } from "./read-model";
 
 // Scheduled runs (cron ticks on record).

@@ -25,6 +25,14 @@ export interface ExecutionRecord {
   payloadJson: string;
   duplicateDeliveries: number;
   lastDuplicateAt: number | null;
+  /** Messages for this execution's steps acked unrun: the step was settled, or waiting (migrations/0012). */
+  redeliveriesStopped: number;
+  /** Late writes of a worker that had lost its step, refused by the fence. */
+  fencedOutWrites: number;
+  /** Answers the destinations replayed from their own idempotency store (`Idempotent-Replayed: true`). */
+  destinationReplays: number;
+  /** The highest attempt any step of this execution was claimed at. */
+  maxAttempt: number;
   startedOverFrom: string | null;
   /** The FAILED execution whose trigger identity this one took (reuse after failure). */
   previousExecutionId: string | null;
@@ -67,8 +75,24 @@ export interface StepEventRecord {
   detail: string | null;
 }
 
+/** A duplicate trigger the execution absorbed (the first 100: migrations/0013). */
+export interface DuplicateTriggerRecord {
+  seq: number;
+  at: number;
+  triggerKind: string;
+  identityKind: string;
+}
+
+const DUPLICATE_TRIGGER_RECORD = selectList<DuplicateTriggerRecord>({
+  seq: "d.seq",
+  at: "d.at",
+  triggerKind: "d.trigger_kind",
+  identityKind: "d.identity_kind",
+});
+
 export interface TraceRecords {
   execution: ExecutionRecord;
+  duplicateTriggers: DuplicateTriggerRecord[];
   steps: StepRecord[];
   events: StepEventRecord[];
   /** The steps' attempts on record (at most `MAX_ATTEMPTS_KEPT` per step), per step oldest first. */
@@ -89,6 +113,10 @@ const EXECUTION_RECORD = selectList<ExecutionRecord>({
   payloadJson: "payload",
   duplicateDeliveries: "duplicate_deliveries",
   lastDuplicateAt: "last_duplicate_at",
+  redeliveriesStopped: "redeliveries_stopped",
+  fencedOutWrites: "fenced_out_writes",
+  destinationReplays: "destination_replays",
+  maxAttempt: "max_attempt",
   startedOverFrom: "started_over_from",
   previousExecutionId: "previous_execution_id",
   supersededBy: "superseded_by",
@@ -140,8 +168,18 @@ const SCHEDULE_RUN_RECORD = selectList<ScheduleRunRecord>({
 
 /** The execution (in this workspace), its steps, their events and attempts: one round trip. Null: not in this workspace. */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
-  const results = await new LabelledBatch<"execution" | "steps" | "events" | "attempts" | "definition">(db)
+  const results = await new LabelledBatch<"execution" | "duplicates" | "steps" | "events" | "attempts" | "definition">(db)
     .add("execution", db.prepare(ONE_EXECUTION).bind(executionId, workspace))
+    .add(
+      "duplicates",
+      db
+        .prepare(
+          `SELECT ${DUPLICATE_TRIGGER_RECORD} FROM duplicate_triggers d
+           WHERE d.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
+           ORDER BY d.seq`,
+        )
+        .bind(executionId, workspace),
+    )
     .add(
       "steps",
       db
@@ -177,6 +215,7 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
   if (!execution) return null;
   return {
     execution,
+    duplicateTriggers: results.rows<DuplicateTriggerRecord>("duplicates"),
     steps: results.rows<StepRecord>("steps"),
     events: results.rows<StepEventRecord>("events"),
     attempts: results.rows<AttemptRecord>("attempts"),
@@ -187,25 +226,85 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
 export interface ExecutionListFilter {
   workflowId?: string;
   status?: ExecutionStatus;
+  /** Created at or after (ms). */
+  since?: number;
+  /** Created before (ms). */
+  until?: number;
+  /** Only executions where a duplicate was stopped (any of `duplicatesStopped`). */
+  hadDuplicates?: boolean;
+  /** Only executions with a step claimed more than once (attempts > 1). */
+  retried?: boolean;
   /** Keyset cursor: strictly older than (createdAt, id). */
   before?: { createdAt: number; id: string };
   limit: number;
 }
 
-/** Executions of a workspace, newest first, keyset-paginated on (created_at, id). */
+/** "A duplicate was stopped": the same expression as the partial index `executions_with_duplicates` (migrations/0012). */
+const HAD_DUPLICATES = "duplicate_deliveries + redeliveries_stopped + fenced_out_writes + destination_replays > 0";
+/** "Attempts > 1": the same expression as the partial index `executions_retried`. */
+const RETRIED = "max_attempt > 1";
+
+/**
+ * Executions of a workspace, newest first, keyset-paginated on (created_at, id): ONE query. Only
+ * the filters given are in its text (never `?n IS NULL OR …`), so SQLite can prove a partial
+ * index's WHERE from the query's and walk it in order: `executions_with_duplicates` or
+ * `executions_retried` for those filters, `executions_by_workflow` for a workflow and status, else
+ * `executions_by_workspace` (test/steps/execution-list.test.ts reads the query plans).
+ */
 export async function listExecutionRecords(db: D1Database, workspace: string, f: ExecutionListFilter): Promise<ExecutionRecord[]> {
+  const { sql, params } = listQuery(workspace, f);
+  const { results } = await db
+    .prepare(sql)
+    .bind(...params)
+    .all<ExecutionRecord>();
+  return results;
+}
+
+/** The list's statement and its parameters (exported for the query-plan test). */
+export function listQuery(workspace: string, f: ExecutionListFilter): { sql: string; params: unknown[] } {
+  const params: unknown[] = [workspace];
+  const param = (value: unknown) => `?${params.push(value)}`;
+  const where = [`workspace = ?1`];
+  if (f.workflowId !== undefined) where.push(`workflow_id = ${param(f.workflowId)}`);
+  if (f.status !== undefined) where.push(`status = ${param(f.status)}`);
+  if (f.since !== undefined) where.push(`created_at >= ${param(f.since)}`);
+  if (f.until !== undefined) where.push(`created_at < ${param(f.until)}`);
+  if (f.hadDuplicates) where.push(HAD_DUPLICATES);
+  if (f.retried) where.push(RETRIED);
+  if (f.before) {
+    const at = param(f.before.createdAt);
+    where.push(`(created_at < ${at} OR (created_at = ${at} AND id < ${param(f.before.id)}))`);
+  }
+  const sql =
+    `SELECT ${EXECUTION_RECORD} FROM executions WHERE ${where.join(" AND ")} ` +
+    `ORDER BY created_at DESC, id DESC LIMIT ${param(f.limit)}`;
+  return { sql, params };
+}
+
+export interface WorkflowStats {
+  workflowId: string;
+  executions: number;
+  triggers: number;
+  redeliveries: number;
+  fencedOut: number;
+  destinationReplays: number;
+}
+
+/**
+ * Duplicates stopped per workflow, summed over the workspace's executions created at or after
+ * `since`: one query over `executions_by_workspace` (workspace, created_at).
+ */
+export async function sumDuplicatesStopped(db: D1Database, workspace: string, since: number): Promise<WorkflowStats[]> {
   const { results } = await db
     .prepare(
-      `SELECT ${EXECUTION_RECORD} FROM executions
-       WHERE workspace = ?1
-         AND (?2 IS NULL OR workflow_id = ?2)
-         AND (?3 IS NULL OR status = ?3)
-         AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND id < ?5))
-       ORDER BY created_at DESC, id DESC
-       LIMIT ?6`,
+      `SELECT workflow_id AS workflowId, count(*) AS executions, sum(duplicate_deliveries) AS triggers,
+              sum(redeliveries_stopped) AS redeliveries, sum(fenced_out_writes) AS fencedOut,
+              sum(destination_replays) AS destinationReplays
+       FROM executions WHERE workspace = ?1 AND created_at >= ?2
+       GROUP BY workflow_id ORDER BY workflow_id`,
     )
-    .bind(workspace, f.workflowId ?? null, f.status ?? null, f.before?.createdAt ?? null, f.before?.id ?? null, f.limit)
-    .all<ExecutionRecord>();
+    .bind(workspace, since)
+    .all<WorkflowStats>();
   return results;
 }
 

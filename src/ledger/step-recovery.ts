@@ -3,7 +3,7 @@
  * steps whose lease expired) and the record of messages that reached a dead-letter queue.
  */
 import { LabelledBatch } from "./batch";
-import { toStepRef, WAITING, WAITING_DETAIL, type StepRef } from "./step-sql";
+import { SETTLED, toStepRef, WAITING, WAITING_DETAIL, type StepRef } from "./step-sql";
 
 /** The reaper's longest wait between two re-sends of the same step (its back-off cap). */
 export const DEFAULT_MAX_RESEND_WAIT_MS = 60 * 60_000;
@@ -122,15 +122,14 @@ export async function recordDeadLetters(db: D1Database, letters: readonly DeadLe
 
 /** The step's event for a dead letter. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's description. */
 function deadLetterEvent(db: D1Database, step: StepRef, now: number, message: string): D1PreparedStatement {
-  const settled = "state IN ('COMPLETED', 'SKIPPED', 'FAILED', 'CANCELLED')";
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
        SELECT execution_id, vertex_id,
-              CASE WHEN ${settled} OR ${WAITING} THEN 'redelivery_dropped' ELSE 'dead_lettered' END,
+              CASE WHEN ${SETTLED} OR ${WAITING} THEN 'redelivery_dropped' ELSE 'dead_lettered' END,
               epoch, ?3,
               ?4 || CASE
-                WHEN ${settled} THEN '; harmless: the step is already ' || state || ', the message had nothing left to run'
+                WHEN ${SETTLED} THEN '; harmless: the step is already ' || state || ', the message had nothing left to run'
                 WHEN ${WAITING} THEN '; harmless: ' || ${WAITING_DETAIL}
                 ELSE '; the step still needs a run: the reaper re-sends it' END
        FROM steps WHERE execution_id = ?1 AND vertex_id = ?2`,

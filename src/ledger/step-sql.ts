@@ -36,6 +36,9 @@ export const CLAIMABLE = "((state = 'DISPATCHED' AND available_at <= ?3) OR (sta
  */
 export const WAITING = "((state = 'EXECUTING' AND lease_until > ?3) OR (state = 'DISPATCHED' AND available_at > ?3))";
 
+/** A step that needs no message any more: settled, or cancelled. */
+export const SETTLED = "state IN ('COMPLETED', 'FAILED', 'SKIPPED', 'CANCELLED')";
+
 /** Milliseconds (a column or parameter) as an ISO-8601 UTC timestamp, for event details. */
 const isoSql = (ms: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${ms} / 1000.0, 'unixepoch')`;
 

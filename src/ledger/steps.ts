@@ -21,8 +21,9 @@ import {
 import { LabelledBatch } from "./batch";
 import type { ExecutionStatus } from "./executions";
 import { selectList } from "./columns";
+import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
 import { keySendsColumn, upsertKeySend, type KeySend } from "./key-sends";
-import { CLAIMABLE, fenceParams, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef } from "./step-sql";
+import { CLAIMABLE, fenceParams, SETTLED, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef } from "./step-sql";
 
 export type { Fence, StepRef } from "./step-sql";
 
@@ -142,20 +143,24 @@ function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number): D1Prepare
 }
 
 /**
- * `recordRedeliveryDropped`: placed just BEFORE `claimStep` in the claim batch of a message the
- * consumer will drop if the step is waiting (see src/steps/redelivery.ts). It inserts a
- * `redelivery_dropped` event exactly when the claim that follows is about to miss on a waiting
- * step — the same transaction, so the event and the consumer's ack always agree — at no extra
- * round trip. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's description.
+ * `recordRedeliveryDropped`: placed just BEFORE `claimStep` in the claim batch. It inserts a
+ * `redelivery_dropped` event exactly when the claim that follows is about to miss on a message
+ * the consumer acks unrun: the step is already settled (always acked), or waiting and the
+ * consumer drops such messages (`drop`: see src/steps/redelivery.ts) — the same transaction, so
+ * the event and the consumer's ack always agree, and the counter `countClaim` moves with it — at
+ * no extra round trip. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's
+ * description, ?5 drop (0/1).
  */
-function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, message: string): D1PreparedStatement {
+function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, message: string, drop: boolean): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-       SELECT execution_id, vertex_id, 'redelivery_dropped', epoch, ?3, ?4 || ' acked instead of retried: ' || ${WAITING_DETAIL}
-       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND ${WAITING}`,
+       SELECT execution_id, vertex_id, 'redelivery_dropped', epoch, ?3,
+              CASE WHEN ${SETTLED} THEN ?4 || ' acked: the step was already ' || state
+                   ELSE ?4 || ' acked instead of retried: ' || ${WAITING_DETAIL} END
+       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND (${SETTLED} OR (?5 = 1 AND ${WAITING}))`,
     )
-    .bind(ref.executionId, ref.vertexId, now, message);
+    .bind(ref.executionId, ref.vertexId, now, message, drop ? 1 : 0);
 }
 
 /**
@@ -326,11 +331,10 @@ function toStepInputs(row: StepInputsRow): StepInputs {
 }
 
 export interface ClaimAndLoadOptions {
-  /**
-   * A description of the message, when the caller acks rather than retries if the step turns out
-   * to be waiting: `recordRedeliveryDropped` joins the batch, before the claim.
-   */
-  dropIfWaiting?: string;
+  /** What delivered this claim, for the `redelivery_dropped` event of a message acked unrun (default "a message"). */
+  message?: string;
+  /** The caller acks rather than retries if the step turns out to be waiting (src/steps/redelivery.ts). */
+  dropIfWaiting?: boolean;
   /** The bound on what the step reads, and the analysis version (see `readStepInputs`). */
   inputs?: StepInputsBound;
 }
@@ -358,10 +362,12 @@ export async function claimAndLoad(
   leaseMs: number,
   options: ClaimAndLoadOptions = {},
 ): Promise<ClaimAndLoadResult> {
-  const batch = new LabelledBatch<"leaseExpired" | "redeliveryDropped" | "claim" | "attempts" | "run" | "inputs">(db);
+  const batch = new LabelledBatch<"leaseExpired" | "redeliveryDropped" | "counters" | "claim" | "attempts" | "run" | "inputs">(db);
   batch.add("leaseExpired", recordLeaseExpiry(db, ref, now));
-  if (options.dropIfWaiting !== undefined) batch.add("redeliveryDropped", recordRedeliveryDropped(db, ref, now, options.dropIfWaiting));
+  const drop = options.dropIfWaiting === true;
   batch
+    .add("redeliveryDropped", recordRedeliveryDropped(db, ref, now, options.message ?? "a message", drop))
+    .add("counters", countClaim(db, ref, now, drop))
     .add("claim", claimStep(db, ref, now, leaseMs))
     .add("attempts", markLostAttempts(db, ref))
     .add("attempts", openAttempt(db, ref, now))
@@ -590,8 +596,9 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
     error: o.state === "FAILED" ? o.error : null,
     delay: null,
   };
-  const batch = new LabelledBatch<"fencedOut" | "attempt" | "settle" | "backfill" | "decide" | "finish">(db)
+  const batch = new LabelledBatch<"fencedOut" | "counters" | "attempt" | "settle" | "backfill" | "decide" | "finish">(db)
     .add("fencedOut", recordFencedOut(db, fence, now, `late ${o.state.toLowerCase()} rejected: the step was taken over or re-dispatched`))
+    .add("counters", countAttemptEnd(db, fence, isReplayed(input.response?.headers)))
     .add("attempt", finishAttempt(db, fence, now, attempt))
     .add("settle", settleStep(db, input));
   if (input.outcome.state === "COMPLETED") {
@@ -644,8 +651,9 @@ async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, rea
     error: r.error,
     delay: { ms: Math.max(0, r.availableAt - r.now), reason },
   };
-  const results = await new LabelledBatch<"fencedOut" | "attemptFailed" | "attempt" | "dispatched">(db)
+  const results = await new LabelledBatch<"fencedOut" | "counters" | "attemptFailed" | "attempt" | "dispatched">(db)
     .add("fencedOut", recordFencedOut(db, fence, r.now, "late retry rejected: the step was taken over or re-dispatched"))
+    .add("counters", countAttemptEnd(db, fence, isReplayed(r.response?.headers)))
     .add("attemptFailed", recordFencedEvent(db, fence, r.now, "attempt_failed", r.error))
     .add("attempt", finishAttempt(db, fence, r.now, attempt))
     .add(

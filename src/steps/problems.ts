@@ -25,6 +25,9 @@ export const executionProblems = {
   invalidStatus: (allowed: readonly string[], given: string) =>
     invalidQuery(`status must be one of ${allowed.join(", ")}; got ${JSON.stringify(given)}.`),
   invalidLimit: () => invalidQuery("limit must be an integer from 1 to 100."),
+  invalidTime: (name: string, given: string) =>
+    invalidQuery(`${name} must be an ISO 8601 date-time such as 2026-12-03T10:00:00Z; got ${JSON.stringify(given.slice(0, 100))}.`),
+  invalidFlag: (name: string, given: string) => invalidQuery(`${name} must be true or false; got ${JSON.stringify(given.slice(0, 100))}.`),
   invalidCursor: () =>
     new ProblemError({
       status: 400,

@@ -68,7 +68,8 @@ export async function runStep(
   const claimedAt = rt.now();
   const drop = dropsIfNotClaimable(delivery);
   const { claimed, run, inputs } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs, {
-    dropIfWaiting: drop ? `message ${delivery.messageId} (delivery ${delivery.attempts})` : undefined,
+    message: `message ${delivery.messageId} (delivery ${delivery.attempts})`,
+    dropIfWaiting: drop,
     inputs: { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: STEP_INPUTS_VERSION },
   });
   if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };

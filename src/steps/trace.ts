@@ -47,6 +47,15 @@ export function executionSummary(e: ExecutionRecord) {
     identity: e.identityKind,
     duplicateDeliveries: e.duplicateDeliveries,
     lastDuplicateAt: iso(e.lastDuplicateAt),
+    // Where each duplicate was stopped (docs/steps.md "Duplicates stopped"): the trigger's dedupe,
+    // the claim (a redelivered message), the fence (a late write), the destination's own store.
+    duplicatesStopped: {
+      triggers: e.duplicateDeliveries,
+      redeliveries: e.redeliveriesStopped,
+      fencedOut: e.fencedOutWrites,
+      destinationReplays: e.destinationReplays,
+    },
+    maxAttempt: e.maxAttempt,
     startedOverFrom: e.startedOverFrom,
     previousExecutionId: e.previousExecutionId,
     supersededBy: e.supersededBy,
@@ -115,7 +124,10 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
   };
 }
 
-export type Trace = ReturnType<typeof executionSummary> & { steps: Array<ReturnType<typeof stepTrace>> };
+export type Trace = ReturnType<typeof executionSummary> & {
+  duplicateTriggers: Array<{ seq: number; at: string | null; trigger: string; identity: string }>;
+  steps: Array<ReturnType<typeof stepTrace>>;
+};
 
 /** The trace of an execution in `workspace`; `null` when it does not exist there. */
 export async function readTrace(db: D1Database, workspace: string, executionId: string): Promise<Trace | null> {
@@ -127,6 +139,8 @@ export async function readTrace(db: D1Database, workspace: string, executionId: 
   const gateways = gatewayVerticesOf(rows.definitionJson, JSON.stringify([ws, workflowId, version]));
   return {
     ...executionSummary(rows.execution),
+    // Each duplicate trigger the execution absorbed (the first 100; `duplicatesStopped.triggers` counts them all).
+    duplicateTriggers: rows.duplicateTriggers.map((d) => ({ seq: d.seq, at: iso(d.at), trigger: d.triggerKind, identity: d.identityKind })),
     steps: rows.steps.map((s) => stepTrace(s, events.get(s.vertexId) ?? [], attempts.get(s.vertexId) ?? [], gateways.get(s.vertexId))),
   };
 }

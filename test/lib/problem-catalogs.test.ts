@@ -76,6 +76,8 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
     samples: {
       invalidStatus: () => executionProblems.invalidStatus(["RUNNING", "COMPLETED", "FAILED"], "DONE"),
       invalidLimit: () => executionProblems.invalidLimit(),
+      invalidTime: () => executionProblems.invalidTime("since", "yesterday"),
+      invalidFlag: () => executionProblems.invalidFlag("retried", "yes"),
       invalidCursor: () => executionProblems.invalidCursor(),
       stepNotFailed: () => executionProblems.stepNotFailed({ executionId: "e1", vertexId: "charge" }, "COMPLETED"),
       retryBodyInvalid: () => executionProblems.retryBodyInvalid('Unknown member "force"'),

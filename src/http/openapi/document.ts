@@ -386,6 +386,7 @@ const RESPONSE_COMPONENTS: Record<string, z.ZodType> = {
   StartResult: res.StartResult,
   StartOverResult: res.StartOverResult,
   DuplicatesStopped: res.DuplicatesStopped,
+  DuplicateTrigger: res.DuplicateTrigger,
   ExecutionSummary: res.ExecutionSummary,
   ExecutionPage: res.ExecutionPage,
   Trace: res.Trace,

@@ -177,6 +177,7 @@ export const ExecutionSummary = z.object({
   duplicateDeliveries: Count,
   lastDuplicateAt: MaybeTime,
   duplicatesStopped: DuplicatesStopped,
+  maxAttempt: Count.describe("the most attempts any step of the execution needed (the list's `retried` filter: more than 1)"),
   startedOverFrom: z.string().nullable(),
   previousExecutionId: z.string().nullable(),
   supersededBy: z.string().nullable(),
@@ -244,7 +245,14 @@ export const Step = z.object({
   attempts: z.array(Attempt),
 });
 
-export const Trace = ExecutionSummary.extend({ steps: z.array(Step) });
+export const DuplicateTrigger = z.object({ seq: z.int(), at: MaybeTime, trigger: TriggerKind, identity: IdentityKind });
+
+export const Trace = ExecutionSummary.extend({
+  duplicateTriggers: z
+    .array(DuplicateTrigger)
+    .describe("each duplicate trigger the execution absorbed (the first 100; duplicatesStopped.triggers counts them all)"),
+  steps: z.array(Step),
+});
 
 /** `POST …/test-runs` with `Prefer: wait=N`: the trace, and whether the run was a duplicate. */
 export const TestRunTrace = Trace.extend({ deduplicated: z.boolean() });

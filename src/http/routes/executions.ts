@@ -16,6 +16,7 @@ import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
 import { commonProblems } from "../../lib/common-problems";
 import { executionProblems } from "../../steps/problems";
+import { flagParam, timeParam } from "../query-params";
 
 export const executionRoutes = new Hono<AppEnv>();
 
@@ -41,6 +42,10 @@ executionRoutes.get("/", async (c) => {
   const page = await listExecutions(c.env.DB, c.get("workspace"), {
     workflowId,
     status: statusParam as Status | undefined,
+    since: timeParam(c.req.query("since"), "since"),
+    until: timeParam(c.req.query("until"), "until"),
+    hadDuplicates: flagParam(c.req.query("hadDuplicates"), "hadDuplicates"),
+    retried: flagParam(c.req.query("retried"), "retried"),
     before,
     limit,
   });

@@ -1,0 +1,27 @@
+/**
+ * `GET /v1/stats?since=`: the duplicates idemflow stopped, per workflow of the bearer's workspace,
+ * summed over the executions created at or after `since` (an ISO 8601 date-time; default 24 hours
+ * ago) — one query (src/ledger `sumDuplicatesStopped`). Each count is where the duplicate was
+ * stopped: `triggers` (the dedupe), `redeliveries` (the claim), `fencedOut` (the fence),
+ * `destinationReplays` (the destination's own idempotency store).
+ */
+import { Hono } from "hono";
+import { sumDuplicatesStopped } from "../../ledger";
+import { requireWorkspace, type AppEnv } from "../auth";
+import { timeParam } from "../query-params";
+
+export const statsRoutes = new Hono<AppEnv>();
+
+statsRoutes.use("*", requireWorkspace);
+
+const DEFAULT_WINDOW_MS = 24 * 3_600_000;
+
+statsRoutes.get("/", async (c) => {
+  const since = timeParam(c.req.query("since"), "since") ?? Date.now() - DEFAULT_WINDOW_MS;
+  const workflows = await sumDuplicatesStopped(c.env.DB, c.get("workspace"), since);
+  const total = { executions: 0, triggers: 0, redeliveries: 0, fencedOut: 0, destinationReplays: 0 };
+  for (const w of workflows) {
+    for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += w[k];
+  }
+  return c.json({ since: new Date(since).toISOString(), workflows, total });
+});
