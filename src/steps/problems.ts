@@ -27,6 +27,7 @@ export const executionProblems = {
   invalidLimit: () => invalidQuery("limit must be an integer from 1 to 100."),
   invalidTime: (name: string, given: string) =>
     invalidQuery(`${name} must be an ISO 8601 date-time such as 2026-12-03T10:00:00Z; got ${JSON.stringify(given.slice(0, 100))}.`),
+  invalidParameter: (name: string, message: string) => invalidQuery(`${name}: ${message}.`),
   invalidFlag: (name: string, given: string) => invalidQuery(`${name} must be true or false; got ${JSON.stringify(given.slice(0, 100))}.`),
   invalidCursor: () =>
     new ProblemError({

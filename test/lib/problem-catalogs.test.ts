@@ -78,6 +78,7 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       invalidLimit: () => executionProblems.invalidLimit(),
       invalidTime: () => executionProblems.invalidTime("since", "yesterday"),
       invalidFlag: () => executionProblems.invalidFlag("retried", "yes"),
+      invalidParameter: () => executionProblems.invalidParameter("cursor", "Invalid input: expected string"),
       invalidCursor: () => executionProblems.invalidCursor(),
       stepNotFailed: () => executionProblems.stepNotFailed({ executionId: "e1", vertexId: "charge" }, "COMPLETED"),
       retryBodyInvalid: () => executionProblems.retryBodyInvalid('Unknown member "force"'),

@@ -9,14 +9,14 @@ import { getWorkflow } from "../../definitions/store";
 import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
 import { parseStoredPayload } from "../../ingress/payload";
 import { cancelExecution, readExecution, retryFailedStep } from "../../ledger";
-import { parseJsonBytes, readRawBody } from "../../lib/request-body";
 import { sendStepMessages } from "../../steps/dispatch";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
 import { commonProblems } from "../../lib/common-problems";
 import { executionProblems } from "../../steps/problems";
-import { flagParam, timeParam } from "../query-params";
+import { CancelBody, ExecutionListQuery, RetryBody } from "../openapi/requests";
+import { parseOperatorBody, parseQuery, timeOf } from "../query-params";
 
 export const executionRoutes = new Hono<AppEnv>();
 
@@ -24,30 +24,20 @@ executionRoutes.use("*", requireWorkspace);
 
 const operatorKey = idempotency({ principal: principalFromContext("workspace"), required: true });
 
-const STATUSES = ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"] as const;
-type Status = (typeof STATUSES)[number];
-
 executionRoutes.get("/", async (c) => {
-  const workflowId = c.req.query("workflowId") || undefined;
-  const statusParam = c.req.query("status");
-  if (statusParam !== undefined && !(STATUSES as readonly string[]).includes(statusParam)) {
-    throw executionProblems.invalidStatus(STATUSES, statusParam);
-  }
-  const limitParam = c.req.query("limit");
-  const limit = limitParam === undefined ? 20 : Number(limitParam);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw executionProblems.invalidLimit();
-  const cursorParam = c.req.query("cursor");
-  const before = cursorParam === undefined ? undefined : decodeCursor(cursorParam);
+  // The schema the OpenAPI document states (src/http/openapi/requests.ts).
+  const q = parseQuery(ExecutionListQuery, c.req.query());
+  const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
   if (before === null) throw executionProblems.invalidCursor();
   const page = await listExecutions(c.env.DB, c.get("workspace"), {
-    workflowId,
-    status: statusParam as Status | undefined,
-    since: timeParam(c.req.query("since"), "since"),
-    until: timeParam(c.req.query("until"), "until"),
-    hadDuplicates: flagParam(c.req.query("hadDuplicates"), "hadDuplicates"),
-    retried: flagParam(c.req.query("retried"), "retried"),
+    workflowId: q.workflowId || undefined,
+    status: q.status,
+    since: timeOf(q.since),
+    until: timeOf(q.until),
+    hadDuplicates: q.hadDuplicates === "true",
+    retried: q.retried === "true",
     before,
-    limit,
+    limit: q.limit,
   });
   return c.json(page);
 });
@@ -60,7 +50,7 @@ executionRoutes.get("/:executionId", async (c) => {
 
 executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (c) => {
   const ref = { executionId: c.req.param("executionId"), vertexId: c.req.param("vertexId") };
-  const acknowledgeForgottenKey = await booleanOption(c.req.raw, "acknowledgeForgottenKey", executionProblems.retryBodyInvalid);
+  const { acknowledgeForgottenKey } = await parseOperatorBody(c.req.raw, RetryBody, executionProblems.retryBodyInvalid);
   const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, Date.now(), { acknowledgeForgottenKey });
   if (!result.retried) {
     switch (result.reason) {
@@ -106,7 +96,7 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
 
 executionRoutes.post("/:executionId/cancel", operatorKey, async (c) => {
   const executionId = c.req.param("executionId");
-  const releaseIdentity = await booleanOption(c.req.raw, "releaseIdentity", executionProblems.cancelBodyInvalid);
+  const { releaseIdentity } = await parseOperatorBody(c.req.raw, CancelBody, executionProblems.cancelBodyInvalid);
   const result = await cancelExecution(c.env.DB, c.get("workspace"), executionId, Date.now(), { releaseIdentity });
   if (result.cancelled) {
     return c.json({ executionId, status: "CANCELLED", cancelledSteps: result.inFlight, identityReleased: result.identityReleased }, 200);
@@ -116,21 +106,3 @@ executionRoutes.post("/:executionId/cancel", operatorKey, async (c) => {
   // Already cancelled: its state, as a repeat of the cancel would find it.
   return c.json({ executionId, status: "CANCELLED", cancelledSteps: [], identityReleased: result.identityReleased }, 200);
 });
-
-/**
- * An operator action's body: none, or a JSON object with at most one boolean member `name`
- * (`{"acknowledgeForgottenKey": true}` for a retry, `{"releaseIdentity": true}` for a cancel).
- */
-async function booleanOption(request: Request, name: string, invalid: (reason: string) => Error): Promise<boolean> {
-  const raw = await readRawBody(request, MAX_OPERATOR_BODY_BYTES);
-  if (raw.byteLength === 0) return false;
-  const body = parseJsonBytes(raw);
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalid("The body is not a JSON object");
-  const unknown = Object.keys(body).filter((member) => member !== name);
-  if (unknown.length > 0) throw invalid(`Unknown member ${JSON.stringify(unknown[0])}`);
-  const value = (body as Record<string, unknown>)[name];
-  if (value !== undefined && typeof value !== "boolean") throw invalid(`\`${name}\` must be true or false`);
-  return value === true;
-}
-
-const MAX_OPERATOR_BODY_BYTES = 4096;

@@ -8,7 +8,8 @@
 import { Hono } from "hono";
 import { sumDuplicatesStopped } from "../../ledger";
 import { requireWorkspace, type AppEnv } from "../auth";
-import { timeParam } from "../query-params";
+import { StatsQuery } from "../openapi/requests";
+import { parseQuery, timeOf } from "../query-params";
 
 export const statsRoutes = new Hono<AppEnv>();
 
@@ -17,7 +18,7 @@ statsRoutes.use("*", requireWorkspace);
 const DEFAULT_WINDOW_MS = 24 * 3_600_000;
 
 statsRoutes.get("/", async (c) => {
-  const since = timeParam(c.req.query("since"), "since") ?? Date.now() - DEFAULT_WINDOW_MS;
+  const since = timeOf(parseQuery(StatsQuery, c.req.query()).since) ?? Date.now() - DEFAULT_WINDOW_MS;
   const workflows = await sumDuplicatesStopped(c.env.DB, c.get("workspace"), since);
   const total = { executions: 0, triggers: 0, redeliveries: 0, fencedOut: 0, destinationReplays: 0 };
   for (const w of workflows) {
