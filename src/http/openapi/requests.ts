@@ -47,7 +47,7 @@ export const WorkflowReadQuery = z.object({
 export const TriggerQuery = z.object({
   clientIdempotencyId: z
     .string()
-    .regex(/^[\x21-\x7e]{1,255}$/)
+    .regex(/^[\x20-\x7e]{1,255}$/) // the shared key rule (src/lib/key-constraints.ts DEFAULT_KEY_CONSTRAINTS)
     .optional()
     .describe("your own id for this delivery: it alone decides the identity (1–255 printable ASCII)"),
 });
