@@ -13,26 +13,34 @@ import { EXECUTION_STATUSES } from "./openapi/responses";
  * Query parameters arrive as text; `limit` is a number in the schema (the document says integer),
  * so it is read as one here — "abc" becomes NaN, which the schema refuses like any bad number.
  */
-export function parseQuery<S extends z.ZodType>(schema: S, query: Record<string, string>): z.output<S> {
+export function parseQuery<S extends z.ZodType>(
+  schema: S,
+  query: Record<string, string>,
+  refuse: (name: string, given: string, message: string) => Error = listRefusal,
+): z.output<S> {
   const input: Record<string, unknown> = { ...query };
   if (query.limit !== undefined) input.limit = query.limit.trim() === "" ? NaN : Number(query.limit);
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
   const name = String(parsed.error.issues[0]?.path[0] ?? "");
-  const given = query[name] ?? "";
+  throw refuse(name, query[name] ?? "", parsed.error.issues[0]?.message ?? "not accepted");
+}
+
+/** The execution list's and the stats' refusals (400 `invalid-query`, naming the parameter). */
+function listRefusal(name: string, given: string, message: string): Error {
   switch (name) {
     case "status":
-      throw executionProblems.invalidStatus(EXECUTION_STATUSES, given);
+      return executionProblems.invalidStatus(EXECUTION_STATUSES, given);
     case "limit":
-      throw executionProblems.invalidLimit();
+      return executionProblems.invalidLimit();
     case "since":
     case "until":
-      throw executionProblems.invalidTime(name, given);
+      return executionProblems.invalidTime(name, given);
     case "hadDuplicates":
     case "retried":
-      throw executionProblems.invalidFlag(name, given);
+      return executionProblems.invalidFlag(name, given);
     default:
-      throw executionProblems.invalidParameter(name || "the query", parsed.error.issues[0]?.message ?? "not accepted");
+      return executionProblems.invalidParameter(name || "the query", message);
   }
 }
 

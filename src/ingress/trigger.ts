@@ -13,6 +13,7 @@ import { identityMaterial } from "./material";
 import { readTriggerBody, type TriggerBody } from "./payload";
 import { ingressProblems } from "./problems";
 import { startWorkflowExecution, type IngressDeps, type StartIdentity, type StartResult } from "./start";
+import { TestRunQuery, TriggerQuery } from "./queries";
 
 export type Invocation = "production" | "test" | "stream";
 
@@ -30,8 +31,10 @@ export function forceNewExecution(invocation: Invocation, url: URL): boolean {
     return false;
   }
   if (values.length === 0) return true;
-  if (values.length === 1 && (values[0] === "true" || values[0] === "false")) return values[0] === "true";
-  throw ingressProblems.forceNewExecutionInvalid();
+  // Once, and `true` or `false` (TestRunQuery): a repeated parameter is as unclear as a bad one.
+  const parsed = TestRunQuery.safeParse({ forceNewExecution: values[0] });
+  if (values.length > 1 || !parsed.success) throw ingressProblems.forceNewExecutionInvalid();
+  return parsed.data.forceNewExecution === "true";
 }
 
 export async function loadWorkflow(db: D1Database, workspace: string, workflowId: string): Promise<StoredWorkflow> {
@@ -53,8 +56,10 @@ export async function chooseIdentity(
   body: TriggerBody,
 ): Promise<StartIdentity> {
   if (forceNewExecution(invocation, url)) return { kind: "forced" };
+  const query = TriggerQuery.safeParse({ clientIdempotencyId: url.searchParams.get("clientIdempotencyId") ?? undefined });
+  if (!query.success) throw ingressProblems.clientIdInvalid();
   const { kind, material } = await identityMaterial({
-    clientIdempotencyId: url.searchParams.get("clientIdempotencyId") ?? undefined,
+    clientIdempotencyId: query.data.clientIdempotencyId,
     idempotencyFields: entryPointOf(workflow.definition).config.idempotencyFields,
     body,
   });

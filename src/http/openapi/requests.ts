@@ -1,13 +1,13 @@
 /**
  * Request shapes of the HTTP API as zod schemas, for the OpenAPI document (input shapes). These
  * routes parse with the very schema the document states: `PUT /v1/workflows/{id}`
- * (WorkflowDefinition), the execution list and `GET /v1/stats` (ExecutionListQuery, StatsQuery)
- * and the retry and cancel bodies (src/http/query-params.ts). The others (workflow list and read,
- * trigger and test-run queries, the secret body) still parse by hand and are described here;
- * moving them onto these schemas is the next step.
+ * (WorkflowDefinition), the execution and workflow lists and reads, `GET /v1/stats`, the retry,
+ * cancel and secret bodies (src/http/query-params.ts, routes/secrets.ts), and the trigger's and
+ * test run's queries (src/ingress/queries.ts, re-exported here).
  */
 import { z } from "zod";
 import { WorkflowDefinition } from "../../definitions/schema";
+import { TestRunQuery, TriggerQuery } from "../../ingress/queries";
 import { EXECUTION_STATUSES } from "./responses";
 
 export { WorkflowDefinition };
@@ -44,17 +44,8 @@ export const WorkflowReadQuery = z.object({
     .describe("a version a PUT returned; default the latest"),
 });
 
-export const TriggerQuery = z.object({
-  clientIdempotencyId: z
-    .string()
-    .regex(/^[\x20-\x7e]{1,255}$/) // the shared key rule (src/lib/key-constraints.ts DEFAULT_KEY_CONSTRAINTS)
-    .optional()
-    .describe("your own id for this delivery: it alone decides the identity (1–255 printable ASCII)"),
-});
-
-export const TestRunQuery = z.object({
-  forceNewExecution: Flag.optional().describe("false: deduplicate like a production trigger; default: a new execution each time"),
-});
+// The trigger's and the test run's queries belong to ingress, which parses with them.
+export { TestRunQuery, TriggerQuery };
 
 export const RetryBody = z.strictObject({
   acknowledgeForgottenKey: z
@@ -67,8 +58,19 @@ export const CancelBody = z.strictObject({
   releaseIdentity: z.boolean().optional().describe("true: the next identical trigger starts a new execution"),
 });
 
+/** The most a secret value may hold: it is sent in an HTTP header. */
+export const MAX_SECRET_VALUE_BYTES = 4096;
+
 export const SecretBody = z.strictObject({
-  value: z.string().min(1).describe("1–4096 UTF-8 bytes without control characters; never readable back"),
+  value: z
+    .string()
+    .min(1)
+    // A header cannot carry CR, LF or NUL: refused now rather than failing every step later.
+    // eslint-disable-next-line no-control-regex
+    .refine((v) => new TextEncoder().encode(v).byteLength <= MAX_SECRET_VALUE_BYTES && !/[\u0000-\u001f\u007f]/.test(v), {
+      message: `at most ${MAX_SECRET_VALUE_BYTES} UTF-8 bytes, no control characters`,
+    })
+    .describe("1–4096 UTF-8 bytes without control characters; never readable back"),
 });
 
 /** The JSON object a trigger sends: any JSON (the entry point may select `idempotencyFields` from it). */

@@ -13,7 +13,7 @@ import { Hono } from "hono";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { readJsonBody } from "../../lib/request-body";
 import { commonProblems } from "../../lib/common-problems";
-import { asRecord } from "../../definitions/errors";
+import { MAX_SECRET_VALUE_BYTES, SecretBody } from "../openapi/requests";
 import { SECRET_NAME_PATTERN } from "../../definitions/secrets";
 import { keyringFrom, MasterKeyError, sealSecret } from "../../secrets/crypto";
 import { RESERVED_SECRETS } from "../../secrets/resolve";
@@ -22,7 +22,7 @@ import { deleteSecret, listSecrets, putSealedSecret, type SecretListing } from "
 import { log } from "../../lib/log";
 
 /** A credential, not a document: 4 KiB of UTF-8 covers every API key and signing secret we know. */
-export const MAX_SECRET_VALUE_BYTES = 4096;
+export { MAX_SECRET_VALUE_BYTES };
 const MAX_SECRET_BODY_BYTES = 16 * 1024;
 
 export const secretRoutes = new Hono<AppEnv>();
@@ -34,19 +34,13 @@ function checkedName(name: string): string {
   return name;
 }
 
-/** Exactly `{ "value": <string> }`; the value must fit in an HTTP header (it is sent in one). */
+/** Exactly `{ "value": <string> }` (the schema the OpenAPI document states); the value must fit in an HTTP header. */
 function checkedValue(json: unknown): string {
-  const body = asRecord(json);
-  const value = body?.value;
-  if (!body || typeof value !== "string" || Object.keys(body).length !== 1) {
-    throw secretProblems.bodyInvalid(MAX_SECRET_VALUE_BYTES);
-  }
-  // A header cannot carry CR, LF or NUL; refuse them now rather than fail every step later.
-  // eslint-disable-next-line no-control-regex
-  if (value.length === 0 || new TextEncoder().encode(value).byteLength > MAX_SECRET_VALUE_BYTES || /[\u0000-\u001f\u007f]/.test(value)) {
-    throw secretProblems.valueInvalid(MAX_SECRET_VALUE_BYTES);
-  }
-  return value;
+  const parsed = SecretBody.safeParse(json);
+  if (parsed.success) return parsed.data.value;
+  const issue = parsed.error.issues[0];
+  const aboutTheValue = issue?.path[0] === "value" && (issue.code === "custom" || issue.code === "too_small");
+  throw aboutTheValue ? secretProblems.valueInvalid(MAX_SECRET_VALUE_BYTES) : secretProblems.bodyInvalid(MAX_SECRET_VALUE_BYTES);
 }
 
 function present(s: SecretListing) {

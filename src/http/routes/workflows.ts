@@ -16,6 +16,8 @@ import { validateDefinition, type ValidationError } from "../../definitions/vali
 import { asRecord } from "../../definitions/errors";
 import { definitionProblems } from "../../definitions/problems";
 import { entryPointOf } from "../../definitions/schema";
+import { WorkflowListQuery, WorkflowReadQuery } from "../openapi/requests";
+import { parseQuery } from "../query-params";
 import { recentScheduleRuns, type ScheduleRunRecord } from "../../ledger";
 
 /** How many scheduled runs the workflow read shows (newest minute first). */
@@ -48,8 +50,7 @@ workflowRoutes.put("/:workflowId", requireWorkspace, async (c) => {
 
 workflowRoutes.get("/:workflowId", requireWorkspace, async (c) => {
   const workflowId = c.req.param("workflowId");
-  const version = c.req.query("version");
-  if (version !== undefined && !/^[0-9a-f]{64}$/.test(version)) throw definitionProblems.invalidVersion();
+  const { version } = parseQuery(WorkflowReadQuery, c.req.query(), () => definitionProblems.invalidVersion());
   const stored = await getWorkflow(c.env.DB, c.get("workspace"), workflowId, version);
   if (!stored) throw commonProblems.notFound(version ? `Version ${version} of workflow "${workflowId}"` : `Workflow "${workflowId}"`);
   // Operators see scheduled starts here: which minutes started which execution, and which failed (with the error).
@@ -61,10 +62,8 @@ workflowRoutes.get("/:workflowId", requireWorkspace, async (c) => {
 });
 
 workflowRoutes.get("/", requireWorkspace, async (c) => {
-  const limitParam = c.req.query("limit");
-  const limit = limitParam === undefined ? 100 : Number(limitParam);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw definitionProblems.invalidLimit();
-  const items = await listWorkflows(c.env.DB, c.get("workspace"), { after: c.req.query("after"), limit });
+  const { after, limit } = parseQuery(WorkflowListQuery, c.req.query(), () => definitionProblems.invalidLimit());
+  const items = await listWorkflows(c.env.DB, c.get("workspace"), { after, limit });
   return c.json({
     items: items.map((w) => ({ ...w, updatedAt: new Date(w.updatedAt).toISOString() })),
     next: items.length === limit ? items[items.length - 1]!.workflowId : null,
