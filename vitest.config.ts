@@ -37,6 +37,7 @@ export default defineConfig(async () => {
               "steps-heartbeat:PAYMENTS_KEY",
               "steps-in-progress:PAYMENTS_KEY",
               "steps-reaper:PAYMENTS_KEY",
+              "steps-retention-other:PAYMENTS_KEY",
               "steps-reaper-backoff:PAYMENTS_KEY",
               "steps-reaper-bounds:PAYMENTS_KEY",
               "steps-redelivery:PAYMENTS_KEY",

@@ -5,9 +5,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { getWorkflow } from "../../src/definitions/store";
-import { startWorkflowExecution } from "../../src/ingress/start";
 import { redispatchExpiredLeases, redispatchOverdue, retryFailedStep } from "../../src/ledger";
-import type { StepMessage } from "../../src/steps/messages";
 import { callApp, chargeWorkflow, executionStatus, failedCharge, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 const WS = "dev"; // dev-token's workspace
@@ -193,11 +191,7 @@ describe("never two live executions of one trigger", () => {
         workflow_id: string;
         version: string;
       }>())!;
-      const workflow = (await getWorkflow(env.DB, WS, wf.workflow_id, wf.version))!;
-      return startWorkflowExecution(
-        { db: env.DB, queue: h.queue as unknown as Queue<StepMessage>, now: h.clock.now },
-        { workflow, triggerKind: "start_over", payload: {}, identity: { kind: "forced" }, startedOverFrom: id },
-      );
+      return h.startOver((await getWorkflow(env.DB, WS, wf.workflow_id, wf.version))!, {}, id);
     };
     const ledgerRetry = (h: Harness, id: string) => retryFailedStep(env.DB, WS, { executionId: id, vertexId: "charge" }, h.clock.now());
 

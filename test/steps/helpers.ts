@@ -12,7 +12,7 @@ import { app } from "../../src/app";
 import { WorkflowDefinition, type WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { getWorkflow, saveWorkflow, type StoredWorkflow } from "../../src/definitions/store";
 import { idempotency } from "../../src/http/idempotency";
-import { startWorkflowExecution } from "../../src/ingress/start";
+import { startWorkflowExecution, type StartResult } from "../../src/ingress/start";
 import { handleStepBatch } from "../../src/steps/consumer";
 import type { StepMessage } from "../../src/steps/messages";
 import { defaultRuntime, type StepQueue, type StepRuntime } from "../../src/steps/runtime";
@@ -173,6 +173,8 @@ export interface Harness {
   dest: Destination;
   rt: StepRuntime;
   start(workflow: StoredWorkflow, payload: unknown): Promise<string>;
+  /** A start over of `from` on the harness's clock, straight to ingress (the route's early checks skipped). */
+  startOver(workflow: StoredWorkflow, payload: unknown, from: string): Promise<StartResult>;
   /** `attempts`: the queue's delivery count the messages carry (1 = first delivery). */
   deliver(bodies: unknown[], rt?: Partial<StepRuntime>, attempts?: number): Promise<Delivery>;
   /** Deliver pending messages one at a time in due order (advancing the clock) until none are left. */
@@ -193,17 +195,24 @@ export function harness(overrides: Partial<StepRuntime> = {}): Harness {
     ...overrides,
   });
   let ids = 0;
+  const ingress = { db: env.DB, queue: queue as unknown as Queue<StepMessage>, now: clock.now };
   const h: Harness = {
     clock,
     queue,
     dest,
     rt,
     async start(workflow, payload) {
-      const result = await startWorkflowExecution(
-        { db: env.DB, queue: queue as unknown as Queue<StepMessage>, now: clock.now },
-        { workflow, triggerKind: "test", payload, identity: { kind: "forced" } },
-      );
+      const result = await startWorkflowExecution(ingress, { workflow, triggerKind: "test", payload, identity: { kind: "forced" } });
       return result.executionId;
+    },
+    startOver(workflow, payload, from) {
+      return startWorkflowExecution(ingress, {
+        workflow,
+        triggerKind: "start_over",
+        payload,
+        identity: { kind: "forced" },
+        startedOverFrom: from,
+      });
     },
     async deliver(bodies, more = {}, attempts = 1) {
       const batch = createMessageBatch<unknown>(

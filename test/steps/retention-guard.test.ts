@@ -10,9 +10,7 @@ import { createDemoApp } from "../../demo/src/app";
 import { createDemoTables } from "../helpers/demo-tables";
 import { FORGETFUL_RETENTION_MS } from "../../demo/src/env";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { startWorkflowExecution } from "../../src/ingress/start";
 import { KEY_MAY_BE_FORGOTTEN_MARK, retryFailedStep } from "../../src/ledger";
-import type { StepMessage } from "../../src/steps/messages";
 import { readTrace } from "../../src/steps/trace";
 import { callApp, chargeWorkflow, DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
@@ -62,15 +60,6 @@ async function keySends(key: string) {
     .bind(key)
     .all();
   return results;
-}
-
-/** A start over, on the harness's clock (the route's is the wall clock). */
-async function startOver(h: Harness, workflow: Awaited<ReturnType<typeof seedWorkflow>>, payload: unknown, from: string) {
-  const started = await startWorkflowExecution(
-    { db: env.DB, queue: h.queue as unknown as Queue<StepMessage>, now: h.clock.now },
-    { workflow, triggerKind: "start_over", payload, identity: { kind: "forced" }, startedOverFrom: from },
-  );
-  return started.executionId;
 }
 
 /** One completed execution: one charge, its key's first send on record at the harness's clock. */
@@ -141,6 +130,18 @@ describe("the retention guard", () => {
     expect(await executionStatus(id)).toBe("FAILED");
   });
 
+  it("counts per workspace: another workspace sending the same key after the retention is not refused", async () => {
+    const h = setup();
+    const { payload, key } = await chargedOnce(h);
+    h.clock.advance(RETENTION_MS + 10_000);
+    // Same business data, so the same key, from a workspace that never sent it.
+    const other = await h.start(await seedWorkflow("steps-retention-other", forgetfulWorkflow()), payload);
+    await h.drain();
+    expect(await executionStatus(other)).toBe("COMPLETED");
+    expect((await stepsOf(other)).charge!.idempotency_key).toBe(key);
+    expect((await keySends(key)).map((r) => r.workspace).sort()).toEqual([WS, "steps-retention-other"]);
+  });
+
   it("stops a tenth of the retention (at most a minute) before its end, and sends just before that", async () => {
     for (const [late, state] of [
       [-1, "COMPLETED"],
@@ -167,7 +168,7 @@ describe("the retention guard", () => {
     const h = setup();
     const { order, payload, workflow, id, key } = await chargedOnce(h);
     h.clock.advance(60_000);
-    const again = await startOver(h, workflow, payload, id);
+    const again = (await h.startOver(workflow, payload, id)).executionId;
     await h.drain();
     expect(await executionStatus(again)).toBe("COMPLETED");
     expect((await stepsOf(again)).charge!.idempotency_key).toBe(key);
@@ -180,7 +181,7 @@ describe("the retention guard", () => {
     const h = setup({ clockAt: Date.now() - 200_000 });
     const { order, payload, workflow, id, key, sentAt } = await chargedOnce(h);
     h.clock.advance(RETENTION_MS + 10_000);
-    const again = await startOver(h, workflow, payload, id);
+    const again = (await h.startOver(workflow, payload, id)).executionId;
     await h.drain();
     const refused = (await stepsOf(again)).charge!;
     expect(refused).toMatchObject({ state: "FAILED", idempotency_key: key });
