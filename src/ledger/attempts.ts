@@ -93,7 +93,8 @@ const ATTEMPT_RECORD = selectList<AttemptRecord>({
  * of several rows (a cancel) numbers each one apart: SQLite evaluates it per row and sees the rows
  * this statement already wrote.
  */
-export const NEXT_ATTEMPT_SEQ = `(SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = step_attempts.execution_id)`;
+export const NEXT_ATTEMPT_SEQ = `(SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq
+  WHERE sq.execution_id = step_attempts.execution_id)`;
 
 /** The execution's newest step event id (0 without one): binds ?1 execution id. */
 export const STEP_EVENT_MARK = `(SELECT coalesce(max(mk.id), 0) FROM step_events mk WHERE mk.execution_id = ?1)`;

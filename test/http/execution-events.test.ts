@@ -157,7 +157,8 @@ describe("GET /v1/executions/{id}/events", () => {
     await env.DB.batch(
       ["a", "b", "c"].map((v, i) =>
         env.DB.prepare(
-          `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, seq, ev_mark) VALUES (?1, ?2, 1, 1, 'running', 1, ?3, 0)`,
+          `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, seq, ev_mark)
+           VALUES (?1, ?2, 1, 1, 'running', 1, ?3, 0)`,
         ).bind(id, v, i + 1),
       ),
     );

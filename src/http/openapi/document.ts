@@ -262,8 +262,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/v1/executions/{executionId}/events",
     operationId: "executionEvents",
-    summary:
-      "The execution's changes as server-sent events (`attempt`, `step.event`, `execution.finished`, `stream.end`), resumable with Last-Event-ID",
+    summary: "The execution's changes as server-sent events, resumable with Last-Event-ID (docs/events.md)",
     tag: "executions",
     query: req.ExecutionEventsQuery,
     headers: [
@@ -277,7 +276,8 @@ export const OPERATIONS: readonly Operation[] = [
     answers: {
       200: {
         description:
-          "`text/event-stream`; ends with `execution.finished` (the execution is final) or `stream.end` (the per-connection bound: reconnect with Last-Event-ID)",
+          "`text/event-stream` of `attempt` and `step.event`; ends with `execution.finished` (final) " +
+          "or `stream.end` (the per-connection bound: reconnect with Last-Event-ID)",
         contentType: "text/event-stream",
         bodySchema: { type: "string" },
       },
