@@ -427,6 +427,29 @@ await test("a streaming test run sends execution and step events until the execu
   expectEqual(events.at(-1), "execution.finished", `last event (all: ${events.join(", ")})`);
 });
 
+await test("the event stream of a finished execution, resumed from a middle id: exactly the rest, then execution.finished", async () => {
+  const started = await api("POST", "/v1/workflows/hello-transform/test-runs", { body: { name: `events-${RUN}` } });
+  const id = started.json?.executionId;
+  expect(id, `test run answered ${started.status}: ${started.text.slice(0, 300)}`);
+  await waitForExecution(id);
+  // Read with fetch and the token (EventSource cannot send Authorization).
+  const read = async (headers = {}) => {
+    const res = await checkedFetch("GET", `/v1/executions/${id}/events`, { headers: { authorization: `Bearer ${TOKEN}`, ...headers } });
+    expectEqual(res.status, 200, "events status");
+    const blocks = (await res.text()).split("\n\n").filter((b) => /^event:/m.test(b));
+    return blocks.map((b) => ({ id: /^id: (.+)$/m.exec(b)?.[1], event: /^event: (.+)$/m.exec(b)[1] }));
+  };
+  const all = await read();
+  expectEqual(all.at(-1)?.event, "execution.finished", `last event (all: ${all.map((e) => e.event).join(", ")})`);
+  expect(
+    all.some((e) => e.event === "attempt"),
+    `no attempt event: ${all.map((e) => e.event).join(", ")}`,
+  );
+  const cut = Math.floor((all.length - 1) / 2);
+  const resumed = await read({ "last-event-id": all[cut].id });
+  expectEqual(resumed, all.slice(cut + 1), "the resumed stream");
+});
+
 await test("a signed webhook (v1, hook-bound) starts one execution, a resend dedupes; forged, unversioned, re-targeted: 401", async () => {
   const body = JSON.stringify({ event: { id: `evt-${RUN}`, type: "order.paid" } });
   // The documented scheme (docs/ingress.md): v1= hex(HMAC-SHA256(secret, "v1:<ts>:<workspace>:<workflow>:" + body)).
