@@ -610,23 +610,24 @@ async function bigExecution() {
   const text = JSON.stringify(big);
   const version = createHash("sha256").update(text).digest("hex");
   const q = (v) => `'${String(v).replaceAll("'", "''")}'`;
+  // 1..1000 (D1 refuses temporary tables: each statement numbers its own rows).
+  const nums = "WITH RECURSIVE nums(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM nums WHERE i < 1000)";
   const sql = [
-    "CREATE TEMP TABLE nums AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) SELECT i FROM n;",
     `INSERT INTO workflow_versions (workspace, workflow_id, version, definition, schedule, created_at, step_inputs)
        SELECT workspace, workflow_id, ${q(version)}, ${q(text)}, NULL, created_at, NULL FROM workflow_versions
        WHERE workflow_id = ${q(workflowId)} LIMIT 1;`,
     `UPDATE executions SET version = ${q(version)} WHERE id = ${q(id)};`,
-    `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, retry_base, available_at, lease_until,
+    `${nums} INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, retry_base, available_at, lease_until,
        idempotency_key, request, output, next_vertices, error, created_at, updated_at, finished_at, resends, next_resend_at)
        SELECT execution_id, 'c' || i, workspace, state, epoch, attempt, retry_base, available_at, lease_until, idempotency_key,
        request, output, next_vertices, error, created_at + i, updated_at + i, finished_at + i, resends, next_resend_at
        FROM steps, nums WHERE execution_id = ${q(id)} AND vertex_id = 't' AND i < 200;`,
-    `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
+    `${nums} INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
        request, response_status, response, error, delay_ms, delay_reason)
        SELECT execution_id, 'c' || i, epoch, attempt, outcome, started_at + i, finished_at + i, idempotency_key, request,
        response_status, response, error, delay_ms, delay_reason
        FROM step_attempts, nums WHERE execution_id = ${q(id)} AND vertex_id = 't' AND i < 200;`,
-    `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
+    `${nums} INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
        SELECT ${q(id)}, 'c' || (1 + i % 199), CASE i % 2 WHEN 0 THEN 'fenced_out' ELSE 'redelivery_dropped' END, 1,
        ${Date.now()} + i, 'synthetic event ' || i FROM nums;`,
   ].join("\n");

@@ -81,6 +81,12 @@ export async function browserStories(ctx) {
       expectEqual(shell.status(), 200, "GET /ui (after the redirect to /ui/)");
       const csp = shell.headers()["content-security-policy"] ?? "";
       expect(/script-src 'self'/.test(csp) && !/unsafe-inline/.test(csp), `a strict CSP on the page (${csp})`);
+      // Only /ui/… serves the page: the API, the hooks and unknown paths answer as the Worker does.
+      for (const path of ["/", "/v1/nope", "/hooks/dev/nope", "/nope", "/ui/nope.js", "/_headers"]) {
+        const res = await fetch(`${ctx.engineUrl}${path}`, { method: path.startsWith("/hooks") ? "POST" : "GET" });
+        const type = res.headers.get("content-type") ?? "";
+        expect(type.startsWith("application/problem+json"), `${path} answers ${res.status} ${type}, not the page`);
+      }
       await page.fill("#token", "not-a-token");
       await page.click("button[type=submit]");
       await page.waitForSelector(".signin .error:has-text('401')");
@@ -111,7 +117,6 @@ export async function browserStories(ctx) {
       // The list shows it too, with the "stopped a duplicate" filter.
       await page.goto(`${ctx.engineUrl}/ui/#/executions?hadDuplicates=true`);
       await page.waitForSelector(`#executions a:has-text('${first.json.executionId}')`);
-      if (ctx.screenshots) await shoot(page, "inspector-executions.png");
       await page.context().close();
     });
 
@@ -297,6 +302,11 @@ export async function browserStories(ctx) {
       await page.waitForSelector("#strip-panel");
       const reactMs = Date.now() - t1;
       log(`      ${steps} steps, ${events}: shown ${shown} ms after navigation (render ${renderMs} ms); a counter opened in ${reactMs} ms`);
+      if (ctx.screenshots) {
+        await page.goto(`${ctx.engineUrl}/ui/#/executions`);
+        await page.waitForSelector("#executions tbody tr:nth-child(5)");
+        await shoot(page, "inspector-executions.png");
+      }
       await page.context().close();
     });
 
