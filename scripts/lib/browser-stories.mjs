@@ -72,6 +72,14 @@ export async function browserStories(ctx) {
     await page.goto(`${ctx.engineUrl}/ui/#/executions/${executionId}`);
     await page.waitForSelector(`article.execution`);
   };
+  /** Press Tab until the element `id` has the focus (the keyboard reaches it), then Enter. */
+  const tabTo = async (page, id, presses = 80) => {
+    for (let i = 0; i < presses; i++) {
+      await page.keyboard.press("Tab");
+      if ((await page.evaluate(() => document.activeElement?.id)) === id) return page.keyboard.press("Enter");
+    }
+    throw new Error(`Tab never reached #${id} in ${presses} presses`);
+  };
   const logStart = ctx.engineLog().length;
 
   try {
@@ -151,9 +159,11 @@ export async function browserStories(ctx) {
       page.on("request", (r) => {
         if (r.method() === "POST") posts.push({ url: r.url(), key: r.headers()["idempotency-key"] });
       });
-      await page.click("#action-cancel");
+      await page.waitForSelector("#action-cancel");
+      await tabTo(page, "action-cancel");
       await page.waitForSelector("#cancel-dialog[open]");
-      expect((await page.textContent("#cancel-dialog")).includes("cannot be recalled") || true, "the dialog explains side effects");
+      const explained = await page.textContent("#cancel-dialog");
+      expect(explained.includes("Nothing that already happened is undone"), `the dialog says what it does to side effects (${explained})`);
       await page.dblclick("#cancel-confirm");
       await page.waitForSelector("article.execution[data-status=CANCELLED]", { timeout: 15_000 });
       await ctx.disarm();
@@ -210,8 +220,10 @@ export async function browserStories(ctx) {
       page.on("request", (r) => {
         if (r.method() === "POST") posts.push(r.url());
       });
-      await page.click("#action-retry-charge");
+      await tabTo(page, "action-retry-charge");
       await page.waitForSelector("#retry-charge-dialog[open]");
+      const explained = await page.textContent("#retry-charge-dialog");
+      expect(explained.includes("ui-retry-UI-R-"), `the dialog names the key the retry re-sends (${explained})`);
       await page.dblclick("#retry-charge-confirm");
       await page.waitForSelector("article.execution[data-status=COMPLETED]", { timeout: 30_000 });
       expectEqual(posts.filter((u) => u.endsWith("/retry")).length, 1, "POST /retry requests from a double click");
