@@ -119,6 +119,10 @@ export async function browserStories(ctx) {
       const page = await newPage("duplicate");
       await openExecution(page, first.json.executionId);
       expectEqual(await page.getAttribute("#counter-triggers", "data-count"), "1", "the strip's duplicate-trigger counter");
+      const header = await page.textContent(".exec-header");
+      const at = (label) =>
+        Date.parse((new RegExp(`${label}(\\d{4}-\\d\\d-\\d\\d) (\\d\\d:\\d\\d:\\d\\d\\.\\d{3})`).exec(header) ?? []).slice(1).join("T"));
+      expectEqual(at("Dedupe window ends") - at("Created"), 24 * 3_600_000, `the window's end, 24 h after the claim (${header})`);
       await page.click("#counter-triggers");
       const panel = await page.textContent("#strip-panel");
       expect(/#1 .*order_fulfilment|#1 .*trigger/.test(panel) || panel.includes("#1"), `the panel lists the duplicate (${panel})`);

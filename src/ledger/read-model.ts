@@ -99,6 +99,13 @@ export interface TraceRecords {
   attempts: AttemptRecord[];
   /** The pinned version's definition (JSON text): what the trace says of each step's declaration (its destination key). */
   definitionJson: string | null;
+  /**
+   * When the trigger identity's dedupe window ends (ms): the identity row's `expires_at`, while that
+   * row still names this execution. Null for a forced start (no identity), and once the row is gone
+   * (swept after its window) or names another execution (a new window, a reuse after failure).
+   * A cancel that released the identity shows here as an end in the past.
+   */
+  dedupeWindowEnd: number | null;
 }
 
 const EXECUTION_RECORD = selectList<ExecutionRecord>({
@@ -168,7 +175,7 @@ const SCHEDULE_RUN_RECORD = selectList<ScheduleRunRecord>({
 
 /** The execution (in this workspace), its steps, their events and attempts: one round trip. Null: not in this workspace. */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
-  const results = await new LabelledBatch<"execution" | "duplicates" | "steps" | "events" | "attempts" | "definition">(db)
+  const results = await new LabelledBatch<"execution" | "duplicates" | "steps" | "events" | "attempts" | "definition" | "identity">(db)
     .add("execution", db.prepare(ONE_EXECUTION).bind(executionId, workspace))
     .add(
       "duplicates",
@@ -210,6 +217,17 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
         )
         .bind(executionId, workspace),
     )
+    .add(
+      "identity",
+      // A primary-key lookup: executions.identity is the hash the identity row is keyed by.
+      db
+        .prepare(
+          `SELECT i.expires_at AS expiresAt FROM executions e
+           JOIN execution_identities i ON i.identity = e.identity AND i.execution_id = e.id
+           WHERE e.id = ?1 AND e.workspace = ?2`,
+        )
+        .bind(executionId, workspace),
+    )
     .run();
   const execution = results.first<ExecutionRecord>("execution");
   if (!execution) return null;
@@ -220,6 +238,7 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
     events: results.rows<StepEventRecord>("events"),
     attempts: results.rows<AttemptRecord>("attempts"),
     definitionJson: results.first<{ definitionJson: string }>("definition")?.definitionJson ?? null,
+    dedupeWindowEnd: results.first<{ expiresAt: number }>("identity")?.expiresAt ?? null,
   };
 }
 

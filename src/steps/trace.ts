@@ -125,6 +125,7 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
 }
 
 export type Trace = ReturnType<typeof executionSummary> & {
+  dedupeWindowEnd: string | null;
   duplicateTriggers: Array<{ seq: number; at: string | null; trigger: string; identity: string }>;
   steps: Array<ReturnType<typeof stepTrace>>;
 };
@@ -139,6 +140,8 @@ export async function readTrace(db: D1Database, workspace: string, executionId: 
   const gateways = gatewayVerticesOf(rows.definitionJson, JSON.stringify([ws, workflowId, version]));
   return {
     ...executionSummary(rows.execution),
+    // Until when a trigger with the same identity is a duplicate of this execution (null: no identity held).
+    dedupeWindowEnd: iso(rows.dedupeWindowEnd),
     // Each duplicate trigger the execution absorbed (the first 100; `duplicatesStopped.triggers` counts them all).
     duplicateTriggers: rows.duplicateTriggers.map((d) => ({ seq: d.seq, at: iso(d.at), trigger: d.triggerKind, identity: d.identityKind })),
     steps: rows.steps.map((s) => stepTrace(s, events.get(s.vertexId) ?? [], attempts.get(s.vertexId) ?? [], gateways.get(s.vertexId))),

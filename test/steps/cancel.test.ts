@@ -136,11 +136,20 @@ describe("cancel", () => {
 
     const other = { order: { id: unique("J"), total: 4 } };
     const second = await trigger(other);
+    const windowEnd = async (id: string) =>
+      (await (await callApp(h, "GET", `/v1/executions/${id}`)).json()) as { createdAt: string; dedupeWindowEnd: string | null };
+    // The trace says until when the identity holds: the default window of 24 h from the claim.
+    const held = await windowEnd(second.executionId);
+    expect(Date.parse(held.dedupeWindowEnd!) - Date.parse(held.createdAt)).toBe(24 * 3_600_000);
     const released = await cancel(h, second.executionId, { body: { releaseIdentity: true } });
     expect(await released.json()).toMatchObject({ status: "CANCELLED", identityReleased: true });
+    expect(Date.parse((await windowEnd(second.executionId)).dedupeWindowEnd!)).toBeLessThanOrEqual(Date.now());
     const anew = await trigger(other);
     expect(anew.deduplicated).toBe(false);
     expect(anew.executionId).not.toBe(second.executionId);
+    // The identity now names the new execution: the old one holds none, the new one a fresh window.
+    expect((await windowEnd(second.executionId)).dedupeWindowEnd).toBeNull();
+    expect(Date.parse((await windowEnd(anew.executionId)).dedupeWindowEnd!)).toBeGreaterThan(Date.now());
   });
 });
 

@@ -29,16 +29,6 @@ const COUNTERS = [
   { name: "destinationReplays", label: "Destination replays", where: "stopped by the destination's own key store" },
 ];
 
-/** `24h`, `90s`, `7d`, `500ms` or a number of ms → ms (the definition's Duration). */
-export function durationOf(value) {
-  if (typeof value === "number") return value;
-  const m = /^0*(\d+)(ms|s|m|h|d)$/.exec(String(value ?? ""));
-  if (!m) return null;
-  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2]];
-}
-
-const DEFAULT_DEDUPE_WINDOW_MS = 24 * 3_600_000;
-
 /** The attempt's answer was replayed by the destination's key store (`Idempotent-Replayed: true`). */
 export function replayed(attempt) {
   const headers = attempt?.response?.headers ?? {};
@@ -176,7 +166,7 @@ function render(main, view, actions) {
     h(
       "article",
       { class: "execution", "data-status": trace.status },
-      header(trace, definition, view.error, actions),
+      header(trace, view.error, actions),
       strip(trace, view.openPanel, actions),
       h("section", { "aria-labelledby": "graph-title" }, h("h2", { id: "graph-title" }, "Graph"), graphOf(trace, definition, actions)),
       timeline(trace),
@@ -196,10 +186,13 @@ function render(main, view, actions) {
   main.dataset.renderMs = String(Math.round(performance.now() - started));
 }
 
-function header(trace, definition, error, actions) {
-  const entry = definition?.vertices?.find((v) => v.type === "ENTRY_POINT");
-  const windowMs = durationOf(entry?.config?.dedupeWindow) ?? DEFAULT_DEDUPE_WINDOW_MS;
-  const windowEnd = trace.createdAt ? new Date(new Date(trace.createdAt).getTime() + windowMs).toISOString() : null;
+function header(trace, error, actions) {
+  let windowEnd = "— (no identity is held: swept after its window, or taken by a newer execution)";
+  if (trace.identity === "forced") windowEnd = "— (a forced start has no identity)";
+  else if (trace.dedupeWindowEnd) {
+    const ended = new Date(trace.dedupeWindowEnd).getTime() <= Date.now();
+    windowEnd = `${time(trace.dedupeWindowEnd)}${ended ? " (ended: a re-sent trigger starts a new execution)" : ""}`;
+  }
   const link = (id) => (id ? h("a", { href: `#/executions/${encodeURIComponent(id)}`, class: "mono" }, id) : null);
   const facts = [
     ["Workflow", h("a", { href: `#/executions?workflowId=${encodeURIComponent(trace.workflowId)}` }, trace.workflowId)],
@@ -208,7 +201,7 @@ function header(trace, definition, error, actions) {
     ["Identity", trace.identity],
     ["Created", time(trace.createdAt)],
     ["Finished", time(trace.finishedAt)],
-    ["Dedupe window ends", trace.identity === "forced" ? "— (a forced start has no identity)" : time(windowEnd)],
+    ["Dedupe window ends", windowEnd],
     ["Started over from", link(trace.startedOverFrom)],
     ["Previous execution", link(trace.previousExecutionId)],
     ["Superseded by", link(trace.supersededBy)],

@@ -248,6 +248,10 @@ export const Step = z.object({
 export const DuplicateTrigger = z.object({ seq: z.int(), at: MaybeTime, trigger: TriggerKind, identity: IdentityKind });
 
 export const Trace = ExecutionSummary.extend({
+  dedupeWindowEnd: MaybeTime.describe(
+    "until when a trigger with the same identity is a duplicate of this execution; null for a forced start, and once the identity " +
+      "row is swept or names another execution. A cancel with releaseIdentity shows as an end in the past",
+  ),
   duplicateTriggers: z
     .array(DuplicateTrigger)
     .describe("each duplicate trigger the execution absorbed (the first 100; duplicatesStopped.triggers counts them all)"),
