@@ -25,6 +25,25 @@ export default tseslint.config(
     languageOptions: { globals: { ...globals.node } },
     rules: { "no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }] },
   },
+  // The inspector runs in the browser. Data becomes text nodes only (public/ui/lib/dom.js): any API that
+  // parses a string as markup is refused here, so a payload holding `<script>` can never become markup.
+  {
+    files: ["public/**/*.js"],
+    languageOptions: { globals: { ...globals.browser } },
+    rules: {
+      "no-restricted-properties": [
+        "error",
+        ...["innerHTML", "outerHTML"].map((property) => ({ property, message: "build nodes with h() (public/ui/lib/dom.js)" })),
+        ...["insertAdjacentHTML", "write", "writeln", "createContextualFragment"].map((property) => ({
+          property,
+          message: "build nodes with h() (public/ui/lib/dom.js)",
+        })),
+      ],
+      "no-restricted-globals": ["error", "eval"],
+    },
+  },
+  // The browser stories hand functions to the page (page.evaluate): those run there, with its globals.
+  { files: ["scripts/lib/browser-stories.mjs"], languageOptions: { globals: { ...globals.node, ...globals.browser } } },
   // Readable lines: prettier wraps code at 140 but cannot break strings, templates or comments.
   { files: ["**/*.ts", "**/*.mjs", "**/*.js"], rules: { "max-len": ["error", { code: 140, ignoreUrls: true }] } },
 );

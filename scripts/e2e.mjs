@@ -10,14 +10,15 @@
  * scripts/lib/openapi-check.mjs): an undocumented status or a body off the document fails the story.
  * Prints `N passed, N failed` and exits non-zero on any failure. Bounded: every wait has a cap.
  */
-import { createHmac, randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createHash, createHmac, randomBytes } from "node:crypto";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
-import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
+import { DEMO_CONFIG, ROOT, applyMigrations, runWrangler, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
 import { openApiChecker } from "./lib/openapi-check.mjs";
+import { browserStories } from "./lib/browser-stories.mjs";
 
 const TOKEN = "dev-token";
 const PAYMENTS_KEY = "sk_e2e_canary_91c3";
@@ -25,7 +26,7 @@ const WEBHOOK_SECRET = "whsec_e2e_canary_5a0e";
 /** Seals workspace secrets (PUT /v1/secrets) in the temporary D1; fresh per run. */
 const SECRETS_MASTER_KEY = randomBytes(32).toString("base64");
 /** Hard cap for the whole run: a hung worker must not hang CI. */
-const RUN_DEADLINE_MS = 170_000;
+const RUN_DEADLINE_MS = 260_000;
 /** Distinct business ids per run, so a rerun against leftover state can never pass by accident. */
 const RUN = Date.now().toString(36);
 
@@ -33,6 +34,12 @@ const results = [];
 const started = Date.now();
 const log = (line = "") => process.stdout.write(`${line}\n`);
 const verbose = process.argv.includes("--verbose");
+/** `E2E_ONLY=text`: run only the stories whose name holds it (development; CI runs them all). */
+const ONLY = process.env.E2E_ONLY;
+/** `--screenshots`: the browser stories also write docs/img/inspector-*.png (the README's pictures). */
+const screenshots = process.argv.includes("--screenshots");
+/** Every line the engine printed: the browser stories check the token never reaches it. */
+const engineLines = [];
 
 const hardStop = setTimeout(() => {
   log(`\ne2e: the run exceeded ${RUN_DEADLINE_MS / 1000}s; stopping.`);
@@ -83,7 +90,10 @@ try {
       WEBHOOK_SECRET,
       SECRETS_MASTER_KEY,
     },
-    onLine: echo("[engine]"),
+    onLine: (line) => {
+      engineLines.push(line);
+      if (verbose) log(`[engine] ${line}`);
+    },
   });
   workers = [engine, demo];
   log(`e2e: state in ${stateDir}; engine :${engine.port}, demo :${demo.port}`);
@@ -176,6 +186,7 @@ function expectEqual(actual, expected, what) {
 }
 
 async function test(name, fn) {
+  if (ONLY && !name.includes(ONLY) && !name.startsWith("every example")) return;
   const t0 = Date.now();
   try {
     await fn();
@@ -416,6 +427,29 @@ await test("a streaming test run sends execution and step events until the execu
   expectEqual(events.at(-1), "execution.finished", `last event (all: ${events.join(", ")})`);
 });
 
+await test("the event stream of a finished execution, resumed from a middle id: exactly the rest, then execution.finished", async () => {
+  const started = await api("POST", "/v1/workflows/hello-transform/test-runs", { body: { name: `events-${RUN}` } });
+  const id = started.json?.executionId;
+  expect(id, `test run answered ${started.status}: ${started.text.slice(0, 300)}`);
+  await waitForExecution(id);
+  // Read with fetch and the token (EventSource cannot send Authorization).
+  const read = async (headers = {}) => {
+    const res = await checkedFetch("GET", `/v1/executions/${id}/events`, { headers: { authorization: `Bearer ${TOKEN}`, ...headers } });
+    expectEqual(res.status, 200, "events status");
+    const blocks = (await res.text()).split("\n\n").filter((b) => /^event:/m.test(b));
+    return blocks.map((b) => ({ id: /^id: (.+)$/m.exec(b)?.[1], event: /^event: (.+)$/m.exec(b)[1] }));
+  };
+  const all = await read();
+  expectEqual(all.at(-1)?.event, "execution.finished", `last event (all: ${all.map((e) => e.event).join(", ")})`);
+  expect(
+    all.some((e) => e.event === "attempt"),
+    `no attempt event: ${all.map((e) => e.event).join(", ")}`,
+  );
+  const cut = Math.floor((all.length - 1) / 2);
+  const resumed = await read({ "last-event-id": all[cut].id });
+  expectEqual(resumed, all.slice(cut + 1), "the resumed stream");
+});
+
 await test("a signed webhook (v1, hook-bound) starts one execution, a resend dedupes; forged, unversioned, re-targeted: 401", async () => {
   const body = JSON.stringify({ event: { id: `evt-${RUN}`, type: "order.paid" } });
   // The documented scheme (docs/ingress.md): v1= hex(HMAC-SHA256(secret, "v1:<ts>:<workspace>:<workflow>:" + body)).
@@ -535,6 +569,94 @@ await test("no secret value appears in any API answer (traces of every execution
     const leaked = canaries.filter((secret) => trace.text.includes(secret));
     expect(leaked.length === 0, `a secret leaked into the trace of ${item.executionId ?? item.id}`);
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+// The inspector, in a real browser (scripts/lib/browser-stories.mjs)
+
+const arm = async (path, count) => {
+  const armed = await fetch(`${demo.url}/faults`, { method: "POST", body: JSON.stringify({ path, mode: "after-commit", count }) });
+  expectEqual(armed.status, 201, "POST /faults status");
+};
+
+/**
+ * An execution of 200 steps and 1,000 events, for the inspector's render time. A definition is
+ * capped at 50 vertices (src/definitions/vertex-rules.ts) and no real run produces 1,000
+ * fenced-out writes, so a real one-step execution is grown in the e2e's own local D1 with
+ * `wrangler d1 execute`: its version is pointed at a 201-vertex definition, and its one step row
+ * and attempt row are copied to 199 more vertices, beside 1,000 step events.
+ */
+async function bigExecution() {
+  const workflowId = `big-${RUN}`;
+  const small = {
+    id: workflowId,
+    vertices: [
+      { id: "received", type: "ENTRY_POINT", config: {} },
+      { id: "t", type: "TRANSFORM", config: { output: { n: 1 } } },
+    ],
+    edges: [{ from: "received", to: "t" }],
+  };
+  const put = await api("PUT", `/v1/workflows/${workflowId}`, { body: small });
+  expectEqual(put.status, 201, `PUT the workflow (${put.text.slice(0, 300)})`);
+  const started = await trigger(workflowId, { run: RUN });
+  const done = await waitForExecution(started.json.executionId);
+  expectEqual(done.status, "COMPLETED", "the one-step execution");
+  const id = started.json.executionId;
+  const big = { ...small, vertices: [...small.vertices], edges: [...small.edges] };
+  for (let i = 1; i < 200; i++) {
+    big.vertices.push({ id: `c${i}`, type: "TRANSFORM", config: { output: { n: i } } });
+    big.edges.push({ from: i % 10 === 1 ? "t" : `c${i - 1}`, to: `c${i}` });
+  }
+  const text = JSON.stringify(big);
+  const version = createHash("sha256").update(text).digest("hex");
+  const q = (v) => `'${String(v).replaceAll("'", "''")}'`;
+  // 1..1000 (D1 refuses temporary tables: each statement numbers its own rows).
+  const nums = "WITH RECURSIVE nums(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM nums WHERE i < 1000)";
+  const sql = [
+    `INSERT INTO workflow_versions (workspace, workflow_id, version, definition, schedule, created_at, step_inputs)
+       SELECT workspace, workflow_id, ${q(version)}, ${q(text)}, NULL, created_at, NULL FROM workflow_versions
+       WHERE workflow_id = ${q(workflowId)} LIMIT 1;`,
+    `UPDATE executions SET version = ${q(version)} WHERE id = ${q(id)};`,
+    `${nums} INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, retry_base, available_at, lease_until,
+       idempotency_key, request, output, next_vertices, error, created_at, updated_at, finished_at, resends, next_resend_at)
+       SELECT execution_id, 'c' || i, workspace, state, epoch, attempt, retry_base, available_at, lease_until, idempotency_key,
+       request, output, next_vertices, error, created_at + i, updated_at + i, finished_at + i, resends, next_resend_at
+       FROM steps, nums WHERE execution_id = ${q(id)} AND vertex_id = 't' AND i < 200;`,
+    `${nums} INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
+       request, response_status, response, error, delay_ms, delay_reason)
+       SELECT execution_id, 'c' || i, epoch, attempt, outcome, started_at + i, finished_at + i, idempotency_key, request,
+       response_status, response, error, delay_ms, delay_reason
+       FROM step_attempts, nums WHERE execution_id = ${q(id)} AND vertex_id = 't' AND i < 200;`,
+    `${nums} INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
+       SELECT ${q(id)}, 'c' || (1 + i % 199), CASE i % 2 WHEN 0 THEN 'fenced_out' ELSE 'redelivery_dropped' END, 1,
+       ${Date.now()} + i, 'synthetic event ' || i FROM nums;`,
+  ].join("\n");
+  const file = join(stateDir, "big-execution.sql");
+  await writeFile(file, sql);
+  await runWrangler(["d1", "execute", "idemflow", "--local", "--persist-to", stateDir, "--file", file]);
+  return { executionId: id, steps: 200 };
+}
+
+await browserStories({
+  test,
+  log,
+  expect,
+  expectEqual,
+  api,
+  trigger,
+  waitForExecution,
+  demoGet,
+  arm,
+  disarm: () => fetch(`${demo.url}/faults`, { method: "DELETE" }),
+  bigExecution,
+  engineUrl: engine.url,
+  demoUrl: demo.url,
+  token: TOKEN,
+  otherToken: "other-token",
+  paymentsKey: PAYMENTS_KEY,
+  run: RUN,
+  screenshots,
+  engineLog: () => engineLines,
 });
 
 await test("every answer of the engine matched its OpenAPI document", async () => {

@@ -133,6 +133,7 @@ say(`
 idemflow is running.
   engine              http://localhost:${ENGINE_PORT}    token: ${TOKEN} (workspace dev)
   demo destinations   http://localhost:${DEMO_PORT}    payments, shipping, legacy orders, faults
+  inspector           http://localhost:${ENGINE_PORT}/ui/    sign in with ${TOKEN}: where every duplicate was stopped
 
 Try it (then see docs/walkthrough.md):
   curl -s -X POST http://localhost:${ENGINE_PORT}/v1/workflows/order-fulfilment/trigger \\

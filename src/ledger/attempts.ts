@@ -85,6 +85,21 @@ const ATTEMPT_RECORD = selectList<AttemptRecord>({
 });
 
 // ---------------------------------------------------------------------------------------------
+// The change stream's place of a row (migrations/0014, ./execution-changes.ts): every statement
+// that changes an attempt row sets both, in the same statement — no statement is added.
+
+/**
+ * The execution's next attempt change number. Correlated with the row being written, so an UPDATE
+ * of several rows (a cancel) numbers each one apart: SQLite evaluates it per row and sees the rows
+ * this statement already wrote.
+ */
+export const NEXT_ATTEMPT_SEQ = `(SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq
+  WHERE sq.execution_id = step_attempts.execution_id)`;
+
+/** The execution's newest step event id (0 without one): binds ?1 execution id. */
+export const STEP_EVENT_MARK = `(SELECT coalesce(max(mk.id), 0) FROM step_events mk WHERE mk.execution_id = ?1)`;
+
+// ---------------------------------------------------------------------------------------------
 // The claim batch
 
 /**
@@ -96,7 +111,7 @@ const ATTEMPT_RECORD = selectList<AttemptRecord>({
 export function markLostAttempts(db: D1Database, ref: StepRef): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE step_attempts SET outcome = 'lost'
+      `UPDATE step_attempts SET outcome = 'lost', seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
        WHERE execution_id = ?1 AND vertex_id = ?2 AND outcome = 'running'
          AND epoch < (SELECT s.epoch FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id = ?2)`,
     )
@@ -112,8 +127,9 @@ export function markLostAttempts(db: D1Database, ref: StepRef): D1PreparedStatem
 export function openAttempt(db: D1Database, ref: StepRef, now: number): D1PreparedStatement {
   return db
     .prepare(
-      `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key)
-       SELECT execution_id, vertex_id, epoch, attempt, 'running', ?3, idempotency_key
+      `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
+       SELECT execution_id, vertex_id, epoch, attempt, 'running', ?3, idempotency_key,
+              (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
        FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND state = 'EXECUTING' AND updated_at = ?3
        ON CONFLICT (execution_id, vertex_id, epoch) DO NOTHING`,
     )
@@ -163,7 +179,7 @@ export function finishAttempt(db: D1Database, fence: Fence, now: number, end: At
     .prepare(
       `UPDATE step_attempts
          SET outcome = ?5, finished_at = ?4, request = ?6, response_status = ?7, response = ?8, error = ?9,
-             delay_ms = ?10, delay_reason = ?11
+             delay_ms = ?10, delay_reason = ?11, seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
        WHERE ${OWN_OPEN_ATTEMPT}`,
     )
     .bind(

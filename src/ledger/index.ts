@@ -87,6 +87,9 @@ export {
   type DeadLetter,
 } from "./step-recovery";
 
+// The change stream of an execution (GET /v1/executions/{id}/events).
+export { readExecutionChanges, type ChangePosition, type ExecutionChange, type ExecutionChanges } from "./execution-changes";
+
 // Operator actions.
 export {
   cancelExecution,

@@ -7,6 +7,7 @@
  */
 import { LabelledBatch } from "./batch";
 import { KEY_MAY_BE_FORGOTTEN_MARK } from "./key-sends";
+import { NEXT_ATTEMPT_SEQ, STEP_EVENT_MARK } from "./attempts";
 import type { StepRef } from "./step-sql";
 import type { ExecutionStatus } from "./executions";
 import type { StepState } from "./steps";
@@ -211,7 +212,8 @@ export async function cancelExecution(
         .prepare(
           // The attempts still running end here (a clock behind the claim's never ends one before it
           // began).
-          `UPDATE step_attempts SET outcome = 'cancelled', finished_at = max(started_at, ?3)
+          `UPDATE step_attempts SET outcome = 'cancelled', finished_at = max(started_at, ?3),
+                  seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
            WHERE execution_id = ?1 AND outcome = 'running' AND ${running}`,
         )
         .bind(...params),

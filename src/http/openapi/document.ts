@@ -259,6 +259,32 @@ export const OPERATIONS: readonly Operation[] = [
     problems: merge(AUTH, { 404: ["not-found"] }),
   },
   {
+    method: "get",
+    path: "/v1/executions/{executionId}/events",
+    operationId: "executionEvents",
+    summary: "The execution's changes as server-sent events, resumable with Last-Event-ID (docs/events.md)",
+    tag: "executions",
+    query: req.ExecutionEventsQuery,
+    headers: [
+      {
+        name: "Last-Event-ID",
+        required: false,
+        description: "the id of the last event received: the stream delivers exactly the changes after it (docs/events.md)",
+        schema: { type: "string" },
+      },
+    ],
+    answers: {
+      200: {
+        description:
+          "`text/event-stream` of `attempt` and `step.event`; ends with `execution.finished` (final) " +
+          "or `stream.end` (the per-connection bound: reconnect with Last-Event-ID)",
+        contentType: "text/event-stream",
+        bodySchema: { type: "string" },
+      },
+    },
+    problems: merge(AUTH, { 400: ["invalid-query", "invalid-cursor"], 404: ["not-found"] }),
+  },
+  {
     method: "post",
     path: "/v1/executions/{executionId}/steps/{vertexId}/retry",
     operationId: "retryStep",

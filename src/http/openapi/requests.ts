@@ -27,6 +27,14 @@ export const ExecutionListQuery = z.object({
   retried: Flag.optional().describe("true: only executions with a step that needed more than one attempt"),
 });
 
+export const ExecutionEventsQuery = z.object({
+  lastEventId: z
+    .string()
+    .regex(/^\d{1,15}\.\d{1,15}(\.end)?$/)
+    .optional()
+    .describe("resume after this event id (as the `Last-Event-ID` header, which wins when both are sent)"),
+});
+
 export const StatsQuery = z.object({
   since: DateTime.optional().describe("sum over executions created at or after this time; default 24 hours ago"),
 });

@@ -15,7 +15,9 @@ import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
 import { commonProblems } from "../../lib/common-problems";
 import { executionProblems } from "../../steps/problems";
-import { CancelBody, ExecutionListQuery, RetryBody } from "../openapi/requests";
+import { CancelBody, ExecutionEventsQuery, ExecutionListQuery, RetryBody } from "../openapi/requests";
+import { openExecutionEvents, parseEventId } from "../execution-events";
+import { ProblemError } from "../../lib/problem";
 import { parseOperatorBody, parseQuery, timeOf } from "../query-params";
 
 export const executionRoutes = new Hono<AppEnv>();
@@ -47,6 +49,27 @@ executionRoutes.get("/:executionId", async (c) => {
   if (!trace) throw commonProblems.notFound(`Execution ${c.req.param("executionId")}`);
   return c.json(trace);
 });
+
+// The execution's changes as server-sent events, resumable (src/http/execution-events.ts,
+// docs/events.md). The 404 is decided by the first read, before anything is streamed.
+executionRoutes.get("/:executionId/events", async (c) => {
+  const executionId = c.req.param("executionId");
+  const q = parseQuery(ExecutionEventsQuery, c.req.query());
+  const after = parseEventId(c.req.header("last-event-id") ?? q.lastEventId);
+  if (after === null) throw invalidEventId();
+  const stream = await openExecutionEvents(c.env.DB, c.get("workspace"), executionId, after);
+  if (!stream) throw commonProblems.notFound(`Execution ${executionId}`);
+  c.executionCtx.waitUntil(stream.done);
+  return stream.response;
+});
+
+const invalidEventId = () =>
+  new ProblemError({
+    status: 400,
+    code: "invalid-cursor",
+    title: "Invalid cursor",
+    detail: "Last-Event-ID must be an id this stream sent (`<n>.<n>` or `<n>.<n>.end`), unchanged; omit it to read from the start.",
+  });
 
 executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (c) => {
   const ref = { executionId: c.req.param("executionId"), vertexId: c.req.param("vertexId") };

@@ -1,0 +1,506 @@
+/**
+ * One execution: where each duplicate was stopped, drawn from `GET /v1/executions/{id}` (the
+ * trace) and the pinned definition (`GET /v1/workflows/{id}?version=`).
+ *
+ *   header     status, version, trigger and identity kind, dedupe-window end, start-over links
+ *   strip      the four "duplicates stopped" counters; each opens the records behind it
+ *   graph      the definition, coloured by step state (./graph.js)
+ *   timeline   one row per attempt: epoch, lease, key, outcome, duration, error, retry delay
+ *   keys       per Gateway step: the key expression, the value, and whether every attempt sent it
+ *   events     fenced-out writes, expired leases, dropped redeliveries, operator actions
+ *   raw        the trace as JSON
+ *
+ * Live: while the execution runs, its event stream (`GET /v1/executions/{id}/events`) tells when
+ * something changed and the trace is read again (coalesced); without the stream it polls.
+ * A re-render keeps what the reader opened (details, the strip's panel) and the focused control.
+ */
+import { badge, duration, h, json, replace, time } from "../lib/dom.js";
+import { api, followExecution } from "../lib/api.js";
+import { drawGraph } from "./graph.js";
+import { cancelExecution, problemText, retryStep, startOver } from "./actions.js";
+
+const POLL_MS = 1500;
+const COALESCE_MS = 150;
+
+const COUNTERS = [
+  { name: "triggers", label: "Duplicate triggers", where: "stopped by the trigger's dedupe window" },
+  { name: "redeliveries", label: "Redeliveries", where: "stopped at the claim: the step was settled or held" },
+  { name: "fencedOut", label: "Fenced-out writes", where: "stopped by the epoch fence: a worker that had lost its step" },
+  { name: "destinationReplays", label: "Destination replays", where: "stopped by the destination's own key store" },
+];
+
+/** `24h`, `90s`, `7d`, `500ms` or a number of ms → ms (the definition's Duration). */
+export function durationOf(value) {
+  if (typeof value === "number") return value;
+  const m = /^0*(\d+)(ms|s|m|h|d)$/.exec(String(value ?? ""));
+  if (!m) return null;
+  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2]];
+}
+
+const DEFAULT_DEDUPE_WINDOW_MS = 24 * 3_600_000;
+
+/** The attempt's answer was replayed by the destination's key store (`Idempotent-Replayed: true`). */
+export function replayed(attempt) {
+  const headers = attempt?.response?.headers ?? {};
+  return Object.entries(headers).some(([name, value]) => name.toLowerCase() === "idempotent-replayed" && String(value) === "true");
+}
+
+/** The key a Gateway vertex declares: `idempotencyKey.value`, else an `Idempotency-Key` header expression. */
+export function keyExpressionOf(vertex) {
+  const config = vertex?.config ?? {};
+  if (config.idempotencyKey?.value) return config.idempotencyKey.value;
+  const header = Object.entries(config.headers ?? {}).find(([name]) => name.toLowerCase() === "idempotency-key");
+  return header ? header[1] : null;
+}
+
+export function showExecution(main, executionId) {
+  const view = {
+    trace: null,
+    definition: null,
+    error: null,
+    openPanel: null,
+    selected: null,
+    left: false,
+  };
+  replace(main, h("p", { class: "muted" }, "Loading…"));
+
+  let follow = null;
+  let pollTimer = null;
+  let pending = null;
+  let reading = false;
+  let again = false;
+
+  const read = async () => {
+    if (reading) {
+      again = true;
+      return;
+    }
+    reading = true;
+    try {
+      const trace = await api("GET", `/v1/executions/${encodeURIComponent(executionId)}`);
+      if (view.left) return;
+      if (!view.definition) {
+        const wf = await api("GET", `/v1/workflows/${encodeURIComponent(trace.workflowId)}?version=${trace.version}`).catch(() => null);
+        view.definition = wf?.definition ?? { vertices: [], edges: [] };
+      }
+      view.trace = trace;
+      view.error = null;
+    } catch (e) {
+      view.error = e.status === 404 ? `Execution ${executionId} does not exist in this workspace (404).` : problemText(e);
+    } finally {
+      reading = false;
+    }
+    if (view.left) return;
+    render(main, view, actions);
+    live();
+    if (again) {
+      again = false;
+      void read();
+    }
+  };
+  /** Many events arrive together (a settle writes several rows): one read for all of them. */
+  const changed = () => {
+    if (pending) return;
+    pending = setTimeout(() => {
+      pending = null;
+      void read();
+    }, COALESCE_MS);
+  };
+  const live = () => {
+    const running = view.trace?.status === "RUNNING";
+    if (!running) return stopLive();
+    if (follow || pollTimer) return;
+    follow = followExecution(executionId, {
+      onEvent: changed,
+      onFinished: changed,
+      onFallback: () => {
+        follow = null;
+        pollTimer = setInterval(() => void read(), POLL_MS);
+      },
+    });
+  };
+  const stopLive = () => {
+    follow?.stop();
+    follow = null;
+    clearInterval(pollTimer);
+    pollTimer = null;
+  };
+  const actions = {
+    refresh: () => void read(),
+    cancel: () => cancelExecution(view.trace, () => void read()),
+    startOver: () =>
+      startOver(view.trace, (started) => {
+        if (started?.executionId) location.hash = `#/executions/${encodeURIComponent(started.executionId)}`;
+      }),
+    retry: (step) =>
+      retryStep(view.trace, step, () => {
+        void read();
+        // A retried step runs again: follow it.
+        view.trace = { ...view.trace, status: "RUNNING" };
+        live();
+      }),
+    toggle: (panel) => {
+      view.openPanel = view.openPanel === panel ? null : panel;
+      render(main, view, actions);
+    },
+    select: (vertexId) => {
+      view.selected = vertexId;
+      render(main, view, actions);
+      document.getElementById(`step-${vertexId}`)?.scrollIntoView({ block: "start" });
+    },
+  };
+  void read();
+  return {
+    leave() {
+      view.left = true;
+      stopLive();
+      clearTimeout(pending);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering: one pass over the trace; what the reader opened is carried over.
+
+function render(main, view, actions) {
+  const focused = document.activeElement?.id || null;
+  const open = new Set([...main.querySelectorAll("details[open][id]")].map((d) => d.id));
+  const started = performance.now();
+  if (!view.trace) {
+    replace(main, h("p", { class: "error", role: "alert" }, view.error ?? "Not found."));
+    return;
+  }
+  const { trace, definition } = view;
+  replace(
+    main,
+    h(
+      "article",
+      { class: "execution", "data-status": trace.status },
+      header(trace, definition, view.error, actions),
+      strip(trace, view.openPanel, actions),
+      h("section", { "aria-labelledby": "graph-title" }, h("h2", { id: "graph-title" }, "Graph"), graphOf(trace, definition, actions)),
+      timeline(trace),
+      keyPanels(trace, definition),
+      stepsSection(trace, view.selected, actions),
+      eventsSection(trace),
+      h(
+        "details",
+        { id: "raw" },
+        h("summary", {}, "Raw JSON (GET /v1/executions/", trace.executionId, ")"),
+        h("pre", { class: "raw" }, json(trace)),
+      ),
+    ),
+  );
+  for (const id of open) document.getElementById(id)?.setAttribute("open", "");
+  if (focused) document.getElementById(focused)?.focus({ preventScroll: true });
+  main.dataset.renderMs = String(Math.round(performance.now() - started));
+}
+
+function header(trace, definition, error, actions) {
+  const entry = definition?.vertices?.find((v) => v.type === "ENTRY_POINT");
+  const windowMs = durationOf(entry?.config?.dedupeWindow) ?? DEFAULT_DEDUPE_WINDOW_MS;
+  const windowEnd = trace.createdAt ? new Date(new Date(trace.createdAt).getTime() + windowMs).toISOString() : null;
+  const link = (id) => (id ? h("a", { href: `#/executions/${encodeURIComponent(id)}`, class: "mono" }, id) : null);
+  const facts = [
+    ["Workflow", h("a", { href: `#/executions?workflowId=${encodeURIComponent(trace.workflowId)}` }, trace.workflowId)],
+    ["Version", h("span", { class: "mono", title: trace.version }, trace.version.slice(0, 12))],
+    ["Trigger", trace.trigger],
+    ["Identity", trace.identity],
+    ["Created", time(trace.createdAt)],
+    ["Finished", time(trace.finishedAt)],
+    ["Dedupe window ends", trace.identity === "forced" ? "— (a forced start has no identity)" : time(windowEnd)],
+    ["Started over from", link(trace.startedOverFrom)],
+    ["Previous execution", link(trace.previousExecutionId)],
+    ["Superseded by", link(trace.supersededBy)],
+  ].filter(([, value]) => value !== null);
+  const buttons = [];
+  if (trace.status === "RUNNING") buttons.push(h("button", { type: "button", id: "action-cancel", onclick: actions.cancel }, "Cancel…"));
+  if (trace.status !== "RUNNING" && !trace.supersededBy) {
+    buttons.push(h("button", { type: "button", id: "action-start-over", onclick: actions.startOver }, "Start over…"));
+  }
+  buttons.push(h("button", { type: "button", id: "action-refresh", onclick: actions.refresh }, "Refresh"));
+  return h(
+    "header",
+    { class: "exec-header" },
+    h("h1", {}, "Execution ", h("span", { class: "mono" }, trace.executionId), " ", badge(trace.status)),
+    h(
+      "dl",
+      { class: "facts" },
+      facts.map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]),
+    ),
+    h("div", { class: "buttons" }, buttons),
+    error ? h("p", { class: "error", role: "alert" }, error) : null,
+  );
+}
+
+/** The records behind each counter. */
+function stopsOf(trace) {
+  const events = (type) => trace.steps.flatMap((s) => s.events.filter((e) => e.type === type).map((e) => ({ vertexId: s.vertexId, ...e })));
+  return {
+    triggers: trace.duplicateTriggers.map((d) => `#${d.seq} ${time(d.at)} · ${d.trigger} trigger · identity ${d.identity}`),
+    redeliveries: events("redelivery_dropped").map((e) => `${time(e.at)} · ${e.vertexId} epoch ${e.epoch ?? "—"} · ${e.detail ?? ""}`),
+    fencedOut: events("fenced_out").map((e) => `${time(e.at)} · ${e.vertexId} epoch ${e.epoch ?? "—"} · ${e.detail ?? ""}`),
+    destinationReplays: trace.steps.flatMap((s) =>
+      s.attempts
+        .filter(replayed)
+        .map((a) => `${time(a.finishedAt)} · ${s.vertexId} attempt ${a.attempt} (epoch ${a.epoch}) · key ${a.idempotencyKey}`),
+    ),
+  };
+}
+
+function strip(trace, openPanel, actions) {
+  const d = trace.duplicatesStopped;
+  const stops = stopsOf(trace);
+  const panel = COUNTERS.find((c) => c.name === openPanel);
+  const listed = panel ? stops[panel.name] : [];
+  const unlisted = panel ? d[panel.name] - listed.length : 0;
+  return h(
+    "section",
+    { class: "strip", "aria-labelledby": "strip-title" },
+    h("h2", { id: "strip-title" }, "Where duplicates were stopped"),
+    h(
+      "div",
+      { class: "counters" },
+      COUNTERS.map((c) =>
+        h(
+          "button",
+          {
+            type: "button",
+            id: `counter-${c.name}`,
+            class: d[c.name] > 0 ? "counter hit" : "counter",
+            "aria-expanded": String(openPanel === c.name),
+            "aria-controls": "strip-panel",
+            "data-count": d[c.name],
+            onclick: () => actions.toggle(c.name),
+          },
+          h("span", { class: "count" }, String(d[c.name])),
+          h("span", { class: "what" }, c.label),
+          h("span", { class: "where" }, c.where),
+        ),
+      ),
+    ),
+    panel
+      ? h(
+          "div",
+          { id: "strip-panel", class: "panel", role: "region", "aria-label": panel.label },
+          h("h3", {}, `${panel.label}: ${d[panel.name]}`),
+          listed.length > 0
+            ? h(
+                "ol",
+                {},
+                listed.map((line) => h("li", {}, line)),
+              )
+            : h("p", { class: "muted" }, "None on record."),
+          unlisted > 0 ? h("p", { class: "muted" }, `${unlisted} more counted but not kept one by one.`) : null,
+        )
+      : null,
+  );
+}
+
+function graphOf(trace, definition, actions) {
+  const states = new Map(trace.steps.map((s) => [s.vertexId, s.state]));
+  const entry = definition?.vertices?.find((v) => v.type === "ENTRY_POINT");
+  return h(
+    "div",
+    { class: "graph-wrap" },
+    drawGraph(definition, (id) => states.get(id) ?? (id === entry?.id ? "COMPLETED" : null), actions.select),
+  );
+}
+
+/** Every attempt of every step, oldest first. */
+function attemptsOf(trace) {
+  return trace.steps
+    .flatMap((s) => s.attempts.map((a) => ({ step: s, a })))
+    .sort((x, y) => (x.a.startedAt ?? "").localeCompare(y.a.startedAt ?? "") || x.a.epoch - y.a.epoch);
+}
+
+function timeline(trace) {
+  const rows = attemptsOf(trace);
+  return h(
+    "section",
+    { "aria-labelledby": "timeline-title" },
+    h("h2", { id: "timeline-title" }, `Timeline: ${rows.length} attempt${rows.length === 1 ? "" : "s"}`),
+    rows.length === 0
+      ? h("p", { class: "muted" }, "No attempt yet.")
+      : h(
+          "div",
+          { class: "scroll" },
+          h(
+            "table",
+            { class: "grid", id: "timeline" },
+            h(
+              "thead",
+              {},
+              h(
+                "tr",
+                {},
+                ["Step", "Attempt", "Epoch", "Lease", "Key", "Outcome", "Started", "Duration", "Error", "Retry delay"].map((t) =>
+                  h("th", {}, t),
+                ),
+              ),
+            ),
+            h(
+              "tbody",
+              {},
+              rows.map(({ step, a }) => {
+                const open = a.outcome === "running";
+                return h(
+                  "tr",
+                  { class: `outcome-${a.outcome}`, "data-vertex": step.vertexId, "data-epoch": a.epoch },
+                  h("td", {}, step.vertexId),
+                  h("td", { class: "num" }, String(a.attempt)),
+                  h("td", { class: "num" }, String(a.epoch)),
+                  h("td", {}, open && step.leaseUntil ? `until ${time(step.leaseUntil)}` : "—"),
+                  h("td", { class: "mono key" }, a.idempotencyKey ?? "—"),
+                  h("td", {}, badge(a.outcome), replayed(a) ? h("span", { class: "tag" }, "replayed") : null),
+                  h("td", {}, time(a.startedAt)),
+                  h("td", { class: "num" }, duration(a.durationMs)),
+                  h("td", { class: "err" }, a.error ?? ""),
+                  h("td", {}, a.retryDelay ? `${duration(a.retryDelay.ms)} (${a.retryDelay.reason})` : "—"),
+                );
+              }),
+            ),
+          ),
+        ),
+  );
+}
+
+function keyPanels(trace, definition) {
+  const gateways = (definition?.vertices ?? []).filter((v) => v.type === "GATEWAY");
+  if (gateways.length === 0) return null;
+  return h(
+    "section",
+    { "aria-labelledby": "keys-title" },
+    h("h2", { id: "keys-title" }, "Destination keys"),
+    h(
+      "div",
+      { class: "keys" },
+      gateways.map((v) => {
+        const step = trace.steps.find((s) => s.vertexId === v.id);
+        const sent = (step?.attempts ?? []).filter((a) => a.idempotencyKey !== null);
+        const distinct = [...new Set(sent.map((a) => a.idempotencyKey))];
+        const value = step?.destinationKey?.value ?? step?.idempotencyKey ?? null;
+        let check;
+        if (sent.length === 0) check = h("p", { class: "check-none" }, "No attempt has sent a key yet.");
+        else if (distinct.length === 1) {
+          check = h(
+            "p",
+            { class: "check-pass", "data-check": "pass" },
+            `✓ every attempt sent the same key (${sent.length} attempt${sent.length === 1 ? "" : "s"})`,
+          );
+        } else {
+          check = h(
+            "p",
+            { class: "check-fail", "data-check": "fail", role: "alert" },
+            `✗ attempts sent ${distinct.length} different keys: ${distinct.join(", ")}`,
+          );
+        }
+        const dk = step?.destinationKey;
+        return h(
+          "div",
+          { class: "key-panel", id: `key-${v.id}`, "data-vertex": v.id },
+          h("h3", {}, v.id),
+          h("dl", { class: "facts" }, [
+            h("dt", {}, "Expression"),
+            h("dd", { class: "mono" }, keyExpressionOf(v) ?? "— (no destination key declared)"),
+            h("dt", {}, "Value"),
+            h("dd", { class: "mono key" }, value ?? "— (not computed yet)"),
+            dk
+              ? [h("dt", {}, "Sent as"), h("dd", { class: "mono" }, dk.header ? `header ${dk.header}` : `body field ${dk.bodyField}`)]
+              : null,
+            dk?.retentionMs
+              ? [h("dt", {}, "Destination remembers it"), h("dd", {}, `${duration(dk.retentionMs)}, until ${time(dk.retentionDeadline)}`)]
+              : null,
+          ]),
+          check,
+        );
+      }),
+    ),
+  );
+}
+
+function stepsSection(trace, selected, actions) {
+  return h(
+    "section",
+    { "aria-labelledby": "steps-title" },
+    h("h2", { id: "steps-title" }, "Steps"),
+    trace.steps.map((s) =>
+      h(
+        "div",
+        { class: selected === s.vertexId ? "step selected" : "step", id: `step-${s.vertexId}`, tabindex: -1 },
+        h(
+          "h3",
+          {},
+          s.vertexId,
+          " ",
+          badge(s.state),
+          h("span", { class: "muted" }, ` attempt ${s.attempt} · epoch ${s.epoch}`),
+          s.state === "FAILED"
+            ? h("button", { type: "button", id: `action-retry-${s.vertexId}`, onclick: () => actions.retry(s) }, "Retry step…")
+            : null,
+        ),
+        s.error ? h("p", { class: "err" }, s.error) : null,
+        s.attempts.map((a) =>
+          h(
+            "details",
+            { id: `attempt-${s.vertexId}-${a.epoch}` },
+            h("summary", {}, `Attempt ${a.attempt} · epoch ${a.epoch} · ${a.outcome} — request and response (redacted)`),
+            h("h4", {}, "Request"),
+            h("pre", {}, json(a.request)),
+            h("h4", {}, "Response"),
+            h("pre", {}, json(a.response)),
+          ),
+        ),
+        s.output !== null && s.output !== undefined
+          ? h("details", { id: `output-${s.vertexId}` }, h("summary", {}, "Output"), h("pre", {}, json(s.output)))
+          : null,
+      ),
+    ),
+  );
+}
+
+function eventsSection(trace) {
+  const events = trace.steps
+    .flatMap((s) => s.events.map((e) => ({ vertexId: s.vertexId, ...e })))
+    .sort((a, b) => (a.at ?? "").localeCompare(b.at ?? ""));
+  return h(
+    "section",
+    { "aria-labelledby": "events-title" },
+    h("h2", { id: "events-title" }, `Events: ${events.length}`),
+    events.length === 0
+      ? h("p", { class: "muted" }, "No fenced-out write, expired lease, dropped redelivery or operator action.")
+      : h(
+          "details",
+          { id: "events", open: events.length <= 50 },
+          h("summary", {}, `${events.length} event${events.length === 1 ? "" : "s"}`),
+          h(
+            "table",
+            { class: "grid" },
+            h(
+              "thead",
+              {},
+              h(
+                "tr",
+                {},
+                ["At", "Step", "Event", "Epoch", "Detail"].map((t) => h("th", {}, t)),
+              ),
+            ),
+            h(
+              "tbody",
+              {},
+              events.map((e) =>
+                h(
+                  "tr",
+                  { class: `event-${e.type}` },
+                  h("td", {}, time(e.at)),
+                  h("td", {}, e.vertexId),
+                  h("td", {}, e.type),
+                  h("td", { class: "num" }, e.epoch ?? "—"),
+                  h("td", { class: "err" }, e.detail ?? ""),
+                ),
+              ),
+            ),
+          ),
+        ),
+  );
+}

@@ -1,0 +1,340 @@
+/**
+ * The inspector (/ui) in a real browser: Debian's Chromium driven by playwright-core, against the
+ * e2e's two Workers (real engine, real demo destinations, real local D1). Called by scripts/e2e.mjs
+ * with its helpers; every story is one `test(...)` of the e2e run.
+ *
+ * What is proven here, as a user would see it: sign-in keeps the token out of every URL; a
+ * duplicate trigger is counted in the strip and its record opens; the lost-response story shows
+ * attempt 2 with the same key and the key check passes; cancel and retry from the page act once
+ * under a double click; a payload holding markup renders as text; another workspace's execution is
+ * a 404 on the page as in the API; Tab reaches every action; no console error (a CSP violation is
+ * one); the token never reaches the engine's log. An execution of 200 steps and 1,000 events is
+ * rendered and its render time printed (measured, not asserted). `--screenshots` writes
+ * docs/img/inspector-*.png for the README.
+ */
+import { existsSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
+export async function browserStories(ctx) {
+  const { test, log, expect, expectEqual } = ctx;
+  if (!existsSync(CHROMIUM)) {
+    await test("the inspector in a real browser", async () => {
+      throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does it)`);
+    });
+    return;
+  }
+  const { chromium } = await import("playwright-core");
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    // As root Chromium needs --no-sandbox; the others keep it from reaching for Google's hosts on a closed network.
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+  const problems = [];
+  /** `expected`: the refusals a story provokes on purpose (a wrong token, another workspace) — the browser logs those as errors. */
+  const watch = (page, tag, expected) => {
+    page.on("console", (m) => {
+      if (m.type() !== "error") return;
+      if (expected && m.text().startsWith(`Failed to load resource: the server responded with a status of ${expected}`)) return;
+      problems.push(`${tag}: console error: ${m.text()}`);
+    });
+    page.on("pageerror", (e) => problems.push(`${tag}: page error: ${e.message}`));
+    page.on("request", (r) => {
+      if (r.url().includes(ctx.token)) problems.push(`${tag}: the token is in a URL: ${r.url()}`);
+    });
+  };
+  const newPage = async (tag, { token = ctx.token, width = 1360, height = 900, expected } = {}) => {
+    const context = await browser.newContext({ viewport: { width, height } });
+    const page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+    watch(page, tag, expected);
+    if (token) {
+      await page.goto(`${ctx.engineUrl}/ui/`);
+      await page.fill("#token", token);
+      await page.click("button[type=submit]");
+      await page.waitForSelector("#executions");
+    }
+    return page;
+  };
+  const openExecution = async (page, executionId) => {
+    await page.goto(`${ctx.engineUrl}/ui/#/executions/${executionId}`);
+    await page.waitForSelector(`article.execution`);
+  };
+  /** Press Tab until the element `id` has the focus (the keyboard reaches it), then Enter. */
+  const tabTo = async (page, id, presses = 80) => {
+    for (let i = 0; i < presses; i++) {
+      await page.keyboard.press("Tab");
+      if ((await page.evaluate(() => document.activeElement?.id)) === id) return page.keyboard.press("Enter");
+    }
+    throw new Error(`Tab never reached #${id} in ${presses} presses`);
+  };
+  const logStart = ctx.engineLog().length;
+
+  try {
+    await test("inspector: sign in keeps the token in the tab only (not in the URL), a wrong token is told", async () => {
+      const page = await newPage("signin", { token: null, expected: 401 });
+      const shell = await page.goto(`${ctx.engineUrl}/ui`);
+      expectEqual(shell.status(), 200, "GET /ui (after the redirect to /ui/)");
+      const csp = shell.headers()["content-security-policy"] ?? "";
+      expect(/script-src 'self'/.test(csp) && !/unsafe-inline/.test(csp), `a strict CSP on the page (${csp})`);
+      // Only /ui/… serves the page: the API, the hooks and unknown paths answer as the Worker does.
+      for (const path of ["/", "/v1/nope", "/hooks/dev/nope", "/nope", "/ui/nope.js", "/_headers"]) {
+        const res = await fetch(`${ctx.engineUrl}${path}`, { method: path.startsWith("/hooks") ? "POST" : "GET" });
+        const type = res.headers.get("content-type") ?? "";
+        expect(type.startsWith("application/problem+json"), `${path} answers ${res.status} ${type}, not the page`);
+      }
+      await page.fill("#token", "not-a-token");
+      await page.click("button[type=submit]");
+      await page.waitForSelector(".signin .error:has-text('401')");
+      await page.fill("#token", ctx.token);
+      await page.click("button[type=submit]");
+      await page.waitForSelector("#executions tbody tr");
+      expect(!page.url().includes(ctx.token), `the token is not in the URL (${page.url()})`);
+      expectEqual(await page.evaluate(() => sessionStorage.getItem("idemflow.token")), ctx.token, "the token in session storage");
+      await page.click("text=Workflows");
+      await page.waitForSelector("#workflows td a:has-text('order-fulfilment')");
+      const row = await page.textContent("#workflows tr:has-text('order-fulfilment')");
+      expect(row.includes("fields: order.id"), `the entry point's identity kind is shown (${row})`);
+      await page.context().close();
+    });
+
+    await test("inspector: a duplicate trigger is counted in the strip, and its record opens", async () => {
+      const payload = { order: { id: `UI-D-${ctx.run}`, total: 12 } };
+      const first = await ctx.trigger("order-fulfilment", payload);
+      const second = await ctx.trigger("order-fulfilment", payload);
+      expectEqual(second.json?.deduplicated, true, "the second trigger is a duplicate");
+      await ctx.waitForExecution(first.json.executionId);
+      const page = await newPage("duplicate");
+      await openExecution(page, first.json.executionId);
+      expectEqual(await page.getAttribute("#counter-triggers", "data-count"), "1", "the strip's duplicate-trigger counter");
+      await page.click("#counter-triggers");
+      const panel = await page.textContent("#strip-panel");
+      expect(/#1 .*order_fulfilment|#1 .*trigger/.test(panel) || panel.includes("#1"), `the panel lists the duplicate (${panel})`);
+      // The list shows it too, with the "stopped a duplicate" filter.
+      await page.goto(`${ctx.engineUrl}/ui/#/executions?hadDuplicates=true`);
+      await page.waitForSelector(`#executions a:has-text('${first.json.executionId}')`);
+      await page.context().close();
+    });
+
+    await test("inspector: the lost response shows attempt 2 with the same key, the key check passes, the replay counted", async () => {
+      const orderId = `UI-L-${ctx.run}`;
+      await ctx.arm("/payments/charges", 1);
+      const started = await ctx.trigger("order-fulfilment", { order: { id: orderId, total: 31 } });
+      const done = await ctx.waitForExecution(started.json.executionId, 60_000);
+      expectEqual(done.status, "COMPLETED", "the execution");
+      const page = await newPage("lost-response");
+      await openExecution(page, started.json.executionId);
+      const rows = await page.$$eval("#timeline tbody tr[data-vertex=charge]", (trs) =>
+        trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent.trim())),
+      );
+      expect(rows.length >= 2, `two attempts of the charge on the timeline (${JSON.stringify(rows)})`);
+      expectEqual(rows[1][1], "2", "the second row is attempt 2");
+      expectEqual(rows[0][4], `charge-${orderId}`, "attempt 1's key");
+      expectEqual(rows[1][4], `charge-${orderId}`, "attempt 2's key");
+      expectEqual(await page.getAttribute("#key-charge [data-check]", "data-check"), "pass", "the key panel's check");
+      expectEqual(await page.getAttribute("#counter-destinationReplays", "data-count"), "1", "destination replays in the strip");
+      if (ctx.screenshots) await shoot(page, "inspector-execution.png", { fullPage: true });
+      await page.context().close();
+    });
+
+    await test("inspector: cancel from the page (double-clicked) sends one request, and the page shows it live", async () => {
+      const orderId = `UI-C-${ctx.run}`;
+      await ctx.arm("/payments/charges", 6);
+      const started = await ctx.trigger("order-fulfilment", { order: { id: orderId, total: 8 } });
+      const page = await newPage("cancel");
+      await openExecution(page, started.json.executionId);
+      const posts = [];
+      page.on("request", (r) => {
+        if (r.method() === "POST") posts.push({ url: r.url(), key: r.headers()["idempotency-key"] });
+      });
+      await page.waitForSelector("#action-cancel");
+      await tabTo(page, "action-cancel");
+      await page.waitForSelector("#cancel-dialog[open]");
+      const explained = await page.textContent("#cancel-dialog");
+      expect(explained.includes("Nothing that already happened is undone"), `the dialog says what it does to side effects (${explained})`);
+      await page.dblclick("#cancel-confirm");
+      await page.waitForSelector("article.execution[data-status=CANCELLED]", { timeout: 15_000 });
+      await ctx.disarm();
+      const cancels = posts.filter((p) => p.url.endsWith("/cancel"));
+      expectEqual(cancels.length, 1, `POST /cancel requests from a double click (${JSON.stringify(cancels)})`);
+      expect(/^ui-cancel-[0-9a-f-]{36}$/.test(cancels[0].key ?? ""), `a browser-generated Idempotency-Key (${cancels[0].key})`);
+      const trace = (await ctx.api("GET", `/v1/executions/${started.json.executionId}`)).json;
+      expectEqual(trace.status, "CANCELLED", "the execution, read from the API");
+      await page.context().close();
+    });
+
+    await test("inspector: retry a failed step from the page (double-clicked): one retry, one charge", async () => {
+      const workflowId = `ui-retry-${ctx.run}`;
+      const secret = `UI_PAY_${ctx.run.toUpperCase()}`;
+      expectEqual(
+        (await ctx.api("PUT", `/v1/secrets/${secret}`, { body: { value: "Basic not-a-bearer-key" } })).status < 300,
+        true,
+        "PUT a wrong secret",
+      );
+      const put = await ctx.api("PUT", `/v1/workflows/${workflowId}`, {
+        body: {
+          id: workflowId,
+          vertices: [
+            { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
+            {
+              id: "charge",
+              type: "GATEWAY",
+              config: {
+                method: "POST",
+                url: `${ctx.demoUrl}/payments/charges`,
+                headers: { Authorization: `{{ secrets.${secret} }}` },
+                idempotencyKey: { value: "= 'ui-retry-' & payload.order.id" },
+                body: { order: "= payload.order.id", amount: "= payload.order.total" },
+              },
+            },
+          ],
+          edges: [{ from: "received", to: "charge" }],
+        },
+      });
+      expectEqual(put.status, 201, `PUT the workflow (${put.text.slice(0, 300)})`);
+      const orderId = `UI-R-${ctx.run}`;
+      const started = await ctx.trigger(workflowId, { order: { id: orderId, total: 5 } });
+      const failed = await ctx.waitForExecution(started.json.executionId);
+      expectEqual(failed.status, "FAILED", "the execution with the wrong key");
+      expectEqual(
+        (await ctx.api("PUT", `/v1/secrets/${secret}`, { body: { value: `Bearer ${ctx.paymentsKey}` } })).status < 300,
+        true,
+        "PUT the right one",
+      );
+
+      const page = await newPage("retry");
+      await openExecution(page, started.json.executionId);
+      const posts = [];
+      page.on("request", (r) => {
+        if (r.method() === "POST") posts.push(r.url());
+      });
+      await tabTo(page, "action-retry-charge");
+      await page.waitForSelector("#retry-charge-dialog[open]");
+      const explained = await page.textContent("#retry-charge-dialog");
+      expect(explained.includes("ui-retry-UI-R-"), `the dialog names the key the retry re-sends (${explained})`);
+      await page.dblclick("#retry-charge-confirm");
+      await page.waitForSelector("article.execution[data-status=COMPLETED]", { timeout: 30_000 });
+      expectEqual(posts.filter((u) => u.endsWith("/retry")).length, 1, "POST /retry requests from a double click");
+      expectEqual((await ctx.demoGet(`/payments/charges?order=${orderId}`)).items.length, 1, "charges for the order");
+      await page.context().close();
+    });
+
+    await test("inspector: a payload holding markup renders as text; nothing of it runs", async () => {
+      const name = `<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> ${ctx.run}`;
+      const started = await ctx.trigger("hello-transform", { name });
+      await ctx.waitForExecution(started.json.executionId);
+      const page = await newPage("xss");
+      await openExecution(page, started.json.executionId);
+      await page.click("#raw summary");
+      const raw = await page.textContent("#raw pre");
+      expect(raw.includes("<script>window.__xss = 1</script>"), "the payload's markup is shown as text");
+      expectEqual(await page.evaluate(() => window.__xss ?? null), null, "window.__xss (set only if the markup ran)");
+      expectEqual(await page.$$eval("main script, main img", (els) => els.length), 0, "script or img elements made from the payload");
+      await page.context().close();
+    });
+
+    await test("inspector: another workspace's execution is a 404 on the page, as in the API", async () => {
+      const started = await ctx.trigger("hello-transform", { name: `other-${ctx.run}` });
+      await ctx.waitForExecution(started.json.executionId);
+      const page = await newPage("other-workspace", { token: ctx.otherToken, expected: 404 });
+      const answers = [];
+      page.on("response", (r) => {
+        if (new URL(r.url()).pathname.startsWith("/v1/executions/")) answers.push(r.status());
+      });
+      await page.goto(`${ctx.engineUrl}/ui/#/executions/${started.json.executionId}`);
+      await page.waitForSelector("main .error:has-text('404')");
+      expect(answers.length > 0 && answers.every((s) => s === 404), `every /v1/executions answer is 404 (${answers})`);
+      await page.context().close();
+    });
+
+    await test("inspector: Tab reaches every action, counter and graph node of an execution", async () => {
+      const started = await ctx.trigger("order-fulfilment", { order: { id: `UI-K-${ctx.run}`, total: 3 } });
+      await ctx.waitForExecution(started.json.executionId);
+      const page = await newPage("keyboard");
+      await openExecution(page, started.json.executionId);
+      const wanted = [
+        "action-start-over",
+        "action-refresh",
+        ...["triggers", "redeliveries", "fencedOut", "destinationReplays"].map((c) => `counter-${c}`),
+      ];
+      const reached = new Set();
+      const nodes = new Set();
+      for (let i = 0; i < 80; i++) {
+        await page.keyboard.press("Tab");
+        const at = await page.evaluate(() => ({
+          id: document.activeElement?.id,
+          vertex: document.activeElement?.getAttribute("data-vertex"),
+        }));
+        if (at.id) reached.add(at.id);
+        if (at.vertex) nodes.add(at.vertex);
+      }
+      const missing = wanted.filter((id) => !reached.has(id));
+      expect(missing.length === 0, `Tab did not reach ${missing.join(", ")} (reached ${[...reached].join(", ")})`);
+      expect(
+        ["received", "charge", "ship"].every((v) => nodes.has(v)),
+        `Tab reaches every graph node (${[...nodes]})`,
+      );
+      // Enter on a node brings its step into view and selects it.
+      await page.focus("g.node[data-vertex=charge]");
+      await page.keyboard.press("Enter");
+      await page.waitForSelector("#step-charge.selected");
+      // The start-over dialog opens from the keyboard, and Escape closes it without acting.
+      await page.focus("#action-start-over");
+      await page.keyboard.press("Enter");
+      await page.waitForSelector("#start-over-dialog[open]");
+      await page.keyboard.press("Escape");
+      await page.waitForSelector("#start-over-dialog", { state: "detached" });
+      await page.context().close();
+    });
+
+    await test("inspector: 200 steps and 1,000 events render (time printed, not asserted)", async () => {
+      const { executionId, steps } = await ctx.bigExecution();
+      const page = await newPage("big");
+      const t0 = Date.now();
+      await openExecution(page, executionId);
+      const shown = Date.now() - t0;
+      const renderMs = await page.$eval("main", (m) => Number(m.dataset.renderMs));
+      const rows = await page.$$eval("#timeline tbody tr", (trs) => trs.length);
+      const events = await page.textContent("#events-title");
+      expect(rows >= steps, `a timeline row per attempt (${rows})`);
+      const t1 = Date.now();
+      await page.click("#counter-fencedOut");
+      await page.waitForSelector("#strip-panel");
+      const reactMs = Date.now() - t1;
+      log(`      ${steps} steps, ${events}: shown ${shown} ms after navigation (render ${renderMs} ms); a counter opened in ${reactMs} ms`);
+      if (ctx.screenshots) {
+        await page.goto(`${ctx.engineUrl}/ui/#/executions`);
+        await page.waitForSelector("#executions tbody tr:nth-child(5)");
+        await shoot(page, "inspector-executions.png");
+      }
+      await page.context().close();
+    });
+
+    await test("inspector: no console error on any page, and the token never reached the engine's log", async () => {
+      expect(problems.length === 0, problems.join("\n"));
+      const logged = ctx.engineLog().slice(logStart).join("\n");
+      expect(!logged.includes(ctx.token), "the engine's log holds the token");
+    });
+  } finally {
+    await browser.close();
+  }
+}
+
+async function shoot(page, name, options = {}) {
+  const dir = join(import.meta.dirname, "..", "..", "docs", "img");
+  await mkdir(dir, { recursive: true });
+  await sleep(200);
+  await page.screenshot({ path: join(dir, name), ...options });
+}
