@@ -119,6 +119,8 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   const now = deps.now();
   const config = deps.chain?.runtime.chain ?? null;
   const budget = deps.chain && config ? new ChainBudget(config, deps.chain.runtime.db, now + config.inlineWindowMs) : null;
+  // The start batch counts towards the invocation's D1 queries too.
+  const db = budget?.db ?? deps.db;
   const offerFor = (...plans: StartPlan[]): ChainOffer | null =>
     budget ? budget.offer(workflow.definition, [...new Set(plans.flatMap(firstSteps))], now) : null;
 
@@ -126,7 +128,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   if (identity.kind === "forced") {
     const executionId = randomExecutionId();
     const plan = await planFor(workflow, executionId, triggerKind, payload);
-    outcome = await startExecution(deps.db, record, { mode: "forced", executionId, plan }, now, offerFor(plan));
+    outcome = await startExecution(db, record, { mode: "forced", executionId, plan }, now, offerFor(plan));
   } else {
     const hash = await deriveIdentity({
       workspace: workflow.workspace,
@@ -144,7 +146,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     const first = await planFor(workflow, hash, triggerKind, payload);
     const takeover = idMatters ? await planFor(workflow, takeoverExecutionId, triggerKind, payload) : first;
     outcome = await startExecution(
-      deps.db,
+      db,
       record,
       {
         mode: "claim",

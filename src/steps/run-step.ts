@@ -94,6 +94,7 @@ export async function runChainedSteps(rt: StepRuntime, first: ChainedStep): Prom
     const step: ChainedStep = next;
     rt.budget?.took();
     try {
+      await rt.beforeChainedRun?.({ ...step.ref, epoch: step.claimed.epoch });
       const inputs =
         inputsFromMemory(definitionOf(step.run), step.ref.vertexId, step.known, MAX_STEP_INPUT_BYTES) ??
         (await loadStepInputs(rt.db, step.ref, step.claimedAt, { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: STEP_INPUTS_VERSION }));

@@ -42,6 +42,8 @@ export interface StepRuntime {
   chain?: ChainConfig | null;
   /** This invocation's chaining budget (set per queue batch, or per trigger); `db` then counts through it. */
   budget?: ChainBudget;
+  /** Fault injection for tests: runs when a chained claim is in hand, before the step runs (a throw is a crash there). */
+  beforeChainedRun?: (step: { executionId: string; vertexId: string; epoch: number }) => void | Promise<void>;
   /** Fault injection for tests: runs after a vertex's side effect, before its settle. */
   afterRun?: (step: { executionId: string; vertexId: string; epoch: number }) => void | Promise<void>;
 }
