@@ -6,8 +6,10 @@
  * redelivery or a takeover, recovery of a claimed step that never ran, and what goes back to the
  * queue when the budget or the inline window says so.
  */
-import { env } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { app } from "../../src/app";
 import { describe, expect, it } from "vitest";
+import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { reap } from "../../src/steps/reaper";
 import { countingD1 } from "../helpers/counting-d1";
 import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
@@ -179,6 +181,38 @@ describe("step chaining", () => {
     expect(await executionStatus(id)).toBe("COMPLETED");
     expect(h.queue.sends).toBe(1);
     expect(h.dest.effects).toHaveLength(1);
+  });
+
+  it("the trigger route hands its ExecutionContext on: with CHAIN_STEPS on, it finishes under waitUntil, no message", async () => {
+    const h = harness();
+    const wf = await seedWorkflow("dev", {
+      id: unique("wf"),
+      vertices: [
+        { id: "in", type: "ENTRY_POINT", config: {} },
+        { id: "a", type: "TRANSFORM", config: { output: { n: "= payload.n + 1" } } },
+        { id: "b", type: "TRANSFORM", config: { output: { n: "= steps.a.n * 2" } } },
+      ],
+      edges: [
+        { from: "in", to: "a" },
+        { from: "a", to: "b" },
+      ],
+    } as WorkflowDefinitionInput);
+    const ctx = createExecutionContext();
+    const response = await app.fetch(
+      new Request(`http://idemflow.test/v1/workflows/${wf.workflowId}/trigger`, {
+        method: "POST",
+        headers: { authorization: "Bearer dev-token", "content-type": "application/json" },
+        body: JSON.stringify({ n: 1 }),
+      }),
+      { ...env, QUEUE: h.queue, CHAIN_STEPS: "on" },
+      ctx,
+    );
+    expect(response.status).toBe(202);
+    const { executionId } = (await response.json()) as { executionId: string };
+    await waitOnExecutionContext(ctx);
+    expect(await executionStatus(executionId)).toBe("COMPLETED");
+    expect(JSON.parse((await stepsOf(executionId)).b!.output!)).toEqual({ n: 4 });
+    expect(h.queue.sends).toBe(0);
   });
 
   it("off unless opted in: the same execution takes one message per step", async () => {
