@@ -183,6 +183,41 @@ describe("step chaining", () => {
     expect(h.dest.effects).toHaveLength(1);
   });
 
+  it("a fan-out: the settle claims one ready successor, the other gets its message; the fan-in runs once", async () => {
+    const h = harness({}, { chain: true });
+    const wf = await seedWorkflow(WS, {
+      id: unique("wf"),
+      vertices: [
+        { id: "in", type: "ENTRY_POINT", config: {} },
+        { id: "a", type: "TRANSFORM", config: { output: { n: "= payload.n" } } },
+        { id: "b", type: "TRANSFORM", config: { output: { n: "= steps.a.n + 1" } } },
+        { id: "c", type: "TRANSFORM", config: { output: { n: "= steps.a.n + 2" } } },
+        { id: "join", type: "TRANSFORM", config: { output: { n: "= steps.b.n + steps.c.n" } } },
+      ],
+      edges: [
+        { from: "in", to: "a" },
+        { from: "a", to: "b" },
+        { from: "a", to: "c" },
+        { from: "b", to: "join" },
+        { from: "c", to: "join" },
+      ],
+    } as WorkflowDefinitionInput);
+    const id = await h.start(wf, { n: 10 });
+    // a ran inline and its settle chained b (first in order); c got a message; join waits for c.
+    const after = await stepsOf(id);
+    expect(after.a!.state).toBe("COMPLETED");
+    expect(after.b!.state).toBe("COMPLETED");
+    expect(after.c).toMatchObject({ state: "DISPATCHED", attempt: 0 });
+    expect(h.queue.pending.map((p) => p.body)).toEqual([{ executionId: id, vertexId: "c" }]);
+    // c's message runs c, whose settle makes join ready and chains it.
+    await h.drain();
+    const steps = await stepsOf(id);
+    expect(steps.join).toMatchObject({ state: "COMPLETED", attempt: 1 });
+    expect(JSON.parse(steps.join!.output!)).toEqual({ n: 23 });
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(h.queue.sends).toBe(1);
+  });
+
   it("the trigger route hands its ExecutionContext on: with CHAIN_STEPS on, it finishes under waitUntil, no message", async () => {
     const h = harness();
     const wf = await seedWorkflow("dev", {
