@@ -10,6 +10,8 @@ import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:
 import { app } from "../../src/app";
 import { describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
+import { startWorkflowExecution, type IngressDeps } from "../../src/ingress/start";
+import type { StepMessage } from "../../src/steps/messages";
 import { reap } from "../../src/steps/reaper";
 import { countingD1 } from "../helpers/counting-d1";
 import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
@@ -216,6 +218,35 @@ describe("step chaining", () => {
     expect(JSON.parse(steps.join!.output!)).toEqual({ n: 23 });
     expect(await executionStatus(id)).toBe("COMPLETED");
     expect(h.queue.sends).toBe(1);
+  });
+
+  it("a trigger sent twice at once with the same client id: one execution, one inline run, one charge", async () => {
+    const h = harness({}, { chain: true });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const inline: Array<Promise<unknown>> = [];
+    const deps: IngressDeps = {
+      db: h.rt.db,
+      queue: h.queue as unknown as Queue<StepMessage>,
+      now: h.clock.now,
+      chain: { runtime: h.rt, waitUntil: (work) => inline.push(work) },
+    };
+    const payload = { order: { id: unique("O"), total: 4 } };
+    const trigger = () =>
+      startWorkflowExecution(deps, {
+        workflow: wf,
+        triggerKind: "webhook",
+        payload,
+        identity: { kind: "client", material: "same-client-id", scope: "production" },
+      });
+    const [first, second] = await Promise.all([trigger(), trigger()]);
+    await Promise.all(inline);
+    expect(first.executionId).toBe(second.executionId);
+    expect([first.deduplicated, second.deduplicated].sort()).toEqual([false, true]);
+    expect(inline).toHaveLength(1);
+    expect(await executionStatus(first.executionId)).toBe("COMPLETED");
+    expect(h.dest.requests).toHaveLength(1);
+    expect(h.dest.effects).toHaveLength(1);
+    expect(h.queue.sends).toBe(0);
   });
 
   it("the trigger route hands its ExecutionContext on: with CHAIN_STEPS on, it finishes under waitUntil, no message", async () => {
