@@ -31,6 +31,7 @@ export default defineConfig(async () => {
             SECRET_GRANTS: [
               "dev:PAYMENTS_KEY,WEBHOOK_SECRET",
               "steps-attempts:PAYMENTS_KEY",
+              "steps-chaining:PAYMENTS_KEY",
               "steps-claims:PAYMENTS_KEY",
               "steps-destination-key:PAYMENTS_KEY",
               "steps-gateway:PAYMENTS_KEY",

@@ -7,11 +7,30 @@
  * yet would be dropped by the consumer. If the send itself fails, the rows are committed and the
  * steps reaper re-sends DISPATCHED steps whose message was lost (SPEC section 4), so the answer
  * stays 202.
+ *
+ * With chaining (src/steps/chain.ts, `deps.chain`), the start batch also claims one first step
+ * whose timeout fits the inline window, and that step runs after the answer, under
+ * `ctx.waitUntil` (which keeps work alive only about 30 s after the response); the other first
+ * steps get their messages as before. A claimed step that never runs is re-dispatched by the
+ * reaper once its lease expired.
  */
 import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
 import { ExpressionError } from "../expressions/evaluate";
-import { startExecution, type ExecutionStatus, type IdentityKind, type StartPlan, type TriggerKind } from "../ledger";
+import {
+  startExecution,
+  type ChainOffer,
+  type ExecutionStatus,
+  type IdentityKind,
+  type NewExecution,
+  type StartPlan,
+  type StepRun,
+  type TriggerKind,
+} from "../ledger";
+import type { StoredWorkflow as Workflow } from "../definitions/store";
+import { asStored, ChainBudget, chainedStep } from "../steps/chain";
+import { runChainedSteps } from "../steps/run-step";
+import { defaultRuntime, type StepRuntime } from "../steps/runtime";
 import type { StepMessage } from "../steps/messages";
 import { takenSuccessors } from "../steps/graph";
 import { planReadySteps, type ExpressionContext } from "../steps/plan";
@@ -26,10 +45,23 @@ export interface IngressDeps {
   queue: Pick<Queue<StepMessage>, "sendBatch">;
   /** The clock: every statement gets `now` as a parameter. */
   now: () => number;
+  /** Run the first step inline after the answer (step chaining); absent: every first step gets a message. */
+  chain?: InlineChain | null;
 }
 
-export function ingressDeps(env: Env): IngressDeps {
-  return { db: env.DB, queue: env.QUEUE as Queue<StepMessage>, now: () => Date.now() };
+export interface InlineChain {
+  /** The step runtime of the inline run; its `chain` (the configuration) must be set. */
+  runtime: StepRuntime;
+  /** Keeps the inline run alive after the response (`ctx.waitUntil`). */
+  waitUntil: (work: Promise<unknown>) => void;
+}
+
+/** With `ctx` (an HTTP request's), the first step is chained when `CHAIN_STEPS` is on. */
+export function ingressDeps(env: Env, ctx?: ExecutionContext): IngressDeps {
+  const deps: IngressDeps = { db: env.DB, queue: env.QUEUE as Queue<StepMessage>, now: () => Date.now() };
+  if (!ctx) return deps;
+  const runtime = defaultRuntime(env);
+  return runtime.chain ? { ...deps, chain: { runtime, waitUntil: (work) => ctx.waitUntil(work) } } : deps;
 }
 
 export type StartIdentity = { kind: "forced" } | { kind: Exclude<IdentityKind, "forced">; material: unknown; scope: IdentityScope };
@@ -85,16 +117,18 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     requireLatestVersion: request.requireLatestVersion ?? false,
   };
   const now = deps.now();
+  const config = deps.chain?.runtime.chain ?? null;
+  const budget = deps.chain && config ? new ChainBudget(config, deps.chain.runtime.db, now + config.inlineWindowMs) : null;
+  // The start batch counts towards the invocation's D1 queries too.
+  const db = budget?.db ?? deps.db;
+  const offerFor = (...plans: StartPlan[]): ChainOffer | null =>
+    budget ? budget.offer(workflow.definition, [...new Set(plans.flatMap(firstSteps))], now) : null;
 
   let outcome;
   if (identity.kind === "forced") {
     const executionId = randomExecutionId();
-    outcome = await startExecution(
-      deps.db,
-      record,
-      { mode: "forced", executionId, plan: await planFor(workflow, executionId, triggerKind, payload) },
-      now,
-    );
+    const plan = await planFor(workflow, executionId, triggerKind, payload);
+    outcome = await startExecution(db, record, { mode: "forced", executionId, plan }, now, offerFor(plan));
   } else {
     const hash = await deriveIdentity({
       workspace: workflow.workspace,
@@ -112,7 +146,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     const first = await planFor(workflow, hash, triggerKind, payload);
     const takeover = idMatters ? await planFor(workflow, takeoverExecutionId, triggerKind, payload) : first;
     outcome = await startExecution(
-      deps.db,
+      db,
       record,
       {
         mode: "claim",
@@ -124,6 +158,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
         reuseAfterFailure: entry.config.reusePolicy === "after-failure",
       },
       now,
+      offerFor(first, takeover),
     );
   }
 
@@ -134,13 +169,53 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     if (outcome.liveExecutionId !== null) throw executionProblems.liveExecutionExists(from, outcome.liveExecutionId);
     throw commonProblems.notFound(`Execution ${from}`);
   }
-  if (outcome.created) await sendFirstMessages(deps, outcome.executionId, outcome.plan);
+  if (outcome.created) {
+    await sendFirstMessages(deps, outcome.executionId, outcome.plan, outcome.chained?.vertexId);
+    if (outcome.chained && deps.chain && budget) {
+      const run = inlineRun(workflow, record, outcome.executionId, outcome.sealedSecretsJson);
+      const first = chainedStep(run, outcome.chained, now, { payload: { value: asStored(payload) }, outputs: {} });
+      const runtime: StepRuntime = { ...deps.chain.runtime, db: budget.db, budget };
+      deps.chain.waitUntil(
+        runChainedSteps(runtime, first).catch((error: unknown) =>
+          log.error("step.crashed", {
+            message: "inline run of the first step failed",
+            executionId: outcome.executionId,
+            error: errorMessage(error),
+          }),
+        ),
+      );
+    }
+  }
   return { executionId: outcome.executionId, deduplicated: !outcome.created, identity: identity.kind, status: outcome.status };
 }
 
-async function sendFirstMessages(deps: IngressDeps, executionId: string, plan: StartPlan): Promise<void> {
+const firstSteps = (plan: StartPlan): string[] => plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => s.vertexId);
+
+/** The execution as the inline run of its first step sees it (what the claim batch's `readStepRun` reads). */
+function inlineRun(workflow: Workflow, record: NewExecution, executionId: string, sealedSecretsJson: string | null): StepRun {
+  return {
+    executionId,
+    workspace: record.workspace,
+    workflowId: record.workflowId,
+    version: record.version,
+    entryVertexId: record.entryVertexId,
+    triggerKind: record.triggerKind,
+    startedOverFrom: record.startedOverFrom ?? null,
+    executionStatus: "RUNNING",
+    definitionJson: JSON.stringify(workflow.definition),
+    stepState: "EXECUTING",
+    leaseUntil: null,
+    availableAt: null,
+    inProgressSince: null,
+    sealedSecretsJson,
+    keySendsJson: "{}",
+    stepCreatedAt: null,
+  };
+}
+
+async function sendFirstMessages(deps: IngressDeps, executionId: string, plan: StartPlan, chained?: string): Promise<void> {
   const messages = plan.steps
-    .filter((s) => s.state === "DISPATCHED")
+    .filter((s) => s.state === "DISPATCHED" && s.vertexId !== chained)
     .map((s) => ({ body: { executionId, vertexId: s.vertexId } satisfies StepMessage }));
   if (messages.length === 0) return;
   try {

@@ -14,6 +14,8 @@
  * what the batch returned.
  */
 import { LabelledBatch } from "./batch";
+import { chainedClaimStatements, createdNowGuard, identityGuard, type ChainedClaim, type ChainOffer, type ChainGuard } from "./chain-claim";
+import { sealedSecretsColumn } from "../secrets/store";
 import { runBoundedDelete, sweepInBatches, type SweepReport, type SweepSpec } from "./sweep";
 
 export type TriggerKind = "webhook" | "test" | "stream" | "schedule" | "start_over";
@@ -93,7 +95,16 @@ export type StartMode =
     };
 
 export type StartOutcome =
-  | { created: true; executionId: string; status: ExecutionStatus; plan: StartPlan }
+  | {
+      created: true;
+      executionId: string;
+      status: ExecutionStatus;
+      plan: StartPlan;
+      /** The first step the batch claimed for the caller to run (`startExecution`'s `chain`), if any. */
+      chained: ChainedClaim | null;
+      /** With a chained claim: the workspace's sealed secrets the definition names (as `StepRun.sealedSecretsJson`). */
+      sealedSecretsJson: string | null;
+    }
   /**
    * A start over the gate refused (`startOverGate`), nothing written: the execution it would start
    * over is not finished (`fromStatus`, null when it is not in this workspace) or another
@@ -366,7 +377,10 @@ type StartLabel =
   | "forcedExecution"
   | "steps"
   | "supersede"
-  | "startOverFrom";
+  | "startOverFrom"
+  | "chainClaim"
+  | "chainFollow"
+  | "chainSecrets";
 
 /**
  * `supersede`: after a reuse, the FAILED execution the identity named points at the one that took
@@ -408,14 +422,57 @@ interface DuplicateRow extends ExecutionIdRow {
 }
 
 /**
+ * The chained claim of the start batch (./chain-claim.ts), after the step inserts: per candidate
+ * execution id, guarded by the identity claim (or, forced, by the execution created now); and the
+ * sealed secrets the first step's run needs (the claim batch's `readStepRun` reads the same).
+ */
+function addStartChain(
+  batch: LabelledBatch<StartLabel>,
+  db: D1Database,
+  record: NewExecution,
+  start: StartMode,
+  offer: ChainOffer,
+  now: number,
+) {
+  const targets: Array<{ executionId: string; guard: ChainGuard }> =
+    start.mode === "forced"
+      ? [{ executionId: start.executionId, guard: createdNowGuard }]
+      : [...new Set([start.identity, start.takeoverExecutionId])].map((executionId) => ({
+          executionId,
+          guard: identityGuard(start.identity, start.claimToken),
+        }));
+  for (const { executionId, guard } of targets) {
+    const chained = chainedClaimStatements(db, executionId, offer, now, guard);
+    batch.add("chainClaim", chained.claim);
+    for (const statement of chained.follow) batch.add("chainFollow", statement);
+  }
+  batch.add(
+    "chainSecrets",
+    db
+      .prepare(
+        `SELECT ${sealedSecretsColumn("?1", "v.definition")} AS sealed
+         FROM workflow_versions v WHERE v.workspace = ?1 AND v.workflow_id = ?2 AND v.version = ?3`,
+      )
+      .bind(record.workspace, record.workflowId, record.version),
+  );
+}
+
+/**
  * Start an execution: ONE batch, one round trip, one transaction — and say what happened:
- * created (this request won) or a duplicate.
+ * created (this request won) or a duplicate. With `chain`, the batch also claims one of the
+ * first steps for the caller to run at once (its result's `chained`).
  *
  * claim mode: the identity claim, the duplicate's count, then per candidate plan: the execution
  * row, the entry step, the successor steps. The duplicate statement and the winner's inserts are
  * mutually exclusive by the token, so exactly one side writes.
  */
-export async function startExecution(db: D1Database, record: NewExecution, start: StartMode, now: number): Promise<StartOutcome> {
+export async function startExecution(
+  db: D1Database,
+  record: NewExecution,
+  start: StartMode,
+  now: number,
+  chain: ChainOffer | null = null,
+): Promise<StartOutcome> {
   const batch = new LabelledBatch<StartLabel>(db);
   const gateVersion = gateVersionOf(record);
   if (start.mode === "claim") {
@@ -485,6 +542,7 @@ export async function startExecution(db: D1Database, record: NewExecution, start
         .bind(record.startedOverFrom, record.workspace),
     );
   }
+  if (chain && chain.candidates.length > 0) addStartChain(batch, db, record, start, chain, now);
   const results = await batch.run();
 
   // A claim always RETURNs its row (inserted, counted or taken over) unless the version gate vetoed it.
@@ -493,7 +551,11 @@ export async function startExecution(db: D1Database, record: NewExecution, start
   }
   for (const { label, plan } of variants) {
     const inserted = results.first<ExecutionIdRow>(label);
-    if (inserted) return { created: true, executionId: inserted.id, status: inserted.status, plan };
+    if (inserted) {
+      const chained = results.first<ChainedClaim>("chainClaim");
+      const sealedSecretsJson = chained ? (results.first<{ sealed: string | null }>("chainSecrets")?.sealed ?? null) : null;
+      return { created: true, executionId: inserted.id, status: inserted.status, plan, chained, sealedSecretsJson };
+    }
   }
   const duplicate = start.mode === "claim" ? results.first<DuplicateRow>("duplicate") : null;
   if (duplicate) {

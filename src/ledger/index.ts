@@ -36,6 +36,7 @@ export {
   claimAndLoad,
   extendLease,
   IN_PROGRESS_MARK,
+  loadStepInputs,
   MAX_STEP_INPUT_BYTES,
   persistIdempotencyKey,
   scheduleInProgressRecheck,
@@ -70,6 +71,9 @@ export {
   type AttemptResponse,
   type RetryDelayReason,
 } from "./attempts";
+
+// The chained claim a settle or start batch makes for its caller to run at once.
+export { MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer } from "./chain-claim";
 
 // The destination keys' first sends: what the retention guard reads.
 export { KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type KeySend } from "./key-sends";

@@ -19,6 +19,7 @@ import {
   type RetryDelayReason,
 } from "./attempts";
 import { LabelledBatch } from "./batch";
+import { chainedClaimStatements, settledGuard, type ChainedClaim, type ChainOffer } from "./chain-claim";
 import type { ExecutionStatus } from "./executions";
 import { selectList } from "./columns";
 import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
@@ -383,6 +384,17 @@ export async function claimAndLoad(
   };
 }
 
+/**
+ * `loadStepInputs`: what a step claimed by a chained claim (./chain-claim.ts) reads, loaded on its
+ * own AFTER the batch that claimed it committed — inside that batch, a read D1 refuses (over
+ * 2,000,000 bytes) would have rolled the settle back with it. `claimedAt` is the claim's `now`
+ * (the read runs only while the step is EXECUTING under that claim). Null: no longer that claim.
+ */
+export async function loadStepInputs(db: D1Database, ref: StepRef, claimedAt: number, bound: StepInputsBound): Promise<StepInputs | null> {
+  const row = await readStepInputs(db, ref, claimedAt, bound).first<StepInputsRow>();
+  return row ? toStepInputs(row) : null;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fenced writes during a run
 
@@ -487,13 +499,20 @@ export interface SettleInput {
   backfill: Array<{ vertexId: string; nextVertices: string[] }>;
   /** Every descendant of the settling vertex, in topological order, with its predecessors. */
   descendants: DescendantPlan[];
+  /**
+   * When COMPLETED, also claim one of these successors in the same batch if it became ready, so
+   * the caller runs it at once (./chain-claim.ts). Absent: every ready successor gets a message.
+   */
+  chain?: ChainOffer | null;
 }
 
 export interface SettleResult {
   /** False: the fence did not hold; nothing of this worker's was written (a fenced_out event was). */
   settled: boolean;
-  /** Steps this batch inserted as DISPATCHED: send one message each, after the commit. */
+  /** Steps this batch inserted as DISPATCHED and did not claim: send one message each, after the commit. */
   dispatched: string[];
+  /** The successor this batch claimed for the caller to run (`SettleInput.chain`), if any. */
+  chained: ChainedClaim | null;
   skipped: string[];
   /** The execution's new final status, if this batch finished it. */
   executionStatus: "COMPLETED" | "FAILED" | null;
@@ -596,7 +615,9 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
     error: o.state === "FAILED" ? o.error : null,
     delay: null,
   };
-  const batch = new LabelledBatch<"fencedOut" | "counters" | "attempt" | "settle" | "backfill" | "decide" | "finish">(db)
+  const batch = new LabelledBatch<
+    "fencedOut" | "counters" | "attempt" | "settle" | "backfill" | "decide" | "chainClaim" | "chainFollow" | "finish"
+  >(db)
     .add("fencedOut", recordFencedOut(db, fence, now, `late ${o.state.toLowerCase()} rejected: the step was taken over or re-dispatched`))
     .add("counters", countAttemptEnd(db, fence, isReplayed(input.response?.headers)))
     .add("attempt", finishAttempt(db, fence, now, attempt))
@@ -604,13 +625,20 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
   if (input.outcome.state === "COMPLETED") {
     for (const b of input.backfill) batch.add("backfill", backfillNextVertices(db, fence.executionId, b.vertexId, b.nextVertices));
     for (const d of input.descendants) batch.add("decide", decideStep(db, fence.executionId, d, now));
+    if (input.chain && input.chain.candidates.length > 0) {
+      const chained = chainedClaimStatements(db, fence.executionId, input.chain, now, settledGuard(fence.vertexId, fence.epoch));
+      batch.add("chainClaim", chained.claim);
+      for (const statement of chained.follow) batch.add("chainFollow", statement);
+    }
   }
   batch.add("finish", finishExecution(db, fence.executionId, now));
   const results = await batch.run();
   const decided = results.rows<{ vertex_id: string; state: "DISPATCHED" | "SKIPPED" }>("decide");
+  const chained = results.first<ChainedClaim>("chainClaim");
   return {
     settled: results.first("settle") !== null,
-    dispatched: decided.filter((row) => row.state === "DISPATCHED").map((row) => row.vertex_id),
+    chained,
+    dispatched: decided.filter((row) => row.state === "DISPATCHED" && row.vertex_id !== chained?.vertexId).map((row) => row.vertex_id),
     skipped: decided.filter((row) => row.state === "SKIPPED").map((row) => row.vertex_id),
     executionStatus: results.first<{ status: "COMPLETED" | "FAILED" }>("finish")?.status ?? null,
   };

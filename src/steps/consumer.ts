@@ -2,6 +2,9 @@
  * The queue consumer. Both queues land here: the step queue runs steps, the dead-letter queue
  * records what reached it (`batch.queue` tells which).
  *
+ * With chaining on (src/steps/chain.ts), a message's settle may claim a successor and run it in
+ * this invocation before the message is acked; the batch shares one budget.
+ *
  * Per message: malformed body or unknown execution → ack and log (poison is never retried
  * forever); claimed → run and settle → ack; already settled → ack; lease live elsewhere or not
  * due yet → retry after that delay, but from `DROP_REDELIVERY_AT_ATTEMPT` deliveries on → ack
@@ -12,6 +15,7 @@
  * is marked harmless (`redelivery_dropped`), not `dead_lettered` (src/ledger/step-recovery.ts).
  */
 import { recordDeadLetters } from "../ledger";
+import { ChainBudget } from "./chain";
 import { parseStepMessage } from "./messages";
 import { maybeReap } from "./reaper";
 import { delaySeconds } from "./retry-policy";
@@ -76,6 +80,9 @@ export async function handleStepBatch(
   rt: StepRuntime = defaultRuntime(env),
 ): Promise<void> {
   if (isDeadLetterQueue(batch.queue)) return storeDeadLetters(batch, rt);
-  await Promise.all(batch.messages.map((m) => processStepMessage(m, rt)));
+  // One chaining budget for the whole batch: the D1 query limit is per invocation.
+  const budget = rt.chain ? new ChainBudget(rt.chain, rt.db, rt.now() + rt.chain.maxMs) : undefined;
+  const run = budget ? { ...rt, db: budget.db, budget } : rt;
+  await Promise.all(batch.messages.map((m) => processStepMessage(m, run)));
   maybeReap(rt, ctx);
 }

@@ -19,9 +19,11 @@ import {
   type WorkflowDefinition,
 } from "../definitions/schema";
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
+import { asStored, chainedStep, inputsFromMemory, type ChainedStep, type KnownInputs } from "./chain";
 import {
   claimAndLoad,
   extendLease,
+  loadStepInputs,
   MAX_STEP_INPUT_BYTES,
   parseKeySends,
   persistIdempotencyKey,
@@ -74,9 +76,54 @@ export async function runStep(
   });
   if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
   if (!claimed) return whyNotClaimed(run, claimedAt, drop);
+  const known: KnownInputs = { payload: null, outputs: {} };
+  const { decision, next } = await runClaimed(rt, { ref, run, claimed, claimedAt, known }, inputs);
+  // The message's own step is settled (or rescheduled): whatever happens to the chain, it is acked.
+  if (next) await runChainedSteps(rt, next);
+  return decision;
+}
+
+/**
+ * Run steps a chained claim took, one after the other, while the settles keep chaining within the
+ * budget (src/steps/chain.ts). A crash ends the chain where it is: the step stays EXECUTING under
+ * its lease and the reaper re-dispatches it once the lease expired — nothing is retried here.
+ */
+export async function runChainedSteps(rt: StepRuntime, first: ChainedStep): Promise<void> {
+  let next: ChainedStep | null = first;
+  while (next) {
+    const step: ChainedStep = next;
+    rt.budget?.took();
+    try {
+      await rt.beforeChainedRun?.({ ...step.ref, epoch: step.claimed.epoch });
+      const inputs =
+        inputsFromMemory(definitionOf(step.run), step.ref.vertexId, step.known, MAX_STEP_INPUT_BYTES) ??
+        (await loadStepInputs(rt.db, step.ref, step.claimedAt, { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: STEP_INPUTS_VERSION }));
+      ({ next } = await runClaimed(rt, step, inputs));
+    } catch (error) {
+      log.error("step.crashed", {
+        message: "chained step crashed; the reaper re-dispatches it after its lease",
+        ...step.ref,
+        epoch: step.claimed.epoch,
+        error: errorMessage(error),
+      });
+      return;
+    }
+  }
+}
+
+/** A claimed step and what its run needs: the claim's result, or a chained claim's. */
+type Claimed = Omit<ChainedStep, "claimedAt"> & { claimedAt: number };
+
+/** Phases 2–4 of a claimed step; `next` is the successor its settle claimed for this invocation to run. */
+async function runClaimed(
+  rt: StepRuntime,
+  c: Claimed,
+  inputs: StepInputs | null,
+): Promise<{ decision: Decision; next: ChainedStep | null }> {
+  const { ref, run, claimed } = c;
   const fence: Fence = { ...ref, epoch: claimed.epoch };
   const step = prepare(ref, run, inputs);
-  if ("unrunnable" in step) return settleFailedUnrun(rt, fence, step.unrunnable);
+  if ("unrunnable" in step) return { decision: await settleFailedUnrun(rt, fence, step.unrunnable), next: null };
 
   // 2. Execute (unless the step already used up its claims).
   const policy = retryPolicyOf(step.vertex);
@@ -87,7 +134,21 @@ export async function runStep(
   const now = rt.now();
   const transition = decide(outcome, facts, policy, now, rt.random);
   const request = outcome.request ? json(outcome.request) : null;
-  return apply(rt, { ref, fence, step, attempt: claimed.attempt, now, request, response: outcome.response ?? null }, transition);
+  const known = knownAfter(c.known, inputs);
+  return apply(
+    rt,
+    { ref, run, known, fence, step, attempt: claimed.attempt, now, request, response: outcome.response ?? null },
+    transition,
+  );
+}
+
+/** What the invocation holds after loading a step's inputs: what it held, and what it just read. */
+function knownAfter(known: KnownInputs, inputs: StepInputs | null): KnownInputs {
+  if (!inputs?.withinBound) return known;
+  return {
+    payload: inputs.readsPayload ? { value: inputs.payload } : known.payload,
+    outputs: { ...known.outputs, ...inputs.outputs },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,6 +334,9 @@ const json = (value: unknown): string => JSON.stringify(value ?? null);
 
 interface Applying {
   ref: StepRef;
+  run: StepRun;
+  /** What the invocation holds of the execution (a chained successor's inputs may come from it). */
+  known: KnownInputs;
   fence: Fence;
   step: PreparedStep;
   attempt: number;
@@ -283,26 +347,30 @@ interface Applying {
   response: ResponseSummary | null;
 }
 
-async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Decision> {
+type Applied = { decision: Decision; next: ChainedStep | null };
+
+async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Applied> {
   const output = "output" in t && t.output !== undefined ? json(t.output) : null;
   const later = { now: a.now, request: a.request, response: a.response, output };
   switch (t.kind) {
     case "retry": {
       const retry = { ...later, availableAt: a.now + t.delayMs, delayReason: t.reason, error: t.error };
-      return afterRetryScheduled(rt, a.ref, await scheduleRetry(rt.db, a.fence, retry), t.delayMs);
+      return unchained(await afterRetryScheduled(rt, a.ref, await scheduleRetry(rt.db, a.fence, retry), t.delayMs));
     }
     case "recheck_in_progress": {
       const recheck = { ...later, availableAt: a.now + t.delayMs, attempt: a.attempt, detail: t.detail };
-      return afterRetryScheduled(rt, a.ref, await scheduleInProgressRecheck(rt.db, a.fence, recheck), t.delayMs);
+      return unchained(await afterRetryScheduled(rt, a.ref, await scheduleInProgressRecheck(rt.db, a.fence, recheck), t.delayMs));
     }
     case "complete": {
       const { settle: completed, backfill } = await completion(a, t.output);
-      return settle(rt, a, completed, backfill);
+      return settle(rt, a, completed, backfill, t.output);
     }
     case "fail":
       return settle(rt, a, { state: "FAILED", error: t.error, output });
   }
 }
+
+const unchained = (decision: Decision): Applied => ({ decision, next: null });
 
 /** COMPLETED steps whose taken edges the settle records (see `SettleInput.backfill`). */
 type Backfill = Array<{ vertexId: string; nextVertices: string[] }>;
@@ -335,8 +403,12 @@ async function completion(
   }
 }
 
-/** Settle (fenced, one batch with the fan-in decisions), then the successors' messages after the commit. */
-async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, backfill: Backfill = []): Promise<Decision> {
+/**
+ * Settle (fenced, one batch with the fan-in decisions and, within the chaining budget, the claim
+ * of one successor), then the other successors' messages after the commit.
+ */
+async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, backfill: Backfill = [], output?: unknown): Promise<Applied> {
+  const chain = outcome.state === "COMPLETED" ? (rt.budget?.offer(a.step.definition, outcome.nextVertices, a.now) ?? null) : null;
   const result = await settleAndDispatch(rt.db, {
     fence: a.fence,
     now: a.now,
@@ -345,17 +417,21 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
     response: a.response,
     backfill,
     descendants: outcome.state === "COMPLETED" ? descendantsInOrder(a.step.definition, a.ref.vertexId) : [],
+    chain,
   });
   if (!result.settled) {
     log.warn("step.fenced_out", { message: "late result fenced out and recorded", ...a.fence, outcome: outcome.state });
-    return { action: "ack", why: "fenced out (recorded)" };
+    return unchained({ action: "ack", why: "fenced out (recorded)" });
   }
   if (outcome.state === "FAILED") log.warn("step.failed", { ...a.fence, attempt: a.attempt, error: outcome.error });
   await sendStepMessages(
     rt.queue,
     result.dispatched.map((vertexId) => ({ executionId: a.ref.executionId, vertexId })),
   );
-  return { action: "ack", why: `settled ${outcome.state}` };
+  const decision: Decision = { action: "ack", why: `settled ${outcome.state}` };
+  if (!result.chained) return { decision, next: null };
+  const known: KnownInputs = { ...a.known, outputs: { ...a.known.outputs, [a.ref.vertexId]: asStored(output) } };
+  return { decision, next: chainedStep(a.run, result.chained, a.now, known) };
 }
 
 /** Settle a claimed step FAILED without running it (fenced like any settle). */

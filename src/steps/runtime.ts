@@ -4,6 +4,7 @@
  * (`defaultRuntime`); tests pass the counting D1 wrapper, a controllable clock or a capturing
  * queue producer — the store is always the real D1.
  */
+import { chainConfigFromEnv, type ChainBudget, type ChainConfig } from "./chain";
 import type { StepMessage } from "./messages";
 
 export interface StepQueue {
@@ -34,6 +35,15 @@ export interface StepRuntime {
   reapEveryMs: number | null;
   /** Fenced lease extension during long calls; default a third of the lease. `0` disables. */
   heartbeatEveryMs?: number;
+  /**
+   * Step chaining (src/steps/chain.ts): null runs every step from its own queue message.
+   * Production reads it from wrangler.toml [vars] (`CHAIN_STEPS`, `CHAIN_*`).
+   */
+  chain?: ChainConfig | null;
+  /** This invocation's chaining budget (set per queue batch, or per trigger); `db` then counts through it. */
+  budget?: ChainBudget;
+  /** Fault injection for tests: runs when a chained claim is in hand, before the step runs (a throw is a crash there). */
+  beforeChainedRun?: (step: { executionId: string; vertexId: string; epoch: number }) => void | Promise<void>;
   /** Fault injection for tests: runs after a vertex's side effect, before its settle. */
   afterRun?: (step: { executionId: string; vertexId: string; epoch: number }) => void | Promise<void>;
 }
@@ -53,6 +63,7 @@ export function defaultRuntime(env: Env, overrides: Partial<StepRuntime> = {}): 
     overdueMs: DEFAULT_OVERDUE_MS,
     reapLimit: 100,
     reapEveryMs: 30_000,
+    chain: chainConfigFromEnv(env),
     ...overrides,
   };
 }

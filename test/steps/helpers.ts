@@ -12,10 +12,11 @@ import { app } from "../../src/app";
 import { WorkflowDefinition, type WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { getWorkflow, saveWorkflow, type StoredWorkflow } from "../../src/definitions/store";
 import { idempotency } from "../../src/http/idempotency";
-import { startWorkflowExecution, type StartResult } from "../../src/ingress/start";
+import { startWorkflowExecution, type IngressDeps, type StartResult } from "../../src/ingress/start";
 import { handleStepBatch } from "../../src/steps/consumer";
 import type { StepMessage } from "../../src/steps/messages";
 import { defaultRuntime, type StepQueue, type StepRuntime } from "../../src/steps/runtime";
+import { DEFAULT_CHAIN, type ChainConfig } from "../../src/steps/chain";
 
 export const DEST = "http://localhost:8788";
 
@@ -181,7 +182,17 @@ export interface Harness {
   drain(maxRounds?: number): Promise<number>;
 }
 
-export function harness(overrides: Partial<StepRuntime> = {}): Harness {
+export interface HarnessOptions {
+  /**
+   * Step chaining (src/steps/chain.ts), opt-in: `true` for the defaults, or a configuration. Off
+   * otherwise, whatever the environment says. With it, `start` runs the first step inline (as the
+   * trigger does under `ctx.waitUntil`) through `rt.db`, and resolves once that inline work ended.
+   */
+  chain?: true | Partial<ChainConfig>;
+}
+
+export function harness(overrides: Partial<StepRuntime> = {}, options: HarnessOptions = {}): Harness {
+  const chain: ChainConfig | null = options.chain ? { ...DEFAULT_CHAIN, ...(options.chain === true ? {} : options.chain) } : null;
   const clock = new Clock();
   const queue = new CapturingQueue(clock);
   const dest = new Destination(unique("dest"));
@@ -192,10 +203,16 @@ export function harness(overrides: Partial<StepRuntime> = {}): Harness {
     random: () => 0.5,
     reapEveryMs: null,
     heartbeatEveryMs: 0,
+    chain,
     ...overrides,
   });
   let ids = 0;
-  const ingress = { db: env.DB, queue: queue as unknown as Queue<StepMessage>, now: clock.now };
+  const inline: Array<Promise<unknown>> = [];
+  const ingress: IngressDeps = { db: env.DB, queue: queue as unknown as Queue<StepMessage>, now: clock.now };
+  if (rt.chain) {
+    ingress.db = rt.db;
+    ingress.chain = { runtime: rt, waitUntil: (work) => inline.push(work) };
+  }
   const h: Harness = {
     clock,
     queue,
@@ -203,16 +220,19 @@ export function harness(overrides: Partial<StepRuntime> = {}): Harness {
     rt,
     async start(workflow, payload) {
       const result = await startWorkflowExecution(ingress, { workflow, triggerKind: "test", payload, identity: { kind: "forced" } });
+      await Promise.all(inline.splice(0));
       return result.executionId;
     },
-    startOver(workflow, payload, from) {
-      return startWorkflowExecution(ingress, {
+    async startOver(workflow, payload, from) {
+      const result = await startWorkflowExecution(ingress, {
         workflow,
         triggerKind: "start_over",
         payload,
         identity: { kind: "forced" },
         startedOverFrom: from,
       });
+      await Promise.all(inline.splice(0));
+      return result;
     },
     async deliver(bodies, more = {}, attempts = 1) {
       const batch = createMessageBatch<unknown>(

@@ -12,6 +12,7 @@ import { getWorkflowWithSecrets } from "../../definitions/store";
 import { entryPointOf } from "../../definitions/schema";
 import { readRawBody } from "../../lib/request-body";
 import { ingressDeps } from "../../ingress/start";
+import { requestCtx } from "../execution-ctx";
 import { parseSignedTriggerBody } from "../../ingress/payload";
 import { ingressProblems } from "../../ingress/problems";
 import { resolveSigningSecret, verifyWebhookSignature } from "../../ingress/signature";
@@ -21,7 +22,7 @@ import { forceNewExecution, maxPayloadBytes, startResponse, triggerFromRequest }
 export const hookRoutes = new Hono<AppEnv>();
 
 hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
-  const deps = ingressDeps(c.env);
+  const deps = ingressDeps(c.env, requestCtx(c));
   const workspace = c.req.param("workspaceId");
   const workflowId = c.req.param("workflowId");
   const url = new URL(c.req.url);

@@ -10,6 +10,7 @@ import { createMiddleware } from "hono/factory";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
 import { ingressDeps } from "../../ingress/start";
+import { requestCtx } from "../execution-ctx";
 import { healLostStepMessages } from "../../ingress/heal";
 import { startResponse, triggerFromRequest } from "../../ingress/trigger";
 import { preferredWaitSeconds, streamExecution, waitForExecution } from "../../ingress/watch";
@@ -49,7 +50,7 @@ const healAfterResponse = createMiddleware<AppEnv>(async function healAfterRespo
 });
 
 triggerRoutes.post("/:workflowId/trigger", requireWorkspace, healAfterResponse, optionalIdempotencyKey, async (c) => {
-  const result = await triggerFromRequest(ingressDeps(c.env), {
+  const result = await triggerFromRequest(ingressDeps(c.env, requestCtx(c)), {
     workspace: c.get("workspace"),
     workflowId: c.req.param("workflowId"),
     invocation: "production",
@@ -60,7 +61,7 @@ triggerRoutes.post("/:workflowId/trigger", requireWorkspace, healAfterResponse, 
 
 /** A test run or stream: the trigger, with what the handler needs to watch the execution it names. */
 async function triggerToWatch(c: Context<AppEnv, "/:workflowId">, invocation: "test" | "stream") {
-  const deps = ingressDeps(c.env);
+  const deps = ingressDeps(c.env, requestCtx(c));
   const workspace = c.get("workspace");
   const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation, request: c.req.raw });
   return { deps, workspace, result };

@@ -1,0 +1,215 @@
+/**
+ * Step chaining: when a step settles and successors become ready, the same invocation claims one
+ * of them in the settle batch (src/ledger/chain-claim.ts) and runs it at once; the trigger claims
+ * the first step in its start batch and runs it after answering (`ctx.waitUntil`). The queue
+ * carries only what one invocation should not do itself: the other ready successors, work past
+ * the budget below, delayed retries, and recovery.
+ *
+ * This module holds the pure parts: the configuration (wrangler.toml [vars]), the per-invocation
+ * budget (steps, wall time, D1 queries), which successors to offer a settle batch, and the inputs
+ * of a chained step when everything it reads is already in memory. The run itself is
+ * src/steps/run-step.ts (`runStep`, `runChainedSteps`).
+ */
+import type { Vertex, WorkflowDefinition } from "../definitions/schema";
+import { stepInputsOf, type StepInputsSpec } from "../definitions/step-inputs";
+import type { ChainedClaim, ChainOffer, ClaimedStep, StepInputs, StepRef, StepRun } from "../ledger";
+import { predecessorsOf, vertexOf } from "./graph";
+import { countQueries } from "./query-count";
+
+export interface ChainConfig {
+  /** The most steps one invocation runs after the one it was started for. */
+  maxSteps: number;
+  /** The wall time one queue invocation spends chaining, from its start. */
+  maxMs: number;
+  /** D1 queries (statements) one invocation may send before it stops chaining (Workers' limit is 1,000). */
+  maxQueries: number;
+  /** The lease of a chained claim: a step claimed and never run is re-dispatched by the reaper after it. */
+  leaseMs: number;
+  /** The trigger's inline window: `ctx.waitUntil` keeps work alive about 30 s after the response. */
+  inlineWindowMs: number;
+}
+
+export const DEFAULT_CHAIN: ChainConfig = {
+  maxSteps: 50,
+  maxMs: 60_000,
+  maxQueries: 500,
+  leaseMs: 30_000,
+  inlineWindowMs: 25_000,
+};
+
+/** Time kept free after a step's timeout inside the window: the settle and its commit. */
+export const CHAIN_MARGIN_MS = 2_000;
+
+/**
+ * Queries kept free for one more step: its inputs read, key persist (3), heartbeats, retry or
+ * settle batch with its fan-in decisions and the next chained claim. Per vertex of the definition
+ * on top, because the settle batch decides every descendant.
+ */
+export const QUERIES_PER_STEP = 40;
+
+interface ChainVars {
+  CHAIN_STEPS?: string;
+  CHAIN_MAX_STEPS?: string;
+  CHAIN_MAX_MS?: string;
+  CHAIN_MAX_QUERIES?: string;
+  CHAIN_LEASE_MS?: string;
+  CHAIN_INLINE_WINDOW_MS?: string;
+}
+
+function positive(value: string | undefined, fallback: number): number {
+  const n = Number(value);
+  return value !== undefined && value !== "" && Number.isFinite(n) && n >= 0 ? Math.floor(n) : fallback;
+}
+
+/** Chaining's configuration from the Worker's vars; null unless `CHAIN_STEPS` is "on" (off by default until its tests land). */
+export function chainConfigFromEnv(env: unknown): ChainConfig | null {
+  const vars = (env ?? {}) as ChainVars;
+  if ((vars.CHAIN_STEPS ?? "off").toLowerCase() !== "on") return null;
+  return {
+    maxSteps: positive(vars.CHAIN_MAX_STEPS, DEFAULT_CHAIN.maxSteps),
+    maxMs: positive(vars.CHAIN_MAX_MS, DEFAULT_CHAIN.maxMs),
+    maxQueries: Math.min(positive(vars.CHAIN_MAX_QUERIES, DEFAULT_CHAIN.maxQueries), 900),
+    leaseMs: positive(vars.CHAIN_LEASE_MS, DEFAULT_CHAIN.leaseMs),
+    inlineWindowMs: Math.min(positive(vars.CHAIN_INLINE_WINDOW_MS, DEFAULT_CHAIN.inlineWindowMs), 28_000),
+  };
+}
+
+/** How long a vertex may take: a Gateway call its timeout; a transform (no I/O) none. */
+export function timeoutOf(vertex: Vertex | undefined): number {
+  return vertex?.type === "GATEWAY" ? vertex.config.timeoutMs : 0;
+}
+
+/**
+ * One invocation's chaining budget, shared by every message of a queue batch (the query limit is
+ * per invocation). It counts the D1 queries sent through `db`.
+ */
+export class ChainBudget {
+  readonly db: D1Database;
+  readonly #queries: () => number;
+  #steps = 0;
+
+  constructor(
+    readonly config: ChainConfig,
+    db: D1Database,
+    /** No chained step may run past this time (its timeout included). */
+    readonly deadline: number,
+  ) {
+    const counted = countQueries(db);
+    this.db = counted.db;
+    this.#queries = counted.queries;
+  }
+
+  get steps(): number {
+    return this.#steps;
+  }
+
+  queries(): number {
+    return this.#queries();
+  }
+
+  /** A chained step starts (its claim is in hand). */
+  took(): void {
+    this.#steps++;
+  }
+
+  /**
+   * The successors to offer a settle (or start) batch, in order of preference, or null when the
+   * budget is spent: one more step, its queries and its timeout must all fit. A successor with
+   * this vertex as its only predecessor comes first (it is certainly ready once the edge is
+   * taken); a fan-in is claimed only if this settle made it ready.
+   */
+  offer(definition: WorkflowDefinition, successors: readonly string[], now: number): ChainOffer | null {
+    if (this.#steps >= this.config.maxSteps) return null;
+    if (this.queries() + QUERIES_PER_STEP + definition.vertices.length > this.config.maxQueries) return null;
+    const fits = successors.filter((id) => now + timeoutOf(vertexOf(definition, id)) + CHAIN_MARGIN_MS <= this.deadline);
+    const single = fits.filter((id) => predecessorsOf(definition, id).length === 1);
+    const candidates = [...single, ...fits.filter((id) => !single.includes(id))];
+    return candidates.length > 0 ? { candidates, leaseMs: this.config.leaseMs } : null;
+  }
+}
+
+/** What the invocation already holds of an execution: the payload (if it read it) and the outputs it read or produced. */
+export interface KnownInputs {
+  payload: { value: unknown } | null;
+  outputs: Record<string, unknown>;
+}
+
+/** A step a chained claim took, with everything its run needs but (maybe) its inputs. */
+export interface ChainedStep {
+  ref: StepRef;
+  run: StepRun;
+  claimed: ClaimedStep;
+  /** The claim's `now` (the step's `updated_at`). */
+  claimedAt: number;
+  known: KnownInputs;
+}
+
+/** The run of a chained step: the execution's, with the fresh step's own fields. */
+export function chainedStep(executionRun: StepRun, chained: ChainedClaim, claimedAt: number, known: KnownInputs): ChainedStep {
+  const { vertexId, createdAt, ...claimed } = chained;
+  return {
+    ref: { executionId: executionRun.executionId, vertexId },
+    run: {
+      ...executionRun,
+      stepState: "EXECUTING",
+      leaseUntil: chained.leaseUntil,
+      availableAt: null,
+      inProgressSince: null,
+      keySendsJson: "{}",
+      stepCreatedAt: createdAt,
+    },
+    claimed,
+    claimedAt,
+    known,
+  };
+}
+
+/** A value as a read from D1 would give it back (the stored JSON, parsed). */
+export function asStored(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value ?? null)) as unknown;
+}
+
+const specs = new WeakMap<WorkflowDefinition, StepInputsSpec>();
+
+function specOf(definition: WorkflowDefinition): StepInputsSpec {
+  let spec = specs.get(definition);
+  if (!spec) {
+    spec = stepInputsOf(definition);
+    specs.set(definition, spec);
+  }
+  return spec;
+}
+
+const bytes = (text: string): number => new TextEncoder().encode(text).byteLength;
+
+/**
+ * The chained step's inputs from memory, exactly as `readStepInputs` would build them — or null
+ * when it reads something the invocation does not hold (a dynamic `steps` reference, an output
+ * another worker produced), and the caller loads them from D1 after the commit. The bound is
+ * measured the same way (the payload, plus the JSON object of the outputs read).
+ */
+export function inputsFromMemory(
+  definition: WorkflowDefinition,
+  vertexId: string,
+  known: KnownInputs,
+  maxBytes: number,
+): StepInputs | null {
+  const own = specOf(definition).vertices[vertexId];
+  if (!own || own.all) return null;
+  if (own.payload && !known.payload) return null;
+  if (own.steps.some((id) => !(id in known.outputs))) return null;
+  const outputs = Object.fromEntries(own.steps.map((id) => [id, known.outputs[id]]));
+  const outputSizes = Object.fromEntries(own.steps.map((id) => [id, bytes(JSON.stringify(known.outputs[id] ?? null))]));
+  const outputsBytes = 2 + own.steps.reduce((n, id) => n + outputSizes[id]! + bytes(id) + 4, 0);
+  const payloadBytes = own.payload && known.payload ? bytes(JSON.stringify(known.payload.value ?? null)) : 0;
+  if (outputsBytes + payloadBytes > maxBytes) {
+    return { withinBound: false, inputBytes: outputsBytes + payloadBytes, readsPayload: own.payload, outputSizes };
+  }
+  return {
+    withinBound: true,
+    payload: own.payload ? known.payload!.value : undefined,
+    readsPayload: own.payload,
+    outputs,
+    unrecorded: [],
+  };
+}
