@@ -44,19 +44,8 @@ export interface ExecutionChanges {
 
 const compare = (a: ChangePosition, b: ChangePosition): number => a[0] - b[0] || a[1] - b[1];
 
-interface AttemptRow {
-  vertexId: string;
-  epoch: number;
-  attempt: number;
-  outcome: AttemptOutcome;
-  startedAt: number;
-  finishedAt: number | null;
-  idempotencyKey: string | null;
-  error: string | null;
-  delayMs: number | null;
-  mark: number;
-  seq: number;
-}
+/** An attempt change as read: the change's fields, and its position's two parts. */
+type AttemptRow = Omit<Extract<ExecutionChange, { kind: "attempt" }>, "kind" | "position"> & { mark: number; seq: number };
 
 interface EventRow {
   id: number;
