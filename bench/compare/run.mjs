@@ -82,7 +82,9 @@ async function setup() {
     startWorker({ name, config, persistTo: join(tmp, name), vars, logLevel: "warn", logFile: join(logs, `${name}.log`) });
   // The demo first: the other two are pointed at its (free) port.
   const demo = await worker("demo", demoConfig);
-  const engine = await worker("engine", engineConfig, { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, PAYMENTS_KEY });
+  // CHAIN_STEPS=on in the environment runs the engine with step chaining (docs/steps.md "Chaining").
+  const chain = process.env.CHAIN_STEPS ? { CHAIN_STEPS: process.env.CHAIN_STEPS } : {};
+  const engine = await worker("engine", engineConfig, { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, PAYMENTS_KEY, ...chain });
   const wf = await worker("workflows", wfConfig, { PAYMENTS_URL: demo.url, PAYMENTS_KEY });
   await Promise.all([demo, engine, wf].map((w) => waitForHealth(w)));
   return { tmp, logs, demo: demo.url, demoPort: demo.port, engine: engine.url, wf: wf.url };
@@ -101,7 +103,9 @@ async function snapshot({ tmp, logs, name, config, main }) {
     buildConfig,
     source
       .replace(/^main\s*=.*$/m, `main = ${JSON.stringify(entry)}`)
-      .replace(/^migrations_dir\s*=\s*"([^"]+)"/m, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`),
+      .replace(/^migrations_dir\s*=\s*"([^"]+)"/m, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`)
+      // [assets] directory (the inspector's files), made absolute like the migrations.
+      .replace(/^directory\s*=\s*"([^"]+)"/m, (_, dir) => `directory = ${JSON.stringify(resolve(configDir, dir))}`),
   );
   const outdir = join(tmp, `${name}-build`);
   await runWrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", buildConfig], { logFile: join(logs, `${name}-build.log`) });
