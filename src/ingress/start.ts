@@ -27,8 +27,7 @@ import {
   type StepRun,
   type TriggerKind,
 } from "../ledger";
-import type { StoredWorkflow as Workflow } from "../definitions/store";
-import { asStored, ChainBudget, chainedStep } from "../steps/chain";
+import { asStored, ChainBudget, chainConfigFromEnv, chainedStep } from "../steps/chain";
 import { runChainedSteps } from "../steps/run-step";
 import { defaultRuntime, type StepRuntime } from "../steps/runtime";
 import type { StepMessage } from "../steps/messages";
@@ -59,9 +58,10 @@ export interface InlineChain {
 /** With `ctx` (an HTTP request's), the first step is chained when `CHAIN_STEPS` is on. */
 export function ingressDeps(env: Env, ctx?: ExecutionContext): IngressDeps {
   const deps: IngressDeps = { db: env.DB, queue: env.QUEUE as Queue<StepMessage>, now: () => Date.now() };
-  if (!ctx) return deps;
-  const runtime = defaultRuntime(env);
-  return runtime.chain ? { ...deps, chain: { runtime, waitUntil: (work) => ctx.waitUntil(work) } } : deps;
+  // With chaining off (the default) a trigger builds no step runtime.
+  const chain = ctx ? chainConfigFromEnv(env) : null;
+  if (!ctx || !chain) return deps;
+  return { ...deps, chain: { runtime: defaultRuntime(env, { chain }), waitUntil: (work) => ctx.waitUntil(work) } };
 }
 
 export type StartIdentity = { kind: "forced" } | { kind: Exclude<IdentityKind, "forced">; material: unknown; scope: IdentityScope };
@@ -192,7 +192,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
 const firstSteps = (plan: StartPlan): string[] => plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => s.vertexId);
 
 /** The execution as the inline run of its first step sees it (what the claim batch's `readStepRun` reads). */
-function inlineRun(workflow: Workflow, record: NewExecution, executionId: string, sealedSecretsJson: string | null): StepRun {
+function inlineRun(workflow: StoredWorkflow, record: NewExecution, executionId: string, sealedSecretsJson: string | null): StepRun {
   return {
     executionId,
     workspace: record.workspace,

@@ -122,13 +122,8 @@ export function showExecution(main, executionId) {
       startOver(view.trace, (started) => {
         if (started?.executionId) location.hash = `#/executions/${encodeURIComponent(started.executionId)}`;
       }),
-    retry: (step) =>
-      retryStep(view.trace, step, () => {
-        void read();
-        // A retried step runs again: follow it.
-        view.trace = { ...view.trace, status: "RUNNING" };
-        live();
-      }),
+    // The retry's batch puts the execution back to RUNNING: the read that follows starts following it.
+    retry: (step) => retryStep(view.trace, step, () => void read()),
     toggle: (panel) => {
       view.openPanel = view.openPanel === panel ? null : panel;
       render(main, view, actions);
