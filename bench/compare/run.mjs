@@ -19,6 +19,7 @@ import { basename, join, resolve, dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DEMO_CONFIG, ROOT, applyMigrations, runWrangler, startWorker, stopAll, waitForHealth } from "../../scripts/lib/wrangler-dev.mjs";
 import { percentile, runLoad, shuffle } from "../lib/load.mjs";
+import { startProfile, summarizeProfile } from "../lib/profile.mjs";
 
 const HERE = import.meta.dirname;
 const QUICK = process.env.BENCH_QUICK === "1";
@@ -36,6 +37,8 @@ const PAYMENTS_KEY = "sk_bench_local";
 const RUN = Date.now().toString(36);
 /** BENCH_ONLY=idemflow|Workflows runs one side (development); the published table runs both. */
 const ONLY = process.env.BENCH_ONLY;
+/** BENCH_PROFILE=c16-d0 (a throughput scenario, or "latency") writes a CPU profile of the engine's isolate for it (development). */
+const PROFILE = process.env.BENCH_PROFILE;
 
 const log = (...args) => console.error("[bench:compare]", ...args);
 
@@ -87,7 +90,7 @@ async function setup() {
   const engine = await worker("engine", engineConfig, { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, PAYMENTS_KEY, ...chain });
   const wf = await worker("workflows", wfConfig, { PAYMENTS_URL: demo.url, PAYMENTS_KEY });
   await Promise.all([demo, engine, wf].map((w) => waitForHealth(w)));
-  return { tmp, logs, demo: demo.url, demoPort: demo.port, engine: engine.url, wf: wf.url };
+  return { tmp, logs, demo: demo.url, demoPort: demo.port, engine: engine.url, engineInspector: engine.inspectorPort, wf: wf.url };
 }
 
 /**
@@ -281,6 +284,8 @@ function scenarioOrders(system, scenario, total, duplicateShare, seed) {
 async function throughput(system, ctx, { concurrency, duplicateShare, total, seed }) {
   const scenario = `c${concurrency}-d${Math.round(duplicateShare * 100)}`;
   await system.prepare(scenario);
+  const profiling =
+    system.name === "idemflow" && PROFILE === scenario && total === TRIGGERS ? await startProfile(ctx.engineInspector) : null;
   const { unique, sends } = scenarioOrders(system.name, scenario, total, duplicateShare, seed);
   const requests = sends.map((orderId) => system.trigger(scenario, orderId));
   const load = await runLoad({ concurrency, maxRequests: requests.length, request: (i) => requests[i], keepResults: true });
@@ -295,6 +300,7 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
       ? await system.awaitCompletion(scenario, started, Date.now() + COMPLETION_TIMEOUT_MS)
       : { completed: 0, failed: 0, lastFinishedAt: 0 };
   const e2eSeconds = (completion.lastFinishedAt - load.startedAt) / 1000;
+  if (profiling) await writeProfile(ctx, scenario, await profiling());
   const d1 = system.d1 ? await system.d1() : undefined;
   return {
     system: system.name,
@@ -327,6 +333,12 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
   };
 }
 
+async function writeProfile(ctx, scenario, profile) {
+  const file = join(ctx.logs, `engine-${scenario}.cpuprofile`);
+  writeFileSync(file, JSON.stringify(profile));
+  log(`CPU profile of the engine for ${scenario}: ${file}\n${summarizeProfile(profile)}`);
+}
+
 /**
  * One execution at a time: the time from sending the trigger to the system's own completion
  * timestamp (idemflow: executions.finished_at; Workflows: the receipt step's Date.now()).
@@ -334,6 +346,7 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
 async function singleExecutionLatency(system, _ctx) {
   const scenario = "latency";
   await system.prepare(scenario);
+  const profiling = system.name === "idemflow" && PROFILE === scenario ? await startProfile(_ctx.engineInspector) : null;
   const latencies = [];
   let lastFinishedAt = 0;
   for (let i = 0; i < LATENCY_RUNS; i++) {
@@ -350,6 +363,7 @@ async function singleExecutionLatency(system, _ctx) {
       lastFinishedAt = completion.lastFinishedAt;
     }
   }
+  if (profiling) await writeProfile(_ctx, scenario, await profiling());
   return { runs: LATENCY_RUNS, completed: latencies.length, p50: percentile(latencies, 0.5), max: Math.max(...latencies) };
 }
 

@@ -92,7 +92,7 @@ const running = new Set();
  * them). `port` and `inspectorPort` default to free ports; give the inspector one anyway, since
  * two `wrangler dev` would both want 9229. `envFile` replaces .dev.vars (a bench never reads the
  * user's secrets). `main` serves another entry with the config's bindings (a bench's instrumented
- * wrapper of src/index.ts), so the production Worker carries no bench code. Returns a handle: { name, pid, port, url,
+ * wrapper of src/index.ts), so the production Worker carries no bench code. Returns a handle: { name, pid, port, inspectorPort, url,
  * logFile, recentOutput, exited,
  * exitPromise, stop }.
  */
@@ -133,6 +133,7 @@ export async function startWorker({
     name,
     pid: child.pid,
     port,
+    inspectorPort,
     url: `http://127.0.0.1:${port}`,
     logFile,
     recentOutput,

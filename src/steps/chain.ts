@@ -37,6 +37,9 @@ export const DEFAULT_CHAIN: ChainConfig = {
   inlineWindowMs: 25_000,
 };
 
+/** The shortest chained lease: three heartbeats (src/steps/run-step.ts, every third of the lease, at most once a second). */
+export const MIN_CHAIN_LEASE_MS = 3_000;
+
 /** Time kept free after a step's timeout inside the window: the settle and its commit. */
 export const CHAIN_MARGIN_MS = 2_000;
 
@@ -69,7 +72,7 @@ export function chainConfigFromEnv(env: unknown): ChainConfig | null {
     maxSteps: positive(vars.CHAIN_MAX_STEPS, DEFAULT_CHAIN.maxSteps),
     maxMs: positive(vars.CHAIN_MAX_MS, DEFAULT_CHAIN.maxMs),
     maxQueries: Math.min(positive(vars.CHAIN_MAX_QUERIES, DEFAULT_CHAIN.maxQueries), 900),
-    leaseMs: positive(vars.CHAIN_LEASE_MS, DEFAULT_CHAIN.leaseMs),
+    leaseMs: Math.max(positive(vars.CHAIN_LEASE_MS, DEFAULT_CHAIN.leaseMs), MIN_CHAIN_LEASE_MS),
     inlineWindowMs: Math.min(positive(vars.CHAIN_INLINE_WINDOW_MS, DEFAULT_CHAIN.inlineWindowMs), 28_000),
   };
 }
@@ -141,6 +144,8 @@ export interface ChainedStep {
   claimed: ClaimedStep;
   /** The claim's `now` (the step's `updated_at`). */
   claimedAt: number;
+  /** The lease the claim holds; the run's heartbeat extends it by this much. */
+  leaseMs: number;
   known: KnownInputs;
 }
 
@@ -160,6 +165,7 @@ export function chainedStep(executionRun: StepRun, chained: ChainedClaim, claime
     },
     claimed,
     claimedAt,
+    leaseMs: chained.leaseUntil - claimedAt,
     known,
   };
 }

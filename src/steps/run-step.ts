@@ -77,7 +77,7 @@ export async function runStep(
   if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
   if (!claimed) return whyNotClaimed(run, claimedAt, drop);
   const known: KnownInputs = { payload: null, outputs: {} };
-  const { decision, next } = await runClaimed(rt, { ref, run, claimed, claimedAt, known }, inputs);
+  const { decision, next } = await runClaimed(rt, { ref, run, claimed, claimedAt, leaseMs: rt.leaseMs, known }, inputs);
   // The message's own step is settled (or rescheduled): whatever happens to the chain, it is acked.
   if (next) await runChainedSteps(rt, next);
   return decision;
@@ -112,7 +112,7 @@ export async function runChainedSteps(rt: StepRuntime, first: ChainedStep): Prom
 }
 
 /** A claimed step and what its run needs: the claim's result, or a chained claim's. */
-type Claimed = Omit<ChainedStep, "claimedAt"> & { claimedAt: number };
+type Claimed = ChainedStep;
 
 /** Phases 2–4 of a claimed step; `next` is the successor its settle claimed for this invocation to run. */
 async function runClaimed(
@@ -128,7 +128,7 @@ async function runClaimed(
   // 2. Execute (unless the step already used up its claims).
   const policy = retryPolicyOf(step.vertex);
   const facts: ClaimFacts = { attempt: claimed.attempt, retryBase: claimed.retryBase, inProgressSince: run.inProgressSince };
-  const outcome = overClaimBudget(facts, policy) ?? (await execute(rt, run, step, fence, claimed));
+  const outcome = overClaimBudget(facts, policy) ?? (await execute(rt, run, step, fence, claimed, c.leaseMs));
 
   // 3. Decide, 4. apply.
   const now = rt.now();
@@ -249,18 +249,32 @@ function retryPolicyOf(vertex: Vertex | undefined): RetryPolicy | null {
 // ---------------------------------------------------------------------------------------------
 // Execute
 
-async function execute(rt: StepRuntime, run: StepRun, step: PreparedStep, fence: Fence, claimed: ClaimedStep): Promise<RunOutcome> {
-  const outcome = boundOutput(await runVertex(rt, run, step, fence, claimed));
+async function execute(
+  rt: StepRuntime,
+  run: StepRun,
+  step: PreparedStep,
+  fence: Fence,
+  claimed: ClaimedStep,
+  leaseMs: number,
+): Promise<RunOutcome> {
+  const outcome = boundOutput(await runVertex(rt, run, step, fence, claimed, leaseMs));
   await rt.afterRun?.(fence);
   return outcome;
 }
 
-async function runVertex(rt: StepRuntime, run: StepRun, step: PreparedStep, fence: Fence, claimed: ClaimedStep): Promise<RunOutcome> {
+async function runVertex(
+  rt: StepRuntime,
+  run: StepRun,
+  step: PreparedStep,
+  fence: Fence,
+  claimed: ClaimedStep,
+  leaseMs: number,
+): Promise<RunOutcome> {
   const { vertex, context } = step;
   if (!vertex) return { kind: "failed", error: `vertex ${fence.vertexId} is not in the execution's pinned definition` };
   switch (vertex.type) {
     case "GATEWAY":
-      return withHeartbeat(rt, fence, () =>
+      return withHeartbeat(rt, fence, leaseMs, () =>
         runGateway(vertex, context, {
           env: rt.env,
           secret: secretLookup({
@@ -287,12 +301,16 @@ async function runVertex(rt: StepRuntime, run: StepRun, step: PreparedStep, fenc
   }
 }
 
-/** Extend the lease while `work` runs, fenced: a long Gateway call keeps its step. */
-async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, work: () => Promise<T>): Promise<T> {
-  const every = rt.heartbeatEveryMs ?? Math.max(1000, Math.floor(rt.leaseMs / 3));
+/**
+ * Extend the lease while `work` runs, fenced: a long Gateway call keeps its step. Every third of
+ * the lease this claim holds (`leaseMs`: the step lease, or a chained claim's CHAIN_LEASE_MS), by
+ * that same lease, so a short chained lease cannot run out before its first heartbeat.
+ */
+async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, leaseMs: number, work: () => Promise<T>): Promise<T> {
+  const every = rt.heartbeatEveryMs ?? Math.max(MIN_HEARTBEAT_MS, Math.floor(leaseMs / 3));
   if (every === null || every <= 0) return work();
   const timer = setInterval(() => {
-    extendLease(rt.db, fence, rt.now(), rt.leaseMs)
+    extendLease(rt.db, fence, rt.now(), leaseMs)
       .then((ours) => {
         if (!ours) log.warn("step.heartbeat_fenced_out", { message: "the step was taken over", ...fence });
       })
@@ -304,6 +322,9 @@ async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, work: () => Promi
     clearInterval(timer);
   }
 }
+
+/** The most often a heartbeat writes (a lease is at least three of these: see `MIN_CHAIN_LEASE_MS`). */
+export const MIN_HEARTBEAT_MS = 1000;
 
 /**
  * The largest step output (UTF-8 bytes of its JSON) stored on the step row. D1 refuses rows over
