@@ -25,6 +25,11 @@ export default defineConfig(async () => {
           bindings: {
             TEST_MIGRATIONS: migrations,
             ...TEST_SECRETS,
+            // Step chaining is on in wrangler.toml. The unit tests run steps through their harness (its
+            // clock, destination and queue), so a route's inline run with the production runtime is off
+            // here; a test opts in with `harness(…, { chain })` or `CHAIN_STEPS: "on"` in the env it
+            // passes. The e2e runs the Worker as configured: chaining on.
+            CHAIN_STEPS: "off",
             // wrangler.toml grants the Worker secrets to `dev` only; the step tests run in their own
             // workspaces and are granted the canary explicitly (a new test workspace that sends a
             // Worker secret must be added here: ungranted secrets are invisible, by design).

@@ -23,10 +23,10 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { importTs } from "../scripts/import-ts.mjs";
 import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { fmt, machine, markdownTable } from "./lib/report.mjs";
 
-const HEADERS = { authorization: "Bearer dev-token", "content-type": "application/json" };
 const RUN = Date.now().toString(36);
 const STEPS_PER_EXECUTION = 2; // GATEWAY + TRANSFORM; the entry is written COMPLETED by ingress
 
@@ -73,18 +73,6 @@ const definition = (id, demoPort) => ({
     { from: "charge", to: "done" },
   ],
 });
-
-async function api(baseUrl, method, path, body) {
-  const res = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: HEADERS,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 500)}`);
-  return JSON.parse(text);
-}
 
 /** Every execution of a workflow with the given status (newest first, following the cursor). */
 async function listAll(baseUrl, workflowId, status, maxPages = 50) {

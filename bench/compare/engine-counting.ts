@@ -3,7 +3,7 @@
  * entry that adds two instruments and nothing else.
  *
  * 1. D1 statement counting. Every handler (fetch, queue, scheduled) gets an env whose `DB` is
- *    `countingD1(env.DB)` (the same wrapper the test budgets use): the real database does all the
+ *    `countingD1(env.DB)` (the same wrapper the test budgets use, counting only): the real database does all the
  *    work, the wrapper only counts statements and round trips. `GET /__bench/d1` reads the
  *    counters, `POST /__bench/d1/reset` zeroes them. The driver's own reads (`/__bench/*` and
  *    `GET /v1/executions…`) run on the uncounted binding, so polling never inflates the figure.
@@ -25,11 +25,13 @@ let crashesFired = 0;
 
 const realFetch = globalThis.fetch.bind(globalThis);
 globalThis.fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+  if (armedCrashes.size === 0) return realFetch(input, init);
   const key = idempotencyKeyOf(input, init);
   const response = await realFetch(input, init);
   const remaining = key ? (armedCrashes.get(key) ?? 0) : 0;
   if (key && remaining > 0) {
-    armedCrashes.set(key, remaining - 1);
+    if (remaining > 1) armedCrashes.set(key, remaining - 1);
+    else armedCrashes.delete(key);
     crashesFired++;
     // Drain the body so the destination's response is fully received: the side effect is done.
     await response.arrayBuffer();
@@ -45,7 +47,9 @@ function idempotencyKeyOf(input: RequestInfo | URL, init?: RequestInit): string 
 }
 
 function counted(env: Env): Env {
-  counter ??= countingD1(env.DB);
+  // Count only: the tests enforce D1's limits (test/helpers/d1-limits.ts); measuring every bound
+  // value here would bill the engine for the instrument.
+  counter ??= countingD1(env.DB, { enforceLimits: false });
   return { ...env, DB: counter.db };
 }
 

@@ -42,6 +42,12 @@ const PROFILE = process.env.BENCH_PROFILE;
 
 const log = (...args) => console.error("[bench:compare]", ...args);
 
+// wrangler dev attaches a local trace collector to every Worker by default (it records each span,
+// one per D1 call, into a SQLite store on the same cores). Production has no such in-process
+// collector, and it taxes the system with more D1 calls far more than the other: off for all
+// three Workers (docs/benchmarks.md). X_LOCAL_OBSERVABILITY=true in the environment keeps it.
+process.env.X_LOCAL_OBSERVABILITY ??= "false";
+
 // ---------------------------------------------------------------------------------------------
 // Setup
 
@@ -85,8 +91,9 @@ async function setup() {
     startWorker({ name, config, persistTo: join(tmp, name), vars, logLevel: "warn", logFile: join(logs, `${name}.log`) });
   // The demo first: the other two are pointed at its (free) port.
   const demo = await worker("demo", demoConfig);
-  // CHAIN_STEPS=on in the environment runs the engine with step chaining (docs/steps.md "Chaining").
-  const chain = process.env.CHAIN_STEPS ? { CHAIN_STEPS: process.env.CHAIN_STEPS } : {};
+  // CHAIN_STEPS=off (or any CHAIN_* var) in the environment overrides the engine's step chaining
+  // configuration (docs/steps.md "Chaining").
+  const chain = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("CHAIN_")));
   const engine = await worker("engine", engineConfig, { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, PAYMENTS_KEY, ...chain });
   const wf = await worker("workflows", wfConfig, { PAYMENTS_URL: demo.url, PAYMENTS_KEY });
   await Promise.all([demo, engine, wf].map((w) => waitForHealth(w)));

@@ -19,7 +19,6 @@ import type { StoredWorkflow } from "../definitions/store";
 import { ExpressionError } from "../expressions/evaluate";
 import {
   startExecution,
-  type ChainOffer,
   type ExecutionStatus,
   type IdentityKind,
   type NewExecution,
@@ -27,7 +26,7 @@ import {
   type StepRun,
   type TriggerKind,
 } from "../ledger";
-import { asStored, ChainBudget, chainConfigFromEnv, chainedStep } from "../steps/chain";
+import { asStored, ChainBudget, chainConfigFromEnv, chainedStep, type BudgetOffer, type ChainConfig } from "../steps/chain";
 import { runChainedSteps } from "../steps/run-step";
 import { defaultRuntime, type StepRuntime } from "../steps/runtime";
 import type { StepMessage } from "../steps/messages";
@@ -118,17 +117,43 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   };
   const now = deps.now();
   const config = deps.chain?.runtime.chain ?? null;
-  const budget = deps.chain && config ? new ChainBudget(config, deps.chain.runtime.db, now + config.inlineWindowMs) : null;
+  // An inline slot of this isolate, held from the offer to the end of the inline run (or given back
+  // at once if the batch claims nothing): past CHAIN_INLINE_MAX, the first step goes to the queue.
+  const slot = deps.chain && config ? takeInlineSlot(config) : null;
+  const budget = slot && config ? new ChainBudget(config, deps.chain!.runtime.db, now + config.inlineWindowMs) : null;
   // The start batch counts towards the invocation's D1 queries too.
   const db = budget?.db ?? deps.db;
-  const offerFor = (...plans: StartPlan[]): ChainOffer | null =>
+  const offerFor = (...plans: StartPlan[]): BudgetOffer | null =>
     budget ? budget.offer(workflow.definition, [...new Set(plans.flatMap(firstSteps))], now) : null;
 
+  try {
+    return await startAndRun(deps, request, record, db, now, offerFor, budget, slot);
+  } finally {
+    // Held on only by an inline run handed to waitUntil (it gives the slot back when it ends).
+    slot?.releaseUnlessKept();
+  }
+}
+
+/** The start batch, the first messages and the inline run (`budget`: chaining on and a slot taken). */
+async function startAndRun(
+  deps: IngressDeps,
+  request: StartRequest,
+  record: NewExecution,
+  db: D1Database,
+  now: number,
+  offerFor: (...plans: StartPlan[]) => BudgetOffer | null,
+  budget: ChainBudget | null,
+  slot: InlineSlot | null,
+): Promise<StartResult> {
+  const { workflow, triggerKind, payload, identity } = request;
+  const entry = entryPointOf(workflow.definition);
   let outcome;
+  let offer: BudgetOffer | null;
   if (identity.kind === "forced") {
     const executionId = randomExecutionId();
     const plan = await planFor(workflow, executionId, triggerKind, payload);
-    outcome = await startExecution(db, record, { mode: "forced", executionId, plan }, now, offerFor(plan));
+    offer = offerFor(plan);
+    outcome = await startExecution(db, record, { mode: "forced", executionId, plan }, now, offer);
   } else {
     const hash = await deriveIdentity({
       workspace: workflow.workspace,
@@ -145,6 +170,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     const idMatters = workflow.definition.edges.some((e) => e.from === entry.id && e.when !== undefined);
     const first = await planFor(workflow, hash, triggerKind, payload);
     const takeover = idMatters ? await planFor(workflow, takeoverExecutionId, triggerKind, payload) : first;
+    offer = offerFor(first, takeover);
     outcome = await startExecution(
       db,
       record,
@@ -158,7 +184,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
         reuseAfterFailure: entry.config.reusePolicy === "after-failure",
       },
       now,
-      offerFor(first, takeover),
+      offer,
     );
   }
 
@@ -171,23 +197,63 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   }
   if (outcome.created) {
     await sendFirstMessages(deps, outcome.executionId, outcome.plan, outcome.chained?.vertexId);
-    if (outcome.chained && deps.chain && budget) {
+    if (outcome.chained && deps.chain && budget && offer) {
       const run = inlineRun(workflow, record, outcome.executionId, outcome.sealedSecretsJson);
-      const first = chainedStep(run, outcome.chained, now, { payload: { value: asStored(payload) }, outputs: {} });
+      const first = chainedStep(run, outcome.chained, now, { payload: { value: asStored(payload) }, outputs: {} }, offer);
       const runtime: StepRuntime = { ...deps.chain.runtime, db: budget.db, budget };
+      const executionId = outcome.executionId;
+      slot?.keep();
       deps.chain.waitUntil(
-        runChainedSteps(runtime, first).catch((error: unknown) =>
-          log.error("step.crashed", {
-            message: "inline run of the first step failed",
-            executionId: outcome.executionId,
-            error: errorMessage(error),
-          }),
-        ),
+        runChainedSteps(runtime, first)
+          .catch((error: unknown) =>
+            log.error("step.crashed", { message: "inline run of the first step failed", executionId, error: errorMessage(error) }),
+          )
+          .finally(() => slot?.release()),
       );
     }
   }
   return { executionId: outcome.executionId, deduplicated: !outcome.created, identity: identity.kind, status: outcome.status };
 }
+
+/**
+ * The inline runs of first steps this isolate has in flight. A Worker isolate serves many requests
+ * on one thread: every inline run it takes on slows the answers of the triggers that come next. Past
+ * `CHAIN_INLINE_MAX` runs the first step goes to the queue, whose consumers scale out (and chain
+ * the rest of the execution there). Per isolate and in memory: a performance bound, never a
+ * correctness one (a claim that was not made is a message that was sent).
+ */
+let inlineInFlight = 0;
+
+interface InlineSlot {
+  /** The inline run was handed to waitUntil: it gives the slot back itself. */
+  keep(): void;
+  release(): void;
+  releaseUnlessKept(): void;
+}
+
+function takeInlineSlot(config: ChainConfig): InlineSlot | null {
+  if (inlineInFlight >= config.inlineMax) return null;
+  inlineInFlight++;
+  let kept = false;
+  let released = false;
+  const slot: InlineSlot = {
+    keep: () => {
+      kept = true;
+    },
+    release: () => {
+      if (released) return;
+      released = true;
+      inlineInFlight--;
+    },
+    releaseUnlessKept: () => {
+      if (!kept) slot.release();
+    },
+  };
+  return slot;
+}
+
+/** The inline runs in flight in this isolate (tests). */
+export const inlineRunsInFlight = (): number => inlineInFlight;
 
 const firstSteps = (plan: StartPlan): string[] => plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => s.vertexId);
 

@@ -27,6 +27,8 @@ export interface ChainConfig {
   leaseMs: number;
   /** The trigger's inline window: `ctx.waitUntil` keeps work alive about 30 s after the response. */
   inlineWindowMs: number;
+  /** The most inline runs of first steps one isolate takes on at once; past it, first steps are queued. */
+  inlineMax: number;
 }
 
 export const DEFAULT_CHAIN: ChainConfig = {
@@ -35,6 +37,7 @@ export const DEFAULT_CHAIN: ChainConfig = {
   maxQueries: 500,
   leaseMs: 30_000,
   inlineWindowMs: 25_000,
+  inlineMax: 4,
 };
 
 /** The shortest chained lease: three heartbeats (src/steps/run-step.ts, every third of the lease, at most once a second). */
@@ -57,6 +60,7 @@ interface ChainVars {
   CHAIN_MAX_QUERIES?: string;
   CHAIN_LEASE_MS?: string;
   CHAIN_INLINE_WINDOW_MS?: string;
+  CHAIN_INLINE_MAX?: string;
 }
 
 function positive(value: string | undefined, fallback: number): number {
@@ -64,16 +68,17 @@ function positive(value: string | undefined, fallback: number): number {
   return value !== undefined && value !== "" && Number.isFinite(n) && n >= 0 ? Math.floor(n) : fallback;
 }
 
-/** Chaining's configuration from the Worker's vars; null unless `CHAIN_STEPS` is "on" (off by default until its tests land). */
+/** Chaining's configuration from the Worker's vars; null when `CHAIN_STEPS` is "off" (on by default). */
 export function chainConfigFromEnv(env: unknown): ChainConfig | null {
   const vars = (env ?? {}) as ChainVars;
-  if ((vars.CHAIN_STEPS ?? "off").toLowerCase() !== "on") return null;
+  if ((vars.CHAIN_STEPS ?? "on").toLowerCase() === "off") return null;
   return {
     maxSteps: positive(vars.CHAIN_MAX_STEPS, DEFAULT_CHAIN.maxSteps),
     maxMs: positive(vars.CHAIN_MAX_MS, DEFAULT_CHAIN.maxMs),
     maxQueries: Math.min(positive(vars.CHAIN_MAX_QUERIES, DEFAULT_CHAIN.maxQueries), 900),
     leaseMs: Math.max(positive(vars.CHAIN_LEASE_MS, DEFAULT_CHAIN.leaseMs), MIN_CHAIN_LEASE_MS),
     inlineWindowMs: Math.min(positive(vars.CHAIN_INLINE_WINDOW_MS, DEFAULT_CHAIN.inlineWindowMs), 28_000),
+    inlineMax: positive(vars.CHAIN_INLINE_MAX, DEFAULT_CHAIN.inlineMax),
   };
 }
 
@@ -82,14 +87,25 @@ export function timeoutOf(vertex: Vertex | undefined): number {
   return vertex?.type === "GATEWAY" ? vertex.config.timeoutMs : 0;
 }
 
+/** A claim offered to a batch, with what the budget holds for it until the claimed step has run. */
+export interface BudgetOffer extends ChainOffer {
+  /** The queries held for the step (its run, its settle), given back once it ran or was not claimed. */
+  readonly queries: number;
+}
+
 /**
  * One invocation's chaining budget, shared by every message of a queue batch (the query limit is
  * per invocation). It counts the D1 queries sent through `db`.
+ *
+ * The messages of a batch run at once, so an offer RESERVES: the step counts from the moment it is
+ * offered (given back if the batch claimed nothing), and its queries are held until the step ran —
+ * two settles in flight together cannot both take the last step, or the last queries.
  */
 export class ChainBudget {
   readonly db: D1Database;
   readonly #queries: () => number;
   #steps = 0;
+  #heldQueries = 0;
 
   constructor(
     readonly config: ChainConfig,
@@ -102,6 +118,7 @@ export class ChainBudget {
     this.#queries = counted.queries;
   }
 
+  /** Chained steps offered or taken (an offer not claimed is given back). */
   get steps(): number {
     return this.#steps;
   }
@@ -110,24 +127,35 @@ export class ChainBudget {
     return this.#queries();
   }
 
-  /** A chained step starts (its claim is in hand). */
-  took(): void {
-    this.#steps++;
-  }
-
   /**
    * The successors to offer a settle (or start) batch, in order of preference, or null when the
    * budget is spent: one more step, its queries and its timeout must all fit. A successor with
    * this vertex as its only predecessor comes first (it is certainly ready once the edge is
-   * taken); a fan-in is claimed only if this settle made it ready.
+   * taken); a fan-in is claimed only if this settle made it ready. An offer reserves its step and
+   * queries: hand it back with `unclaimed` or `ran`.
    */
-  offer(definition: WorkflowDefinition, successors: readonly string[], now: number): ChainOffer | null {
+  offer(definition: WorkflowDefinition, successors: readonly string[], now: number): BudgetOffer | null {
     if (this.#steps >= this.config.maxSteps) return null;
-    if (this.queries() + QUERIES_PER_STEP + definition.vertices.length > this.config.maxQueries) return null;
+    const queries = QUERIES_PER_STEP + definition.vertices.length;
+    if (this.queries() + this.#heldQueries + queries > this.config.maxQueries) return null;
     const fits = successors.filter((id) => now + timeoutOf(vertexOf(definition, id)) + CHAIN_MARGIN_MS <= this.deadline);
     const single = fits.filter((id) => predecessorsOf(definition, id).length === 1);
     const candidates = [...single, ...fits.filter((id) => !single.includes(id))];
-    return candidates.length > 0 ? { candidates, leaseMs: this.config.leaseMs } : null;
+    if (candidates.length === 0) return null;
+    this.#steps++;
+    this.#heldQueries += queries;
+    return { candidates, leaseMs: this.config.leaseMs, queries };
+  }
+
+  /** The batch claimed nothing: the step and its queries are free again. */
+  unclaimed(offer: BudgetOffer): void {
+    this.#steps--;
+    this.#heldQueries -= offer.queries;
+  }
+
+  /** The claimed step ran (or crashed): what it sent is counted now, so its held queries are free. */
+  ran(offer: BudgetOffer): void {
+    this.#heldQueries -= offer.queries;
   }
 }
 
@@ -147,10 +175,18 @@ export interface ChainedStep {
   /** The lease the claim holds; the run's heartbeat extends it by this much. */
   leaseMs: number;
   known: KnownInputs;
+  /** The budget's offer this claim took (null for a claim of the step's own message). */
+  offer: BudgetOffer | null;
 }
 
 /** The run of a chained step: the execution's, with the fresh step's own fields. */
-export function chainedStep(executionRun: StepRun, chained: ChainedClaim, claimedAt: number, known: KnownInputs): ChainedStep {
+export function chainedStep(
+  executionRun: StepRun,
+  chained: ChainedClaim,
+  claimedAt: number,
+  known: KnownInputs,
+  offer: BudgetOffer,
+): ChainedStep {
   const { vertexId, createdAt, ...claimed } = chained;
   return {
     ref: { executionId: executionRun.executionId, vertexId },
@@ -167,6 +203,7 @@ export function chainedStep(executionRun: StepRun, chained: ChainedClaim, claime
     claimedAt,
     leaseMs: chained.leaseUntil - claimedAt,
     known,
+    offer,
   };
 }
 

@@ -77,7 +77,7 @@ export async function runStep(
   if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
   if (!claimed) return whyNotClaimed(run, claimedAt, drop);
   const known: KnownInputs = { payload: null, outputs: {} };
-  const { decision, next } = await runClaimed(rt, { ref, run, claimed, claimedAt, leaseMs: rt.leaseMs, known }, inputs);
+  const { decision, next } = await runClaimed(rt, { ref, run, claimed, claimedAt, leaseMs: rt.leaseMs, known, offer: null }, inputs);
   // The message's own step is settled (or rescheduled): whatever happens to the chain, it is acked.
   if (next) await runChainedSteps(rt, next);
   return decision;
@@ -92,7 +92,6 @@ export async function runChainedSteps(rt: StepRuntime, first: ChainedStep): Prom
   let next: ChainedStep | null = first;
   while (next) {
     const step: ChainedStep = next;
-    rt.budget?.took();
     try {
       await rt.beforeChainedRun?.({ ...step.ref, epoch: step.claimed.epoch });
       const inputs =
@@ -107,6 +106,8 @@ export async function runChainedSteps(rt: StepRuntime, first: ChainedStep): Prom
         error: errorMessage(error),
       });
       return;
+    } finally {
+      if (step.offer) rt.budget?.ran(step.offer);
     }
   }
 }
@@ -439,7 +440,11 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
     backfill,
     descendants: outcome.state === "COMPLETED" ? descendantsInOrder(a.step.definition, a.ref.vertexId) : [],
     chain,
+  }).catch((error: unknown) => {
+    if (chain) rt.budget?.unclaimed(chain);
+    throw error;
   });
+  if (chain && !result.chained) rt.budget?.unclaimed(chain);
   if (!result.settled) {
     log.warn("step.fenced_out", { message: "late result fenced out and recorded", ...a.fence, outcome: outcome.state });
     return unchained({ action: "ack", why: "fenced out (recorded)" });
@@ -452,7 +457,7 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
   const decision: Decision = { action: "ack", why: `settled ${outcome.state}` };
   if (!result.chained) return { decision, next: null };
   const known: KnownInputs = { ...a.known, outputs: { ...a.known.outputs, [a.ref.vertexId]: asStored(output) } };
-  return { decision, next: chainedStep(a.run, result.chained, a.now, known) };
+  return { decision, next: chainedStep(a.run, result.chained, a.now, known, chain!) };
 }
 
 /** Settle a claimed step FAILED without running it (fenced like any settle). */

@@ -28,8 +28,13 @@ export interface CountingD1 {
 const REAL = Symbol("real statement");
 type Wrapped = D1PreparedStatement & { [REAL]: D1PreparedStatement; sqlText: string };
 
-export function countingD1(database: D1Database): CountingD1 {
-  const real = limitedD1(database);
+export interface CountingOptions {
+  /** Enforce D1's production limits (default). Off only where the count is all that is wanted (the benches). */
+  enforceLimits?: boolean;
+}
+
+export function countingD1(database: D1Database, { enforceLimits = true }: CountingOptions = {}): CountingD1 {
+  const real = enforceLimits ? limitedD1(database) : database;
   const calls: D1Call[] = [];
 
   const wrap = (stmt: D1PreparedStatement, sql: string): Wrapped => {

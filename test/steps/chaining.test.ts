@@ -3,18 +3,20 @@
  * demo destination (the Idempotency-Key ledger middleware): the start batch claims the first step
  * and the trigger runs it inline; each settle batch claims the next one. Proven here: the round
  * trips and queue messages of a chained execution, one side effect when a chained claim races a
- * redelivery or a takeover, recovery of a claimed step that never ran, and what goes back to the
- * queue when the budget or the inline window says so.
+ * redelivery or a takeover, recovery of a claimed step that never ran, what goes back to the
+ * queue when the budget or the inline window says so, that a duplicate start claims nothing, that
+ * a queue batch shares one budget, the inputs read of a chained step, and the chained heartbeat.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { app } from "../../src/app";
 import { describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { startWorkflowExecution, type IngressDeps } from "../../src/ingress/start";
+import { DEFAULT_CHAIN } from "../../src/steps/chain";
 import type { StepMessage } from "../../src/steps/messages";
 import { reap } from "../../src/steps/reaper";
 import { countingD1 } from "../helpers/counting-d1";
-import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 const WS = "steps-chaining";
 
@@ -25,6 +27,16 @@ async function until(done: () => boolean, ms = 5_000): Promise<void> {
     if (Date.now() > end) throw new Error("timed out waiting");
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/** The ingress of `h` with chaining on (the harness's own is off): its inline runs are collected in `inline`. */
+function chainedIngress(h: Harness, inline: Array<Promise<unknown>>): IngressDeps {
+  return {
+    db: h.rt.db,
+    queue: h.queue as unknown as Queue<StepMessage>,
+    now: h.clock.now,
+    chain: { runtime: { ...h.rt, chain: { ...DEFAULT_CHAIN } }, waitUntil: (work) => inline.push(work) },
+  };
 }
 
 describe("step chaining", () => {
@@ -279,6 +291,172 @@ describe("step chaining", () => {
     expect(await executionStatus(executionId)).toBe("COMPLETED");
     expect(JSON.parse((await stepsOf(executionId)).b!.output!)).toEqual({ n: 4 });
     expect(h.queue.sends).toBe(0);
+  });
+
+  it("a duplicate start with chaining on claims nothing: the identity guard leaves the first start's step to its message", async () => {
+    // The first start without chaining: charge stays DISPATCHED with its message.
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const identity = { kind: "client", material: unique("client-id"), scope: "production" } as const;
+    const unchained: IngressDeps = { db: env.DB, queue: h.queue as unknown as Queue<StepMessage>, now: h.clock.now };
+    const firstOrder = unique("O");
+    const first = await startWorkflowExecution(unchained, {
+      workflow: wf,
+      triggerKind: "webhook",
+      payload: { order: { id: firstOrder, total: 11 } },
+      identity,
+    });
+    expect(first.deduplicated).toBe(false);
+    // The duplicate with chaining on: its start batch offers charge, but it did not win the identity.
+    const inline: Array<Promise<unknown>> = [];
+    const dup = await startWorkflowExecution(chainedIngress(h, inline), {
+      workflow: wf,
+      triggerKind: "webhook",
+      payload: { order: { id: unique("O"), total: 99 } },
+      identity,
+    });
+    await Promise.all(inline);
+    expect(dup).toMatchObject({ executionId: first.executionId, deduplicated: true });
+    expect(inline).toHaveLength(0);
+    expect((await stepsOf(first.executionId)).charge).toMatchObject({ state: "DISPATCHED", epoch: 0, attempt: 0 });
+    expect(h.dest.requests).toHaveLength(0);
+    expect(h.queue.pending.map((p) => p.body)).toEqual([{ executionId: first.executionId, vertexId: "charge" }]);
+    // The message runs charge once, with the first start's payload.
+    await h.drain();
+    expect(await executionStatus(first.executionId)).toBe("COMPLETED");
+    expect((await stepsOf(first.executionId)).charge).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
+    expect(h.dest.effects).toHaveLength(1);
+    expect(h.dest.effects[0]!.body).toEqual({ order: firstOrder, amount: 11 });
+  });
+
+  it("one budget for the whole queue batch: with CHAIN_MAX_STEPS 1, two settles in flight at once chain one successor", async () => {
+    // Both charge calls are held until both reached the destination, so the two settles ask the budget
+    // while neither batch has committed: an offer must reserve its step, not count it once it ran.
+    let arrived = 0;
+    let bothArrived!: () => void;
+    const barrier = new Promise<void>((r) => (bothArrived = r));
+    const h: Harness = harness({
+      fetch: async (input, init) => {
+        if (++arrived === 2) bothArrived();
+        await barrier;
+        return h.dest.fetch(input, init);
+      },
+    });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const a = await h.start(wf, { order: { id: unique("O"), total: 1 } });
+    const b = await h.start(wf, { order: { id: unique("O"), total: 2 } });
+    const messages = h.queue.take().map((m) => m.body);
+    expect(messages).toEqual([
+      { executionId: a, vertexId: "charge" },
+      { executionId: b, vertexId: "charge" },
+    ]);
+    // One batch of both charge messages; each settle would chain its done.
+    const delivery = await h.deliver(messages, { chain: { ...DEFAULT_CHAIN, maxSteps: 1 } });
+    expect(delivery.explicitAcks).toHaveLength(2);
+    const done = [(await stepsOf(a)).done!, (await stepsOf(b)).done!];
+    expect(done.map((d) => d.state).sort()).toEqual(["COMPLETED", "DISPATCHED"]);
+    const queued = done[0]!.state === "DISPATCHED" ? a : b;
+    expect(done.find((d) => d.state === "DISPATCHED")).toMatchObject({ epoch: 0, attempt: 0 });
+    expect(h.queue.pending.map((p) => p.body)).toEqual([{ executionId: queued, vertexId: "done" }]);
+    await h.drain();
+    expect([await executionStatus(a), await executionStatus(b)]).toEqual(["COMPLETED", "COMPLETED"]);
+    expect(h.dest.effects).toHaveLength(2);
+  });
+
+  it("CHAIN_MAX_MS: a successor whose timeout ends past the batch's deadline is queued; with a later deadline it is chained", async () => {
+    // entry → prep (a transform) → charge (Gateway, 10 s timeout) → done.
+    const definition = chargeWorkflow(unique("wf"));
+    definition.vertices.splice(1, 0, { id: "prep", type: "TRANSFORM", config: { output: { ok: true } } });
+    definition.edges = [
+      { from: "received", to: "prep" },
+      { from: "prep", to: "charge" },
+      { from: "charge", to: "done" },
+    ];
+    const wf = await seedWorkflow(WS, definition);
+    const h = harness();
+    const run = async (maxMs: number) => {
+      const id = await h.start(wf, { order: { id: unique("O"), total: 6 } });
+      const [message] = h.queue.take();
+      expect(message!.body).toEqual({ executionId: id, vertexId: "prep" });
+      await h.deliver([message!.body], { chain: { ...DEFAULT_CHAIN, maxMs } });
+      return id;
+    };
+    // The clock stands still: the deadline is now + 5 s, charge needs now + 10 s + the 2 s margin.
+    const refused = await run(5_000);
+    expect((await stepsOf(refused)).prep!.state).toBe("COMPLETED");
+    expect((await stepsOf(refused)).charge).toMatchObject({ state: "DISPATCHED", epoch: 0, attempt: 0 });
+    expect(h.queue.pending.map((p) => p.body)).toEqual([{ executionId: refused, vertexId: "charge" }]);
+    expect(h.dest.requests).toHaveLength(0);
+    h.queue.take();
+    // Exactly 10 s + 2 s: charge and done are chained, no message.
+    const chained = await run(12_000);
+    expect((await stepsOf(chained)).charge).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
+    expect(await executionStatus(chained)).toBe("COMPLETED");
+    expect(h.queue.pending).toHaveLength(0);
+    expect(h.dest.effects).toHaveLength(1);
+  });
+
+  it("a chained step with a dynamic reference reads its inputs after the commit: one round trip more, the right output", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({ db: counting.db }, { chain: true });
+    const definition = chargeWorkflow(unique("wf"));
+    definition.vertices[2] = { id: "done", type: "TRANSFORM", config: { output: { charged: "= $lookup(steps, 'charge').body.id" } } };
+    const wf = await seedWorkflow(WS, definition);
+    counting.reset();
+    const id = await h.start(wf, { order: { id: unique("O"), total: 8 } });
+    // start batch + claim of charge; persist key; settle of charge + claim of done; done's inputs; settle of done.
+    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch", "statement", "batch"]);
+    expect(counting.roundTrips()).toBe(5);
+    expect(h.queue.sends).toBe(0);
+    const steps = await stepsOf(id);
+    expect(steps.done).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
+    expect(JSON.parse(steps.done!.output!)).toEqual({ charged: "ch_1" });
+    expect(await executionStatus(id)).toBe("COMPLETED");
+  });
+
+  it("a chained claim's heartbeat runs every third of CHAIN_LEASE_MS and extends the lease by it", async () => {
+    // The real heartbeat (the harness turns it off); the step lease stays 30 s, the chained one is 3 s.
+    // The fake clock moves on by 500 ms when the request reaches the destination, before the first heartbeat (1 s of real time).
+    const h: Harness = harness(
+      {
+        heartbeatEveryMs: undefined,
+        fetch: (input, init) => {
+          h.clock.advance(500);
+          return h.dest.fetch(input, init);
+        },
+      },
+      { chain: { leaseMs: 3_000 } },
+    );
+    expect(h.rt.leaseMs).toBe(30_000);
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const claimedAt = h.clock.now();
+    let release!: () => void;
+    h.dest.hold = new Promise<void>((r) => (release = r));
+    const started = h.start(wf, { order: { id: unique("O"), total: 5 } });
+    try {
+      await until(() => h.dest.requests.length === 1);
+      const end = Date.now() + 1_500;
+      const { results } = await env.DB.prepare("SELECT id FROM executions WHERE workspace = ?1 AND workflow_id = ?2")
+        .bind(WS, wf.workflowId)
+        .all<{ id: string }>();
+      const id = results[0]!.id;
+      const leaseUntil = async () =>
+        (await env.DB.prepare("SELECT lease_until FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'")
+          .bind(id)
+          .first<number>("lease_until"))!;
+      // The chained claim's lease; then the first heartbeat's: the clock's now + 3 s.
+      let lease = await leaseUntil();
+      expect(lease).toBe(claimedAt + 3_000);
+      while (lease === claimedAt + 3_000 && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 20));
+        lease = await leaseUntil();
+      }
+      expect(lease).toBe(claimedAt + 500 + 3_000);
+    } finally {
+      release();
+      await started;
+    }
+    expect(h.dest.effects).toHaveLength(1);
   });
 
   it("off unless opted in: the same execution takes one message per step", async () => {

@@ -7,6 +7,7 @@
 import { Hono } from "hono";
 import { getWorkflow } from "../../definitions/store";
 import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
+import { requestCtx } from "../execution-ctx";
 import { parseStoredPayload } from "../../ingress/payload";
 import { cancelExecution, readExecution, retryFailedStep } from "../../ledger";
 import { sendStepMessages } from "../../steps/dispatch";
@@ -107,7 +108,8 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
   // destination keys come out identical, so destinations deduplicate what already happened.
   const workflow = await getWorkflow(c.env.DB, workspace, old.workflowId, old.version);
   if (!workflow) throw commonProblems.notFound(`The workflow version of execution ${executionId}`);
-  const started = await startWorkflowExecution(ingressDeps(c.env), {
+  // With chaining on, the new execution's first step runs after the answer, as a trigger's does.
+  const started = await startWorkflowExecution(ingressDeps(c.env, requestCtx(c)), {
     workflow,
     triggerKind: "start_over",
     payload: parseStoredPayload(old.payloadJson),
