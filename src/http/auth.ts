@@ -7,7 +7,7 @@
  */
 import { createMiddleware } from "hono/factory";
 import { commonProblems } from "../lib/common-problems";
-import { timingSafeEqualStrings } from "../lib/crypto";
+import { equalDigests, sha256 } from "../lib/crypto";
 
 export type AppEnv = { Bindings: Env; Variables: { workspace: string } };
 
@@ -24,11 +24,25 @@ export function parseTokens(spec: string | undefined): Array<{ token: string; wo
     .filter((entry) => entry.token.length > 0 && entry.workspace.length > 0);
 }
 
+/** The digests of the configured tokens, computed once per isolate for a given `API_TOKENS` value. */
+type TokenDigest = { digest: Uint8Array; workspace: string };
+let digested: { spec: string | undefined; entries: Promise<TokenDigest[]> } | undefined;
+
+function tokenDigests(spec: string | undefined): Promise<TokenDigest[]> {
+  if (!digested || digested.spec !== spec) {
+    const entries = Promise.all(parseTokens(spec).map(async (e) => ({ digest: await sha256(e.token), workspace: e.workspace })));
+    digested = { spec, entries };
+  }
+  return digested.entries;
+}
+
 export async function workspaceForToken(spec: string | undefined, token: string): Promise<string | undefined> {
+  const [entries, presented] = await Promise.all([tokenDigests(spec), sha256(token)]);
   let found: string | undefined;
-  // Compare against every entry, timing-safely, so the response time does not reveal a prefix.
-  for (const entry of parseTokens(spec)) {
-    if (await timingSafeEqualStrings(entry.token, token)) found = entry.workspace;
+  // Compare the presented token's digest against every entry's, in constant time and without an
+  // early exit, so the response time reveals neither a prefix nor which entry matched.
+  for (const entry of entries) {
+    if (equalDigests(entry.digest, presented)) found = entry.workspace;
   }
   return found;
 }

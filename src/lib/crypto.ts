@@ -41,8 +41,14 @@ export async function hmacSha256(secret: string, data: Bytes | string): Promise<
  */
 export async function timingSafeEqualStrings(a: string, b: string): Promise<boolean> {
   const [ha, hb] = await Promise.all([sha256(a), sha256(b)]);
+  return equalDigests(ha, hb);
+}
+
+/** Constant-time comparison of two digests of the same length (no early exit). */
+export function equalDigests(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
   let diff = 0;
-  for (let i = 0; i < ha.length; i++) diff |= ha[i]! ^ hb[i]!;
+  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
   return diff === 0;
 }
 

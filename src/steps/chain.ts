@@ -37,7 +37,7 @@ export const DEFAULT_CHAIN: ChainConfig = {
   maxQueries: 500,
   leaseMs: 30_000,
   inlineWindowMs: 25_000,
-  inlineMax: 4,
+  inlineMax: 16,
 };
 
 /** The shortest chained lease: three heartbeats (src/steps/run-step.ts, every third of the lease, at most once a second). */

@@ -33,34 +33,45 @@ export interface CountingOptions {
   enforceLimits?: boolean;
 }
 
+/**
+ * A statement that records each of its round trips in `calls`. A class (methods on the prototype,
+ * two fields per statement) because the benches wrap every statement the engine prepares.
+ */
+class CountedStatement {
+  readonly [REAL]: D1PreparedStatement;
+  constructor(
+    stmt: D1PreparedStatement,
+    readonly sqlText: string,
+    private readonly calls: D1Call[],
+  ) {
+    this[REAL] = stmt;
+  }
+  bind(...values: unknown[]): CountedStatement {
+    return new CountedStatement(this[REAL].bind(...values), this.sqlText, this.calls);
+  }
+  first(column?: string): Promise<unknown> {
+    this.calls.push({ kind: "statement", sql: [this.sqlText] });
+    return column === undefined ? this[REAL].first() : this[REAL].first(column);
+  }
+  run(): Promise<D1Result> {
+    this.calls.push({ kind: "statement", sql: [this.sqlText] });
+    return this[REAL].run();
+  }
+  all(): Promise<D1Result> {
+    this.calls.push({ kind: "statement", sql: [this.sqlText] });
+    return this[REAL].all();
+  }
+  raw(options?: { columnNames?: boolean }): Promise<unknown[]> {
+    this.calls.push({ kind: "statement", sql: [this.sqlText] });
+    return this[REAL].raw(options as { columnNames: true });
+  }
+}
+
 export function countingD1(database: D1Database, { enforceLimits = true }: CountingOptions = {}): CountingD1 {
   const real = enforceLimits ? limitedD1(database) : database;
   const calls: D1Call[] = [];
 
-  const wrap = (stmt: D1PreparedStatement, sql: string): Wrapped => {
-    const wrapped = {
-      [REAL]: stmt,
-      sqlText: sql,
-      bind: (...values: unknown[]) => wrap(stmt.bind(...values), sql),
-      first: (column?: string) => {
-        calls.push({ kind: "statement", sql: [sql] });
-        return column === undefined ? stmt.first() : stmt.first(column);
-      },
-      run: () => {
-        calls.push({ kind: "statement", sql: [sql] });
-        return stmt.run();
-      },
-      all: () => {
-        calls.push({ kind: "statement", sql: [sql] });
-        return stmt.all();
-      },
-      raw: (options?: { columnNames?: boolean }) => {
-        calls.push({ kind: "statement", sql: [sql] });
-        return stmt.raw(options as { columnNames: true });
-      },
-    };
-    return wrapped as unknown as Wrapped;
-  };
+  const wrap = (stmt: D1PreparedStatement, sql: string): Wrapped => new CountedStatement(stmt, sql, calls) as unknown as Wrapped;
 
   const db = {
     prepare: (sql: string) => wrap(real.prepare(sql), sql),
