@@ -20,6 +20,9 @@ import engine from "../../src/index";
 import { countingD1, type CountingD1 } from "../../test/helpers/counting-d1";
 
 let counter: CountingD1 | undefined;
+/** Messages the engine sent to its step queue (send and sendBatch), since the last reset. */
+let queueMessages = 0;
+let countedQueue: Env["QUEUE"] | undefined;
 const armedCrashes = new Map<string, number>();
 let crashesFired = 0;
 
@@ -50,7 +53,24 @@ function counted(env: Env): Env {
   // Count only: the tests enforce D1's limits (test/helpers/d1-limits.ts); measuring every bound
   // value here would bill the engine for the instrument.
   counter ??= countingD1(env.DB, { enforceLimits: false });
-  return { ...env, DB: counter.db };
+  countedQueue ??= countingQueue(env.QUEUE);
+  return { ...env, DB: counter.db, QUEUE: countedQueue };
+}
+
+/** The step queue, counting the messages sent through it (the real queue delivers them). */
+function countingQueue(queue: Env["QUEUE"]): Env["QUEUE"] {
+  return {
+    send: (body, options) => {
+      queueMessages++;
+      return queue.send(body, options);
+    },
+    sendBatch: (messages, options) => {
+      const list = [...messages];
+      queueMessages += list.length;
+      return queue.sendBatch(list, options);
+    },
+    metrics: () => queue.metrics(),
+  } as Env["QUEUE"];
 }
 
 /** Statement counts grouped by the first words of their SQL, to show where the statements go. */
@@ -73,11 +93,13 @@ async function benchRoute(request: Request, env: Env): Promise<Response> {
       roundTrips: counter?.roundTrips() ?? 0,
       statements: counter?.statements() ?? 0,
       batches: calls.filter((c) => c.kind === "batch").length,
+      queueMessages,
       bySql: url.searchParams.has("detail") ? statementsBySql(calls) : undefined,
     });
   }
   if (url.pathname === "/__bench/d1/reset" && request.method === "POST") {
     counter?.reset();
+    queueMessages = 0;
     return Response.json({ ok: true });
   }
   if (url.pathname === "/__bench/crash-after-call" && request.method === "POST") {

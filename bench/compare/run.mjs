@@ -336,6 +336,8 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
     completedPerSecond: completion.completed > 0 && e2eSeconds > 0 ? completion.completed / e2eSeconds : 0,
     d1StatementsPerExecution: d1 && completion.completed > 0 ? d1.statements / completion.completed : undefined,
     d1RoundTripsPerExecution: d1 && completion.completed > 0 ? d1.roundTrips / completion.completed : undefined,
+    queueMessagesPerExecution:
+      d1?.queueMessages !== undefined && completion.completed > 0 ? d1.queueMessages / completion.completed : undefined,
     d1BySql: d1?.bySql,
   };
 }
@@ -498,6 +500,9 @@ function table(rows, correctness, latency, meta) {
           : r.d1StatementsPerExecution === undefined
             ? "no D1 (instance storage)"
             : `${fmt(r.d1StatementsPerExecution, 1)} (${fmt(r.d1RoundTripsPerExecution, 1)})`,
+      );
+      both(`${scenario}: step-queue messages per execution`, (r) =>
+        !r || r.queueMessagesPerExecution === undefined ? "–" : fmt(r.queueMessagesPerExecution, 2),
       );
     }
   }
