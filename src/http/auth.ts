@@ -24,8 +24,8 @@ export function parseTokens(spec: string | undefined): Array<{ token: string; wo
     .filter((entry) => entry.token.length > 0 && entry.workspace.length > 0);
 }
 
-/** The digests of the configured tokens, computed once per isolate for a given `API_TOKENS` value. */
 type TokenDigest = { digest: Uint8Array; workspace: string };
+/** The digests of the configured tokens, computed once per isolate for a given `API_TOKENS` value. */
 let digested: { spec: string | undefined; entries: Promise<TokenDigest[]> } | undefined;
 
 function tokenDigests(spec: string | undefined): Promise<TokenDigest[]> {
