@@ -49,19 +49,6 @@ function definition(id, steps) {
   return { id, vertices, edges };
 }
 
-/** Poll one execution until it finished; its trace's finishedAt (the engine's clock). */
-async function finishedAt(engine, executionId, deadline) {
-  while (Date.now() < deadline) {
-    const trace = await api(engine.url, "GET", `/v1/executions/${executionId}`);
-    if (trace.status !== "RUNNING") {
-      if (trace.status !== "COMPLETED") throw new Error(`execution ${executionId} ended ${trace.status}`);
-      return Date.parse(trace.finishedAt);
-    }
-    await sleep(10);
-  }
-  throw new Error(`execution ${executionId} did not finish in time`);
-}
-
 async function prepare(engines, steps, tag) {
   const workflowId = `bench-chain-${RUN}-${tag}-${steps}`;
   for (const engine of engines) await api(engine.url, "PUT", `/v1/workflows/${workflowId}`, definition(workflowId, steps));
@@ -76,7 +63,8 @@ async function latency(engines, steps) {
     for (const engine of run % 2 === 0 ? engines : [...engines].reverse()) {
       const sentAt = Date.now();
       const { executionId } = await api(engine.url, "POST", `/v1/workflows/${workflowId}/trigger`, { n: run });
-      samples[engine.mode].push((await finishedAt(engine, executionId, Date.now() + 30_000)) - sentAt);
+      const trace = await waitFinished(engine, executionId, Date.now() + 30_000, 10);
+      samples[engine.mode].push(Date.parse(trace.finishedAt) - sentAt);
     }
   }
   return Object.fromEntries(
@@ -116,12 +104,13 @@ async function throughput(engine, steps) {
   };
 }
 
-async function waitFinished(engine, executionId, deadline) {
+/** Poll one execution (every `pollMs`) until it COMPLETED; its trace, whose times are the engine's clock. */
+async function waitFinished(engine, executionId, deadline, pollMs = 200) {
   while (Date.now() < deadline) {
     const trace = await api(engine.url, "GET", `/v1/executions/${executionId}`);
     if (trace.status === "COMPLETED") return trace;
     if (trace.status !== "RUNNING") throw new Error(`execution ${executionId} ended ${trace.status}`);
-    await sleep(200);
+    await sleep(pollMs);
   }
   throw new Error(`execution ${executionId} did not finish in time`);
 }
@@ -158,7 +147,7 @@ async function main() {
     for (const engine of engines) {
       for (let i = 0; i < 3; i++) {
         const { executionId } = await api(engine.url, "POST", `/v1/workflows/${warm}/trigger`, { n: i });
-        await finishedAt(engine, executionId, Date.now() + 30_000);
+        await waitFinished(engine, executionId, Date.now() + 30_000, 10);
       }
     }
 

@@ -5,13 +5,14 @@
  * trips and queue messages of a chained execution, one side effect when a chained claim races a
  * redelivery or a takeover, recovery of a claimed step that never ran, what goes back to the
  * queue when the budget or the inline window says so, that a duplicate start claims nothing, that
- * a queue batch shares one budget, the inputs read of a chained step, and the chained heartbeat.
+ * a queue batch shares one budget and an offer gives back what it held (ran, or not claimed), the
+ * isolate's inline-run cap and its slots, the inputs read of a chained step, and the chained heartbeat.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { app } from "../../src/app";
 import { describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { startWorkflowExecution, type IngressDeps } from "../../src/ingress/start";
+import { inlineRunsInFlight, startWorkflowExecution, type IngressDeps } from "../../src/ingress/start";
 import { DEFAULT_CHAIN } from "../../src/steps/chain";
 import type { StepMessage } from "../../src/steps/messages";
 import { reap } from "../../src/steps/reaper";
@@ -293,6 +294,58 @@ describe("step chaining", () => {
     expect(h.queue.sends).toBe(0);
   });
 
+  it("CHAIN_INLINE_MAX: past the isolate's inline runs the first step is queued; each slot comes back, a duplicate's at once", async () => {
+    const h = harness({}, { chain: { inlineMax: 1 } });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    expect(inlineRunsInFlight()).toBe(0);
+    let release!: () => void;
+    h.dest.hold = new Promise<void>((r) => (release = r));
+    const firstPayload = { order: { id: unique("O"), total: 3 } };
+    const first = h.start(wf, firstPayload);
+    try {
+      // The first trigger's inline run holds the only slot (its charge is at the destination).
+      await until(() => h.dest.requests.length === 1);
+      expect(inlineRunsInFlight()).toBe(1);
+      // A second trigger meanwhile: no slot, so its first step gets a message and runs nothing inline.
+      const second = await h.start(wf, { order: { id: unique("O"), total: 4 } });
+      expect(h.queue.pending.map((p) => p.body)).toEqual([{ executionId: second, vertexId: "charge" }]);
+      expect((await stepsOf(second)).charge).toMatchObject({ state: "DISPATCHED", epoch: 0 });
+      expect(inlineRunsInFlight()).toBe(1);
+    } finally {
+      h.dest.hold = null;
+      release();
+    }
+    const firstId = await first;
+    expect(await executionStatus(firstId)).toBe("COMPLETED");
+    expect(inlineRunsInFlight()).toBe(0);
+    // A start and its duplicate (same client id): the duplicate takes the slot for its start batch
+    // and, claiming nothing, gives it back at once.
+    const inline: Array<Promise<unknown>> = [];
+    const deps: IngressDeps = {
+      db: h.rt.db,
+      queue: h.queue as unknown as Queue<StepMessage>,
+      now: h.clock.now,
+      chain: { runtime: h.rt, waitUntil: (work) => inline.push(work) },
+    };
+    const identity = { kind: "client", material: unique("client-id"), scope: "production" } as const;
+    const request = { workflow: wf, triggerKind: "webhook", payload: { order: { id: unique("O"), total: 6 } }, identity } as const;
+    const original = await startWorkflowExecution(deps, request);
+    await Promise.all(inline.splice(0));
+    expect(inlineRunsInFlight()).toBe(0);
+    const duplicate = await startWorkflowExecution(deps, request);
+    expect(duplicate).toMatchObject({ executionId: original.executionId, deduplicated: true });
+    expect(inline).toHaveLength(0);
+    expect(inlineRunsInFlight()).toBe(0);
+    // The slot is free again: the next trigger runs inline, with no message.
+    const sendsBefore = h.queue.sends;
+    const third = await h.start(wf, { order: { id: unique("O"), total: 5 } });
+    expect(await executionStatus(third)).toBe("COMPLETED");
+    expect(h.queue.sends).toBe(sendsBefore);
+    expect(inlineRunsInFlight()).toBe(0);
+    await h.drain();
+    expect(h.dest.effects).toHaveLength(4);
+  });
+
   it("a duplicate start with chaining on claims nothing: the identity guard leaves the first start's step to its message", async () => {
     // The first start without chaining: charge stays DISPATCHED with its message.
     const h = harness();
@@ -361,6 +414,76 @@ describe("step chaining", () => {
     await h.drain();
     expect([await executionStatus(a), await executionStatus(b)]).toEqual(["COMPLETED", "COMPLETED"]);
     expect(h.dest.effects).toHaveLength(2);
+  });
+
+  it("a chained step that ran gives its held queries back: a linear chain runs on as far as the queries really sent allow", async () => {
+    // entry → a → b → c, four vertices: an offer holds 40 + 4 = 44 queries. The settle of b offers c
+    // while b's own 44 are held: queries sent so far + 88 fit in 128, + 132 (a's never given back) do not.
+    const h = harness({}, { chain: { maxQueries: 128 } });
+    const wf = await seedWorkflow(WS, {
+      id: unique("wf"),
+      vertices: [
+        { id: "in", type: "ENTRY_POINT", config: {} },
+        { id: "a", type: "TRANSFORM", config: { output: { n: "= payload.n + 1" } } },
+        { id: "b", type: "TRANSFORM", config: { output: { n: "= steps.a.n + 1" } } },
+        { id: "c", type: "TRANSFORM", config: { output: { n: "= steps.b.n + 1" } } },
+      ],
+      edges: [
+        { from: "in", to: "a" },
+        { from: "a", to: "b" },
+        { from: "b", to: "c" },
+      ],
+    } as WorkflowDefinitionInput);
+    const id = await h.start(wf, { n: 1 });
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(JSON.parse((await stepsOf(id)).c!.output!)).toEqual({ n: 4 });
+    expect(h.queue.sends).toBe(0);
+  });
+
+  it("an offer the settle did not claim (a fan-in not ready yet) is given back: the batch's next settle chains it", async () => {
+    // entry → quick, entry → charge; quick → join, charge → join. One batch of both first steps with
+    // CHAIN_MAX_STEPS 1: quick settles first and offers join, not ready (charge is held at the
+    // destination); charge settles next and its offer of join, now ready, must still fit the budget.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const h: Harness = harness({
+      fetch: async (input, init) => {
+        await held;
+        return h.dest.fetch(input, init);
+      },
+    });
+    const definition = chargeWorkflow(unique("wf"));
+    definition.vertices.push(
+      { id: "quick", type: "TRANSFORM", config: { output: { ok: true } } },
+      { id: "join", type: "TRANSFORM", config: { output: { quick: "= steps.quick.ok", charged: "= steps.charge.body.id" } } },
+    );
+    definition.vertices = definition.vertices.filter((v) => v.id !== "done");
+    definition.edges = [
+      { from: "received", to: "charge" },
+      { from: "received", to: "quick" },
+      { from: "quick", to: "join" },
+      { from: "charge", to: "join" },
+    ];
+    const wf = await seedWorkflow(WS, definition);
+    const id = await h.start(wf, { order: { id: unique("O"), total: 9 } });
+    const messages = h.queue.take().map((m) => m.body);
+    expect(messages).toHaveLength(2);
+    const delivery = h.deliver(messages, { chain: { ...DEFAULT_CHAIN, maxSteps: 1 } });
+    // quick has settled (its offer of join claimed nothing) before charge is let through.
+    const end = Date.now() + 5_000;
+    while ((await stepsOf(id)).quick?.state !== "COMPLETED") {
+      if (Date.now() > end) throw new Error("quick did not settle");
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect((await stepsOf(id)).join?.epoch ?? 0).toBe(0);
+    release();
+    expect((await delivery).explicitAcks).toHaveLength(2);
+    const steps = await stepsOf(id);
+    expect(steps.join).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
+    expect(JSON.parse(steps.join!.output!)).toEqual({ quick: true, charged: "ch_1" });
+    expect(h.queue.pending).toHaveLength(0);
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(h.dest.effects).toHaveLength(1);
   });
 
   it("CHAIN_MAX_MS: a successor whose timeout ends past the batch's deadline is queued; with a later deadline it is chained", async () => {
