@@ -26,7 +26,16 @@ import {
   type StepRun,
   type TriggerKind,
 } from "../ledger";
-import { asStored, ChainBudget, chainConfigFromEnv, chainedStep, type BudgetOffer, type ChainConfig } from "../steps/chain";
+import {
+  asStored,
+  ChainBudget,
+  chainConfigFromEnv,
+  chainedStep,
+  type BudgetOffer,
+  type ChainConfig,
+  type KnownInputs,
+} from "../steps/chain";
+import { firstStepKey } from "../steps/first-key";
 import { runChainedSteps } from "../steps/run-step";
 import { defaultRuntime, type StepRuntime } from "../steps/runtime";
 import type { StepMessage } from "../steps/messages";
@@ -149,11 +158,21 @@ async function startAndRun(
   const entry = entryPointOf(workflow.definition);
   let outcome;
   let offer: BudgetOffer | null;
+  // What the first step reads of the execution, as D1 would give it back: its key is computed from it.
+  const known: KnownInputs = { payload: { value: asStored(payload) }, outputs: {} };
+  const keyOf = (o: BudgetOffer | null, executionId: string) =>
+    o && !request.startedOverFrom
+      ? firstStepKey(workflow.definition, o.candidates[0]!, known, {
+          id: executionId,
+          workflowId: workflow.workflowId,
+          trigger: triggerKind,
+        })
+      : null;
   if (identity.kind === "forced") {
     const executionId = randomExecutionId();
     const plan = await planFor(workflow, executionId, triggerKind, payload);
     offer = offerFor(plan);
-    outcome = await startExecution(db, record, { mode: "forced", executionId, plan }, now, offer);
+    outcome = await startExecution(db, record, { mode: "forced", executionId, plan }, now, offer, await keyOf(offer, executionId));
   } else {
     const hash = await deriveIdentity({
       workspace: workflow.workspace,
@@ -185,6 +204,8 @@ async function startAndRun(
       },
       now,
       offer,
+      // For the first candidate id only: a takeover (the identity expired) persists its key when it runs.
+      await keyOf(offer, hash),
     );
   }
 
@@ -199,7 +220,7 @@ async function startAndRun(
     await sendFirstMessages(deps, outcome.executionId, outcome.plan, outcome.chained?.vertexId);
     if (outcome.chained && deps.chain && budget && offer) {
       const run = inlineRun(workflow, record, outcome.executionId, outcome.sealedSecretsJson);
-      const first = chainedStep(run, outcome.chained, now, { payload: { value: asStored(payload) }, outputs: {} }, offer);
+      const first = chainedStep(run, outcome.chained, now, known, offer);
       const runtime: StepRuntime = { ...deps.chain.runtime, db: budget.db, budget };
       const executionId = outcome.executionId;
       slot?.keep();

@@ -35,7 +35,8 @@ export class LabelledBatch<Label extends string> {
   }
 }
 
-class BatchResults<Label extends string> {
+/** What a run of a labelled batch returned, read by label. */
+export class BatchResults<Label extends string> {
   readonly #labels: Label[];
   readonly #results: D1Result[];
 

@@ -31,16 +31,32 @@ export interface ChainedClaim {
   attempt: number;
   retryBase: number;
   leaseUntil: number;
-  /** Always null for a fresh step; kept so a chained claim reads like any claim. */
+  /** Null for a fresh step, unless the start batch persisted its key with the claim (`chainedKeyStatements`). */
   idempotencyKey: string | null;
   /** When the step row was created (the first send of its key can be no earlier). */
   createdAt: number;
+  /** The key's first sends (as `StepRun.keySendsJson`), when the batch persisted one; absent: none on record. */
+  keySendsJson?: string;
+}
+
+/**
+ * The destination key of a first step, computed before the start batch (src/steps/first-key.ts):
+ * the batch persists it with the step's chained claim, as the key persist of the first attempt
+ * would (`persistIdempotencyKey`), so the inline run sends it without a round trip of its own.
+ */
+export interface FirstStepKey {
+  /** The execution id the key was computed for (a key expression may read `execution.id`). */
+  executionId: string;
+  vertexId: string;
+  key: string;
+  /** The URL's origin the key goes to: its first send is recorded there. */
+  destination: string;
 }
 
 /** More candidates would only add `openAttempt` statements for steps the claim cannot take. */
 export const MAX_CHAIN_CANDIDATES = 4;
 
-const CHAINED_CLAIM = selectList<ChainedClaim>({
+const CHAINED_CLAIM = selectList<Omit<ChainedClaim, "keySendsJson">>({
   vertexId: "vertex_id",
   epoch: "epoch",
   attempt: "attempt",
@@ -117,6 +133,54 @@ function countChainedAttempt(db: D1Database, executionId: string, offer: ChainOf
                        AND s.state = 'EXECUTING' AND s.attempt = 1 AND s.updated_at = ?3)`,
     )
     .bind(executionId, JSON.stringify(offer.candidates), now);
+}
+
+/** The step this batch claimed, fresh: EXECUTING under epoch 1, claimed now. Binds ?1, ?2 vertex id, ?3 now. */
+const CLAIMED_NOW = "execution_id = ?1 AND vertex_id = ?2 AND epoch = 1 AND state = 'EXECUTING' AND updated_at = ?3";
+
+/**
+ * The key persist of a chained claim's first attempt, in the start batch after the claim and its
+ * attempt row: the three writes of `persistIdempotencyKey` (the key on the step, on the attempt's
+ * row, its first send to the destination), each only for the step this batch claimed and only
+ * while the batch's own guard holds (its identity claim, or its forced execution) — so a step of
+ * another execution, even one claimed in the same millisecond, is never written. If the claim took
+ * another candidate, or none, they write nothing and the step persists its key when it runs.
+ * Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the key or the destination, the guard from ?5.
+ */
+export function chainedKeyStatements(
+  db: D1Database,
+  prepared: FirstStepKey,
+  now: number,
+  guard: ChainGuard,
+): { key: D1PreparedStatement; follow: D1PreparedStatement[]; send: D1PreparedStatement } {
+  const { executionId, vertexId } = prepared;
+  return {
+    key: db
+      .prepare(
+        `UPDATE steps SET idempotency_key = coalesce(idempotency_key, ?4)
+         WHERE ${CLAIMED_NOW} AND ${guard.sql}
+         RETURNING vertex_id AS vertexId, idempotency_key AS idempotencyKey`,
+      )
+      .bind(executionId, vertexId, now, prepared.key, ...guard.params),
+    follow: [
+      db
+        .prepare(
+          `UPDATE step_attempts SET idempotency_key = ?4
+           WHERE execution_id = ?1 AND vertex_id = ?2 AND epoch = 1 AND outcome = 'running'
+             AND EXISTS (SELECT 1 FROM steps WHERE ${CLAIMED_NOW} AND idempotency_key = ?4) AND ${guard.sql}`,
+        )
+        .bind(executionId, vertexId, now, prepared.key, ...guard.params),
+    ],
+    send: db
+      .prepare(
+        `INSERT INTO destination_key_sends (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id)
+         SELECT workspace, idempotency_key, ?4, ?3, ?3, execution_id, vertex_id
+         FROM steps WHERE ${CLAIMED_NOW} AND idempotency_key IS NOT NULL AND ${guard.sql}
+         ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET first_sent_at = first_sent_at
+         RETURNING destination, first_sent_at AS firstSentAt, counted_from AS countedFrom`,
+      )
+      .bind(executionId, vertexId, now, prepared.destination, ...guard.params),
+  };
 }
 
 /** The statements of a chained claim, to add to a batch under their labels: the claim first, then its counter and attempt rows. */

@@ -13,8 +13,17 @@
  * Never a read followed by a write: the caller does not look first; it claims and learns from
  * what the batch returned.
  */
-import { LabelledBatch } from "./batch";
-import { chainedClaimStatements, createdNowGuard, identityGuard, type ChainedClaim, type ChainOffer, type ChainGuard } from "./chain-claim";
+import { LabelledBatch, type BatchResults } from "./batch";
+import {
+  chainedClaimStatements,
+  chainedKeyStatements,
+  createdNowGuard,
+  identityGuard,
+  type ChainedClaim,
+  type ChainGuard,
+  type ChainOffer,
+  type FirstStepKey,
+} from "./chain-claim";
 import { sealedSecretsColumn } from "../secrets/store";
 import { runBoundedDelete, sweepInBatches, type SweepReport, type SweepSpec } from "./sweep";
 
@@ -380,6 +389,9 @@ type StartLabel =
   | "startOverFrom"
   | "chainClaim"
   | "chainFollow"
+  | "chainKey"
+  | "chainKeyFollow"
+  | "chainKeySend"
   | "chainSecrets";
 
 /**
@@ -423,8 +435,9 @@ interface DuplicateRow extends ExecutionIdRow {
 
 /**
  * The chained claim of the start batch (./chain-claim.ts), after the step inserts: per candidate
- * execution id, guarded by the identity claim (or, forced, by the execution created now); and the
- * sealed secrets the first step's run needs (the claim batch's `readStepRun` reads the same).
+ * execution id, guarded by the identity claim (or, forced, by the execution created now), with the
+ * key persist of the first step's first attempt when its key was computed for that execution id;
+ * and the sealed secrets the first step's run needs (the claim batch's `readStepRun` reads the same).
  */
 function addStartChain(
   batch: LabelledBatch<StartLabel>,
@@ -433,6 +446,7 @@ function addStartChain(
   start: StartMode,
   offer: ChainOffer,
   now: number,
+  firstKey: FirstStepKey | null,
 ) {
   const targets: Array<{ executionId: string; guard: ChainGuard }> =
     start.mode === "forced"
@@ -445,6 +459,12 @@ function addStartChain(
     const chained = chainedClaimStatements(db, executionId, offer, now, guard);
     batch.add("chainClaim", chained.claim);
     for (const statement of chained.follow) batch.add("chainFollow", statement);
+    if (firstKey?.executionId === executionId) {
+      const persist = chainedKeyStatements(db, firstKey, now, guard);
+      batch.add("chainKey", persist.key);
+      for (const statement of persist.follow) batch.add("chainKeyFollow", statement);
+      batch.add("chainKeySend", persist.send);
+    }
   }
   batch.add(
     "chainSecrets",
@@ -460,7 +480,8 @@ function addStartChain(
 /**
  * Start an execution: ONE batch, one round trip, one transaction — and say what happened:
  * created (this request won) or a duplicate. With `chain`, the batch also claims one of the
- * first steps for the caller to run at once (its result's `chained`).
+ * first steps for the caller to run at once (its result's `chained`); with `firstKey` too, it
+ * persists that step's destination key with the claim (the claimed step's `idempotencyKey`).
  *
  * claim mode: the identity claim, the duplicate's count, then per candidate plan: the execution
  * row, the entry step, the successor steps. The duplicate statement and the winner's inserts are
@@ -472,6 +493,7 @@ export async function startExecution(
   start: StartMode,
   now: number,
   chain: ChainOffer | null = null,
+  firstKey: FirstStepKey | null = null,
 ): Promise<StartOutcome> {
   const batch = new LabelledBatch<StartLabel>(db);
   const gateVersion = gateVersionOf(record);
@@ -542,7 +564,7 @@ export async function startExecution(
         .bind(record.startedOverFrom, record.workspace),
     );
   }
-  if (chain && chain.candidates.length > 0) addStartChain(batch, db, record, start, chain, now);
+  if (chain && chain.candidates.length > 0) addStartChain(batch, db, record, start, chain, now, firstKey);
   const results = await batch.run();
 
   // A claim always RETURNs its row (inserted, counted or taken over) unless the version gate vetoed it.
@@ -552,7 +574,7 @@ export async function startExecution(
   for (const { label, plan } of variants) {
     const inserted = results.first<ExecutionIdRow>(label);
     if (inserted) {
-      const chained = results.first<ChainedClaim>("chainClaim");
+      const chained = withPersistedKey(results.first<ChainedClaim>("chainClaim"), results);
       const sealedSecretsJson = chained ? (results.first<{ sealed: string | null }>("chainSecrets")?.sealed ?? null) : null;
       return { created: true, executionId: inserted.id, status: inserted.status, plan, chained, sealedSecretsJson };
     }
@@ -586,6 +608,15 @@ export async function startExecution(
   }
   // Neither side wrote: a forced id collided, or an identity row names a missing execution.
   throw new Error(`start of an execution of ${record.workspace}/${record.workflowId} wrote nothing (mode ${start.mode})`);
+}
+
+/** The chained claim with the key the batch persisted for it (and the key's first send), if it did. */
+function withPersistedKey(chained: ChainedClaim | null, results: BatchResults<StartLabel>): ChainedClaim | null {
+  const persisted = results.first<{ vertexId: string; idempotencyKey: string }>("chainKey");
+  const send = results.first<{ destination: string; firstSentAt: number; countedFrom: number }>("chainKeySend");
+  if (!chained || !persisted || !send || persisted.vertexId !== chained.vertexId) return chained;
+  const keySendsJson = JSON.stringify({ [send.destination]: [send.firstSentAt, send.countedFrom] });
+  return { ...chained, idempotencyKey: persisted.idempotencyKey, keySendsJson };
 }
 
 /** Expired identities, oldest first. An expired row is also taken over by a claim; either is fine. */

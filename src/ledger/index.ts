@@ -73,7 +73,7 @@ export {
 } from "./attempts";
 
 // The chained claim a settle or start batch makes for its caller to run at once.
-export { MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer } from "./chain-claim";
+export { MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer, type FirstStepKey } from "./chain-claim";
 
 // The destination keys' first sends: what the retention guard reads.
 export { KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type KeySend } from "./key-sends";

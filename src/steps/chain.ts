@@ -14,6 +14,7 @@ import type { Vertex, WorkflowDefinition } from "../definitions/schema";
 import { stepInputsOf, type StepInputsSpec } from "../definitions/step-inputs";
 import type { ChainedClaim, ChainOffer, ClaimedStep, StepInputs, StepRef, StepRun } from "../ledger";
 import { predecessorsOf, vertexOf } from "./graph";
+import type { ExpressionContext } from "./plan";
 import { countQueries } from "./query-count";
 
 export interface ChainConfig {
@@ -187,7 +188,7 @@ export function chainedStep(
   known: KnownInputs,
   offer: BudgetOffer,
 ): ChainedStep {
-  const { vertexId, createdAt, ...claimed } = chained;
+  const { vertexId, createdAt, keySendsJson, ...claimed } = chained;
   return {
     ref: { executionId: executionRun.executionId, vertexId },
     run: {
@@ -196,7 +197,8 @@ export function chainedStep(
       leaseUntil: chained.leaseUntil,
       availableAt: null,
       inProgressSince: null,
-      keySendsJson: "{}",
+      // A fresh step has no key sends on record, unless the start batch persisted its key with the claim.
+      keySendsJson: keySendsJson ?? "{}",
       stepCreatedAt: createdAt,
     },
     claimed,
@@ -205,6 +207,20 @@ export function chainedStep(
     known,
     offer,
   };
+}
+
+/**
+ * The expression context of a step that read `inputs`: the payload (if the step reads it) is also
+ * the entry's output; the other outputs under their step ids.
+ */
+export function contextOf(
+  inputs: Extract<StepInputs, { withinBound: true }>,
+  entryVertexId: string,
+  execution: ExpressionContext["execution"],
+): ExpressionContext {
+  const steps = { ...inputs.outputs };
+  if (inputs.readsPayload) steps[entryVertexId] = inputs.payload; // the entry's output is the payload
+  return { payload: inputs.payload, steps, execution };
 }
 
 /** A value as a read from D1 would give it back (the stored JSON, parsed). */

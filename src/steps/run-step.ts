@@ -19,7 +19,7 @@ import {
   type WorkflowDefinition,
 } from "../definitions/schema";
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
-import { asStored, chainedStep, inputsFromMemory, type ChainedStep, type KnownInputs } from "./chain";
+import { asStored, chainedStep, contextOf, inputsFromMemory, type ChainedStep, type KnownInputs } from "./chain";
 import {
   claimAndLoad,
   extendLease,
@@ -216,12 +216,10 @@ function prepare(ref: StepRef, run: StepRun, inputs: StepInputs | null): Prepare
   // claim that D1 refuses on every redelivery.
   if (!inputs) return { unrunnable: "the step's inputs could not be read after its claim" };
   if (!inputs.withinBound) return { unrunnable: inputsTooLarge(inputs) };
-  const steps = { ...inputs.outputs };
-  if (inputs.readsPayload) steps[run.entryVertexId] = inputs.payload; // the entry's output is the payload
   return {
     definition,
     vertex: vertexOf(definition, ref.vertexId),
-    context: { payload: inputs.payload, steps, execution: { id: ref.executionId, workflowId: run.workflowId, trigger: run.triggerKind } },
+    context: contextOf(inputs, run.entryVertexId, { id: ref.executionId, workflowId: run.workflowId, trigger: run.triggerKind }),
     unrecorded: inputs.unrecorded,
   };
 }

@@ -41,15 +41,15 @@ function chainedIngress(h: Harness, inline: Array<Promise<unknown>>): IngressDep
 }
 
 describe("step chaining", () => {
-  it("runs entry → charge → done in the trigger's invocation: 4 D1 round trips, no queue message", async () => {
+  it("runs entry → charge → done in the trigger's invocation: 3 D1 round trips, no queue message", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db }, { chain: true });
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     counting.reset();
     const id = await h.start(wf, { order: { id: unique("O"), total: 42 } });
-    // start batch + chained claim of charge; persist key; settle of charge + chained claim of done; settle of done.
-    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch", "batch"]);
-    expect(counting.roundTrips()).toBe(4);
+    // start batch + chained claim of charge + its key persisted; settle of charge + chained claim of done; settle of done.
+    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
+    expect(counting.roundTrips()).toBe(3);
     expect(h.queue.sends).toBe(0);
     expect(h.queue.pending).toHaveLength(0);
     const steps = await stepsOf(id);
@@ -70,6 +70,125 @@ describe("step chaining", () => {
       ["done", 1, "completed"],
     ]);
     expect(attempts.every((a) => a.seq !== null && a.ev_mark !== null)).toBe(true);
+  });
+
+  it("the start batch persists the first step's key with its claim: the key the step computes, on the step and its attempt", async () => {
+    const orderId = unique("O");
+    // The same key the step computes when it runs from its message (chaining off).
+    const plain = harness();
+    const plainId = await plain.start(await seedWorkflow(WS, chargeWorkflow(unique("wf"))), { order: { id: orderId, total: 5 } });
+    await plain.drain();
+    const plainKey = (await stepsOf(plainId)).charge!.idempotency_key;
+    expect(plainKey).toMatch(/^charge/);
+
+    let seen: { key: string | null; sends: number } | null = null;
+    const h = harness(
+      {
+        // Before the inline run: the key is on the step already, and its send on record, as of the start.
+        beforeChainedRun: async (fence) => {
+          if (fence.vertexId !== "charge") return;
+          const step = await env.DB.prepare("SELECT idempotency_key AS key FROM steps WHERE execution_id = ?1 AND vertex_id = ?2")
+            .bind(fence.executionId, fence.vertexId)
+            .first<{ key: string | null }>();
+          const sends = await env.DB.prepare(
+            "SELECT count(*) AS n FROM destination_key_sends WHERE workspace = ?1 AND idempotency_key = ?2",
+          )
+            .bind(WS, step!.key)
+            .first<{ n: number }>();
+          seen = { key: step!.key, sends: sends!.n };
+        },
+      },
+      { chain: true },
+    );
+    const startedAt = h.clock.now();
+    const id = await h.start(await seedWorkflow(WS, chargeWorkflow(unique("wf"))), { order: { id: orderId, total: 5 } });
+    const steps = await stepsOf(id);
+    expect(steps.charge).toMatchObject({ state: "COMPLETED", idempotency_key: plainKey });
+    expect(seen).toEqual({ key: plainKey, sends: 1 });
+    expect(h.dest.keysSent("/payments/charges")).toEqual([plainKey]);
+    const attempt = await env.DB.prepare(
+      "SELECT idempotency_key AS key FROM step_attempts WHERE execution_id = ?1 AND vertex_id = 'charge'",
+    )
+      .bind(id)
+      .first<{ key: string | null }>();
+    expect(attempt!.key).toBe(plainKey);
+    // The plain run sent the key first (same workspace, key and destination): its send stays the first.
+    const send = await env.DB.prepare(
+      `SELECT first_sent_at AS firstSentAt, execution_id AS executionId
+       FROM destination_key_sends WHERE workspace = ?1 AND idempotency_key = ?2`,
+    )
+      .bind(WS, plainKey)
+      .all<{ firstSentAt: number; executionId: string }>();
+    expect(send.results).toHaveLength(1);
+    expect(send.results[0]!.executionId).toBe(plainId);
+    expect(send.results[0]!.firstSentAt).toBeLessThanOrEqual(startedAt);
+  });
+
+  it("a takeover after the window: its key (from execution.id) is its own; the other execution's step is never written", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({ db: counting.db }, { chain: true });
+    const definition = chargeWorkflow(unique("wf"), { headers: { "Idempotency-Key": "= $idempotencyKey('charge', execution.id)" } });
+    definition.vertices[0] = { id: "received", type: "ENTRY_POINT", config: { dedupeWindow: "1m" } };
+    const wf = await seedWorkflow(WS, definition);
+    const inline: Array<Promise<unknown>> = [];
+    const deps: IngressDeps = {
+      db: h.rt.db,
+      queue: h.queue as unknown as Queue<StepMessage>,
+      now: h.clock.now,
+      chain: { runtime: h.rt, waitUntil: (work) => inline.push(work) },
+    };
+    const trigger = async () => {
+      const result = await startWorkflowExecution(deps, {
+        workflow: wf,
+        triggerKind: "webhook",
+        payload: { order: { id: unique("O"), total: 3 } },
+        identity: { kind: "client", material: unique("client-id"), scope: "production" },
+      });
+      await Promise.all(inline.splice(0));
+      return result;
+    };
+    const material = unique("client-id");
+    const same = () =>
+      startWorkflowExecution(deps, {
+        workflow: wf,
+        triggerKind: "webhook",
+        payload: { order: { id: "O-same", total: 3 } },
+        identity: { kind: "client", material, scope: "production" },
+      }).then(async (r) => (await Promise.all(inline.splice(0)), r));
+    await trigger(); // warms the definition caches
+    counting.reset();
+    const first = await same();
+    // Claimed by its identity: the key is computed for the first candidate id, persisted with the claim.
+    expect(counting.roundTrips()).toBe(3);
+    const firstKey = (await stepsOf(first.executionId)).charge!.idempotency_key;
+    expect(firstKey).not.toBeNull();
+    // The first execution's charge as another worker would hold it, claimed at the very millisecond the
+    // takeover starts, its key not persisted yet: only the start batch's guard tells the two apart.
+    h.clock.advance(61_000);
+    await env.DB.prepare(
+      `UPDATE steps SET state = 'EXECUTING', epoch = 1, attempt = 1, idempotency_key = NULL, lease_until = ?2 + 30000,
+                        output = NULL, finished_at = NULL, updated_at = ?2
+       WHERE execution_id = ?1 AND vertex_id = 'charge'`,
+    )
+      .bind(first.executionId, h.clock.now())
+      .run();
+    counting.reset();
+    const second = await same();
+    expect(second.deduplicated).toBe(false);
+    expect(second.executionId).not.toBe(first.executionId);
+    // The takeover's key was not computed before its start (the fold is for the first candidate id):
+    // the step persisted it when it ran, one round trip more, from its own execution id.
+    expect(counting.roundTrips()).toBe(4);
+    const secondKey = (await stepsOf(second.executionId)).charge!.idempotency_key;
+    expect(secondKey).not.toBeNull();
+    expect(secondKey).not.toBe(firstKey);
+    expect(h.dest.keysSent("/payments/charges").slice(-1)).toEqual([secondKey]);
+    // The first execution's step: untouched, no key written, no send recorded for it at the takeover.
+    expect((await stepsOf(first.executionId)).charge).toMatchObject({ state: "EXECUTING", idempotency_key: null });
+    const sends = await env.DB.prepare("SELECT count(*) AS n FROM destination_key_sends WHERE execution_id = ?1 AND first_sent_at = ?2")
+      .bind(first.executionId, h.clock.now())
+      .first<{ n: number }>();
+    expect(sends!.n).toBe(0);
   });
 
   it("a chained claim racing a redelivery and then a takeover of the same step: one side effect, the fence holds", async () => {
@@ -138,7 +257,10 @@ describe("step chaining", () => {
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     const id = await h.start(wf, { order: { id: unique("O"), total: 9 } });
     expect(crashed).toBe(1);
-    expect((await stepsOf(id)).charge).toMatchObject({ state: "EXECUTING", epoch: 1, attempt: 1 });
+    // The key was persisted with the claim, before the crash: the re-run sends the same one.
+    const claimed = (await stepsOf(id)).charge!;
+    expect(claimed).toMatchObject({ state: "EXECUTING", epoch: 1, attempt: 1 });
+    expect(claimed.idempotency_key).not.toBeNull();
     expect(h.dest.requests).toHaveLength(0);
     expect(h.queue.sends).toBe(0);
     // Within the lease the reaper leaves it alone.
@@ -155,6 +277,7 @@ describe("step chaining", () => {
     expect(steps.done).toMatchObject({ state: "COMPLETED" });
     expect(await executionStatus(id)).toBe("COMPLETED");
     expect(h.dest.effects).toHaveLength(1);
+    expect(h.dest.keysSent("/payments/charges")).toEqual([claimed.idempotency_key]);
   });
 
   it("the step budget exhausted: the rest goes to the queue", async () => {
@@ -527,9 +650,9 @@ describe("step chaining", () => {
     const wf = await seedWorkflow(WS, definition);
     counting.reset();
     const id = await h.start(wf, { order: { id: unique("O"), total: 8 } });
-    // start batch + claim of charge; persist key; settle of charge + claim of done; done's inputs; settle of done.
-    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch", "statement", "batch"]);
-    expect(counting.roundTrips()).toBe(5);
+    // start batch + claim of charge with its key; settle of charge + claim of done; done's inputs; settle of done.
+    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "statement", "batch"]);
+    expect(counting.roundTrips()).toBe(4);
     expect(h.queue.sends).toBe(0);
     const steps = await stepsOf(id);
     expect(steps.done).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });

@@ -82,10 +82,8 @@ export interface KeyStore {
 export type KeyToSend = PersistedKey;
 
 /**
- * The key to send: the persisted one, else evaluated, checked and persisted now — with its first
- * send to `destination` on record either way. A declared key's expression is evaluated with the
- * destination's constraints, so its `$idempotencyKey` fits them (src/expressions/key-shape.ts);
- * the header form's is evaluated as it always was.
+ * The key to send: the persisted one, else evaluated and checked (`evaluateDestinationKey`) and
+ * persisted now — with its first send to `destination` on record either way.
  */
 export async function resolveKeyToSend(
   vertexId: string,
@@ -102,6 +100,25 @@ export async function resolveKeyToSend(
     if (send === null) return { error: TAKEN_OVER };
     return { key: store.persistedKey, send };
   }
+  const checked = await evaluateDestinationKey(vertexId, expression, context, rule);
+  if ("error" in checked) return checked;
+  const stored = await store.persistKey(checked.key, destination);
+  if (stored === null) return { error: TAKEN_OVER };
+  return stored;
+}
+
+/**
+ * The key expression's value, checked as a key — or why it is not one (the step fails with it). A
+ * declared key's expression is evaluated with the destination's constraints, so its
+ * `$idempotencyKey` fits them (src/expressions/key-shape.ts); the header form's is evaluated as it
+ * always was.
+ */
+export async function evaluateDestinationKey(
+  vertexId: string,
+  expression: string,
+  context: ExpressionContext,
+  rule: DestinationKeyRule,
+): Promise<{ key: string } | { error: string }> {
   let checked: { key: string } | { error: string };
   try {
     const shape = rule.declaredBy === "declaration" ? rule.constraints : undefined;
@@ -109,10 +126,7 @@ export async function resolveKeyToSend(
   } catch (error) {
     checked = { error: errorMessage(error) };
   }
-  if ("error" in checked) return { error: `gateway ${vertexId}: invalid ${keyLabel(rule)}: ${checked.error}` };
-  const stored = await store.persistKey(checked.key, destination);
-  if (stored === null) return { error: TAKEN_OVER };
-  return stored;
+  return "error" in checked ? { error: `gateway ${vertexId}: invalid ${keyLabel(rule)}: ${checked.error}` } : checked;
 }
 
 const TAKEN_OVER = "the step was taken over before its key was persisted; nothing was sent";
