@@ -20,6 +20,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { DEMO_CONFIG, ROOT, applyMigrations, runWrangler, startWorker, stopAll, waitForHealth } from "../../scripts/lib/wrangler-dev.mjs";
 import { percentile, runLoad, shuffle } from "../lib/load.mjs";
 import { startProfile, summarizeProfile } from "../lib/profile.mjs";
+import { treeCpuMs } from "../lib/cpu.mjs";
 
 const HERE = import.meta.dirname;
 const QUICK = process.env.BENCH_QUICK === "1";
@@ -97,7 +98,17 @@ async function setup() {
   const engine = await worker("engine", engineConfig, { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, PAYMENTS_KEY, ...chain });
   const wf = await worker("workflows", wfConfig, { PAYMENTS_URL: demo.url, PAYMENTS_KEY });
   await Promise.all([demo, engine, wf].map((w) => waitForHealth(w)));
-  return { tmp, logs, demo: demo.url, demoPort: demo.port, engine: engine.url, engineInspector: engine.inspectorPort, wf: wf.url };
+  return {
+    tmp,
+    logs,
+    demo: demo.url,
+    demoPort: demo.port,
+    engine: engine.url,
+    engineInspector: engine.inspectorPort,
+    wf: wf.url,
+    // Each Worker's process tree (wrangler and its workerd): the CPU row of the table.
+    pids: { idemflow: engine.pid, Workflows: wf.pid, destination: demo.pid, driver: process.pid },
+  };
 }
 
 /**
@@ -295,6 +306,10 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
     system.name === "idemflow" && PROFILE === scenario && total === TRIGGERS ? await startProfile(ctx.engineInspector) : null;
   const { unique, sends } = scenarioOrders(system.name, scenario, total, duplicateShare, seed);
   const requests = sends.map((orderId) => system.trigger(scenario, orderId));
+  // The other system is a root of its own, so that its (idle) tree is not billed to the driver, its ancestor.
+  const other = system.name === "idemflow" ? "Workflows" : "idemflow";
+  const roots = { system: ctx.pids[system.name], other: ctx.pids[other], destination: ctx.pids.destination, driver: ctx.pids.driver };
+  const cpuBefore = treeCpuMs(roots);
   const load = await runLoad({ concurrency, maxRequests: requests.length, request: (i) => requests[i], keepResults: true });
   const accepted = load.results.filter((r) => r.status === 200 || r.status === 202);
   const created = load.results.filter((r) => r.status === 202).length;
@@ -307,6 +322,12 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
       ? await system.awaitCompletion(scenario, started, Date.now() + COMPLETION_TIMEOUT_MS)
       : { completed: 0, failed: 0, lastFinishedAt: 0 };
   const e2eSeconds = (completion.lastFinishedAt - load.startedAt) / 1000;
+  const cpuAfter = cpuBefore && treeCpuMs(roots);
+  // CPU per completed execution (the completion polls' idle tail included), per process tree.
+  const cpuMsPerExecution =
+    cpuBefore && cpuAfter && completion.completed > 0
+      ? Object.fromEntries(Object.keys(roots).map((name) => [name, (cpuAfter[name] - cpuBefore[name]) / completion.completed]))
+      : undefined;
   if (profiling) await writeProfile(ctx, scenario, await profiling());
   const d1 = system.d1 ? await system.d1() : undefined;
   return {
@@ -339,6 +360,7 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
     queueMessagesPerExecution:
       d1?.queueMessages !== undefined && completion.completed > 0 ? d1.queueMessages / completion.completed : undefined,
     d1BySql: d1?.bySql,
+    cpuMsPerExecution,
   };
 }
 
@@ -500,6 +522,11 @@ function table(rows, correctness, latency, meta) {
           : r.d1StatementsPerExecution === undefined
             ? "no D1 (instance storage)"
             : `${fmt(r.d1StatementsPerExecution, 1)} (${fmt(r.d1RoundTripsPerExecution, 1)})`,
+      );
+      both(`${scenario}: CPU ms per execution: the system's Worker / the destination / the driver`, (r) =>
+        !r?.cpuMsPerExecution
+          ? "–"
+          : [r.cpuMsPerExecution.system, r.cpuMsPerExecution.destination, r.cpuMsPerExecution.driver].map((v) => fmt(v, 1)).join(" / "),
       );
       both(`${scenario}: step-queue messages per execution`, (r) =>
         !r || r.queueMessagesPerExecution === undefined ? "–" : fmt(r.queueMessagesPerExecution, 2),

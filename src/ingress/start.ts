@@ -158,16 +158,13 @@ async function startAndRun(
   const entry = entryPointOf(workflow.definition);
   let outcome;
   let offer: BudgetOffer | null;
-  // What the first step reads of the execution, as D1 would give it back: its key is computed from it.
-  const known: KnownInputs = { payload: { value: asStored(payload) }, outputs: {} };
+  // What the first step reads of the execution, as D1 would give it back (built only for an inline run).
+  let known: KnownInputs | null = null;
+  const knownInputs = (): KnownInputs => (known ??= { payload: { value: asStored(payload) }, outputs: {} });
+  const execution = (id: string) => ({ id, workflowId: workflow.workflowId, trigger: triggerKind });
+  // The first step's key, computed as its first attempt would, for the start batch to persist with the claim.
   const keyOf = (o: BudgetOffer | null, executionId: string) =>
-    o && !request.startedOverFrom
-      ? firstStepKey(workflow.definition, o.candidates[0]!, known, {
-          id: executionId,
-          workflowId: workflow.workflowId,
-          trigger: triggerKind,
-        })
-      : null;
+    o && !request.startedOverFrom ? firstStepKey(workflow.definition, o.candidates[0]!, knownInputs(), execution(executionId)) : null;
   if (identity.kind === "forced") {
     const executionId = randomExecutionId();
     const plan = await planFor(workflow, executionId, triggerKind, payload);
@@ -220,7 +217,7 @@ async function startAndRun(
     await sendFirstMessages(deps, outcome.executionId, outcome.plan, outcome.chained?.vertexId);
     if (outcome.chained && deps.chain && budget && offer) {
       const run = inlineRun(workflow, record, outcome.executionId, outcome.sealedSecretsJson);
-      const first = chainedStep(run, outcome.chained, now, known, offer);
+      const first = chainedStep(run, outcome.chained, now, knownInputs(), offer);
       const runtime: StepRuntime = { ...deps.chain.runtime, db: budget.db, budget };
       const executionId = outcome.executionId;
       slot?.keep();
