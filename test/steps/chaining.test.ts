@@ -131,31 +131,20 @@ describe("step chaining", () => {
     definition.vertices[0] = { id: "received", type: "ENTRY_POINT", config: { dedupeWindow: "1m" } };
     const wf = await seedWorkflow(WS, definition);
     const inline: Array<Promise<unknown>> = [];
-    const deps: IngressDeps = {
-      db: h.rt.db,
-      queue: h.queue as unknown as Queue<StepMessage>,
-      now: h.clock.now,
-      chain: { runtime: h.rt, waitUntil: (work) => inline.push(work) },
-    };
-    const trigger = async () => {
+    const deps = chainedIngress(h, inline);
+    const start = async (orderId: string, material: string) => {
       const result = await startWorkflowExecution(deps, {
         workflow: wf,
         triggerKind: "webhook",
-        payload: { order: { id: unique("O"), total: 3 } },
-        identity: { kind: "client", material: unique("client-id"), scope: "production" },
+        payload: { order: { id: orderId, total: 3 } },
+        identity: { kind: "client", material, scope: "production" },
       });
       await Promise.all(inline.splice(0));
       return result;
     };
     const material = unique("client-id");
-    const same = () =>
-      startWorkflowExecution(deps, {
-        workflow: wf,
-        triggerKind: "webhook",
-        payload: { order: { id: "O-same", total: 3 } },
-        identity: { kind: "client", material, scope: "production" },
-      }).then(async (r) => (await Promise.all(inline.splice(0)), r));
-    await trigger(); // warms the definition caches
+    const same = () => start("O-same", material);
+    await start(unique("O"), unique("client-id")); // warms the definition caches
     counting.reset();
     const first = await same();
     // Claimed by its identity: the key is computed for the first candidate id, persisted with the claim.
