@@ -21,6 +21,7 @@ import { DEMO_CONFIG, ROOT, applyMigrations, runWrangler, startWorker, stopAll, 
 import { percentile, runLoad, shuffle } from "../lib/load.mjs";
 import { startProfile, summarizeProfile } from "../lib/profile.mjs";
 import { treeCpuMs } from "../lib/cpu.mjs";
+import { pinSystem } from "../lib/pin.mjs";
 
 const HERE = import.meta.dirname;
 const QUICK = process.env.BENCH_QUICK === "1";
@@ -40,6 +41,11 @@ const RUN = Date.now().toString(36);
 const ONLY = process.env.BENCH_ONLY;
 /** BENCH_PROFILE=c16-d0 (a throughput scenario, or "latency") writes a CPU profile of the engine's isolate for it (development). */
 const PROFILE = process.env.BENCH_PROFILE;
+/**
+ * BENCH_PIN=1 runs each scenario with the measured system's Worker alone on CPU 0 and the
+ * destination, the driver and the idle other system on the rest (bench/lib/pin.mjs).
+ */
+const PIN = process.env.BENCH_PIN === "1";
 
 const log = (...args) => console.error("[bench:compare]", ...args);
 
@@ -299,16 +305,25 @@ function scenarioOrders(system, scenario, total, duplicateShare, seed) {
   return { unique: ids, sends: shuffle(sends, seed) };
 }
 
+/**
+ * The process trees of a scenario: the measured system, the other (idle) system, the destination
+ * and the driver. The other system is a root of its own, so that its tree is not billed to the
+ * driver, its ancestor.
+ */
+function rootsFor(system, ctx) {
+  const other = system.name === "idemflow" ? "Workflows" : "idemflow";
+  return { system: ctx.pids[system.name], other: ctx.pids[other], destination: ctx.pids.destination, driver: ctx.pids.driver };
+}
+
 async function throughput(system, ctx, { concurrency, duplicateShare, total, seed }) {
   const scenario = `c${concurrency}-d${Math.round(duplicateShare * 100)}`;
   await system.prepare(scenario);
+  if (PIN) pinSystem(rootsFor(system, ctx));
   const profiling =
     system.name === "idemflow" && PROFILE === scenario && total === TRIGGERS ? await startProfile(ctx.engineInspector) : null;
   const { unique, sends } = scenarioOrders(system.name, scenario, total, duplicateShare, seed);
   const requests = sends.map((orderId) => system.trigger(scenario, orderId));
-  // The other system is a root of its own, so that its (idle) tree is not billed to the driver, its ancestor.
-  const other = system.name === "idemflow" ? "Workflows" : "idemflow";
-  const roots = { system: ctx.pids[system.name], other: ctx.pids[other], destination: ctx.pids.destination, driver: ctx.pids.driver };
+  const roots = rootsFor(system, ctx);
   const cpuBefore = treeCpuMs(roots);
   const load = await runLoad({ concurrency, maxRequests: requests.length, request: (i) => requests[i], keepResults: true });
   const accepted = load.results.filter((r) => r.status === 200 || r.status === 202);
@@ -490,7 +505,8 @@ function table(rows, correctness, latency, meta) {
   const lines = [];
   lines.push(
     `idemflow vs Cloudflare Workflows (local) — ${meta.triggers} triggers per cell, loopback, ${meta.date}, ` +
-      `${meta.cpus} CPUs, load average ${meta.loadBefore} before / ${meta.loadAfter} after`,
+      `${meta.cpus} CPUs${meta.pinned ? " (each system pinned to CPU 0, the rest on the others)" : ""}, ` +
+      `load average ${meta.loadBefore} before / ${meta.loadAfter} after`,
   );
   lines.push("");
   lines.push("| metric | idemflow | Workflows |");
@@ -574,6 +590,7 @@ async function main() {
   const latency = {};
   for (const system of order(1)) {
     try {
+      if (PIN) pinSystem(rootsFor(system, ctx));
       latency[system.name] = await singleExecutionLatency(system, ctx);
       log(`  ${system.name}: p50 ${fmt(latency[system.name].p50)} ms, max ${fmt(latency[system.name].max)} ms`);
     } catch (error) {
@@ -628,6 +645,7 @@ async function main() {
     triggers: TRIGGERS,
     date: new Date().toISOString(),
     cpus: cpus().length,
+    pinned: PIN,
     loadBefore,
     loadAfter: loadavg()[0].toFixed(1),
   };

@@ -20,8 +20,8 @@ function readStat(pid) {
   }
 }
 
-/** CPU milliseconds so far of each tree rooted at `roots` (name → pid), or null off Linux. */
-export function treeCpuMs(roots) {
+/** Every process of the trees rooted at `roots` (name → pid), with its CPU ticks: name → [{ pid, ticks }]; null off Linux. */
+export function treeProcesses(roots) {
   let pids;
   try {
     pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
@@ -39,10 +39,19 @@ export function treeCpuMs(roots) {
     }
     return null;
   };
-  const ms = Object.fromEntries(Object.keys(roots).map((name) => [name, 0]));
+  const trees = Object.fromEntries(Object.keys(roots).map((name) => [name, []]));
   for (const [pid, stat] of stats) {
     const name = rootOf(pid);
-    if (name) ms[name] += stat.ticks * MS_PER_TICK;
+    if (name) trees[name].push({ pid, ticks: stat.ticks });
   }
-  return ms;
+  return trees;
+}
+
+/** CPU milliseconds so far of each tree rooted at `roots` (name → pid), or null off Linux. */
+export function treeCpuMs(roots) {
+  const trees = treeProcesses(roots);
+  if (!trees) return null;
+  return Object.fromEntries(
+    Object.entries(trees).map(([name, processes]) => [name, processes.reduce((ms, p) => ms + p.ticks * MS_PER_TICK, 0)]),
+  );
 }

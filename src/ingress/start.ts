@@ -127,8 +127,9 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   const now = deps.now();
   const config = deps.chain?.runtime.chain ?? null;
   // An inline slot of this isolate, held from the offer to the end of the inline run (or given back
-  // at once if the batch claims nothing): past CHAIN_INLINE_MAX, the first step goes to the queue.
-  const slot = deps.chain && config ? takeInlineSlot(config) : null;
+  // at once if the batch claims nothing): past CHAIN_INLINE_MAX runs or CHAIN_INLINE_MAX_BYTES of
+  // their payloads, the first step goes to the queue.
+  const slot = deps.chain && config ? takeInlineSlot(config, record.payloadJson.length) : null;
   const budget = slot && config ? new ChainBudget(config, deps.chain!.runtime.db, now + config.inlineWindowMs) : null;
   // The start batch counts towards the invocation's D1 queries too.
   const db = budget?.db ?? deps.db;
@@ -235,12 +236,15 @@ async function startAndRun(
 
 /**
  * The inline runs of first steps this isolate has in flight. A Worker isolate serves many requests
- * on one thread: every inline run it takes on slows the answers of the triggers that come next. Past
- * `CHAIN_INLINE_MAX` runs the first step goes to the queue, whose consumers scale out (and chain
- * the rest of the execution there). Per isolate and in memory: a performance bound, never a
+ * on one thread: every inline run it takes on slows the answers of the triggers that come next, and
+ * holds its payload in the isolate's memory. Past `CHAIN_INLINE_MAX` runs, or `CHAIN_INLINE_MAX_BYTES`
+ * of their payloads, the first step goes to the queue, whose consumers scale out (and chain the
+ * rest of the execution there). Per isolate and in memory: a performance bound, never a
  * correctness one (a claim that was not made is a message that was sent).
  */
 let inlineInFlight = 0;
+/** The payloads those runs hold (their stored JSON's length). */
+let inlineBytes = 0;
 
 interface InlineSlot {
   /** The inline run was handed to waitUntil: it gives the slot back itself. */
@@ -249,9 +253,10 @@ interface InlineSlot {
   releaseUnlessKept(): void;
 }
 
-function takeInlineSlot(config: ChainConfig): InlineSlot | null {
-  if (inlineInFlight >= config.inlineMax) return null;
+function takeInlineSlot(config: ChainConfig, bytes: number): InlineSlot | null {
+  if (inlineInFlight >= config.inlineMax || inlineBytes + bytes > config.inlineMaxBytes) return null;
   inlineInFlight++;
+  inlineBytes += bytes;
   let kept = false;
   let released = false;
   const slot: InlineSlot = {
@@ -262,6 +267,7 @@ function takeInlineSlot(config: ChainConfig): InlineSlot | null {
       if (released) return;
       released = true;
       inlineInFlight--;
+      inlineBytes -= bytes;
     },
     releaseUnlessKept: () => {
       if (!kept) slot.release();
@@ -272,6 +278,9 @@ function takeInlineSlot(config: ChainConfig): InlineSlot | null {
 
 /** The inline runs in flight in this isolate (tests). */
 export const inlineRunsInFlight = (): number => inlineInFlight;
+
+/** The payload those runs hold, in the unit of CHAIN_INLINE_MAX_BYTES (tests). */
+export const inlineBytesInFlight = (): number => inlineBytes;
 
 const firstSteps = (plan: StartPlan): string[] => plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => s.vertexId);
 

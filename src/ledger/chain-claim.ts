@@ -183,19 +183,25 @@ export function chainedKeyStatements(
   };
 }
 
-/** The statements of a chained claim, to add to a batch under their labels: the claim first, then its counter and attempt rows. */
+/**
+ * The statements of a chained claim, to add to a batch under their labels: the claim first, then
+ * its counter (`countAttempt`: only the start batch's; in a settle batch the settling step's own
+ * claim has already raised `max_attempt` to at least 1, the only value a chained claim reaches) and
+ * attempt rows.
+ */
 export function chainedClaimStatements(
   db: D1Database,
   executionId: string,
   offer: ChainOffer,
   now: number,
   guard: ChainGuard,
+  { countAttempt }: { countAttempt: boolean },
 ): { claim: D1PreparedStatement; follow: D1PreparedStatement[] } {
   const bounded = { ...offer, candidates: offer.candidates.slice(0, MAX_CHAIN_CANDIDATES) };
   return {
     claim: claimChainedStep(db, executionId, bounded, now, guard),
     follow: [
-      countChainedAttempt(db, executionId, bounded, now),
+      ...(countAttempt ? [countChainedAttempt(db, executionId, bounded, now)] : []),
       // Opens the row only for the step this batch claimed (EXECUTING, updated now); a no-op for the others.
       ...bounded.candidates.map((vertexId) => openAttempt(db, { executionId, vertexId }, now)),
     ],

@@ -456,7 +456,7 @@ function addStartChain(
           guard: identityGuard(start.identity, start.claimToken),
         }));
   for (const { executionId, guard } of targets) {
-    const chained = chainedClaimStatements(db, executionId, offer, now, guard);
+    const chained = chainedClaimStatements(db, executionId, offer, now, guard, { countAttempt: true });
     batch.add("chainClaim", chained.claim);
     for (const statement of chained.follow) batch.add("chainFollow", statement);
     if (firstKey?.executionId === executionId) {

@@ -30,6 +30,12 @@ export interface ChainConfig {
   inlineWindowMs: number;
   /** The most inline runs of first steps one isolate takes on at once; past it, first steps are queued. */
   inlineMax: number;
+  /**
+   * The most payload one isolate's inline runs hold at once, as the length of the payloads' stored
+   * JSON: each run keeps its payload (and what it parses of it) until it ends, and an isolate has
+   * 128 MB. Past it, first steps are queued.
+   */
+  inlineMaxBytes: number;
 }
 
 export const DEFAULT_CHAIN: ChainConfig = {
@@ -38,7 +44,8 @@ export const DEFAULT_CHAIN: ChainConfig = {
   maxQueries: 500,
   leaseMs: 30_000,
   inlineWindowMs: 25_000,
-  inlineMax: 16,
+  inlineMax: 64,
+  inlineMaxBytes: 16 * 1024 * 1024,
 };
 
 /** The shortest chained lease: three heartbeats (src/steps/run-step.ts, every third of the lease, at most once a second). */
@@ -62,6 +69,7 @@ interface ChainVars {
   CHAIN_LEASE_MS?: string;
   CHAIN_INLINE_WINDOW_MS?: string;
   CHAIN_INLINE_MAX?: string;
+  CHAIN_INLINE_MAX_BYTES?: string;
 }
 
 function positive(value: string | undefined, fallback: number): number {
@@ -80,6 +88,7 @@ export function chainConfigFromEnv(env: unknown): ChainConfig | null {
     leaseMs: Math.max(positive(vars.CHAIN_LEASE_MS, DEFAULT_CHAIN.leaseMs), MIN_CHAIN_LEASE_MS),
     inlineWindowMs: Math.min(positive(vars.CHAIN_INLINE_WINDOW_MS, DEFAULT_CHAIN.inlineWindowMs), 28_000),
     inlineMax: positive(vars.CHAIN_INLINE_MAX, DEFAULT_CHAIN.inlineMax),
+    inlineMaxBytes: positive(vars.CHAIN_INLINE_MAX_BYTES, DEFAULT_CHAIN.inlineMaxBytes),
   };
 }
 

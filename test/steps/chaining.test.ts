@@ -12,8 +12,8 @@ import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:
 import { app } from "../../src/app";
 import { describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { inlineRunsInFlight, startWorkflowExecution, type IngressDeps } from "../../src/ingress/start";
-import { DEFAULT_CHAIN } from "../../src/steps/chain";
+import { inlineBytesInFlight, inlineRunsInFlight, startWorkflowExecution, type IngressDeps } from "../../src/ingress/start";
+import { chainConfigFromEnv, DEFAULT_CHAIN } from "../../src/steps/chain";
 import type { StepMessage } from "../../src/steps/messages";
 import { reap } from "../../src/steps/reaper";
 import { countingD1 } from "../helpers/counting-d1";
@@ -50,8 +50,15 @@ describe("step chaining", () => {
     // start batch + chained claim of charge + its key persisted; settle of charge + chained claim of done; settle of done.
     expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
     expect(counting.roundTrips()).toBe(3);
+    // The statements of each batch (D1 runs every one of them, guarded out or not; locally on the
+    // Worker's own cores): a settle's chained claim does not re-count max_attempt.
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([10, 8, 5]);
     expect(h.queue.sends).toBe(0);
     expect(h.queue.pending).toHaveLength(0);
+    const { max_attempt } = (await env.DB.prepare("SELECT max_attempt FROM executions WHERE id = ?1")
+      .bind(id)
+      .first<{ max_attempt: number }>())!;
+    expect(max_attempt).toBe(1);
     const steps = await stepsOf(id);
     expect(steps.charge).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
     expect(steps.done).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
@@ -455,6 +462,56 @@ describe("step chaining", () => {
     expect(h.queue.sends).toBe(sendsBefore);
     expect(inlineRunsInFlight()).toBe(0);
     await h.drain();
+    expect(h.dest.effects).toHaveLength(4);
+  });
+
+  it("reads CHAIN_INLINE_MAX and CHAIN_INLINE_MAX_BYTES from the vars; 64 runs and 16 MiB by default", () => {
+    expect(chainConfigFromEnv({})).toMatchObject({ inlineMax: 64, inlineMaxBytes: 16 * 1024 * 1024 });
+    expect(chainConfigFromEnv({ CHAIN_INLINE_MAX: "8", CHAIN_INLINE_MAX_BYTES: "1024" })).toMatchObject({
+      inlineMax: 8,
+      inlineMaxBytes: 1024,
+    });
+    expect(chainConfigFromEnv({ CHAIN_INLINE_MAX_BYTES: "lots" })).toMatchObject({ inlineMaxBytes: 16 * 1024 * 1024 });
+  });
+
+  it("CHAIN_INLINE_MAX_BYTES: past the payload the isolate's inline runs hold, the first step is queued; the bytes come back", async () => {
+    const payload = (id: string, pad: number) => ({ order: { id, total: 3 }, note: "x".repeat(pad) });
+    const big = payload(unique("O"), 400);
+    const bigBytes = JSON.stringify(big).length;
+    // Room for the big payload alone, not for a small one beside it.
+    const h = harness({}, { chain: { inlineMaxBytes: bigBytes + 10 } });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    expect(inlineBytesInFlight()).toBe(0);
+    let release!: () => void;
+    h.dest.hold = new Promise<void>((r) => (release = r));
+    const first = h.start(wf, big);
+    try {
+      await until(() => h.dest.requests.length === 1);
+      expect(inlineRunsInFlight()).toBe(1);
+      expect(inlineBytesInFlight()).toBe(bigBytes);
+      // A small payload does not fit beside it: queued, nothing run inline.
+      const second = await h.start(wf, payload(unique("O"), 0));
+      expect(h.queue.pending.map((p) => p.body)).toEqual([{ executionId: second, vertexId: "charge" }]);
+      expect(inlineBytesInFlight()).toBe(bigBytes);
+    } finally {
+      h.dest.hold = null;
+      release();
+    }
+    expect(await executionStatus(await first)).toBe("COMPLETED");
+    expect(inlineRunsInFlight()).toBe(0);
+    expect(inlineBytesInFlight()).toBe(0);
+    // A payload over the bound by itself is never run inline, even by an idle isolate.
+    const sendsBefore = h.queue.sends;
+    const over = await h.start(wf, payload(unique("O"), 500));
+    expect(h.queue.sends).toBe(sendsBefore + 1);
+    expect(inlineBytesInFlight()).toBe(0);
+    await h.drain();
+    expect(await executionStatus(over)).toBe("COMPLETED");
+    // Under the bound again: the next trigger runs inline, with no message.
+    const sendsAfter = h.queue.sends;
+    const small = await h.start(wf, payload(unique("O"), 0));
+    expect(await executionStatus(small)).toBe("COMPLETED");
+    expect(h.queue.sends).toBe(sendsAfter);
     expect(h.dest.effects).toHaveLength(4);
   });
 
