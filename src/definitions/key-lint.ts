@@ -15,6 +15,7 @@
  * (`$x := $now()`), inside a function body, or handed over whole (`$$`, bare `execution`).
  */
 import { compile } from "../expressions/evaluate";
+import { ownMember } from "../lib/own-member";
 import { childrenOf, isNode, type AstNode } from "./ast";
 import type { ValidationError } from "./errors";
 import { expressionSites, isIdempotencyKeyHeader, isKeySite } from "./expression-sites";
@@ -172,7 +173,9 @@ export function lintKey(ast: AstNode): { findings: Finding[]; readsBusinessData:
     switch (node.type) {
       case "variable": {
         const name = String(node.value);
-        if (name in FORBIDDEN_FUNCTIONS) report(`\`$${name}\``, FORBIDDEN_FUNCTIONS[name]!, node, scope);
+        // Own members only: `$toString` or `$constructor` is a variable the expression may bind, not a forbidden function.
+        const forbidden = ownMember(FORBIDDEN_FUNCTIONS, name);
+        if (typeof forbidden === "string") report(`\`$${name}\``, forbidden, node, scope);
         else if (name === "$" || (name === "" && scope.top)) {
           report(name === "$" ? "`$$`" : "`$`", "passes the whole context, which includes `execution.id`", node, scope);
         }

@@ -6,7 +6,10 @@
  * - a literal `$idempotencyKey('prefix', …)` prefix that holds a character the destination's
  *   alphabet refuses, or leaves less room than the shortest safe digest (src/expressions/key-shape.ts);
  * - a key in a body field of a GET/HEAD step (no body), of a literal body that is not a JSON object,
- *   or of one whose literal members on the way are not objects, or that already sets that field.
+ *   or of one whose literal members on the way are not objects, or that already sets that field;
+ * - a body-field pointer through `__proto__`, `constructor` or `prototype`: names of a JavaScript
+ *   object's prototype, not data (`prototypeTokenProblem`). A version saved before this rule still
+ *   runs: the run-time walk reads and writes own members only (src/steps/gateway/body-key.ts).
  *
  * - a retry policy whose worst-case schedule outlasts the destination's retention: its last retries
  *   would meet the retention guard and fail (`retryOutlastsRetention`).
@@ -22,16 +25,20 @@ import { asArray, asRecord, type ValidationError } from "./errors";
 import { pointerOf } from "./pointer";
 import { DEFAULT_RETRY, GatewayConfig, inProgressBudgetMs, isExpression } from "./schema";
 import { pointerTokens } from "../lib/json-pointer";
+import { ownMember, PROTOTYPE_NAMES } from "../lib/own-member";
 
 export function checkDestinationKeys(document: unknown): ValidationError[] {
   const errors: ValidationError[] = [];
   asArray(asRecord(document)?.vertices).forEach((raw, i) => {
     const vertex = asRecord(raw);
     if (vertex?.type !== "GATEWAY") return;
+    const at = (...path: Array<string | number>) => pointerOf("vertices", i, "config", ...path);
+    // On the raw document: judged even when something else in the config fails the schema.
+    const prototypeToken = prototypeTokenProblem(asRecord(asRecord(vertex.config)?.idempotencyKey)?.bodyField);
+    if (prototypeToken) errors.push({ pointer: at("idempotencyKey", "bodyField"), ...prototypeToken });
     // A config the schema refuses is reported by the schema; its key is judged once it parses.
     const parsed = GatewayConfig.safeParse(vertex.config);
     if (!parsed.success) return;
-    const at = (...path: Array<string | number>) => pointerOf("vertices", i, "config", ...path);
     const resolved = resolveDestinationKey(parsed.data);
     if ("problems" in resolved) {
       for (const p of resolved.problems) errors.push({ pointer: at(...p.path), code: p.code, message: p.message });
@@ -77,6 +84,24 @@ function prefixProblems(key: DestinationKey): Array<{ code: string; message: str
   return problems;
 }
 
+/**
+ * A body-field pointer with a token that names a JavaScript object's prototype. Refused although
+ * the run-time walk is safe: such a member is almost always a mistake or a probe, and a destination
+ * written in JavaScript may drop or mishandle it.
+ */
+function prototypeTokenProblem(pointer: unknown): { code: string; message: string } | null {
+  if (typeof pointer !== "string") return null;
+  const token = pointerTokens(pointer).find((t) => PROTOTYPE_NAMES.has(t));
+  if (token === undefined) return null;
+  return {
+    code: "key-body-field-prototype",
+    message:
+      `the key's body field ${JSON.stringify(pointer)} goes through ${JSON.stringify(token)}, which names a JavaScript object's ` +
+      `prototype, not a field (${[...PROTOTYPE_NAMES].map((n) => `\`${n}\``).join(", ")} are refused in a pointer); ` +
+      "put the key in another member, such as `/idempotency_key`, or in a header",
+  };
+}
+
 /** Why the key cannot go at `pointer` of this step's body, when the literal definition already proves it. */
 function bodyFieldProblem(config: GatewayConfig, pointer: string): { path: Array<string | number>; code: string; message: string } | null {
   if (config.method === "GET" || config.method === "HEAD") {
@@ -99,7 +124,8 @@ function bodyFieldProblem(config: GatewayConfig, pointer: string): { path: Array
         message: `the key travels in body field ${pointer}, but ${where} is not a JSON object; make it one, or send the key in a header`,
       };
     }
-    value = (value as Record<string, unknown>)[token];
+    // Own members only: `/toString` on a body without one is an absent field, not a built-in.
+    value = ownMember(value, token);
   }
   if (value === undefined) return null;
   return {

@@ -40,6 +40,17 @@ export function durationMs(value: number | string): number {
   return n * unit;
 }
 
+/**
+ * The longest duration a definition may set, in ms: 365 days, for every duration in it — the
+ * dedupe window and a key's retention here, and any duration added later (the retry policy's
+ * delays and budgets already stop far below it). A year outlasts any retention a destination
+ * documents and any sender's retries, and keeps every time computed from a duration (now +
+ * window, first send + retention) a date the trace can show. Enforced by validation
+ * (`checkDurations`, src/definitions/vertex-rules.ts), not by the schema, so a version saved
+ * before still parses and runs; the engine renders any time through src/lib/iso-time.ts.
+ */
+export const MAX_DURATION_MS = 365 * 86_400_000;
+
 export const DEFAULT_DEDUPE_WINDOW_MS = 24 * 3_600_000;
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 /**
@@ -85,7 +96,7 @@ export const EntryPointConfig = z.strictObject({
     .strictObject({ signature: WebhookSignature })
     .optional()
     .describe("settings of the public webhook POST /hooks/{workspace}/{workflowId}"),
-  dedupeWindow: Duration.optional().describe("how long trigger identities are remembered; default 24h"),
+  dedupeWindow: Duration.optional().describe("how long trigger identities are remembered; default 24h, at most 365d"),
   reusePolicy: z
     .enum(["never", "after-failure"])
     .optional()
@@ -138,7 +149,11 @@ export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as
 
 const HeaderName = z.string().regex(HEADER_NAME_PATTERN, "an HTTP header name (letters, digits and !#$%&'*+.^_`|~-)");
 
-/** A JSON Pointer (RFC 6901) to a field of the request body, such as `/idempotency_key`. */
+/**
+ * A JSON Pointer (RFC 6901) to a field of the request body, such as `/idempotency_key`. Tokens
+ * that name a JavaScript object's prototype (`__proto__`, `constructor`, `prototype`) are refused
+ * by validation (src/definitions/key-rules.ts), not here, so a version saved before still parses.
+ */
 export const JSON_POINTER_PATTERN = /^(\/([^~/]|~[01])*)+$/;
 
 export const DestinationKeyDeclaration = z
@@ -164,7 +179,7 @@ export const DestinationKeyDeclaration = z
     maxLength: z.number().int().min(1).max(1024).optional().describe("the longest key the destination accepts, in characters"),
     alphabet: z.enum(KEY_ALPHABET_IDS).optional().describe("the characters the destination accepts (default printable-ascii)"),
     retention: Duration.optional().describe(
-      "how long the destination remembers a key, at least; idemflow refuses to re-send a key older than this",
+      "how long the destination remembers a key, at least (at most 365d); idemflow refuses to re-send a key older than this",
     ),
   })
   .describe("the destination key: what it is, where it travels, and what the destination accepts and remembers");

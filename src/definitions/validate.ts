@@ -8,6 +8,7 @@
  * error in one vertex does not hide a cycle or a bad key elsewhere.
  */
 import type { z } from "zod";
+import { hasOwnMember, ownMember } from "../lib/own-member";
 import { asRecord, type ValidationError } from "./errors";
 import { checkExpressions } from "./expressions-check";
 import { checkGraph } from "./graph";
@@ -65,7 +66,7 @@ function fromZodIssue(issue: z.core.$ZodIssue, input: unknown): ValidationError[
   const pointer = toPointer(path);
   const parent = valueAt(input, path.slice(0, -1));
   const last = path[path.length - 1];
-  if (path.length > 0 && asRecord(parent) && !(String(last) in (parent as object)) && issue.code !== "unrecognized_keys") {
+  if (path.length > 0 && asRecord(parent) && !hasOwnMember(parent, String(last)) && issue.code !== "unrecognized_keys") {
     return [{ pointer, code: "required", message: `"${String(last)}" is required here; add it` }];
   }
   switch (issue.code) {
@@ -105,9 +106,6 @@ function fromZodIssue(issue: z.core.$ZodIssue, input: unknown): ValidationError[
 
 function valueAt(input: unknown, path: Array<string | number>): unknown {
   let value = input;
-  for (const segment of path) {
-    if (value === null || typeof value !== "object") return undefined;
-    value = (value as Record<string | number, unknown>)[segment];
-  }
+  for (const segment of path) value = ownMember(value, String(segment));
   return value;
 }

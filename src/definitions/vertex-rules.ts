@@ -1,11 +1,12 @@
 /**
  * Per-vertex rules that a JSON Schema cannot state: a GET/HEAD call has no body, a literal URL is
  * an http(s) URL, headers are not given twice in different letter cases, retry delays are ordered,
- * a schedule is a cron string the deployment actually fires, and a payload limit fits in D1.
+ * a schedule is a cron string the deployment actually fires, a payload limit fits in D1, and no
+ * duration is longer than `MAX_DURATION_MS`.
  */
 import { asArray, asRecord, asString, type ValidationError } from "./errors";
 import { pointerOf } from "./pointer";
-import { isExpression, MAX_PAYLOAD_BYTES_LIMIT } from "./schema";
+import { DURATION_PATTERN, durationMs, isExpression, MAX_DURATION_MS, MAX_PAYLOAD_BYTES_LIMIT } from "./schema";
 
 export interface VertexRuleOptions {
   /** The cron strings configured in wrangler.toml [triggers] crons, when known. */
@@ -41,6 +42,8 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
     const at = (...path: Array<string | number>) => pointerOf("vertices", i, "config", ...path);
 
     if (vertex?.type === "GATEWAY") {
+      const retention = durationProblem(asRecord(config.idempotencyKey)?.retention, "idempotencyKey.retention");
+      if (retention) errors.push({ pointer: at("idempotencyKey", "retention"), ...retention });
       const method = asString(config.method);
       if ((method === "GET" || method === "HEAD") && config.body !== undefined) {
         errors.push({
@@ -80,6 +83,8 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
     }
 
     if (vertex?.type === "ENTRY_POINT") {
+      const window = durationProblem(config.dedupeWindow, "dedupeWindow");
+      if (window) errors.push({ pointer: at("dedupeWindow"), ...window });
       if (typeof config.maxPayloadBytes === "number" && config.maxPayloadBytes > MAX_PAYLOAD_BYTES_LIMIT) {
         errors.push({
           pointer: at("maxPayloadBytes"),
@@ -113,6 +118,27 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
     }
   });
   return errors;
+}
+
+/**
+ * A duration (ms, or `7d`) longer than `MAX_DURATION_MS`, as a code and message; a value the schema
+ * refuses is the schema's to report. Checked here rather than in the schema: a stored version with
+ * a longer one must still parse (src/definitions/schema.ts `MAX_DURATION_MS`).
+ */
+function durationProblem(value: unknown, name: string): { code: string; message: string } | null {
+  const ms =
+    typeof value === "number" && Number.isInteger(value) && value > 0
+      ? value
+      : typeof value === "string" && DURATION_PATTERN.test(value)
+        ? durationMs(value)
+        : null;
+  if (ms === null || ms <= MAX_DURATION_MS) return null;
+  return {
+    code: "duration-too-long",
+    message:
+      `${name} ${JSON.stringify(value)} is longer than ${MAX_DURATION_MS / 86_400_000} days (${MAX_DURATION_MS} ms), ` +
+      "the longest duration a definition may set; set `365d` or less",
+  };
 }
 
 /** A literal URL that is not an absolute http(s) URL, as an error at `pointer`; an expression is checked when it runs. */

@@ -29,6 +29,7 @@ import jsonata from "jsonata";
 import { EXPRESSION_PREFIX, isExpression } from "../definitions/schema";
 import { ExpressionError, isJsonataErrorCode } from "./errors";
 import type { KeyConstraints } from "../lib/key-constraints";
+import { setOwnMember } from "../lib/own-member";
 import { KEY_CONSTRAINTS_BINDING, registerKeyHelpers } from "./key-helpers";
 import { exitHook, registerBoundedBuiltins, SIZE_BUDGET, type SizeBudget } from "./size-limits";
 
@@ -136,8 +137,9 @@ export async function evaluateValue(
     return out;
   }
   if (value !== null && typeof value === "object") {
+    // Member names are the definition's: an own member whatever the name (`out["__proto__"] = {…}` would set the prototype).
     const out: Record<string, unknown> = {};
-    for (const [key, item] of Object.entries(value)) out[key] = await evaluateValue(item, context, limits, keyConstraints);
+    for (const [key, item] of Object.entries(value)) setOwnMember(out, key, await evaluateValue(item, context, limits, keyConstraints));
     return out;
   }
   return value;

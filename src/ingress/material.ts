@@ -14,6 +14,7 @@ import { sha256Hex } from "../lib/crypto";
 import type { TriggerBody } from "./payload";
 import { ingressProblems } from "./problems";
 import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../lib/key-constraints";
+import { ownMember, setOwnMember } from "../lib/own-member";
 
 export type MaterialKind = "client" | "fields" | "content";
 
@@ -60,12 +61,12 @@ export function selectFields(body: TriggerBody, paths: string[]): Record<string,
   for (const path of paths) {
     const value = valueAtPath(body.payload, path);
     if (value === undefined || value === null) missing.push(path);
-    else selected[path] = value;
+    else setOwnMember(selected, path, value); // a path is the tenant's: `__proto__` is a valid one
   }
   if (missing.length > 0) throw ingressProblems.fieldMissing(missing);
   // An empty value is no identity: every delivery with `"id": ""` would be one execution. (Numbers
   // a float cannot carry were already refused with the body, see payload.ts.)
-  const empty = paths.filter((p) => isEmptyIdentityValue(selected[p]));
+  const empty = paths.filter((p) => isEmptyIdentityValue(ownMember(selected, p)));
   if (empty.length > 0) throw ingressProblems.fieldEmpty(empty);
   return selected;
 }

@@ -1,19 +1,72 @@
 /**
  * Reading a trigger's body: once, as bytes, under the entry point's size limit (413 before any
  * hashing or parsing). JSON bodies (`application/json` or any `+json` media type) are parsed
- * (malformed → 400) and held to the number rule (422, `assertExactNumbers`); any other body stays
- * bytes, and its payload in expressions is its text.
+ * (malformed or nested too deep → 400) and held to the number rule (422, `assertExactNumbers`);
+ * any other body stays bytes, and its payload is kept byte for byte (`nonJsonPayload`).
+ *
+ * The payload is stored as JSON, twice (the execution's row and the entry step's output), and that
+ * form can be several times the body: a control character in a text body is stored as `\u0001`,
+ * `1e15` as `1000000000000000`. So the stored form is measured too (`assertStorable`), in UTF-8
+ * bytes, and a payload D1 could not hold is a 413 before anything is written.
  */
+import { utf8 } from "../lib/crypto";
 import { findUnsafeNumberLiteral } from "../lib/json-numbers";
 import { parseJsonBytesWithText, readRawBody } from "../lib/request-body";
+import { ProblemError } from "../lib/problem";
+import { MAX_OUTPUT_BYTES } from "../steps/run-step";
 import { ingressProblems } from "./problems";
 
 export interface TriggerBody {
   raw: Uint8Array;
   /** True when the body was declared and parsed as JSON. */
   isJson: boolean;
-  /** The payload as a JSON value: the parsed JSON; the body's text otherwise; `null` when empty. */
+  /** The payload as a JSON value: the parsed JSON; for any other body see `nonJsonPayload`. */
   payload: unknown;
+}
+
+/**
+ * The most a payload may take once stored: the UTF-8 bytes of its JSON. It is stored as the entry
+ * step's output, on that step's row, so it gets the bound of every step output (D1 refuses a value
+ * or row over 2,000,000 bytes; the rest of the row needs the difference). The two copies are on two
+ * rows (`executions.payload`, the entry's `steps.output`), so each is held to it alone.
+ */
+export const MAX_STORED_PAYLOAD_BYTES = MAX_OUTPUT_BYTES;
+
+/**
+ * What `payload` is for a body that is not JSON, kept so the bytes can be had back exactly (a start
+ * over runs on what the identity was computed from):
+ * - empty: `null`;
+ * - valid UTF-8: its text, every byte of it (a leading byte order mark is kept, not stripped);
+ * - anything else: `{ "kind": "bytes", "base64": "<the body, base64>" }` — decoding it as text would
+ *   replace each invalid byte by U+FFFD, and two different bodies (two identities) by one text.
+ */
+export function nonJsonPayload(raw: Uint8Array): unknown {
+  if (raw.byteLength === 0) return null;
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(raw);
+  } catch {
+    return { kind: "bytes", base64: toBase64(raw) };
+  }
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let binary = "";
+  // In slices: String.fromCharCode takes its arguments on the stack.
+  for (let i = 0; i < bytes.byteLength; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
+}
+
+/**
+ * 413 `stored-payload-too-large` when the payload's stored form (`JSON.stringify`, as the start
+ * stores it) is over `MAX_STORED_PAYLOAD_BYTES`. Measured here, before the identity: past D1's
+ * limit the start batch would be refused, a 500 the sender retries for ever.
+ */
+function assertStorable(body: TriggerBody): TriggerBody {
+  const storedBytes = utf8(JSON.stringify(body.payload ?? null)).byteLength;
+  if (storedBytes > MAX_STORED_PAYLOAD_BYTES) {
+    throw ingressProblems.storedPayloadTooLarge({ bodyBytes: body.raw.byteLength, storedBytes, limitBytes: MAX_STORED_PAYLOAD_BYTES });
+  }
+  return body;
 }
 
 export function isJsonContentType(contentType: string | null): boolean {
@@ -24,12 +77,10 @@ export function isJsonContentType(contentType: string | null): boolean {
 
 /** Interpret bytes already read (the signed hook verifies the bytes before parsing them). */
 export function parseTriggerBody(raw: Uint8Array, contentType: string | null): TriggerBody {
-  if (!isJsonContentType(contentType)) {
-    // Not JSON: the identity hashes the bytes; expressions see the text (invalid UTF-8 replaced).
-    return { raw, isJson: false, payload: raw.byteLength === 0 ? null : new TextDecoder().decode(raw) };
-  }
+  // Not JSON: the identity hashes the bytes.
+  if (!isJsonContentType(contentType)) return assertStorable({ raw, isJson: false, payload: nonJsonPayload(raw) });
   const { text, json } = parseJsonBytesWithText(raw);
-  return { raw, isJson: true, payload: assertExactNumbers(text, json, "body") };
+  return assertStorable({ raw, isJson: true, payload: assertExactNumbers(text, json, "body") });
 }
 
 /**
@@ -44,10 +95,12 @@ export function parseSignedTriggerBody(raw: Uint8Array, contentType: string | nu
   let parsed: { text: string; json: unknown };
   try {
     parsed = parseJsonBytesWithText(raw);
-  } catch {
-    return parseTriggerBody(raw, contentType); // not JSON: raw bytes, as on /trigger
+  } catch (error) {
+    // Not JSON: raw bytes, as on /trigger. JSON nested too deeply is still JSON, and still refused.
+    if (error instanceof ProblemError && error.code === "malformed-json") return parseTriggerBody(raw, contentType);
+    throw error;
   }
-  return { raw, isJson: true, payload: assertExactNumbers(parsed.text, parsed.json, "body") };
+  return assertStorable({ raw, isJson: true, payload: assertExactNumbers(parsed.text, parsed.json, "body") });
 }
 
 /**

@@ -15,6 +15,7 @@ export type IngressProblemCode =
   | "idempotency-field-missing"
   | "idempotency-field-empty"
   | "json-number-out-of-range"
+  | "stored-payload-too-large"
   | "edge-condition-failed"
   | "hook-not-found"
   | "webhook-signature-missing"
@@ -124,6 +125,19 @@ export const ingressProblems = {
       extensions: { pointer: shorten(found.pointer), number: literal },
     });
   },
+  /** The body fits `maxPayloadBytes`, but the JSON it is stored as would not fit D1 (src/ingress/payload.ts). */
+  storedPayloadTooLarge: (sizes: { bodyBytes: number; storedBytes: number; limitBytes: number }) =>
+    new ProblemError({
+      status: 413,
+      code: "stored-payload-too-large",
+      title: "The payload is too large once stored",
+      detail:
+        `The body is ${sizes.bodyBytes} bytes, but the payload is stored as JSON, which takes ${sizes.storedBytes} bytes: over the ` +
+        `${sizes.limitBytes}-byte limit on a stored payload (what a D1 row can hold). A body that is not JSON is stored as text, ` +
+        'where a control character takes 6 bytes (`\\u0001`) and `"` or `\\` two, or as base64 (4 bytes per 3) when it is not ' +
+        "UTF-8; a JSON body is stored with every number in full (`1e15` takes 16 bytes). Send a smaller body.",
+      extensions: sizes,
+    }),
   edgeConditionFailed: (reason: string) =>
     new ProblemError({
       status: 422,

@@ -22,6 +22,7 @@ import type { StoredWorkflow } from "../definitions/store";
 import { claimScheduleRuns, finishScheduleRuns, recordTick, type ClaimedScheduleRun, type ScheduleRunOutcome } from "../ledger";
 import { startWorkflowExecution, type IngressDeps, type StartResult } from "./start";
 import { scheduledMinute } from "./tick";
+import { isoTime } from "../lib/iso-time";
 import { errorMessage, log } from "../lib/log";
 
 /** Starts per cron invocation; the rest wait for the next one (documented in docs/ingress.md). */
@@ -105,7 +106,7 @@ async function startRun(deps: IngressDeps, run: ClaimedScheduleRun, report: Sche
     const result = await startWorkflowExecution(deps, {
       workflow,
       triggerKind: "schedule",
-      payload: { cron: run.cron, scheduledTime: new Date(run.scheduledAt).toISOString() },
+      payload: { cron: run.cron, scheduledTime: isoTime(run.scheduledAt) },
       identity: { kind: "schedule", material: [run.cron, run.scheduledAt], scope: "production" },
     });
     report.started.push(result);
@@ -116,7 +117,7 @@ async function startRun(deps: IngressDeps, run: ClaimedScheduleRun, report: Sche
       workspace: run.workspace,
       workflowId: run.workflowId,
       cron: run.cron,
-      scheduledAt: new Date(run.scheduledAt).toISOString(),
+      scheduledAt: isoTime(run.scheduledAt),
       attempt: run.attempts,
       error,
     });

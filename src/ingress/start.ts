@@ -14,7 +14,7 @@
  * steps get their messages as before. A claimed step that never runs is re-dispatched by the
  * reaper once its lease expired.
  */
-import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf } from "../definitions/schema";
+import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf, MAX_DURATION_MS } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
 import { ExpressionError } from "../expressions/evaluate";
 import {
@@ -42,6 +42,7 @@ import type { StepMessage } from "../steps/messages";
 import { takenSuccessors } from "../steps/graph";
 import { planReadySteps, type ExpressionContext } from "../steps/plan";
 import { deriveIdentity, randomClaimToken, randomExecutionId, windowExecutionId, type IdentityScope } from "./identity";
+import { utf8 } from "../lib/crypto";
 import { errorMessage, log } from "../lib/log";
 import { ingressProblems } from "./problems";
 import { commonProblems } from "../lib/common-problems";
@@ -129,7 +130,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   // An inline slot of this isolate, held from the offer to the end of the inline run (or given back
   // at once if the batch claims nothing): past CHAIN_INLINE_MAX runs or CHAIN_INLINE_MAX_BYTES of
   // their payloads, the first step goes to the queue.
-  const slot = deps.chain && config ? takeInlineSlot(config, record.payloadJson.length) : null;
+  const slot = deps.chain && config ? takeInlineSlot(config, utf8(record.payloadJson).byteLength, now) : null;
   const budget = slot && config ? new ChainBudget(config, deps.chain!.runtime.db, now + config.inlineWindowMs) : null;
   // The start batch counts towards the invocation's D1 queries too.
   const db = budget?.db ?? deps.db;
@@ -161,7 +162,7 @@ async function startAndRun(
   let offer: BudgetOffer | null;
   // What the first step reads of the execution, as D1 would give it back (built only for an inline run).
   let known: KnownInputs | null = null;
-  const knownInputs = (): KnownInputs => (known ??= { payload: { value: asStored(payload) }, outputs: {} });
+  const knownInputs = (): KnownInputs => (known ??= { payload: { value: asStored(payload) }, outputs: new Map() });
   const execution = (id: string) => ({ id, workflowId: workflow.workflowId, trigger: triggerKind });
   // The first step's key, computed as its first attempt would, for the start batch to persist with the claim.
   const keyOf = (o: BudgetOffer | null, executionId: string) =>
@@ -181,7 +182,9 @@ async function startAndRun(
       scope: identity.scope,
     });
     const takeoverExecutionId = await windowExecutionId(hash, now);
-    const windowMs = entry.config.dedupeWindow === undefined ? DEFAULT_DEDUPE_WINDOW_MS : durationMs(entry.config.dedupeWindow);
+    // Clamped: a version saved before durations had one maximum may hold a longer window.
+    const windowMs =
+      entry.config.dedupeWindow === undefined ? DEFAULT_DEDUPE_WINDOW_MS : Math.min(durationMs(entry.config.dedupeWindow), MAX_DURATION_MS);
     // The plan can depend on the execution id only through an entry edge's `when`; without one
     // both candidate ids share a plan, and no expression is evaluated twice.
     const idMatters = workflow.definition.edges.some((e) => e.from === entry.id && e.when !== undefined);
@@ -242,9 +245,14 @@ async function startAndRun(
  * rest of the execution there). Per isolate and in memory: a performance bound, never a
  * correctness one (a claim that was not made is a message that was sent).
  */
-let inlineInFlight = 0;
-/** The payloads those runs hold (their stored JSON's length). */
-let inlineBytes = 0;
+const inlineHeld = new Set<InlineHold>();
+
+/** What one inline run holds: its payload's stored JSON, in UTF-8 bytes, until the run ends or `until` passes. */
+interface InlineHold {
+  bytes: number;
+  /** The run's deadline (the inline window): no chained step of the run may outlast it. */
+  until: number;
+}
 
 interface InlineSlot {
   /** The inline run was handed to waitUntil: it gives the slot back itself. */
@@ -253,22 +261,20 @@ interface InlineSlot {
   releaseUnlessKept(): void;
 }
 
-function takeInlineSlot(config: ChainConfig, bytes: number): InlineSlot | null {
-  if (inlineInFlight >= config.inlineMax || inlineBytes + bytes > config.inlineMaxBytes) return null;
-  inlineInFlight++;
-  inlineBytes += bytes;
+function takeInlineSlot(config: ChainConfig, bytes: number, now: number): InlineSlot | null {
+  // A run whose `waitUntil` the platform cancelled never reaches the `finally` that releases it:
+  // past its deadline it runs no more steps either way, so it no longer counts.
+  for (const hold of inlineHeld) if (hold.until < now) inlineHeld.delete(hold);
+  if (inlineHeld.size >= config.inlineMax || heldBytes() + bytes > config.inlineMaxBytes) return null;
+  const hold: InlineHold = { bytes, until: now + config.inlineWindowMs };
+  inlineHeld.add(hold);
   let kept = false;
-  let released = false;
   const slot: InlineSlot = {
     keep: () => {
       kept = true;
     },
-    release: () => {
-      if (released) return;
-      released = true;
-      inlineInFlight--;
-      inlineBytes -= bytes;
-    },
+    // Idempotent, and a no-op for a hold already dropped at its deadline.
+    release: () => void inlineHeld.delete(hold),
     releaseUnlessKept: () => {
       if (!kept) slot.release();
     },
@@ -276,11 +282,17 @@ function takeInlineSlot(config: ChainConfig, bytes: number): InlineSlot | null {
   return slot;
 }
 
-/** The inline runs in flight in this isolate (tests). */
-export const inlineRunsInFlight = (): number => inlineInFlight;
+function heldBytes(): number {
+  let total = 0;
+  for (const hold of inlineHeld) total += hold.bytes;
+  return total;
+}
 
-/** The payload those runs hold, in the unit of CHAIN_INLINE_MAX_BYTES (tests). */
-export const inlineBytesInFlight = (): number => inlineBytes;
+/** The inline runs in flight in this isolate, as of the last slot taken (tests). */
+export const inlineRunsInFlight = (): number => inlineHeld.size;
+
+/** The payload those runs hold, in the unit of CHAIN_INLINE_MAX_BYTES: UTF-8 bytes (tests). */
+export const inlineBytesInFlight = (): number => heldBytes();
 
 const firstSteps = (plan: StartPlan): string[] => plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => s.vertexId);
 

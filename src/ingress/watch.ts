@@ -1,12 +1,21 @@
 /**
  * Watching an execution from the request that started it: `Prefer: wait=N` on test runs, and
- * the `text/event-stream` of stream runs. Both poll D1 (one round trip per poll) — the steps run
+ * the `text/event-stream` of stream runs. Both poll D1 (one statement per poll) — the steps run
  * elsewhere, on the queue consumer, so polling the rows is the only view of their progress.
  * Watching never affects the execution: when the client goes away, polling stops and the steps
  * carry on.
  */
-import { readExecutionStatus } from "../ledger";
-import { readTrace, type Trace } from "../steps/trace";
+import { eventId } from "../http/execution-events";
+import {
+  readExecutionStatus,
+  readStreamProgress,
+  type ChangePosition,
+  type ExecutionStatus,
+  type StepProgressRecord,
+  type StepState,
+} from "../ledger";
+import type { QueryReservation } from "../steps/query-count";
+import { omitted } from "../steps/trace";
 import type { StartResult } from "./start";
 
 export const MAX_WAIT_SECONDS = 30;
@@ -40,13 +49,24 @@ export async function waitForExecution(
   }
 }
 
-/** What the stream compares between polls: a step of the trace (src/steps/trace.ts). */
-export type StepProgress = Pick<Trace["steps"][number], "vertexId" | "state" | "attempt" | "epoch" | "output" | "error">;
+/** What the stream compares between polls: a step's progress (src/ledger/read-model.ts `readStreamProgress`). */
+export interface StepProgress {
+  vertexId: string;
+  state: StepState;
+  attempt: number;
+  epoch: number;
+  output: unknown;
+  /** The output's size when it is too large to stream (`output` is then null), as in the trace. */
+  outputOmitted?: { bytes: number; limit: number } | null;
+  error: string | null;
+}
 
 export interface StreamEvent {
   event: string;
   data: Record<string, unknown>;
 }
+
+const FINAL: ReadonlySet<StepState> = new Set<StepState>(["COMPLETED", "FAILED", "SKIPPED", "CANCELLED"]);
 
 /**
  * The events implied by a new snapshot of the steps, given what was already reported. Polling
@@ -61,10 +81,11 @@ export function stepEvents(previous: ReadonlyMap<string, StepProgress>, steps: S
     // A cancel moves the epoch too (to fence out a worker still running): that is no start.
     const claimed = step.state !== "CANCELLED" && step.epoch > 0 && (before === undefined || step.epoch > before.epoch);
     if (claimed) events.push({ event: "step.started", data: base });
-    const final = step.state === "COMPLETED" || step.state === "FAILED" || step.state === "SKIPPED" || step.state === "CANCELLED";
-    if (final && before?.state !== step.state) {
-      if (step.state === "COMPLETED") events.push({ event: "step.completed", data: { ...base, output: step.output } });
-      else if (step.state === "FAILED") events.push({ event: "step.failed", data: { ...base, error: step.error } });
+    if (FINAL.has(step.state) && before?.state !== step.state) {
+      if (step.state === "COMPLETED") {
+        const over = step.outputOmitted ? { outputOmitted: step.outputOmitted } : {};
+        events.push({ event: "step.completed", data: { ...base, output: step.output, ...over } });
+      } else if (step.state === "FAILED") events.push({ event: "step.failed", data: { ...base, error: step.error } });
       else if (step.state === "CANCELLED") events.push({ event: "step.cancelled", data: base });
       else events.push({ event: "step.skipped", data: base });
     } else if (step.state === "DISPATCHED" && before?.state === "EXECUTING") {
@@ -75,19 +96,50 @@ export function stepEvents(previous: ReadonlyMap<string, StepProgress>, steps: S
   return events;
 }
 
-export function formatEvent(id: number, e: StreamEvent): string {
+export function formatEvent(id: string, e: StreamEvent): string {
   return `id: ${id}\nevent: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`;
 }
 
+/** The pause between polls. */
+export const STREAM_POLL_MS = 250;
+/**
+ * Polls per stream at most (one statement each). The stream shares its invocation with the trigger
+ * and the inline run of the first step: it reserves these in the invocation's query count before
+ * the start (src/http/routes/triggers.ts), so the inline run's budget leaves them free.
+ */
+export const STREAM_MAX_POLLS = 240;
+/** Statements one poll sends (`readStreamProgress`). */
+export const STREAM_STATEMENTS_PER_POLL = 1;
+/** A stream ends after this long (or `STREAM_MAX_POLLS`), whichever comes first. */
+export const STREAM_MAX_MS = 60_000;
+
 export interface StreamOptions {
   pollMs?: number;
+  maxPolls?: number;
   /** The stream ends after this long even if the execution does not (it keeps running). */
   maxMs?: number;
+  now?: () => number;
+  /** The polls reserved in the invocation's query count: each poll uses one, the end gives the rest back. */
+  reservation?: QueryReservation;
 }
+
+const progressOf = (s: StepProgressRecord): StepProgress => ({
+  vertexId: s.vertexId,
+  state: s.state,
+  attempt: s.attempt,
+  epoch: s.epoch,
+  output: s.outputJson === null ? null : (JSON.parse(s.outputJson) as unknown),
+  outputOmitted: omitted(s.outputJson, s.outputBytes),
+  error: s.error,
+});
 
 /**
  * A `text/event-stream` of the execution: `execution.started`, `step.started`,
- * `step.completed`, `step.failed` (attempt, epoch), `step.skipped`, `execution.finished`.
+ * `step.completed`, `step.failed` (attempt, epoch), `step.skipped`, `step.cancelled`,
+ * `execution.finished` — or, once its polls or its time are spent while the execution runs,
+ * `stream.timeout`. Every event's id is the position of the poll that saw it in the order of
+ * `GET /v1/executions/{id}/events` (`<major>.<minor>`; `….end` on `execution.finished`): a client
+ * continues there with `Last-Event-ID` and gets exactly what was committed after it.
  * Returns the response and the pump's promise (hand it to `ctx.waitUntil`).
  */
 export function streamExecution(
@@ -96,46 +148,57 @@ export function streamExecution(
   start: StartResult,
   options: StreamOptions = {},
 ): { response: Response; done: Promise<void> } {
-  const pollMs = options.pollMs ?? 200;
-  const maxMs = options.maxMs ?? 5 * 60_000;
+  const pollMs = options.pollMs ?? STREAM_POLL_MS;
+  const maxPolls = options.maxPolls ?? STREAM_MAX_POLLS;
+  const now = options.now ?? Date.now;
+  const deadline = now() + (options.maxMs ?? STREAM_MAX_MS);
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   const writer = writable.getWriter();
   const encoder = new TextEncoder();
-  let nextId = 1;
-  const send = (e: StreamEvent) => writer.write(encoder.encode(formatEvent(nextId++, e)));
+  const send = (e: StreamEvent, id: string) => writer.write(encoder.encode(formatEvent(id, e)));
+  const { executionId } = start;
 
   const pump = async () => {
-    await send({ event: "execution.started", data: { ...start } });
+    let position: ChangePosition = [0, 0];
+    await send({ event: "execution.started", data: { ...start } }, eventId(position));
     const seen = new Map<string, StepProgress>();
-    const deadline = Date.now() + maxMs;
-    let progress: Trace | null;
-    for (;;) {
-      // The same read as GET /v1/executions/{id}: the stream shows what the trace shows.
-      progress = await readTrace(db, workspace, start.executionId);
-      if (!progress) break;
-      for (const e of stepEvents(seen, progress.steps)) await send(e);
-      for (const s of progress.steps) seen.set(s.vertexId, s);
-      if (progress.status !== "RUNNING" || Date.now() >= deadline) break;
+    // The (vertex, epoch) pairs already reported settled: their output is not read again.
+    const settled = new Map<string, number>();
+    let status: ExecutionStatus | null = null;
+    for (let polls = 1; ; polls++) {
+      const progress = await readStreamProgress(db, workspace, executionId, [...settled]);
+      options.reservation?.use(STREAM_STATEMENTS_PER_POLL);
+      if (!progress) break; // gone (retention): nothing more to say
+      status = progress.status;
+      position = progress.position;
+      const steps = progress.steps.map(progressOf);
+      for (const e of stepEvents(seen, steps)) await send(e, eventId(position));
+      for (const s of steps) {
+        seen.set(s.vertexId, s);
+        if (FINAL.has(s.state)) settled.set(s.vertexId, s.epoch);
+      }
+      if (status !== "RUNNING" || polls >= maxPolls || now() >= deadline) break;
       await sleep(pollMs);
     }
-    if (progress && progress.status !== "RUNNING") {
-      await send({ event: "execution.finished", data: { executionId: start.executionId, status: progress.status } });
+    const id = eventId(position);
+    if (status !== null && status !== "RUNNING") {
+      await send({ event: "execution.finished", data: { executionId, status } }, `${id}.end`);
     } else {
-      await send({
-        event: "stream.timeout",
-        data: { executionId: start.executionId, detail: "The execution is still running; follow it with GET /v1/executions/{id}." },
-      });
+      const detail = `The execution is still running; follow it with GET /v1/executions/${executionId}/events and Last-Event-ID: ${id}.`;
+      await send({ event: "stream.timeout", data: { executionId, lastEventId: id, detail } }, id);
     }
     await writer.close();
   };
 
-  const done = pump().catch(async (error: unknown) => {
-    // A write to a disconnected client fails: stop polling; the execution is unaffected.
-    await writer.abort(error).catch(() => undefined);
-  });
+  const done = pump()
+    .catch(async (error: unknown) => {
+      // A write to a disconnected client fails: stop polling; the execution is unaffected.
+      await writer.abort(error).catch(() => undefined);
+    })
+    .finally(() => options.reservation?.release());
   const response = new Response(readable, {
     status: start.deduplicated ? 200 : 202,
-    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-execution-id": start.executionId },
+    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-execution-id": executionId },
   });
   return { response, done };
 }

@@ -134,7 +134,25 @@ function startStatus(plan: StartPlan): ExecutionStatus {
 }
 
 /**
- * The claim. Three outcomes in one statement, decided by SQLite under its write lock:
+ * The live execution of an identity's trigger, if any: a RUNNING execution of the lineage of the
+ * identity's first execution (whose id is the identity itself) or of the execution `named` (the
+ * one the identity row names; NULL when there is no row). Every execution a trigger starts joins
+ * its first execution's lineage (`insertExecution`), and so does every start over of any of them,
+ * so this is "another execution of this trigger is live" — and at most one is, by the gates of the
+ * start over (`startOverGate`), the operator retry (./operator.ts) and the claim itself. The
+ * second lineage covers executions started before triggers joined lineages (migrations/0015).
+ * Walks the `executions_live_by_lineage` index.
+ */
+function liveOfIdentity(identity: string, named: string): string {
+  return `(SELECT l.id FROM executions l
+     WHERE l.status = 'RUNNING'
+       AND l.lineage_id IN ((SELECT x.lineage_id FROM executions x WHERE x.id = ${identity}),
+                            (SELECT n.lineage_id FROM executions n WHERE n.id = ${named}))
+     LIMIT 1)`;
+}
+
+/**
+ * The claim. Its outcomes, in one statement, decided by SQLite under its write lock:
  * - no row: insert it; the execution id is the identity itself, unless an execution with that id
  *   already exists (an earlier window whose identity row was swept), then the takeover id;
  * - fresh row (`expires_at > now`): a duplicate; count it (counter + last time, same statement);
@@ -144,6 +162,12 @@ function startStatus(plan: StartPlan): ExecutionStatus {
  *   taken over the same way, and `previous_execution_id` keeps the failed execution's id so the
  *   start batch links the new one to it. Still one statement: of N concurrent such triggers,
  *   the first takes the row, the others find it naming a RUNNING execution and are duplicates.
+ * - but never while an execution of the trigger is live (`liveOfIdentity`: the one the row names,
+ *   still RUNNING after its window, or a start over or operator retry of an earlier one): the
+ *   trigger is a duplicate of that live execution, and the row is pointed at it (its window left
+ *   as it was, ended), so the duplicate is counted on it and the sender gets its id and status.
+ *   With no row, the row inserted names the live execution, under a token no request holds and
+ *   a window that ends 1 ms after it began. Once nothing is live, the next trigger takes it over.
  * RETURNING tells the caller whose token the row holds.
  */
 function claimIdentity(
@@ -160,30 +184,36 @@ function claimIdentity(
   },
   now: number,
 ): D1PreparedStatement {
-  // Reusable: the entry point allows it (?9), and the execution the identity names FAILED, was
-  // not superseded, and nothing of its lineage runs (a start over of it would send the same keys).
+  // Reusable: the entry point allows it (?9), and the execution the identity names FAILED and was
+  // not superseded (nothing of the trigger live either: `takeover`).
   const reusable = `(?9 = 1 AND EXISTS (SELECT 1 FROM executions x
-       WHERE x.id = execution_identities.execution_id AND x.status = 'FAILED' AND x.superseded_by IS NULL
-         AND NOT EXISTS (SELECT 1 FROM executions l WHERE l.lineage_id = x.lineage_id AND l.status = 'RUNNING')))`;
-  const expired = `(execution_identities.expires_at <= ?6 OR ${reusable})`;
+       WHERE x.id = execution_identities.execution_id AND x.status = 'FAILED' AND x.superseded_by IS NULL))`;
+  const expired = `(execution_identities.expires_at <= ?6)`;
+  const live = liveOfIdentity("?1", "execution_identities.execution_id");
+  const takeover = `((${expired} OR ${reusable}) AND ${live} IS NULL)`;
+  // An expired row whose trigger is still live: it names the live execution from now on.
+  const held = `(${expired} AND ${live} IS NOT NULL)`;
+  const liveWithoutRow = liveOfIdentity("?1", "NULL");
   // INSERT … SELECT … WHERE (not VALUES) so the version gate can veto the whole claim.
   return db
     .prepare(
       `INSERT INTO execution_identities
          (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, duplicate_deliveries, last_duplicate_at)
        SELECT ?1, ?2, ?3,
-              CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1) THEN ?4 ELSE ?1 END,
-              ?5, ?6, ?7, 0, NULL
+              coalesce(${liveWithoutRow}, CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1) THEN ?4 ELSE ?1 END),
+              CASE WHEN ${liveWithoutRow} IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
+              ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, 0, NULL
        WHERE ${latestVersionGate("?2", "?3", "?8")}
        ON CONFLICT (identity) DO UPDATE SET
-         execution_id         = CASE WHEN ${expired} THEN excluded.execution_id ELSE execution_identities.execution_id END,
-         claim_token          = CASE WHEN ${expired} THEN excluded.claim_token  ELSE execution_identities.claim_token END,
-         window_start         = CASE WHEN ${expired} THEN excluded.window_start ELSE execution_identities.window_start END,
-         expires_at           = CASE WHEN ${expired} THEN excluded.expires_at   ELSE execution_identities.expires_at END,
-         duplicate_deliveries = CASE WHEN ${expired} THEN 0    ELSE execution_identities.duplicate_deliveries + 1 END,
-         last_duplicate_at    = CASE WHEN ${expired} THEN NULL ELSE ?6 END,
-         previous_execution_id = CASE WHEN ${reusable} THEN execution_identities.execution_id
-                                      WHEN ${expired} THEN NULL ELSE execution_identities.previous_execution_id END
+         execution_id         = CASE WHEN ${takeover} THEN excluded.execution_id WHEN ${held} THEN ${live}
+                                     ELSE execution_identities.execution_id END,
+         claim_token          = CASE WHEN ${takeover} THEN excluded.claim_token  ELSE execution_identities.claim_token END,
+         window_start         = CASE WHEN ${takeover} THEN excluded.window_start ELSE execution_identities.window_start END,
+         expires_at           = CASE WHEN ${takeover} THEN excluded.expires_at   ELSE execution_identities.expires_at END,
+         duplicate_deliveries = CASE WHEN ${takeover} THEN 0    ELSE execution_identities.duplicate_deliveries + 1 END,
+         last_duplicate_at    = CASE WHEN ${takeover} THEN NULL ELSE ?6 END,
+         previous_execution_id = CASE WHEN ${takeover} AND ${reusable} THEN execution_identities.execution_id
+                                      WHEN ${takeover} THEN NULL ELSE execution_identities.previous_execution_id END
        RETURNING execution_id, claim_token, duplicate_deliveries`,
     )
     .bind(
@@ -227,18 +257,23 @@ export const MAX_DUPLICATE_TRIGGERS_KEPT = 100;
  * `recordDuplicateTrigger`: right after `recordDuplicateDelivery` counted it, the duplicate as an
  * event of the execution it joined — its number, time, how it arrived and what made it the same
  * trigger — while the execution has kept fewer than MAX_DUPLICATE_TRIGGERS_KEPT. Zero rows for the
- * winner. Binds ?1 identity, ?2 claim token, ?3 now, ?4 trigger kind, ?5 the bound.
+ * winner. Binds ?1 identity, ?2 claim token, ?3 now, ?4 trigger kind, ?5 the bound, ?6 identity kind (the
+ * trigger's own: the execution it joined may be a start over, whose kind is `forced`).
  */
-function recordDuplicateTrigger(db: D1Database, d: { identity: string; claimToken: string; triggerKind: string }, now: number) {
+function recordDuplicateTrigger(
+  db: D1Database,
+  d: { identity: string; claimToken: string; triggerKind: string; identityKind: IdentityKind },
+  now: number,
+) {
   return db
     .prepare(
       `INSERT INTO duplicate_triggers (execution_id, seq, at, trigger_kind, identity_kind)
-       SELECT e.id, e.duplicate_deliveries, ?3, ?4, e.identity_kind FROM executions e
+       SELECT e.id, e.duplicate_deliveries, ?3, ?4, ?6 FROM executions e
        WHERE e.id = (SELECT execution_id FROM execution_identities WHERE identity = ?1 AND claim_token <> ?2)
          AND e.duplicate_deliveries BETWEEN 1 AND ?5
        ON CONFLICT (execution_id, seq) DO NOTHING`,
     )
-    .bind(d.identity, d.claimToken, now, d.triggerKind, MAX_DUPLICATE_TRIGGERS_KEPT);
+    .bind(d.identity, d.claimToken, now, d.triggerKind, MAX_DUPLICATE_TRIGGERS_KEPT, d.identityKind);
 }
 
 /**
@@ -296,7 +331,10 @@ function gateVersionOf(record: NewExecution): string | null {
 /**
  * `insertExecution`: the execution row (the winner's only), RETURNING its id and status. A start
  * over joins the lineage of the execution it starts over, a reuse after failure that of the
- * execution it follows (`exprs.previous`); any other execution begins its own.
+ * execution it follows (`exprs.previous`), any other execution of a trigger that of the trigger's
+ * first execution (the one whose id is the identity: a later window, or a trigger after a release,
+ * is the same trigger again, and the one-live-execution gates look at the lineage). The first
+ * execution of a trigger, and a test run, begins its own.
  * Binds ?1–?11 the row, then the source from ?12.
  */
 function insertExecution(
@@ -313,7 +351,8 @@ function insertExecution(
          (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
           started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at)
        SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${exprs.identity}, ?7, ?8, ?9, ${exprs.previous},
-              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?9, ${exprs.previous})), src.execution_id),
+              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?9, ${exprs.previous})),
+                       (SELECT x.lineage_id FROM executions x WHERE x.id = ${exprs.identity}), src.execution_id),
               ?10, ?10, ?11
        ${source.from(12)}
        RETURNING id, status`,
@@ -523,7 +562,11 @@ export async function startExecution(
       )
       .add(
         "duplicateEvent",
-        recordDuplicateTrigger(db, { identity: start.identity, claimToken: start.claimToken, triggerKind: record.triggerKind }, now),
+        recordDuplicateTrigger(
+          db,
+          { identity: start.identity, claimToken: start.claimToken, triggerKind: record.triggerKind, identityKind: record.identityKind },
+          now,
+        ),
       );
   }
   const variants = variantsOf(record, start);

@@ -6,8 +6,9 @@
  */
 import { readAttempts, type AttemptRecord } from "./attempts";
 import { LabelledBatch } from "./batch";
-import { selectList } from "./columns";
+import { selectList, type Columns } from "./columns";
 import { keySendsColumn } from "./key-sends";
+import type { ChangePosition } from "./execution-changes";
 import type { ExecutionStatus } from "./executions";
 import type { ScheduleRunStatus } from "./schedule-runs";
 import type { StepEventType, StepState } from "./steps";
@@ -43,6 +44,22 @@ export interface ExecutionRecord {
   finishedAt: number | null;
 }
 
+/** An execution as the list and the trace show it: the record without its payload (which neither shows). */
+export type ExecutionSummaryRecord = Omit<ExecutionRecord, "payloadJson">;
+
+/**
+ * The most bytes (UTF-8, of its stored JSON) of a step's output or request the trace and the
+ * stream read back; a larger value is left in D1 and shown as omitted, with its size (`outputBytes`).
+ * A step's output may be 1.5 MB and an execution has many steps: unbounded, one trace could read
+ * tens of MB into a 128 MB isolate.
+ */
+export const TRACE_VALUE_MAX_BYTES = 65_536;
+
+/** A stored JSON value's size in bytes, computed in SQL without reading it back. */
+const byteLength = (column: string) => `length(CAST(${column} AS BLOB))`;
+/** The column, or NULL when it is over `TRACE_VALUE_MAX_BYTES`. */
+const bounded = (column: string) => `CASE WHEN ${byteLength(column)} <= ${TRACE_VALUE_MAX_BYTES} THEN ${column} END`;
+
 export interface StepRecord {
   vertexId: string;
   state: StepState;
@@ -51,9 +68,13 @@ export interface StepRecord {
   availableAt: number;
   leaseUntil: number | null;
   idempotencyKey: string | null;
-  /** The redacted request summary (JSON text). */
+  /** The redacted request summary (JSON text); null too when over `TRACE_VALUE_MAX_BYTES` (see `requestBytes`). */
   requestJson: string | null;
+  requestBytes: number | null;
+  /** The output (JSON text); null too when over `TRACE_VALUE_MAX_BYTES` (see `outputBytes`). */
   outputJson: string | null;
+  /** The stored output's size in bytes (null: no output). */
+  outputBytes: number | null;
   /** JSON array of the vertices whose edges this step took. */
   nextVerticesJson: string | null;
   error: string | null;
@@ -91,7 +112,7 @@ const DUPLICATE_TRIGGER_RECORD = selectList<DuplicateTriggerRecord>({
 });
 
 export interface TraceRecords {
-  execution: ExecutionRecord;
+  execution: ExecutionSummaryRecord;
   duplicateTriggers: DuplicateTriggerRecord[];
   steps: StepRecord[];
   events: StepEventRecord[];
@@ -108,7 +129,7 @@ export interface TraceRecords {
   dedupeWindowEnd: number | null;
 }
 
-const EXECUTION_RECORD = selectList<ExecutionRecord>({
+const EXECUTION_COLUMNS = {
   id: "id",
   workspace: "workspace",
   workflowId: "workflow_id",
@@ -130,7 +151,14 @@ const EXECUTION_RECORD = selectList<ExecutionRecord>({
   createdAt: "created_at",
   updatedAt: "updated_at",
   finishedAt: "finished_at",
-});
+} as const;
+
+const EXECUTION_RECORD = selectList<ExecutionRecord>(EXECUTION_COLUMNS);
+
+/** What the list and the trace read: every column but the payload (up to 1 MiB each). */
+const EXECUTION_SUMMARY_RECORD = selectList<ExecutionSummaryRecord>(
+  Object.fromEntries(Object.entries(EXECUTION_COLUMNS).filter(([field]) => field !== "payloadJson")) as Columns<ExecutionSummaryRecord>,
+);
 
 /** One execution of a workspace. Binds ?1 execution id, ?2 workspace. */
 const ONE_EXECUTION = `SELECT ${EXECUTION_RECORD} FROM executions WHERE id = ?1 AND workspace = ?2`;
@@ -143,8 +171,10 @@ const STEP_RECORD = selectList<StepRecord>({
   availableAt: "available_at",
   leaseUntil: "lease_until",
   idempotencyKey: "idempotency_key",
-  requestJson: "request",
-  outputJson: "output",
+  requestJson: bounded("request"),
+  requestBytes: byteLength("request"),
+  outputJson: bounded("output"),
+  outputBytes: byteLength("output"),
   nextVerticesJson: "next_vertices",
   error: "error",
   createdAt: "created_at",
@@ -176,7 +206,10 @@ const SCHEDULE_RUN_RECORD = selectList<ScheduleRunRecord>({
 /** The execution (in this workspace), its steps, their events and attempts: one round trip. Null: not in this workspace. */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
   const results = await new LabelledBatch<"execution" | "duplicates" | "steps" | "events" | "attempts" | "definition" | "identity">(db)
-    .add("execution", db.prepare(ONE_EXECUTION).bind(executionId, workspace))
+    .add(
+      "execution",
+      db.prepare(`SELECT ${EXECUTION_SUMMARY_RECORD} FROM executions WHERE id = ?1 AND workspace = ?2`).bind(executionId, workspace),
+    )
     .add(
       "duplicates",
       db
@@ -229,7 +262,7 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
         .bind(executionId, workspace),
     )
     .run();
-  const execution = results.first<ExecutionRecord>("execution");
+  const execution = results.first<ExecutionSummaryRecord>("execution");
   if (!execution) return null;
   return {
     execution,
@@ -270,12 +303,12 @@ const RETRIED = "max_attempt > 1";
  * `executions_retried` for those filters, `executions_by_workflow` for a workflow and status, else
  * `executions_by_workspace` (test/steps/execution-list.test.ts reads the query plans).
  */
-export async function listExecutionRecords(db: D1Database, workspace: string, f: ExecutionListFilter): Promise<ExecutionRecord[]> {
+export async function listExecutionRecords(db: D1Database, workspace: string, f: ExecutionListFilter): Promise<ExecutionSummaryRecord[]> {
   const { sql, params } = listQuery(workspace, f);
   const { results } = await db
     .prepare(sql)
     .bind(...params)
-    .all<ExecutionRecord>();
+    .all<ExecutionSummaryRecord>();
   return results;
 }
 
@@ -295,7 +328,7 @@ export function listQuery(workspace: string, f: ExecutionListFilter): { sql: str
     where.push(`(created_at < ${at} OR (created_at = ${at} AND id < ${param(f.before.id)}))`);
   }
   const sql =
-    `SELECT ${EXECUTION_RECORD} FROM executions WHERE ${where.join(" AND ")} ` +
+    `SELECT ${EXECUTION_SUMMARY_RECORD} FROM executions WHERE ${where.join(" AND ")} ` +
     `ORDER BY created_at DESC, id DESC LIMIT ${param(f.limit)}`;
   return { sql, params };
 }
@@ -339,6 +372,85 @@ export async function readExecutionStatus(db: D1Database, workspace: string, exe
     .bind(executionId, workspace)
     .first<{ status: ExecutionStatus }>();
   return row?.status ?? null;
+}
+
+/** A step as the stream compares it between polls (src/ingress/watch.ts). */
+export interface StepProgressRecord {
+  vertexId: string;
+  state: StepState;
+  attempt: number;
+  epoch: number;
+  /** Null when the caller already has it (see `readStreamProgress`), or over `TRACE_VALUE_MAX_BYTES`. */
+  outputJson: string | null;
+  outputBytes: number | null;
+  error: string | null;
+}
+
+export interface StreamProgress {
+  status: ExecutionStatus;
+  steps: StepProgressRecord[];
+  /**
+   * The newest position of the execution's change order (src/ledger/execution-changes.ts) in the
+   * same snapshot: `GET …/events` after it delivers exactly what was committed after this read.
+   */
+  position: ChangePosition;
+}
+
+interface StreamProgressRow extends Partial<StepProgressRecord> {
+  status: ExecutionStatus;
+  eventMark: number;
+  attemptMark: number | null;
+  attemptSeq: number | null;
+}
+
+/**
+ * A stream poll: the status, every step's progress and the change position, in ONE statement.
+ * `reported`: the (vertex, epoch) pairs whose final state the caller already holds — their output
+ * and error are not read again (a settled step's output does not change at the same epoch). Null
+ * when the execution is not in this workspace. Binds ?1 execution id, ?2 workspace, ?3 reported.
+ */
+export async function readStreamProgress(
+  db: D1Database,
+  workspace: string,
+  executionId: string,
+  reported: ReadonlyArray<readonly [string, number]>,
+): Promise<StreamProgress | null> {
+  const known = `EXISTS (SELECT 1 FROM json_each(?3) r
+                         WHERE json_extract(r.value, '$[0]') = s.vertex_id AND json_extract(r.value, '$[1]') = s.epoch)`;
+  const latestAttempt = `FROM step_attempts a WHERE a.execution_id = e.id ORDER BY a.ev_mark DESC, a.seq DESC LIMIT 1`;
+  const { results } = await db
+    .prepare(
+      `SELECT e.status AS status,
+              (SELECT coalesce(max(ev.id), 0) FROM step_events ev WHERE ev.execution_id = e.id) AS eventMark,
+              (SELECT a.ev_mark ${latestAttempt}) AS attemptMark,
+              (SELECT a.seq ${latestAttempt}) AS attemptSeq,
+              s.vertex_id AS vertexId, s.state AS state, s.attempt AS attempt, s.epoch AS epoch,
+              CASE WHEN ${known} THEN NULL ELSE ${bounded("s.output")} END AS outputJson,
+              ${byteLength("s.output")} AS outputBytes,
+              CASE WHEN ${known} THEN NULL ELSE s.error END AS error
+       FROM executions e LEFT JOIN steps s ON s.execution_id = e.id AND s.workspace = e.workspace
+       WHERE e.id = ?1 AND e.workspace = ?2
+       ORDER BY s.created_at, s.rowid`,
+    )
+    .bind(executionId, workspace, JSON.stringify(reported))
+    .all<StreamProgressRow>();
+  const first = results[0];
+  if (!first) return null;
+  const events: ChangePosition = [first.eventMark, 0];
+  const attempts: ChangePosition | null = first.attemptMark === null ? null : [first.attemptMark, first.attemptSeq ?? 0];
+  const position = attempts && (attempts[0] > events[0] || (attempts[0] === events[0] && attempts[1] > events[1])) ? attempts : events;
+  const steps = results
+    .filter((r): r is StreamProgressRow & StepProgressRecord => r.vertexId !== null && r.vertexId !== undefined)
+    .map(({ vertexId, state, attempt, epoch, outputJson, outputBytes, error }) => ({
+      vertexId,
+      state,
+      attempt,
+      epoch,
+      outputJson,
+      outputBytes,
+      error,
+    }));
+  return { status: first.status, steps, position };
 }
 
 export interface ScheduleRunRecord {

@@ -6,7 +6,7 @@
 import { ProblemError, type ProblemCatalog } from "./problem";
 
 export type CommonProblemCode =
-  "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "payload-too-large" | "internal-error";
+  "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error";
 
 export const commonProblems = {
   unauthorized: () =>
@@ -29,6 +29,15 @@ export const commonProblems = {
       code: "malformed-json",
       title: "The request body is not valid JSON",
       detail: `${reason}. Send a JSON document with \`content-type: application/json\`.`,
+    }),
+  /** `depth`: how deeply the body nests arrays and objects (src/lib/json-depth.ts). */
+  jsonTooDeep: (depth: number, maxDepth: number) =>
+    new ProblemError({
+      status: 400,
+      code: "json-too-deep",
+      title: "The JSON body nests too deeply",
+      detail: `The body nests arrays and objects ${depth} levels deep; at most ${maxDepth} are accepted. Send a flatter document.`,
+      extensions: { depth, maxDepth },
     }),
   payloadTooLarge: (limitBytes: number) =>
     new ProblemError({

@@ -130,8 +130,8 @@ export function findUnsafeNumberLiteral(text: string): UnsafeNumber | undefined 
   return undefined;
 }
 
-/** The index just past the closing quote of the string that opens at `start`. */
-function endOfString(text: string, start: number): number {
+/** The index just past the closing quote of the JSON string that opens at `start` (src/lib/json-depth.ts uses it too). */
+export function endOfString(text: string, start: number): number {
   let quote = text.indexOf('"', start + 1);
   while (quote !== -1) {
     // The quote is escaped when an odd number of backslashes precedes it (`\"` yes, `\\"` no).

@@ -8,9 +8,13 @@
  * reading anything, and the stream is counted while it is read, because `content-length` can be
  * absent (chunked uploads) or wrong. Reading stops at the first chunk that crosses the limit, so an
  * oversize body never sits whole in memory.
+ *
+ * Every JSON body is parsed here, so its nesting is bounded here too (src/lib/json-depth.ts): one
+ * 400 on every route, before anything recursive reads the document.
  */
 import { commonProblems } from "./common-problems";
 import { BodyTooLargeError, readAtMost } from "./bounded-read";
+import { jsonDepth, MAX_JSON_DEPTH } from "./json-depth";
 import { errorMessage } from "./log";
 
 /** The raw body bytes (empty when there is no body). Throws 413 `payload-too-large` above `maxBytes`. */
@@ -24,15 +28,16 @@ export async function readRawBody(request: Request, maxBytes: number): Promise<U
 }
 
 /**
- * The raw bytes and the parsed JSON. Throws 413 above `maxBytes`, and 400 `malformed-json` when the
- * body is empty, is not UTF-8, or does not parse (the detail carries the parser's message).
+ * The raw bytes and the parsed JSON. Throws 413 above `maxBytes`, 400 `malformed-json` when the
+ * body is empty, is not UTF-8, or does not parse (the detail carries the parser's message), and
+ * 400 `json-too-deep` when it nests deeper than `MAX_JSON_DEPTH`.
  */
 export async function readJsonBody(request: Request, maxBytes: number): Promise<{ raw: Uint8Array; json: unknown }> {
   const raw = await readRawBody(request, maxBytes);
   return { raw, json: parseJsonBytes(raw) };
 }
 
-/** Parse bytes already read as JSON: 400 `malformed-json` when empty, not UTF-8, or not JSON. */
+/** Parse bytes already read as JSON: 400 `malformed-json` when empty, not UTF-8, or not JSON; 400 `json-too-deep`. */
 export function parseJsonBytes(raw: Uint8Array): unknown {
   return parseJsonBytesWithText(raw).json;
 }
@@ -46,10 +51,15 @@ export function parseJsonBytesWithText(raw: Uint8Array): { text: string; json: u
   } catch {
     throw commonProblems.malformedJson("The request body is not valid UTF-8");
   }
+  let json: unknown;
   try {
-    return { text, json: JSON.parse(text) as unknown };
+    json = JSON.parse(text) as unknown;
   } catch (error) {
     const reason = errorMessage(error);
     throw commonProblems.malformedJson(`The request body does not parse as JSON (${reason})`);
   }
+  // Measured after parsing, so the count is of valid JSON (and a body that is not JSON is a 400 for that).
+  const depth = jsonDepth(text);
+  if (depth > MAX_JSON_DEPTH) throw commonProblems.jsonTooDeep(depth, MAX_JSON_DEPTH);
+  return { text, json };
 }

@@ -14,15 +14,19 @@ import type { Vertex, WorkflowDefinition } from "../definitions/schema";
 import { stepInputsOf, type StepInputsSpec } from "../definitions/step-inputs";
 import type { ChainedClaim, ChainOffer, ClaimedStep, StepInputs, StepRef, StepRun } from "../ledger";
 import { predecessorsOf, vertexOf } from "./graph";
+import { ownMember, setOwnMember } from "../lib/own-member";
 import type { ExpressionContext } from "./plan";
-import { countQueries } from "./query-count";
+import { countQueries, type CountedD1, type QueryReservation } from "./query-count";
 
 export interface ChainConfig {
   /** The most steps one invocation runs after the one it was started for. */
   maxSteps: number;
   /** The wall time one queue invocation spends chaining, from its start. */
   maxMs: number;
-  /** D1 queries (statements) one invocation may send before it stops chaining (Workers' limit is 1,000). */
+  /**
+   * D1 queries (statements) one invocation may send or have reserved (a batch's own messages, a
+   * stream's polls) before it stops chaining (Workers' limit is 1,000; capped at 900).
+   */
   maxQueries: number;
   /** The lease of a chained claim: a step claimed and never run is re-dispatched by the reaper after it. */
   leaseMs: number;
@@ -31,8 +35,8 @@ export interface ChainConfig {
   /** The most inline runs of first steps one isolate takes on at once; past it, first steps are queued. */
   inlineMax: number;
   /**
-   * The most payload one isolate's inline runs hold at once, as the length of the payloads' stored
-   * JSON: each run keeps its payload (and what it parses of it) until it ends, and an isolate has
+   * The most payload one isolate's inline runs hold at once, as the UTF-8 bytes of the payloads'
+   * stored JSON: each run keeps its payload (and what it parses of it) until it ends, and an isolate has
    * 128 MB. Past it, first steps are queued.
    */
   inlineMaxBytes: number;
@@ -60,6 +64,30 @@ export const CHAIN_MARGIN_MS = 2_000;
  * on top, because the settle batch decides every descendant.
  */
 export const QUERIES_PER_STEP = 40;
+
+/**
+ * Statements of one settle batch (src/ledger/steps.ts `settleAndDispatch`) without its chained
+ * claim, which the offer counts: five fixed, the finish, a backfill and a fan-in decision per vertex
+ * at most, and a margin. What a queue message still holds back once it settles.
+ */
+export function settleQueries(definition: WorkflowDefinition): number {
+  return 10 + 2 * definition.vertices.length;
+}
+
+/** The longest a Gateway call may take (src/definitions/schema.ts `timeoutMs`). */
+const MAX_CALL_MS = 300_000;
+
+/**
+ * Queries a queue batch holds back for each of its own messages, whose steps run beside the chained
+ * ones and are not offered: one step's worth (`QUERIES_PER_STEP`: claim, inputs, key persist,
+ * settle) plus a heartbeat every `heartbeatEveryMs` through the longest call. With the step lease
+ * of 30 s (a heartbeat every 10 s) that is 40 + 30 = 70; a batch of ten holds 700 until its
+ * messages end (docs/steps.md "Chaining").
+ */
+export function queriesPerMessage(heartbeatEveryMs: number): number {
+  const heartbeats = heartbeatEveryMs > 0 ? Math.ceil(MAX_CALL_MS / heartbeatEveryMs) : 0;
+  return QUERIES_PER_STEP + heartbeats;
+}
 
 interface ChainVars {
   CHAIN_STEPS?: string;
@@ -105,15 +133,18 @@ export interface BudgetOffer extends ChainOffer {
 
 /**
  * One invocation's chaining budget, shared by every message of a queue batch (the query limit is
- * per invocation). It counts the D1 queries sent through `db`.
+ * per invocation). It counts the D1 queries sent through `db` — with the invocation's own counter
+ * when `db` is already counted (src/steps/query-count.ts): a stream's polls and the inline run of
+ * its first step then share one count, and what the stream reserved counts as spent.
  *
  * The messages of a batch run at once, so an offer RESERVES: the step counts from the moment it is
  * offered (given back if the batch claimed nothing), and its queries are held until the step ran —
- * two settles in flight together cannot both take the last step, or the last queries.
+ * two settles in flight together cannot both take the last step, or the last queries. What runs
+ * beside the chained steps and is never offered (a batch's own messages) reserves with `reserve`.
  */
 export class ChainBudget {
   readonly db: D1Database;
-  readonly #queries: () => number;
+  readonly #counted: CountedD1;
   #steps = 0;
   #heldQueries = 0;
 
@@ -123,9 +154,8 @@ export class ChainBudget {
     /** No chained step may run past this time (its timeout included). */
     readonly deadline: number,
   ) {
-    const counted = countQueries(db);
-    this.db = counted.db;
-    this.#queries = counted.queries;
+    this.#counted = countQueries(db);
+    this.db = this.#counted.db;
   }
 
   /** Chained steps offered or taken (an offer not claimed is given back). */
@@ -133,8 +163,19 @@ export class ChainBudget {
     return this.#steps;
   }
 
+  /** Queries the invocation sent (through this budget's database, or any sharing its counter). */
   queries(): number {
-    return this.#queries();
+    return this.#counted.queries();
+  }
+
+  /** Queries sent plus those reserved and not yet sent: what an offer must leave room beside. */
+  committed(): number {
+    return this.#counted.committed() + this.#heldQueries;
+  }
+
+  /** Hold `queries` back from offers for work beside the chained steps (given back with `release`). */
+  reserve(queries: number): QueryReservation {
+    return this.#counted.reserve(queries);
   }
 
   /**
@@ -147,7 +188,7 @@ export class ChainBudget {
   offer(definition: WorkflowDefinition, successors: readonly string[], now: number): BudgetOffer | null {
     if (this.#steps >= this.config.maxSteps) return null;
     const queries = QUERIES_PER_STEP + definition.vertices.length;
-    if (this.queries() + this.#heldQueries + queries > this.config.maxQueries) return null;
+    if (this.committed() + queries > this.config.maxQueries) return null;
     const fits = successors.filter((id) => now + timeoutOf(vertexOf(definition, id)) + CHAIN_MARGIN_MS <= this.deadline);
     const single = fits.filter((id) => predecessorsOf(definition, id).length === 1);
     const candidates = [...single, ...fits.filter((id) => !single.includes(id))];
@@ -169,10 +210,14 @@ export class ChainBudget {
   }
 }
 
-/** What the invocation already holds of an execution: the payload (if it read it) and the outputs it read or produced. */
+/**
+ * What the invocation already holds of an execution: the payload (if it read it) and the outputs it
+ * read or produced, by step id. A Map: a vertex may be named `constructor` or `toString`, which a
+ * plain object would "hold" as its prototype's function.
+ */
 export interface KnownInputs {
   payload: { value: unknown } | null;
-  outputs: Record<string, unknown>;
+  outputs: ReadonlyMap<string, unknown>;
 }
 
 /** A step a chained claim took, with everything its run needs but (maybe) its inputs. */
@@ -228,7 +273,7 @@ export function contextOf(
   execution: ExpressionContext["execution"],
 ): ExpressionContext {
   const steps = { ...inputs.outputs };
-  if (inputs.readsPayload) steps[entryVertexId] = inputs.payload; // the entry's output is the payload
+  if (inputs.readsPayload) setOwnMember(steps, entryVertexId, inputs.payload); // the entry's output is the payload
   return { payload: inputs.payload, steps, execution };
 }
 
@@ -262,12 +307,12 @@ export function inputsFromMemory(
   known: KnownInputs,
   maxBytes: number,
 ): StepInputs | null {
-  const own = specOf(definition).vertices[vertexId];
+  const own = ownMember(specOf(definition).vertices, vertexId) as StepInputsSpec["vertices"][string] | undefined;
   if (!own || own.all) return null;
   if (own.payload && !known.payload) return null;
-  if (own.steps.some((id) => !(id in known.outputs))) return null;
-  const outputs = Object.fromEntries(own.steps.map((id) => [id, known.outputs[id]]));
-  const outputSizes = Object.fromEntries(own.steps.map((id) => [id, bytes(JSON.stringify(known.outputs[id] ?? null))]));
+  if (own.steps.some((id) => !known.outputs.has(id))) return null;
+  const outputs = Object.fromEntries(own.steps.map((id) => [id, known.outputs.get(id)]));
+  const outputSizes = Object.fromEntries(own.steps.map((id) => [id, bytes(JSON.stringify(known.outputs.get(id) ?? null))]));
   const outputsBytes = 2 + own.steps.reduce((n, id) => n + outputSizes[id]! + bytes(id) + 4, 0);
   const payloadBytes = own.payload && known.payload ? bytes(JSON.stringify(known.payload.value ?? null)) : 0;
   if (outputsBytes + payloadBytes > maxBytes) {

@@ -15,12 +15,13 @@
  * is marked harmless (`redelivery_dropped`), not `dead_lettered` (src/ledger/step-recovery.ts).
  */
 import { recordDeadLetters } from "../ledger";
-import { ChainBudget } from "./chain";
+import { ChainBudget, queriesPerMessage } from "./chain";
 import { parseStepMessage } from "./messages";
 import { maybeReap } from "./reaper";
 import { delaySeconds } from "./retry-policy";
-import { runStep } from "./run-step";
+import { MIN_HEARTBEAT_MS, runStep } from "./run-step";
 import { defaultRuntime, type StepRuntime } from "./runtime";
+import type { QueryReservation } from "./query-count";
 import { errorMessage, log } from "../lib/log";
 
 const MAX_DEAD_LETTER_BODY = 4096;
@@ -73,6 +74,21 @@ async function storeDeadLetters(batch: MessageBatch<unknown>, rt: StepRuntime): 
   batch.ackAll();
 }
 
+/**
+ * Each message's own step (claim, inputs, key persist, heartbeats, settle) runs beside the chained
+ * steps and is never offered: hold its queries back from them until the message is done — all
+ * before the first message starts (docs/steps.md "Chaining": the arithmetic).
+ */
+export function holdForMessages(
+  budget: ChainBudget | undefined,
+  messages: number,
+  rt: Pick<StepRuntime, "heartbeatEveryMs" | "leaseMs">,
+): Array<QueryReservation | undefined> {
+  // The heartbeat of a message's own claim: as src/steps/run-step.ts `withHeartbeat` runs it.
+  const every = rt.heartbeatEveryMs ?? Math.max(MIN_HEARTBEAT_MS, Math.floor(rt.leaseMs / 3));
+  return Array.from({ length: messages }, () => budget?.reserve(queriesPerMessage(every)));
+}
+
 export async function handleStepBatch(
   batch: MessageBatch<unknown>,
   env: Env,
@@ -83,6 +99,15 @@ export async function handleStepBatch(
   // One chaining budget for the whole batch: the D1 query limit is per invocation.
   const budget = rt.chain ? new ChainBudget(rt.chain, rt.db, rt.now() + rt.chain.maxMs) : undefined;
   const run = budget ? { ...rt, db: budget.db, budget } : rt;
-  await Promise.all(batch.messages.map((m) => processStepMessage(m, run)));
+  const holds = holdForMessages(budget, batch.messages.length, rt);
+  await Promise.all(
+    batch.messages.map(async (m, i) => {
+      try {
+        await processStepMessage(m, { ...run, messageHold: holds[i] });
+      } finally {
+        holds[i]?.release();
+      }
+    }),
+  );
   maybeReap(rt, ctx);
 }

@@ -8,6 +8,7 @@
  * restarts them (`retryBase = attempt`); an in-progress re-check does not count at all.
  */
 import { DEFAULT_RETRY, type RetryPolicy } from "../definitions/schema";
+import { isoTimeText } from "../lib/iso-time";
 import type { RunOutcome } from "./outcome";
 import { inProgressBudgetMs, inProgressWaitMs, planRetry } from "./retry-policy";
 
@@ -79,7 +80,7 @@ export function decide(outcome: RunOutcome, claim: ClaimFacts, policy: RetryPoli
       const waited = now - since;
       if (waited < budget) {
         const delayMs = inProgressWaitMs(inProgressPolicy, outcome.retryAfterMs, since + budget - now);
-        const until = new Date(since + budget).toISOString();
+        const until = isoTimeText(since + budget);
         const detail = `${outcome.error}; asking again in ${delayMs} ms (in-progress budget until ${until})`;
         return { kind: "recheck_in_progress", delayMs, reason: "in-progress", detail, ...withOutput(outcome.output) };
       }

@@ -9,6 +9,8 @@ import { resolveDestinationKey } from "../definitions/destination-key";
 import { KEY_ALPHABETS } from "../definitions/key-profiles";
 import { WorkflowDefinition, type GatewayVertex } from "../definitions/schema";
 import type { KeySend } from "../ledger";
+import { isoTime } from "../lib/iso-time";
+import { ownMember } from "../lib/own-member";
 import { retentionDeadline } from "./gateway/retention";
 
 export interface DestinationKeyTrace {
@@ -80,9 +82,10 @@ export function destinationKeyTrace(vertex: GatewayVertex | undefined, sent: Key
     alphabet,
     retentionMs,
     destination,
-    firstSentAt: send ? iso(send.firstSentAt) : null,
-    acknowledgedAt: send && send.countedFrom > send.firstSentAt ? iso(send.countedFrom) : null,
-    retentionDeadline: send && retentionMs !== null ? iso(retentionDeadline(send, retentionMs)) : null,
+    firstSentAt: send ? isoTime(send.firstSentAt) : null,
+    acknowledgedAt: send && send.countedFrom > send.firstSentAt ? isoTime(send.countedFrom) : null,
+    // A version saved before durations were bounded may declare a retention past year 9999: null then.
+    retentionDeadline: send && retentionMs !== null ? isoTime(retentionDeadline(send, retentionMs)) : null,
   };
 }
 
@@ -100,7 +103,8 @@ function sendOf(sent: KeySentFacts): [string | null, KeySend | null] {
   if (typeof url === "string") {
     try {
       const origin = new URL(url).origin;
-      if (sent.sends[origin]) return [origin, sent.sends[origin]];
+      const send = ownMember(sent.sends, origin) as KeySend | undefined;
+      if (send) return [origin, send];
     } catch {
       // not a URL: fall back to the earliest send
     }
@@ -108,5 +112,3 @@ function sendOf(sent: KeySentFacts): [string | null, KeySend | null] {
   const earliest = Object.entries(sent.sends).sort((a, b) => a[1].firstSentAt - b[1].firstSentAt)[0];
   return earliest ? earliest : [null, null];
 }
-
-const iso = (ms: number) => new Date(ms).toISOString();

@@ -78,7 +78,8 @@ export const executionProblems = {
       code: "live-execution-exists",
       title: "Another execution of this trigger is running",
       detail:
-        `Execution ${liveExecutionId}, of the same chain of start overs as ${executionId}, is RUNNING: two live executions ` +
+        `Execution ${liveExecutionId}, of the same lineage as ${executionId} (the same trigger, or a start over of it), ` +
+        `is RUNNING: two live executions ` +
         `would send the same destination keys. Wait for it to finish, or cancel it (POST /v1/executions/${liveExecutionId}/cancel).`,
     }),
   executionNotCancellable: (executionId: string, status: string) =>

@@ -3,17 +3,42 @@
  * each of its statements (the conservative reading of Workers' "1,000 D1 queries per invocation")
  * — so step chaining can stop before the limit (src/steps/chain.ts). It forwards everything to
  * the database it wraps and never answers by itself.
+ *
+ * One counter per invocation: wrapping a counted database again returns the same counter, so
+ * whoever shares the invocation's database (a stream's polls, the inline run's budget) shares the
+ * count. Work that will send queries later (a stream's remaining polls, a queue message's own
+ * settle) reserves them: the budget counts a reservation as spent until it is given back.
  */
 
 export interface CountedD1 {
   db: D1Database;
+  /** Queries sent through `db`. */
   queries(): number;
+  /** Queries sent, plus those reserved and not given back: what a budget must count as spent. */
+  committed(): number;
+  /** Set `queries` aside for work that sends them later. */
+  reserve(queries: number): QueryReservation;
+}
+
+export interface QueryReservation {
+  /** `n` of the reserved queries were sent (and are counted now): the reservation shrinks by them. */
+  use(n: number): void;
+  /** Only `n` more are needed: the reservation shrinks to at most `n`. */
+  shrinkTo(n: number): void;
+  /** The rest is not needed: given back. */
+  release(): void;
 }
 
 const RUNS = new Set<PropertyKey>(["first", "run", "all", "raw"]);
 
+/** The counter of each counted database, so that counting it again shares the count. */
+const counters = new WeakMap<D1Database, CountedD1>();
+
 export function countQueries(database: D1Database): CountedD1 {
+  const existing = counters.get(database);
+  if (existing) return existing;
   let queries = 0;
+  let reserved = 0;
   const targets = new WeakMap<object, D1PreparedStatement>();
   const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
     const proxy = new Proxy(statement, {
@@ -44,5 +69,31 @@ export function countQueries(database: D1Database): CountedD1 {
       return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },
   });
-  return { db, queries: () => queries };
+  const counted: CountedD1 = {
+    db,
+    queries: () => queries,
+    committed: () => queries + reserved,
+    reserve(n) {
+      let left = Math.max(0, n);
+      reserved += left;
+      return {
+        use(sent) {
+          const used = Math.min(left, Math.max(0, sent));
+          left -= used;
+          reserved -= used;
+        },
+        shrinkTo(most) {
+          const keep = Math.min(left, Math.max(0, most));
+          reserved -= left - keep;
+          left = keep;
+        },
+        release() {
+          reserved -= left;
+          left = 0;
+        },
+      };
+    },
+  };
+  counters.set(db, counted);
+  return counted;
 }

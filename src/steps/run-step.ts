@@ -19,7 +19,7 @@ import {
   type WorkflowDefinition,
 } from "../definitions/schema";
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
-import { asStored, chainedStep, contextOf, inputsFromMemory, type ChainedStep, type KnownInputs } from "./chain";
+import { asStored, chainedStep, contextOf, inputsFromMemory, settleQueries, type ChainedStep, type KnownInputs } from "./chain";
 import {
   claimAndLoad,
   extendLease,
@@ -76,7 +76,7 @@ export async function runStep(
   });
   if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
   if (!claimed) return whyNotClaimed(run, claimedAt, drop);
-  const known: KnownInputs = { payload: null, outputs: {} };
+  const known: KnownInputs = { payload: null, outputs: new Map() };
   const { decision, next } = await runClaimed(rt, { ref, run, claimed, claimedAt, leaseMs: rt.leaseMs, known, offer: null }, inputs);
   // The message's own step is settled (or rescheduled): whatever happens to the chain, it is acked.
   if (next) await runChainedSteps(rt, next);
@@ -148,7 +148,7 @@ function knownAfter(known: KnownInputs, inputs: StepInputs | null): KnownInputs 
   if (!inputs?.withinBound) return known;
   return {
     payload: inputs.readsPayload ? { value: inputs.payload } : known.payload,
-    outputs: { ...known.outputs, ...inputs.outputs },
+    outputs: new Map([...known.outputs, ...Object.entries(inputs.outputs)]),
   };
 }
 
@@ -428,6 +428,8 @@ async function completion(
  * of one successor), then the other successors' messages after the commit.
  */
 async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, backfill: Backfill = [], output?: unknown): Promise<Applied> {
+  // The message's own step has sent all but its settle: hold back only that while offering.
+  rt.messageHold?.shrinkTo(settleQueries(a.step.definition));
   const chain = outcome.state === "COMPLETED" ? (rt.budget?.offer(a.step.definition, outcome.nextVertices, a.now) ?? null) : null;
   const result = await settleAndDispatch(rt.db, {
     fence: a.fence,
@@ -442,6 +444,7 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
     if (chain) rt.budget?.unclaimed(chain);
     throw error;
   });
+  rt.messageHold?.release();
   if (chain && !result.chained) rt.budget?.unclaimed(chain);
   if (!result.settled) {
     log.warn("step.fenced_out", { message: "late result fenced out and recorded", ...a.fence, outcome: outcome.state });
@@ -454,7 +457,7 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
   );
   const decision: Decision = { action: "ack", why: `settled ${outcome.state}` };
   if (!result.chained) return { decision, next: null };
-  const known: KnownInputs = { ...a.known, outputs: { ...a.known.outputs, [a.ref.vertexId]: asStored(output) } };
+  const known: KnownInputs = { ...a.known, outputs: new Map(a.known.outputs).set(a.ref.vertexId, asStored(output)) };
   return { decision, next: chainedStep(a.run, result.chained, a.now, known, chain!) };
 }
 

@@ -5,6 +5,7 @@
  * queue producer — the store is always the real D1.
  */
 import { chainConfigFromEnv, type ChainBudget, type ChainConfig } from "./chain";
+import type { QueryReservation } from "./query-count";
 import type { StepMessage } from "./messages";
 
 export interface StepQueue {
@@ -42,6 +43,11 @@ export interface StepRuntime {
   chain?: ChainConfig | null;
   /** This invocation's chaining budget (set per queue batch, or per trigger); `db` then counts through it. */
   budget?: ChainBudget;
+  /**
+   * What the budget holds back for this queue message's own step (src/steps/consumer.ts
+   * `holdForMessages`): shrunk to its settle when it settles, given back once that is sent.
+   */
+  messageHold?: QueryReservation;
   /** Fault injection for tests: runs when a chained claim is in hand, before the step runs (a throw is a crash there). */
   beforeChainedRun?: (step: { executionId: string; vertexId: string; epoch: number }) => void | Promise<void>;
   /** Fault injection for tests: runs after a vertex's side effect, before its settle. */

@@ -5,6 +5,7 @@
  * from anything stored from the response (a destination that echoes a header must not leak it).
  */
 
+import { ownRecord } from "../lib/own-member";
 import type { SecretLookup } from "../secrets/resolve";
 
 export const REDACTED = "[redacted]";
@@ -46,8 +47,9 @@ export async function resolveSecrets(
       if (names.has(secretName) && !resolvedByName.has(secretName)) resolvedByName.set(secretName, await lookup(secretName));
     }
   }
-  const send: Record<string, string> = {};
-  const redacted: Record<string, string> = {};
+  // Without a prototype: a header's name is the tenant's, and `send["__proto__"] = …` would drop it.
+  const send: Record<string, string> = ownRecord();
+  const redacted: Record<string, string> = ownRecord();
   for (const [name, value] of Object.entries(headers)) {
     const names = allowed(name);
     send[name] = value.replace(PLACEHOLDER, (match, secretName: string) =>

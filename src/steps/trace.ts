@@ -11,23 +11,21 @@ import {
   listExecutionRecords,
   parseKeySends,
   readTraceRecords,
+  TRACE_VALUE_MAX_BYTES,
   type AttemptRecord,
   type ExecutionListFilter,
-  type ExecutionRecord,
+  type ExecutionSummaryRecord,
   type StepRecord,
 } from "../ledger";
+import { isoTime } from "../lib/iso-time";
 import { destinationKeyTrace, gatewayVerticesOf } from "./key-trace";
 
 /**
- * Milliseconds as an ISO-8601 timestamp. The engine never stores a time a Date cannot hold (waits
- * are bounded, see src/steps/retry-policy.ts), but a trace must render whatever a row holds: a
- * value outside Date's range is shown as null rather than answering 500 for the whole trace.
+ * Milliseconds as an ISO-8601 timestamp (src/lib/iso-time.ts). The engine never stores a time a
+ * Date cannot hold (waits are bounded, see src/steps/retry-policy.ts), but a trace must render
+ * whatever a row holds: a time it cannot show is null rather than a 500 for the whole trace.
  */
-const iso = (ms: number | null | undefined): string | null => {
-  if (ms === null || ms === undefined) return null;
-  const date = new Date(ms);
-  return Number.isNaN(date.getTime()) ? null : date.toISOString();
-};
+const iso = (ms: number | null | undefined): string | null => isoTime(ms);
 const parsed = (text: string | null): unknown => (text === null ? null : (JSON.parse(text) as unknown));
 
 export interface TraceEvent {
@@ -37,7 +35,7 @@ export interface TraceEvent {
   detail: string | null;
 }
 
-export function executionSummary(e: ExecutionRecord) {
+export function executionSummary(e: ExecutionSummaryRecord) {
   return {
     executionId: e.id,
     workflowId: e.workflowId,
@@ -96,6 +94,20 @@ function attemptTrace(a: AttemptRecord, step: StepRecord) {
   };
 }
 
+/**
+ * A stored value over `TRACE_VALUE_MAX_BYTES` is not read back (src/ledger/read-model.ts): the
+ * trace says so, with its size, instead of showing it.
+ */
+export function omitted(json: string | null, bytes: number | null): { bytes: number; limit: number } | null {
+  return json === null && bytes !== null ? { bytes, limit: TRACE_VALUE_MAX_BYTES } : null;
+}
+
+/** The request summary, or where it was over the bound, the attempts' own marker (src/ledger/attempts.ts `boundedJson`). */
+const requestOf = (s: StepRecord): unknown => {
+  const over = omitted(s.requestJson, s.requestBytes);
+  return over ? { truncated: true, bytes: over.bytes } : parsed(s.requestJson);
+};
+
 function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[], gateway: GatewayVertex | undefined) {
   return {
     vertexId: s.vertexId,
@@ -111,10 +123,12 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
     destinationKey: destinationKeyTrace(gateway, {
       key: s.idempotencyKey,
       sends: parseKeySends(s.keySendsJson),
-      request: parsed(s.requestJson),
+      request: requestOf(s),
     }),
-    request: parsed(s.requestJson),
+    request: requestOf(s),
     output: parsed(s.outputJson),
+    // Null, or the output's size when it is too large for the trace (`output` is then null).
+    outputOmitted: omitted(s.outputJson, s.outputBytes),
     nextVertices: parsed(s.nextVerticesJson),
     error: s.error,
     createdAt: iso(s.createdAt),

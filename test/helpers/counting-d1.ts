@@ -7,6 +7,9 @@
  *
  * It also enforces D1's production limits (./d1-limits.ts): a statement production D1 would
  * refuse throws here, so every budget test also proves its statements fit.
+ *
+ * And it sums the bytes D1 returned (`bytesRead`): every value of every row that came back — a
+ * string's UTF-8 bytes, a BLOB's length, 8 for a number — so a read can be held to a byte budget.
  */
 import { limitedD1 } from "./d1-limits";
 
@@ -22,7 +25,40 @@ export interface CountingD1 {
   roundTrips(): number;
   /** Number of statements (a batch counts each of its statements). */
   statements(): number;
+  /** Bytes of the values D1 returned since the last reset. */
+  bytesRead(): number;
   reset(): void;
+}
+
+const encoder = new TextEncoder();
+
+/** Bytes of one returned value, as D1 holds it. */
+function valueBytes(value: unknown): number {
+  if (typeof value === "string") return encoder.encode(value).byteLength;
+  if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) return value.byteLength;
+  if (Array.isArray(value)) return value.length; // a BLOB returned as a list of bytes
+  if (typeof value === "number" || typeof value === "bigint") return 8;
+  if (typeof value === "boolean") return 1;
+  return 0;
+}
+
+/** Bytes of a row: an object of columns (`first`, `all`), or an array of values (`raw`). */
+function rowBytes(row: unknown): number {
+  if (row === null || typeof row !== "object") return valueBytes(row);
+  const values = Array.isArray(row) ? (row as unknown[]) : Object.values(row);
+  return values.reduce((n: number, value) => n + valueBytes(value), 0);
+}
+
+/** Bytes of what one statement returned: a `D1Result`'s rows, or a row list. */
+function resultBytes(result: unknown): number {
+  const rows = (result as { results?: unknown } | null)?.results;
+  if (Array.isArray(rows)) return rows.reduce((n: number, row) => n + rowBytes(row), 0);
+  return 0;
+}
+
+/** Where the bytes a statement returned are added up. */
+interface Tally {
+  bytes: number;
 }
 
 const REAL = Symbol("real statement");
@@ -43,41 +79,53 @@ class CountedStatement {
     stmt: D1PreparedStatement,
     readonly sqlText: string,
     private readonly calls: D1Call[],
+    private readonly tally: Tally,
   ) {
     this[REAL] = stmt;
   }
   bind(...values: unknown[]): CountedStatement {
-    return new CountedStatement(this[REAL].bind(...values), this.sqlText, this.calls);
+    return new CountedStatement(this[REAL].bind(...values), this.sqlText, this.calls, this.tally);
   }
-  first(column?: string): Promise<unknown> {
+  async first(column?: string): Promise<unknown> {
     this.calls.push({ kind: "statement", sql: [this.sqlText] });
-    return column === undefined ? this[REAL].first() : this[REAL].first(column);
+    const row = await (column === undefined ? this[REAL].first() : this[REAL].first(column));
+    this.tally.bytes += rowBytes(row);
+    return row;
   }
-  run(): Promise<D1Result> {
+  async run(): Promise<D1Result> {
     this.calls.push({ kind: "statement", sql: [this.sqlText] });
-    return this[REAL].run();
+    const result = await this[REAL].run();
+    this.tally.bytes += resultBytes(result);
+    return result;
   }
-  all(): Promise<D1Result> {
+  async all(): Promise<D1Result> {
     this.calls.push({ kind: "statement", sql: [this.sqlText] });
-    return this[REAL].all();
+    const result = await this[REAL].all();
+    this.tally.bytes += resultBytes(result);
+    return result;
   }
-  raw(options?: { columnNames?: boolean }): Promise<unknown[]> {
+  async raw(options?: { columnNames?: boolean }): Promise<unknown[]> {
     this.calls.push({ kind: "statement", sql: [this.sqlText] });
-    return this[REAL].raw(options as { columnNames: true });
+    const rows = await this[REAL].raw(options as { columnNames: true });
+    this.tally.bytes += (options?.columnNames ? rows.slice(1) : rows).reduce((n: number, row) => n + rowBytes(row), 0);
+    return rows;
   }
 }
 
 export function countingD1(database: D1Database, { enforceLimits = true }: CountingOptions = {}): CountingD1 {
   const real = enforceLimits ? limitedD1(database) : database;
   const calls: D1Call[] = [];
+  const tally: Tally = { bytes: 0 };
 
-  const wrap = (stmt: D1PreparedStatement, sql: string): Wrapped => new CountedStatement(stmt, sql, calls) as unknown as Wrapped;
+  const wrap = (stmt: D1PreparedStatement, sql: string): Wrapped => new CountedStatement(stmt, sql, calls, tally) as unknown as Wrapped;
 
   const db = {
     prepare: (sql: string) => wrap(real.prepare(sql), sql),
-    batch: (statements: D1PreparedStatement[]) => {
+    batch: async (statements: D1PreparedStatement[]) => {
       calls.push({ kind: "batch", sql: statements.map((s) => (s as Wrapped).sqlText ?? "?") });
-      return real.batch(statements.map((s) => (s as Wrapped)[REAL] ?? s));
+      const results = await real.batch(statements.map((s) => (s as Wrapped)[REAL] ?? s));
+      for (const result of results) tally.bytes += resultBytes(result);
+      return results;
     },
     exec: (sql: string) => {
       calls.push({ kind: "exec", sql: [sql] });
@@ -92,8 +140,10 @@ export function countingD1(database: D1Database, { enforceLimits = true }: Count
     calls,
     roundTrips: () => calls.length,
     statements: () => calls.reduce((n, c) => n + c.sql.length, 0),
+    bytesRead: () => tally.bytes,
     reset: () => {
       calls.length = 0;
+      tally.bytes = 0;
     },
   };
 }

@@ -82,6 +82,37 @@ describe("a v1 signature binds the delivery to its hook", () => {
     },
   );
 
+  it("binds the workflow id as written: two hooks whose ids differ only in case do not accept each other's deliveries", async () => {
+    const suffix = unique("case").toLowerCase();
+    const lower = `hook-${suffix}`;
+    const mixed = `Hook-${suffix}`;
+    await seedWorkflow("dev", transformWorkflow(lower, SIGNED));
+    await seedWorkflow("dev", transformWorkflow(mixed, SIGNED));
+    const ts = now();
+    const signedFor = async (workflowId: string, raw: string) => ({
+      "x-idemflow-timestamp": ts,
+      "x-idemflow-signature": await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId }),
+    });
+    // A capture for one is refused at the other, both ways, before anything is recorded.
+    for (const [signedAs, deliveredTo] of [
+      [lower, mixed],
+      [mixed, lower],
+    ] as const) {
+      const raw = JSON.stringify({ event: "paid", from: signedAs });
+      const res = await deliver("dev", deliveredTo, raw, await signedFor(signedAs, raw));
+      expect(res.status, `${signedAs} → ${deliveredTo}`).toBe(401);
+      expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-invalid");
+    }
+    expect(await executionsOf(lower)).toBe(0);
+    expect(await executionsOf(mixed)).toBe(0);
+    // Each verifies at its own hook, the all-lowercase id as well as the mixed-case one.
+    for (const workflowId of [lower, mixed]) {
+      const raw = JSON.stringify({ event: "paid", at: workflowId });
+      expect((await deliver("dev", workflowId, raw, await signedFor(workflowId, raw))).status, workflowId).toBe(202);
+      expect(await executionsOf(workflowId)).toBe(1);
+    }
+  });
+
   it("signs exactly `v1:<timestamp>:<workspaceId>:<workflowId>:<raw body>` (the documented bytes, computed here by hand)", async () => {
     const id = unique("bytes");
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
@@ -104,22 +135,24 @@ describe("a v1 signature binds the delivery to its hook", () => {
     const ts = now();
     const v1Hex = (await sign(env.WEBHOOK_SECRET, ts, raw, { workspace: "dev", workflowId: id })).slice(3);
     const oldUnbound = toHex(await hmacSha256(env.WEBHOOK_SECRET, `${ts}.${raw}`));
-    const cases: Array<[string, string]> = [
-      [v1Hex, "webhook-signature-version-unsupported"], // bare hex
-      [`sha256=${v1Hex}`, "webhook-signature-version-unsupported"],
-      [`v2=${v1Hex}`, "webhook-signature-version-unsupported"],
-      [`v0=${v1Hex}`, "webhook-signature-version-unsupported"],
-      [oldUnbound, "webhook-signature-version-unsupported"],
-      [`sha256=${oldUnbound}`, "webhook-signature-version-unsupported"],
-      [`v1=${oldUnbound}`, "webhook-signature-invalid"],
+    // Every refusal names the signed bytes; a refused version also the header's form.
+    const unsupported = /v1=<hex>.*v1:<timestamp>:<workspaceId>:<workflowId>:/;
+    const invalid = /v1:<timestamp>:<workspaceId>:<workflowId>:/;
+    const cases: Array<[string, string, RegExp]> = [
+      [v1Hex, "webhook-signature-version-unsupported", unsupported], // bare hex
+      [`sha256=${v1Hex}`, "webhook-signature-version-unsupported", unsupported],
+      [`v2=${v1Hex}`, "webhook-signature-version-unsupported", unsupported],
+      [`v0=${v1Hex}`, "webhook-signature-version-unsupported", unsupported],
+      [oldUnbound, "webhook-signature-version-unsupported", unsupported],
+      [`sha256=${oldUnbound}`, "webhook-signature-version-unsupported", unsupported],
+      [`v1=${oldUnbound}`, "webhook-signature-invalid", invalid],
     ];
-    for (const [header, code] of cases) {
+    for (const [header, code, detail] of cases) {
       const res = await deliver("dev", id, raw, { "x-idemflow-timestamp": ts, "x-idemflow-signature": header });
       expect(res.status, header).toBe(401);
       const problem = await res.json<{ code: string; detail: string }>();
       expect(problem.code, header).toBe(code);
-      if (code === "webhook-signature-version-unsupported")
-        expect(problem.detail).toMatch(/v1=<hex>.*v1:<timestamp>:<workspaceId>:<workflowId>:/);
+      expect(problem.detail, header).toMatch(detail);
     }
     expect(await executionsOf(id)).toBe(0);
   });

@@ -99,6 +99,8 @@ describe("the start service", () => {
     const first = await h.fire(id, { order: 1 });
     h.clock.now = t0 + 30 * 60_000;
     expect((await h.fire(id, { order: 1 })).deduplicated).toBe(true);
+    // Finished: a RUNNING execution keeps its identity past the window (test/ledger/one-live-execution.test.ts).
+    await env.DB.prepare("UPDATE executions SET status = 'COMPLETED', finished_at = ?2 WHERE id = ?1").bind(first.executionId, t0).run();
 
     // Another identity that is still fresh at the sweep time must survive it.
     const survivor = await h.fire(id, { order: 2 });
@@ -159,6 +161,8 @@ describe("the start service", () => {
     const first = await h.fire(id, { order: 1 });
     expect(first.executionId).toBe(identity);
     expect(await stateOf(first.executionId)).toBe("DISPATCHED");
+    // Finished: a RUNNING execution keeps its identity past the window (test/ledger/one-live-execution.test.ts).
+    await env.DB.prepare("UPDATE executions SET status = 'COMPLETED', finished_at = ?2 WHERE id = ?1").bind(first.executionId, t0).run();
     h.clock.now = t0 + 10 * 60_000;
     const second = await h.fire(id, { order: 1 });
     expect(second.deduplicated).toBe(false);
@@ -173,6 +177,8 @@ describe("the start service", () => {
     const t0 = Date.now();
     const h = harness({ now: t0 });
     const first = await h.fire(id, { order: 1 });
+    // Finished: a RUNNING execution keeps its identity past the window (test/ledger/one-live-execution.test.ts).
+    await env.DB.prepare("UPDATE executions SET status = 'COMPLETED', finished_at = ?2 WHERE id = ?1").bind(first.executionId, t0).run();
     h.clock.now = t0 + 10 * 60_000;
     const concurrent = await Promise.all(Array.from({ length: 10 }, () => h.fire(id, { order: 1 })));
     const created = concurrent.filter((r) => !r.deduplicated);

@@ -63,6 +63,32 @@ describe("canonicalJson (RFC 8785)", () => {
     expect(() => canonicalJson({ a: value })).toThrow(TypeError);
   });
 
+  it("names where a value JSON cannot hold sits", () => {
+    expect(() => canonicalJson({ a: [1, { b: NaN }] })).toThrow("$.a[1].b: NaN cannot be represented in JSON");
+    expect(() => canonicalJson({ z: 1, f: [() => 1] })).toThrow("$.f[0]: a function cannot be represented in JSON");
+  });
+
+  it("writes absent array elements as null and leaves undefined members out, as JSON.stringify does", () => {
+    // eslint-disable-next-line no-sparse-arrays -- the hole is the point
+    const value = { b: [1, undefined, , 3], a: undefined, c: {} };
+    expect(canonicalJson(value)).toBe('{"b":[1,null,null,3],"c":{}}');
+    expect(canonicalJson(value)).toBe(JSON.stringify(value));
+  });
+
+  it("serialises values nested 20,000 levels deep without overflowing the call stack", () => {
+    const depth = 20_000;
+    let array: unknown = 1;
+    let object: unknown = "x";
+    for (let i = 0; i < depth; i++) {
+      array = [array];
+      object = { b: object, a: i };
+    }
+    expect(canonicalJson(array)).toBe(`${"[".repeat(depth)}1${"]".repeat(depth)}`);
+    const text = canonicalJson(object);
+    expect(text.startsWith(`{"a":${depth - 1},"b":{"a":${depth - 2},"b":`)).toBe(true);
+    expect(text.endsWith(`{"a":0,"b":"x"}${"}".repeat(depth - 1)}`)).toBe(true);
+  });
+
   it("ignores whitespace and member order, keeps array order", () => {
     expect(canonicalJson(JSON.parse('{ "b" : [2, 1], "a" : { "y": 1, "x": 2 } }'))).toBe('{"a":{"x":2,"y":1},"b":[2,1]}');
   });

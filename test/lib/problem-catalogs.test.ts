@@ -26,6 +26,7 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       notFound: () => commonProblems.notFound('Workflow "orders"'),
       routeNotFound: () => commonProblems.routeNotFound(),
       malformedJson: () => commonProblems.malformedJson("The request body is empty"),
+      jsonTooDeep: () => commonProblems.jsonTooDeep(20_000, 128),
       payloadTooLarge: () => commonProblems.payloadTooLarge(1024),
       internal: () => commonProblems.internal(),
     } satisfies Samples<typeof commonProblems>,
@@ -62,6 +63,8 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       fieldMissing: () => ingressProblems.fieldMissing(["order.id"]),
       fieldEmpty: () => ingressProblems.fieldEmpty(["order.id"]),
       numberOutOfRange: () => ingressProblems.numberOutOfRange({ pointer: "/id", literal: "12345678901234567891" }, "body"),
+      storedPayloadTooLarge: () =>
+        ingressProblems.storedPayloadTooLarge({ bodyBytes: 1_000_000, storedBytes: 6_000_002, limitBytes: 1_500_000 }),
       edgeConditionFailed: () => ingressProblems.edgeConditionFailed("T1003: unknown function"),
       hookNotFound: () => ingressProblems.hookNotFound(),
       signatureMissing: () => ingressProblems.signatureMissing("x-idemflow-signature", "x-idemflow-timestamp"),

@@ -39,4 +39,20 @@ describe("placeKeyInBody", () => {
       error: "the key travels in body field /a/b/k, but the body's /a/b is an array, not a JSON object",
     });
   });
+
+  it.each(["__proto__", "constructor", "prototype", "toString"])(
+    "places the key under a member named %s as the body's own member, never on Object.prototype",
+    (name) => {
+      const nested = placeKeyInBody({ amount: 5 }, `/${name}/x`, "k-1");
+      expect(JSON.stringify(nested)).toBe(`{"body":{"amount":5,"${name}":{"x":"k-1"}}}`);
+      const top = placeKeyInBody({ amount: 5 }, `/${name}`, "k-1");
+      expect(JSON.stringify(top)).toBe(`{"body":{"amount":5,"${name}":"k-1"}}`);
+      // A body that already has that member (JSON.parse makes it own) keeps its other fields.
+      const own = placeKeyInBody(JSON.parse(`{"${name}": {"y": 1}}`), `/${name}/x`, "k-1");
+      expect(JSON.stringify(own)).toBe(`{"body":{"${name}":{"y":1,"x":"k-1"}}}`);
+      expect(({} as Record<string, unknown>).x).toBeUndefined();
+      expect(Object.getPrototypeOf({})).toBe(Object.prototype);
+      expect(Object.getOwnPropertyNames(Object.prototype)).not.toContain("x");
+    },
+  );
 });

@@ -122,6 +122,46 @@ describe("cancel", () => {
     expect(await invalid.json()).toMatchObject({ code: "invalid-cancel-body" });
   });
 
+  it("another workspace's cancel of a RUNNING execution answers 404 and touches nothing: its steps run on and it completes", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: unique("X"), total: 3 } });
+    const untouched = async () => ({
+      steps: await stepsOf(id),
+      cancelled: await eventsOf(id, "cancelled"),
+      attempts: (await env.DB.prepare("SELECT epoch, outcome FROM step_attempts WHERE execution_id = ?1").bind(id).all()).results,
+    });
+
+    // The charge DISPATCHED (its message queued).
+    const dispatched = await untouched();
+    const foreign = await cancel(h, id, { token: "other-token", body: { releaseIdentity: true } });
+    expect(foreign.status).toBe(404);
+    expect(await untouched()).toEqual(dispatched);
+    expect(await executionStatus(id)).toBe("RUNNING");
+
+    // The charge EXECUTING (sent, its attempt open): the other workspace cancels before the settle.
+    const [message] = h.queue.take();
+    type State = Awaited<ReturnType<typeof untouched>>;
+    let during: { status: number; before: State; after: State } | undefined;
+    await h.deliver([message!.body], {
+      afterRun: async () => {
+        const before = await untouched();
+        const answer = await cancel(h, id, { token: "other-token" });
+        during = { status: answer.status, before, after: await untouched() };
+      },
+    });
+    expect(during!.status).toBe(404);
+    expect(during!.before.steps.charge).toMatchObject({ state: "EXECUTING", epoch: 1 });
+    expect(during!.after).toEqual(during!.before);
+    // Its settle was not fenced out, and the execution finishes normally.
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(await stepsOf(id)).toMatchObject({ charge: { state: "COMPLETED", epoch: 1 }, done: { state: "COMPLETED" } });
+    expect(await eventsOf(id, "cancelled")).toEqual([]);
+    expect(await eventsOf(id, "fenced_out")).toEqual([]);
+    expect(h.dest.effects).toHaveLength(1);
+  });
+
   it("keeps the identity (a duplicate trigger is absorbed) unless the cancel asked to release it", async () => {
     const h = harness();
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));

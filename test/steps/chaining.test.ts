@@ -16,6 +16,7 @@ import { inlineBytesInFlight, inlineRunsInFlight, startWorkflowExecution, type I
 import { chainConfigFromEnv, DEFAULT_CHAIN } from "../../src/steps/chain";
 import type { StepMessage } from "../../src/steps/messages";
 import { reap } from "../../src/steps/reaper";
+import { cancelExecution, type CancelResult } from "../../src/ledger";
 import { countingD1 } from "../helpers/counting-d1";
 import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
@@ -288,6 +289,26 @@ describe("step chaining", () => {
     expect(await executionStatus(id)).toBe("COMPLETED");
     expect(h.queue.sends).toBe(1);
     expect(h.dest.effects).toHaveLength(1);
+  });
+
+  it("a full queue batch of ten at the default budget chains once its messages settle (each then holds only its settle)", async () => {
+    // Started without chaining: ten charge messages, delivered as one batch with chaining on at
+    // the defaults (500 queries). Each message holds its step and heartbeats (70) while it runs —
+    // 700 for ten — and only its settle once it settles, so the later settles chain their `done`.
+    const h = harness({ heartbeatEveryMs: undefined });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) ids.push(await h.start(wf, { order: { id: unique("O"), total: i + 1 } }));
+    const bodies = h.queue.pending.splice(0).map((p) => p.body);
+    expect(bodies).toHaveLength(10);
+    await h.deliver(bodies, { chain: { ...DEFAULT_CHAIN } });
+    const queuedDone = h.queue.pending.filter((p) => (p.body as StepMessage).vertexId === "done").length;
+    const chainedDone = (await Promise.all(ids.map(stepsOf))).filter((s) => s.done?.state === "COMPLETED").length;
+    expect(chainedDone).toBeGreaterThan(0);
+    expect(chainedDone + queuedDone).toBe(10);
+    await h.drain();
+    for (const id of ids) expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(h.dest.effects).toHaveLength(10);
   });
 
   it("the query budget exhausted: the rest goes to the queue", async () => {
@@ -748,6 +769,199 @@ describe("step chaining", () => {
       release();
       await started;
     }
+    expect(h.dest.effects).toHaveLength(1);
+  });
+
+  it("a fan-in whose predecessor is named `constructor`, `toString` or `valueOf` gets its stored output, not a built-in", async () => {
+    // in → a → {first, second} → join. a's settle chains `first`; `second` runs from its message,
+    // and its settle chains join, which reads `first` — an output that invocation never held.
+    for (const [first, second] of [
+      ["constructor", "toString"],
+      ["toString", "valueOf"],
+    ] as const) {
+      const h = harness({}, { chain: true });
+      const wf = await seedWorkflow(WS, {
+        id: unique("wf"),
+        vertices: [
+          { id: "in", type: "ENTRY_POINT", config: {} },
+          { id: "a", type: "TRANSFORM", config: { output: { n: "= payload.n" } } },
+          { id: first, type: "TRANSFORM", config: { output: { n: "= steps.a.n + 1" } } },
+          { id: second, type: "TRANSFORM", config: { output: { n: "= steps.a.n + 2" } } },
+          { id: "join", type: "TRANSFORM", config: { output: { n: `= steps.${first}.n + steps.${second}.n` } } },
+        ],
+        edges: [
+          { from: "in", to: "a" },
+          { from: "a", to: first },
+          { from: "a", to: second },
+          { from: first, to: "join" },
+          { from: second, to: "join" },
+        ],
+      } as WorkflowDefinitionInput);
+      const id = await h.start(wf, { n: 10 });
+      expect(h.queue.pending.map((p) => p.body)).toEqual([{ executionId: id, vertexId: second }]);
+      await h.drain();
+      const steps = await stepsOf(id);
+      expect(steps.join, first).toMatchObject({ state: "COMPLETED", attempt: 1 });
+      expect(JSON.parse(steps.join!.output!), first).toEqual({ n: 23 });
+      expect(h.queue.sends).toBe(1); // join was chained, not sent
+    }
+  });
+
+  it("the start batch's key is the key the step computes itself, for a key expression reading execution.trigger", async () => {
+    const definition = () =>
+      chargeWorkflow(unique("wf"), {
+        headers: {
+          "Idempotency-Key": "= $idempotencyKey('charge', payload.order.id, execution.trigger)",
+          Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}",
+        },
+      });
+    const payload = { order: { id: unique("O"), total: 5 } };
+    // Unchained: the step computes its key when it runs from its message.
+    const plain = harness();
+    const plainId = await plain.start(await seedWorkflow(WS, definition()), payload);
+    await plain.drain();
+    const plainKey = (await stepsOf(plainId)).charge!.idempotency_key;
+    expect(plainKey).toMatch(/^charge-/);
+    // Chained: the trigger computes it before the start batch (a "test" trigger with a forced identity).
+    let persisted: string | null = null;
+    const h = harness(
+      {
+        beforeChainedRun: async (fence) => {
+          if (fence.vertexId !== "charge") return;
+          const row = await env.DB.prepare("SELECT idempotency_key AS key FROM steps WHERE execution_id = ?1 AND vertex_id = ?2")
+            .bind(fence.executionId, fence.vertexId)
+            .first<{ key: string | null }>();
+          persisted = row!.key;
+        },
+      },
+      { chain: true },
+    );
+    const id = await h.start(await seedWorkflow(WS, definition()), payload);
+    expect(persisted).toBe(plainKey);
+    expect((await stepsOf(id)).charge).toMatchObject({ state: "COMPLETED", idempotency_key: plainKey });
+    expect(h.dest.keysSent("/payments/charges")).toEqual([plainKey]);
+  });
+
+  it("an inline run that never ends (its waitUntil cancelled) stops holding its slot at its deadline, the inline window", async () => {
+    const h = harness({}, { chain: { inlineMax: 1 } });
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const inline: Array<Promise<unknown>> = [];
+    const deps: IngressDeps = {
+      db: h.rt.db,
+      queue: h.queue as unknown as Queue<StepMessage>,
+      now: h.clock.now,
+      chain: { runtime: h.rt, waitUntil: (work) => inline.push(work) },
+    };
+    const start = async () =>
+      (
+        await startWorkflowExecution(deps, {
+          workflow: wf,
+          triggerKind: "test",
+          payload: { order: { id: unique("O"), total: 2 } },
+          identity: { kind: "forced" },
+        })
+      ).executionId;
+    expect(inlineRunsInFlight()).toBe(0);
+    // The first run's call never comes back (as if the platform had cut its waitUntil): its finally never runs.
+    let release!: () => void;
+    h.dest.hold = new Promise<void>((r) => (release = r));
+    await start();
+    await until(() => h.dest.requests.length === 1);
+    expect(inlineRunsInFlight()).toBe(1);
+    // Within its window it holds the only slot: the next first steps are queued.
+    const queuedNow = await start();
+    h.clock.advance(DEFAULT_CHAIN.inlineWindowMs);
+    const queuedAtDeadline = await start();
+    expect(h.queue.take().map((p) => p.body)).toEqual([
+      { executionId: queuedNow, vertexId: "charge" },
+      { executionId: queuedAtDeadline, vertexId: "charge" },
+    ]);
+    // Past its deadline it no longer counts: the next trigger runs its first step inline.
+    h.clock.advance(1);
+    h.dest.hold = null;
+    const ranInline = await start();
+    expect(inline).toHaveLength(2);
+    await inline[1];
+    expect(await executionStatus(ranInline)).toBe("COMPLETED");
+    expect(h.queue.pending).toHaveLength(0);
+    expect(inlineRunsInFlight()).toBe(0);
+    // The stalled run ends at last: giving back a slot it no longer holds changes nothing.
+    release();
+    await inline[0];
+    expect(inlineRunsInFlight()).toBe(0);
+  });
+
+  it("CHAIN_INLINE_MAX_BYTES counts the stored JSON's UTF-8 bytes, not its UTF-16 code units", async () => {
+    const payload = { order: { id: unique("O"), total: 3 }, note: "é".repeat(200) };
+    const json = JSON.stringify(payload);
+    const bytes = new TextEncoder().encode(json).byteLength;
+    expect(bytes).toBe(json.length + 200);
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    // Room for its code units, one byte short of its bytes: over the bound by itself, so queued.
+    const short = harness({}, { chain: { inlineMaxBytes: bytes - 1 } });
+    const queued = await short.start(wf, payload);
+    expect(short.queue.pending.map((p) => p.body)).toEqual([{ executionId: queued, vertexId: "charge" }]);
+    expect(short.dest.requests).toHaveLength(0);
+    // Room for its bytes: run inline, holding exactly that many while it runs.
+    const room = harness({}, { chain: { inlineMaxBytes: bytes } });
+    let release!: () => void;
+    room.dest.hold = new Promise<void>((r) => (release = r));
+    const run = room.start(wf, { ...payload, order: { id: unique("O"), total: 3 } });
+    try {
+      await until(() => room.dest.requests.length === 1);
+      expect(inlineBytesInFlight()).toBe(bytes);
+    } finally {
+      room.dest.hold = null;
+      release();
+    }
+    expect(await executionStatus(await run)).toBe("COMPLETED");
+    expect(room.queue.sends).toBe(0);
+    expect(inlineBytesInFlight()).toBe(0);
+  });
+
+  it("a cancel after the trigger's answer, before the inline first step's call, does not stop it: fenced out at its settle", async () => {
+    // docs/steps.md, the cancel in "Operator actions and API": with its key persisted in the start
+    // batch, the inline first step makes no fenced write before it sends; the cancel names the
+    // step as in flight, with that key.
+    let cancelled: CancelResult | null = null;
+    const h: Harness = harness(
+      {
+        beforeChainedRun: async (fence) => {
+          // The first execution's first step only (not its start over's).
+          if (cancelled === null) cancelled = await cancelExecution(env.DB, WS, fence.executionId, h.clock.now());
+        },
+      },
+      { chain: true },
+    );
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const payload = { order: { id: unique("O"), total: 7 } };
+    const id = await h.start(wf, payload);
+    const steps = await stepsOf(id);
+    const key = steps.charge!.idempotency_key;
+    expect(key).toMatch(/^charge-/);
+    expect(cancelled).toEqual({
+      cancelled: true,
+      inFlight: [{ vertexId: "charge", state: "EXECUTING", idempotencyKey: key }],
+      identityReleased: false,
+    });
+    // The call went out once, with the key; its result is fenced out, nothing runs after it.
+    expect(h.dest.keysSent("/payments/charges")).toEqual([key]);
+    expect(h.dest.effects).toHaveLength(1);
+    expect(steps.charge).toMatchObject({ state: "CANCELLED", epoch: 2, output: null });
+    expect(steps.done).toBeUndefined();
+    expect(await executionStatus(id)).toBe("CANCELLED");
+    const fencedOut = await env.DB.prepare(
+      "SELECT count(*) AS n FROM step_events WHERE execution_id = ?1 AND vertex_id = 'charge' AND type = 'fenced_out' AND epoch = 1",
+    )
+      .bind(id)
+      .first<{ n: number }>();
+    expect(fencedOut!.n).toBe(1);
+    expect(h.queue.sends).toBe(0);
+    // The key makes a start over safe: the destination replays the call it already took.
+    const over = await h.startOver(wf, payload, id);
+    await h.drain();
+    expect(await executionStatus(over.executionId)).toBe("COMPLETED");
+    expect(h.dest.keysSent("/payments/charges")).toEqual([key, key]);
     expect(h.dest.effects).toHaveLength(1);
   });
 

@@ -31,6 +31,26 @@ describe("operator retry", () => {
     ]);
   });
 
+  it("gives the retried step its full retry budget again: it is retried maxAttempts times before it fails", async () => {
+    const h = harness();
+    const { id } = await failedCharge(h, WS); // maxAttempts 3, all three spent
+    expect((await stepsOf(id)).charge!.attempt).toBe(3);
+    expect((await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") })).status).toBe(202);
+    // Two more failures: within a fresh budget of three the third attempt after the retry succeeds.
+    h.dest.fault("/payments/charges", 500, 2);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect((await stepsOf(id)).charge).toMatchObject({ state: "COMPLETED", attempt: 6 });
+    expect(h.dest.keysSent("/payments/charges")).toHaveLength(6);
+
+    // And a budget spent again fails after exactly three attempts more.
+    const again = await failedCharge(h, WS);
+    await callApp(h, "POST", `/v1/executions/${again.id}/steps/charge/retry`, { key: unique("op") });
+    h.dest.fault("/payments/charges", 500, 3);
+    await h.drain();
+    expect((await stepsOf(again.id)).charge).toMatchObject({ state: "FAILED", attempt: 6 });
+  });
+
   it("requires an Idempotency-Key, and a repeated request with the same key retries once", async () => {
     const h = harness();
     const { id } = await failedCharge(h, WS);

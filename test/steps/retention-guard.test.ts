@@ -142,6 +142,40 @@ describe("the retention guard", () => {
     expect((await keySends(key)).map((r) => r.workspace).sort()).toEqual([WS, "steps-retention-other"]);
   });
 
+  it("a takeover reads its own workspace's key sends: another workspace's older first send of the same key refuses nothing", async () => {
+    const h = setup();
+    const order = unique("W");
+    const payload = { order: { id: order, total: 7 } };
+    // `steps-retention-other` sends the key first. It sorts after `dev`, so a lookup by key alone
+    // would find its row last, and its old send would pass for dev's.
+    const first = await h.start(await seedWorkflow("steps-retention-other", forgetfulWorkflow()), payload);
+    const otherSentAt = h.clock.now();
+    await h.drain();
+    expect(await executionStatus(first)).toBe("COMPLETED");
+    h.clock.advance(RETENTION_MS + 10_000);
+    // The same key from `dev`, long after: its first attempt sends, then the worker dies before its settle.
+    const id = await h.start(await seedWorkflow(WS, forgetfulWorkflow()), payload);
+    const sentAt = h.clock.now();
+    const [message] = h.queue.take();
+    await h.deliver([message!.body], {
+      afterRun: () => {
+        throw new Error("worker died");
+      },
+    });
+    // The takeover, well within dev's own retention (its key sends come with the claim).
+    h.clock.advance(40_000);
+    await h.deliver([message!.body]);
+    const step = (await stepsOf(id)).charge!;
+    expect(step.error).toBeNull();
+    expect(step).toMatchObject({ state: "COMPLETED", epoch: 2 });
+    // The destination had forgotten the other workspace's send, and replayed dev's own.
+    expect(await charges(order)).toBe(2);
+    const shown = async (workspace: string, executionId: string) =>
+      (await readTrace(env.DB, workspace, executionId))!.steps.find((s) => s.vertexId === "charge")!.destinationKey!.firstSentAt;
+    expect(await shown(WS, id)).toBe(new Date(sentAt).toISOString());
+    expect(await shown("steps-retention-other", first)).toBe(new Date(otherSentAt).toISOString());
+  });
+
   it("stops a tenth of the retention (at most a minute) before its end, and sends just before that", async () => {
     for (const [late, state] of [
       [-1, "COMPLETED"],

@@ -442,6 +442,14 @@ function stepsSection(trace, selected, actions) {
         s.output !== null && s.output !== undefined
           ? h("details", { id: `output-${s.vertexId}` }, h("summary", {}, "Output"), h("pre", {}, json(s.output)))
           : null,
+        // Over the trace's bound the output is not read back (docs/steps.md "The trace"): its size only.
+        s.outputOmitted
+          ? h(
+              "p",
+              { class: "muted", id: `output-omitted-${s.vertexId}` },
+              `Output: ${s.outputOmitted.bytes} bytes, over the trace's ${s.outputOmitted.limit}-byte bound — not shown.`,
+            )
+          : null,
       ),
     ),
   );

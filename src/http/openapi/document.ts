@@ -80,9 +80,9 @@ const GUARDED: Problems = {
 };
 const KEY_REQUIRED: Problems = { 400: ["idempotency-key-missing"] };
 const START: Problems = {
-  400: ["malformed-json", "force-new-execution-not-allowed", "client-idempotency-id-invalid"],
+  400: ["malformed-json", "json-too-deep", "force-new-execution-not-allowed", "client-idempotency-id-invalid"],
   404: ["not-found"],
-  413: ["payload-too-large"],
+  413: ["payload-too-large", "stored-payload-too-large"],
   415: ["idempotency-fields-need-json"],
   422: ["idempotency-field-missing", "idempotency-field-empty", "json-number-out-of-range", "edge-condition-failed"],
 };
@@ -149,7 +149,7 @@ export const OPERATIONS: readonly Operation[] = [
       200: json("unchanged: this definition is already the latest version", res.SavedWorkflow, ["location"]),
       201: json("a new version saved", res.SavedWorkflow, ["location"]),
     },
-    problems: merge(AUTH, { 400: ["malformed-json"], 413: ["payload-too-large"], 422: ["invalid-definition"] }),
+    problems: merge(AUTH, { 400: ["malformed-json", "json-too-deep"], 413: ["payload-too-large"], 422: ["invalid-definition"] }),
   },
   {
     method: "get",
@@ -200,7 +200,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: "post",
     path: "/v1/workflows/{workflowId}/stream",
     operationId: "streamRun",
-    summary: "Test run streamed as server-sent events until it ends",
+    summary: "Test run streamed as server-sent events until it ends, or until its bound (then continue on GET …/events)",
     tag: "runs",
     query: req.TestRunQuery,
     body: { schema: req.TriggerPayload, required: true, description: "the payload" },
@@ -210,7 +210,13 @@ export const OPERATIONS: readonly Operation[] = [
         contentType: "text/event-stream",
         bodySchema: { type: "string" },
       },
-      202: { description: "a new execution: its events", contentType: "text/event-stream", bodySchema: { type: "string" } },
+      202: {
+        description:
+          "a new execution: its events; ends with `execution.finished`, or with `stream.timeout` after 240 polls or 60 s " +
+          "while it still runs — every id is a position of GET /v1/executions/{executionId}/events: continue there with Last-Event-ID",
+        contentType: "text/event-stream",
+        bodySchema: { type: "string" },
+      },
     },
     problems: merge(AUTH, START, { 400: ["force-new-execution-invalid"] }),
   },
@@ -294,7 +300,7 @@ export const OPERATIONS: readonly Operation[] = [
     body: { schema: req.RetryBody, required: false, description: "optional" },
     answers: { 202: json("the step is DISPATCHED again", res.RetryAccepted, ["idempotent-replayed"]) },
     problems: merge(AUTH, GUARDED, KEY_REQUIRED, {
-      400: ["malformed-json", "invalid-retry-body"],
+      400: ["malformed-json", "json-too-deep", "invalid-retry-body"],
       404: ["not-found"],
       409: ["step-not-failed", "destination-key-may-be-forgotten", "execution-cancelled", "live-execution-exists", "execution-superseded"],
     }),
@@ -323,7 +329,7 @@ export const OPERATIONS: readonly Operation[] = [
     body: { schema: req.CancelBody, required: false, description: "optional" },
     answers: { 200: json("cancelled now, or already cancelled", res.CancelResult, ["idempotent-replayed"]) },
     problems: merge(AUTH, GUARDED, KEY_REQUIRED, {
-      400: ["malformed-json", "invalid-cancel-body"],
+      400: ["malformed-json", "json-too-deep", "invalid-cancel-body"],
       404: ["not-found"],
       409: ["execution-not-cancellable"],
     }),
@@ -356,7 +362,7 @@ export const OPERATIONS: readonly Operation[] = [
     body: { schema: req.SecretBody, required: true, description: "exactly `{ value }`" },
     answers: { 200: json("stored", res.SecretListing) },
     problems: merge(AUTH, {
-      400: ["malformed-json"],
+      400: ["malformed-json", "json-too-deep"],
       413: ["payload-too-large"],
       422: ["secret-name-invalid", "secret-name-reserved", "secret-value-invalid"],
       503: ["secrets-master-key-missing"],

@@ -42,6 +42,7 @@ export const PROBLEM_CODES = [
   "not-found",
   "route-not-found",
   "malformed-json",
+  "json-too-deep",
   "payload-too-large",
   "internal-error",
   "invalid-definition",
@@ -62,6 +63,7 @@ export const PROBLEM_CODES = [
   "idempotency-field-missing",
   "idempotency-field-empty",
   "json-number-out-of-range",
+  "stored-payload-too-large",
   "client-idempotency-id-not-signed",
   "edge-condition-failed",
   "webhook-signature-missing",
@@ -105,6 +107,11 @@ export const Problem = z
     fields: z.array(z.string()).optional().describe("idempotency-field-missing / -empty: the selected paths"),
     pointer: z.string().optional().describe("json-number-out-of-range: where the number is"),
     number: z.string().optional().describe("json-number-out-of-range: the literal as sent"),
+    depth: Count.optional().describe("json-too-deep: how deeply the body nests arrays and objects"),
+    maxDepth: Count.optional().describe("json-too-deep: the most accepted"),
+    bodyBytes: Count.optional().describe("stored-payload-too-large: the body's size"),
+    storedBytes: Count.optional().describe("stored-payload-too-large: the payload's size once stored as JSON (UTF-8)"),
+    limitBytes: Count.optional().describe("stored-payload-too-large: the most a stored payload may take"),
   })
   .describe("RFC 9457 problem details (application/problem+json)");
 
@@ -237,6 +244,10 @@ export const Step = z.object({
   destinationKey: DestinationKey.nullable(),
   request: z.unknown(),
   output: z.unknown(),
+  outputOmitted: z
+    .object({ bytes: Count, limit: Count })
+    .nullable()
+    .describe("the output's size when it is over `limit` bytes (64 KiB): too large for the trace, so `output` is null; else null"),
   nextVertices: z.array(z.string()).nullable(),
   error: z.string().nullable(),
   createdAt: MaybeTime,

@@ -13,6 +13,7 @@ import { Hono } from "hono";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { readJsonBody } from "../../lib/request-body";
 import { commonProblems } from "../../lib/common-problems";
+import { isoTime } from "../../lib/iso-time";
 import { MAX_SECRET_VALUE_BYTES, SecretBody } from "../openapi/requests";
 import { SECRET_NAME_PATTERN } from "../../definitions/secrets";
 import { keyringFrom, MasterKeyError, sealSecret } from "../../secrets/crypto";
@@ -44,7 +45,7 @@ function checkedValue(json: unknown): string {
 }
 
 function present(s: SecretListing) {
-  return { name: s.name, keyId: s.keyId, createdAt: new Date(s.createdAt).toISOString(), updatedAt: new Date(s.updatedAt).toISOString() };
+  return { name: s.name, keyId: s.keyId, createdAt: isoTime(s.createdAt), updatedAt: isoTime(s.updatedAt) };
 }
 
 secretRoutes.put("/:name", async (c) => {

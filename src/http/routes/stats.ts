@@ -7,6 +7,7 @@
  */
 import { Hono } from "hono";
 import { sumDuplicatesStopped } from "../../ledger";
+import { isoTime } from "../../lib/iso-time";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { StatsQuery } from "../openapi/requests";
 import { parseQuery, timeOf } from "../query-params";
@@ -24,5 +25,5 @@ statsRoutes.get("/", async (c) => {
   for (const w of workflows) {
     for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += w[k];
   }
-  return c.json({ since: new Date(since).toISOString(), workflows, total });
+  return c.json({ since: isoTime(since), workflows, total });
 });

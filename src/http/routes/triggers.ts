@@ -13,11 +13,26 @@ import { ingressDeps } from "../../ingress/start";
 import { requestCtx } from "../execution-ctx";
 import { healLostStepMessages } from "../../ingress/heal";
 import { startResponse, triggerFromRequest } from "../../ingress/trigger";
-import { preferredWaitSeconds, streamExecution, waitForExecution } from "../../ingress/watch";
+import {
+  preferredWaitSeconds,
+  STREAM_MAX_POLLS,
+  STREAM_POLL_MS,
+  STREAM_STATEMENTS_PER_POLL,
+  streamExecution,
+  waitForExecution,
+} from "../../ingress/watch";
+import { countQueries } from "../../steps/query-count";
 import { readTrace } from "../../steps/trace";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../../definitions/schema";
 
 export const triggerRoutes = new Hono<AppEnv>();
+
+/** `STREAM_POLL_MS` from the Worker's vars: the pause between a stream's polls (default 250). */
+function streamPollMs(env: unknown): number {
+  const value = (env as { STREAM_POLL_MS?: string } | undefined)?.STREAM_POLL_MS;
+  const n = Number(value);
+  return value !== undefined && value !== "" && Number.isFinite(n) && n >= 0 ? n : STREAM_POLL_MS;
+}
 
 /**
  * An `Idempotency-Key` header, when sent, goes through the ledger (SPEC section 6) on top of the
@@ -60,8 +75,8 @@ triggerRoutes.post("/:workflowId/trigger", requireWorkspace, healAfterResponse, 
 });
 
 /** A test run or stream: the trigger, with what the handler needs to watch the execution it names. */
-async function triggerToWatch(c: Context<AppEnv, "/:workflowId">, invocation: "test" | "stream") {
-  const deps = ingressDeps(c.env, requestCtx(c));
+async function triggerToWatch(c: Context<AppEnv, "/:workflowId">, invocation: "test" | "stream", env: Env = c.env) {
+  const deps = ingressDeps(env, requestCtx(c));
   const workspace = c.get("workspace");
   const result = await triggerFromRequest(deps, { workspace, workflowId: c.req.param("workflowId"), invocation, request: c.req.raw });
   return { deps, workspace, result };
@@ -81,8 +96,16 @@ triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse
 });
 
 triggerRoutes.post("/:workflowId/stream", requireWorkspace, healAfterResponse, async (c) => {
-  const { deps, workspace, result } = await triggerToWatch(c, "stream");
-  const { response, done } = streamExecution(deps.db, workspace, result);
+  // One query count for the invocation (Workers allow 1,000): the start, the inline run of the first
+  // step (its budget counts through the same counter, src/steps/chain.ts) and the stream's polls,
+  // reserved before the start so the inline run leaves them free (docs/ingress.md).
+  const counted = countQueries(c.env.DB);
+  const reservation = counted.reserve(STREAM_MAX_POLLS * STREAM_STATEMENTS_PER_POLL);
+  const { deps, workspace, result } = await triggerToWatch(c, "stream", { ...c.env, DB: counted.db }).catch((error: unknown) => {
+    reservation.release();
+    throw error;
+  });
+  const { response, done } = streamExecution(deps.db, workspace, result, { reservation, pollMs: streamPollMs(c.env) });
   c.executionCtx.waitUntil(done);
   return response;
 });

@@ -10,6 +10,7 @@ import { Hono } from "hono";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { readJsonBody } from "../../lib/request-body";
 import { commonProblems } from "../../lib/common-problems";
+import { isoTime } from "../../lib/iso-time";
 import { configuredCrons } from "../../definitions/crons";
 import { getWorkflow, listWorkflows, saveWorkflow, type StoredWorkflow } from "../../definitions/store";
 import { validateDefinition, type ValidationError } from "../../definitions/validate";
@@ -65,7 +66,7 @@ workflowRoutes.get("/", requireWorkspace, async (c) => {
   const { after, limit } = parseQuery(WorkflowListQuery, c.req.query(), () => definitionProblems.invalidLimit());
   const items = await listWorkflows(c.env.DB, c.get("workspace"), { after, limit });
   return c.json({
-    items: items.map((w) => ({ ...w, updatedAt: new Date(w.updatedAt).toISOString() })),
+    items: items.map((w) => ({ ...w, updatedAt: isoTime(w.updatedAt) })),
     next: items.length === limit ? items[items.length - 1]!.workflowId : null,
   });
 });
@@ -74,7 +75,7 @@ function present(stored: StoredWorkflow) {
   return {
     workflowId: stored.workflowId,
     version: stored.version,
-    createdAt: new Date(stored.createdAt).toISOString(),
+    createdAt: isoTime(stored.createdAt),
     definition: stored.definition,
   };
 }
@@ -82,11 +83,11 @@ function present(stored: StoredWorkflow) {
 function presentRun(run: ScheduleRunRecord) {
   return {
     cron: run.cron,
-    scheduledTime: new Date(run.scheduledAt).toISOString(),
+    scheduledTime: isoTime(run.scheduledAt),
     status: run.status,
     attempts: run.attempts,
     executionId: run.executionId,
     error: run.error,
-    updatedAt: new Date(run.updatedAt).toISOString(),
+    updatedAt: isoTime(run.updatedAt),
   };
 }

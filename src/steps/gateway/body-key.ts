@@ -9,10 +9,14 @@
  * is not an object at all — fails the step, not retried: the same definition builds the same body
  * again. A value the body already has at the pointer is replaced: the declared key is the one the
  * destination must see (validation refuses a literal body that sets it, src/definitions/key-rules.ts).
+ *
+ * The pointer's tokens are the tenant's, and a version saved before validation refused `__proto__`,
+ * `constructor` and `prototype` tokens still runs: the walk reads own members only and creates
+ * own members (src/lib/own-member.ts), so `/__proto__/x` sets the body's own `__proto__` member —
+ * the key goes where the definition says — and never reaches `Object.prototype`.
  */
 import { pointerTokens } from "../../lib/json-pointer";
-
-const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === "object" && !Array.isArray(value);
+import { isJsonObject as isObject, ownMember, setOwnMember } from "../../lib/own-member";
 
 const kindOf = (value: unknown): string => (value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`);
 
@@ -27,17 +31,19 @@ export function placeKeyInBody(body: unknown, pointer: string, key: string): { b
   let at: Record<string, unknown> = copy;
   for (let i = 0; i < tokens.length - 1; i++) {
     const token = tokens[i]!;
-    const next = at[token];
-    if (next === undefined) at[token] = {};
-    else if (!isObject(next)) {
+    let next = ownMember(at, token);
+    if (next === undefined) {
+      next = {};
+      setOwnMember(at, token, next);
+    } else if (!isObject(next)) {
       const where = `/${tokens
         .slice(0, i + 1)
         .map((t) => t.replace(/~/g, "~0").replace(/\//g, "~1"))
         .join("/")}`;
       return { error: `the key travels in body field ${pointer}, but the body's ${where} is ${kindOf(next)}, not a JSON object` };
     }
-    at = at[token] as Record<string, unknown>;
+    at = next as Record<string, unknown>;
   }
-  at[tokens[tokens.length - 1]!] = key;
+  setOwnMember(at, tokens[tokens.length - 1]!, key);
   return { body: copy };
 }

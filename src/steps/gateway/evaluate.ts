@@ -8,13 +8,17 @@
 import type { GatewayVertex } from "../../definitions/schema";
 import { evaluateValue } from "../../expressions/evaluate";
 import { errorMessage } from "../../lib/log";
+import { ownRecord } from "../../lib/own-member";
 import type { ExpressionContext } from "../plan";
 import { isKeyHeader, type DestinationKeyRule } from "./key";
 
 export interface EvaluatedRequest {
   /** With the evaluated query appended. */
   url: URL;
-  /** Evaluated header values; a header that evaluated to nothing is left out. Not the key. */
+  /**
+   * Evaluated header values; a header that evaluated to nothing is left out. Not the key. Without a
+   * prototype: a header's name is the tenant's (`__proto__` is a valid one), src/lib/own-member.ts.
+   */
   headers: Record<string, string>;
   /** Undefined for GET and HEAD, and when the vertex has none. */
   body: unknown;
@@ -31,7 +35,7 @@ export async function evaluateRequest(
     if (typeof rawUrl !== "string") return { error: `url evaluated to ${typeof rawUrl}, not a string` };
     const url = checkUrl(rawUrl);
     if ("error" in url) return url;
-    const evaluated: EvaluatedRequest = { url: url.url, headers: {}, body: undefined };
+    const evaluated: EvaluatedRequest = { url: url.url, headers: ownRecord(), body: undefined };
     for (const [name, value] of Object.entries(config.headers ?? {})) {
       if (isKeyHeader(name, keyRule)) continue;
       const text = asText(await evaluateValue(value, context));

@@ -18,6 +18,7 @@
  * through the same phases; when the write is found already done, the attempt ends there.
  */
 import { destinationKeyOf } from "../../definitions/destination-key";
+import { setOwnMember } from "../../lib/own-member";
 import type { GatewayVertex } from "../../definitions/schema";
 import type { SecretLookup } from "../../secrets/resolve";
 import type { RunOutcome } from "../outcome";
@@ -75,7 +76,8 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
       const refusal = retentionRefusal(facts);
       if (refusal !== null) return { kind: "failed", error: refusal };
     }
-    if ("header" in keyRule.location) headers[keyRule.location.header] = key;
+    // Own member whatever the declared name: `headers["__proto__"] = key` would drop the key.
+    if ("header" in keyRule.location) setOwnMember(headers, keyRule.location.header, key);
     else {
       const placed = placeKeyInBody(body, keyRule.location.bodyField, key);
       if ("error" in placed) return { kind: "failed", error: `gateway ${vertex.id}: ${placed.error}; not sent, not retried` };

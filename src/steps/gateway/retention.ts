@@ -13,6 +13,7 @@
  */
 import { retentionMarginMs } from "../../definitions/destination-key";
 import { KEY_MAY_BE_FORGOTTEN_MARK, type KeySend } from "../../ledger";
+import { isoTimeText as iso } from "../../lib/iso-time";
 
 /** When the destination may forget the key: where its retention counts from, plus the retention. */
 export function retentionDeadline(send: KeySend, retentionMs: number): number {
@@ -44,8 +45,6 @@ export function retentionRefusal(f: RetentionFacts): string | null {
     "if it did, leave the step FAILED. Nothing was sent; not retried"
   );
 }
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** A retention as people write it: the largest whole unit (31 days, 24 hours, 30 minutes), else ms. */
 export function duration(ms: number): string {
