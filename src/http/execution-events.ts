@@ -10,7 +10,7 @@
  * Bounded per connection: at most `MAX_POLLS` polls (one round trip each, a batch of three
  * statements) and `MAX_STREAM_MS`; then `stream.end` and the client reconnects.
  */
-import { readExecutionChanges, type ChangePosition, type ExecutionChange, type ExecutionStatus } from "../ledger";
+import { eventId, readExecutionChanges, type ChangePosition, type ExecutionChange, type ExecutionStatus } from "../ledger";
 
 /** Polls per connection at most: with the first read, at most 100 round trips, 300 statements. */
 export const MAX_POLLS = 100;
@@ -40,8 +40,6 @@ export function parseEventId(id: string | null | undefined): ChangePosition | nu
   if (!match) return null;
   return [Number(match[1]), Number(match[2])];
 }
-
-export const eventId = (p: ChangePosition): string => `${p[0]}.${p[1]}`;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 

@@ -5,8 +5,8 @@
  * Watching never affects the execution: when the client goes away, polling stops and the steps
  * carry on.
  */
-import { eventId } from "../http/execution-events";
 import {
+  eventId,
   readExecutionStatus,
   readStreamProgress,
   type ChangePosition,

@@ -17,6 +17,9 @@ import type { StepEventType } from "./steps";
 /** A place in the execution's change order: `[major, minor]` (see above). `[0, 0]` is before everything. */
 export type ChangePosition = readonly [number, number];
 
+/** A position as an event id (`<major>.<minor>`): what `Last-Event-ID` sends back to resume after it. */
+export const eventId = (p: ChangePosition): string => `${p[0]}.${p[1]}`;
+
 export type ExecutionChange =
   | {
       kind: "attempt";

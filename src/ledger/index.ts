@@ -88,7 +88,7 @@ export {
 } from "./step-recovery";
 
 // The change stream of an execution (GET /v1/executions/{id}/events).
-export { readExecutionChanges, type ChangePosition, type ExecutionChange, type ExecutionChanges } from "./execution-changes";
+export { eventId, readExecutionChanges, type ChangePosition, type ExecutionChange, type ExecutionChanges } from "./execution-changes";
 
 // Operator actions.
 export {
