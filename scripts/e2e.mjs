@@ -554,6 +554,38 @@ await test("a schedule tick (wrangler dev --test-scheduled) runs the scheduled r
   expectEqual(after - before, 1, "executions started by two deliveries of one tick");
 });
 
+await test("erasure: DELETE a finished execution; GET says it was erased; the webhook resent in its window stays a duplicate", async () => {
+  const orderId = `E-${RUN}`;
+  const payload = { order: { id: orderId, total: 9 } };
+  const first = await trigger("order-fulfilment", payload);
+  expectEqual(first.status, 202, `first trigger status (${first.text.slice(0, 300)})`);
+  const trace = await waitForExecution(first.json.executionId);
+  expectEqual(trace.status, "COMPLETED", "execution status");
+  const key = `erase-${RUN}`;
+  const erased = await api("DELETE", `/v1/executions/${first.json.executionId}`, { headers: { "idempotency-key": key } });
+  expectEqual(erased.status, 200, `DELETE status (${erased.text.slice(0, 300)})`);
+  expectEqual(JSON.stringify(erased.json?.erased), JSON.stringify([first.json.executionId]), "erased ids");
+  const replayed = await api("DELETE", `/v1/executions/${first.json.executionId}`, { headers: { "idempotency-key": key } });
+  expectEqual(replayed.text, erased.text, "the same Idempotency-Key replays the erasure's answer");
+  const gone = await api("GET", `/v1/executions/${first.json.executionId}`);
+  expectEqual(gone.status, 404, "GET of the erased execution");
+  expectEqual(gone.json?.code, "execution-not-retained", "its problem code");
+  const again = await trigger("order-fulfilment", payload);
+  expectEqual(again.status, 200, `the resent webhook (${again.text.slice(0, 300)})`);
+  expectEqual(again.json?.deduplicated, true, "the resent webhook is a duplicate");
+  const charges = await demoGet(`/payments/charges?order=${orderId}`);
+  expectEqual(charges.items.length, 1, "charges for the order");
+});
+
+await test("the storage figures answer an operator token only", async () => {
+  const figures = await api("GET", "/v1/operator/storage", { headers: { authorization: "Bearer operator-token" } });
+  expectEqual(figures.status, 200, `operator token (${figures.text.slice(0, 300)})`);
+  expect(figures.json?.sizeBytes > 0, "sizeBytes");
+  expect(figures.json?.executionsRetained > 0, "executionsRetained");
+  const workspace = await api("GET", "/v1/operator/storage");
+  expectEqual(workspace.status, 403, "a workspace token");
+});
+
 await test("no secret value appears in any API answer (traces of every execution)", async () => {
   // The --var values win over .dev.vars (the signed-webhook story verifies with the e2e secret);
   // scan for the local .dev.vars values too, in case a build ever picked those up instead.

@@ -13,6 +13,7 @@ import { executionRoutes } from "./http/routes/executions";
 import { statsRoutes } from "./http/routes/stats";
 import { demoRoutes } from "./http/routes/demo";
 import { secretRoutes } from "./http/routes/secrets";
+import { operatorRoutes } from "./http/routes/operator";
 import { serveOpenApi } from "./http/openapi/document";
 import { log } from "./lib/log";
 
@@ -21,6 +22,10 @@ export const app = new Hono<AppEnv>();
 app.get("/health", (c) => c.json({ ok: true, service: "idemflow" }));
 
 app.get("/v1/openapi.json", () => serveOpenApi());
+// The operator's routes (an OPERATOR_TOKENS token, never a workspace's): mounted before the
+// workspace groups. Each group applies the workspace middleware to its own paths only (no `/v1/*`
+// middleware), so it never sees /v1/operator, and an operator token grants no workspace route.
+app.route("/v1/operator", operatorRoutes);
 app.route("/v1/workflows", workflowRoutes);
 app.route("/v1/workflows", triggerRoutes);
 app.route("/v1/executions", executionRoutes);

@@ -6,7 +6,8 @@
  * What is proven here, as a user would see it: sign-in keeps the token out of every URL; a
  * duplicate trigger is counted in the strip and its record opens; the lost-response story shows
  * attempt 2 with the same key and the key check passes; cancel and retry from the page act once
- * under a double click; a payload holding markup renders as text; another workspace's execution is
+ * under a double click; a payload holding markup renders as text; an archived trace renders
+ * read-only (a banner, no action controls); another workspace's execution is
  * a 404 on the page as in the API; Tab reaches every action; no console error (a CSP violation is
  * one); the token never reaches the engine's log. An execution of 200 steps and 1,000 events is
  * rendered and its render time printed (measured, not asserted). `--screenshots` writes
@@ -246,6 +247,30 @@ export async function browserStories(ctx) {
       expect(raw.includes("<script>window.__xss = 1</script>"), "the payload's markup is shown as text");
       expectEqual(await page.evaluate(() => window.__xss ?? null), null, "window.__xss (set only if the markup ran)");
       expectEqual(await page.$$eval("main script, main img", (els) => els.length), 0, "script or img elements made from the payload");
+      await page.context().close();
+    });
+
+    await test("inspector: an archived trace renders read-only: a banner with its removal date, no action control", async () => {
+      // The history sweep runs on the real clock (days of retention), so the trace is answered here as the
+      // archive answers it (src/http/routes/executions.ts): the same JSON with `archived: true`, the date in a header.
+      const started = await ctx.trigger("hello-transform", { name: `archived-${ctx.run}` });
+      await ctx.waitForExecution(started.json.executionId);
+      const trace = (await ctx.api("GET", `/v1/executions/${started.json.executionId}`)).json;
+      const page = await newPage("archived");
+      await page.route(`**/v1/executions/${started.json.executionId}`, (route) =>
+        route.fulfill({
+          status: 200,
+          contentType: "application/json",
+          headers: { "execution-removed-at": "2026-12-03T10:00:00.000Z" },
+          body: JSON.stringify({ ...trace, archived: true }),
+        }),
+      );
+      await openExecution(page, started.json.executionId);
+      const banner = await page.textContent("#archived-banner");
+      expect(/^archived: removed from the database on 2026-12-0\d .*; read-only$/.test(banner), `the banner (${banner})`);
+      expectEqual(await page.getAttribute("article.execution", "data-archived"), "true", "the article's data-archived");
+      const controls = await page.$$eval("#action-start-over, #action-cancel, [id^=action-retry-]", (els) => els.length);
+      expectEqual(controls, 0, "retry, start over or cancel controls on an archived trace");
       await page.context().close();
     });
 

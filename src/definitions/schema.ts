@@ -51,6 +51,14 @@ export function durationMs(value: number | string): number {
  */
 export const MAX_DURATION_MS = 365 * 86_400_000;
 
+/**
+ * The shortest retention of a finished execution a definition's `history` may set, in ms: one
+ * minute (SPEC section 12), the history sweep's own period. Enforced by validation
+ * (src/definitions/history-rules.ts) like `MAX_DURATION_MS`; src/history/retention.ts applies
+ * the same bounds to the deployment's HISTORY_* vars.
+ */
+export const MIN_HISTORY_MS = 60_000;
+
 export const DEFAULT_DEDUPE_WINDOW_MS = 24 * 3_600_000;
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 /**
@@ -275,12 +283,36 @@ export const Edge = z.strictObject({
     .describe("a JSONata condition on the context; absent means always taken"),
 });
 
+/**
+ * How long a finished execution of this workflow is kept, by how it ended (SPEC section 12); each
+ * member overrides the deployment's default (the HISTORY_* vars). The bounds (1 minute to 365
+ * days, never shorter than the entry point's dedupe window) are validation's
+ * (src/definitions/history-rules.ts), like every duration's maximum.
+ */
+export const HistoryPolicy = z
+  .strictObject({
+    completed: Duration.optional().describe(
+      "how long a COMPLETED execution is kept; default: the deployment's HISTORY_COMPLETED var (7d as shipped)",
+    ),
+    failed: Duration.optional().describe(
+      "how long a FAILED execution is kept; default: the deployment's HISTORY_FAILED var (30d as shipped)",
+    ),
+    cancelled: Duration.optional().describe(
+      "how long a CANCELLED execution is kept; default: the deployment's HISTORY_CANCELLED var (30d as shipped)",
+    ),
+  })
+  .describe(
+    "how long finished executions are kept before the history sweep removes them (durations such as `7d`; at least 1m, at most " +
+      "365d, and never shorter than the entry point's dedupeWindow); an unset member takes the deployment's default",
+  );
+
 export const WorkflowDefinition = z.strictObject({
   $schema: z.string().optional().describe("editor hint only (e.g. ../schema/workflow.schema.json); not stored and not part of the version"),
   id: z.string().regex(WORKFLOW_ID_PATTERN, "letters, digits, `_` or `-` (at most 64)"),
   description: z.string().optional(),
   vertices: z.array(Vertex).min(1),
   edges: z.array(Edge).default([]),
+  history: HistoryPolicy.optional(),
 });
 
 export type WorkflowDefinition = z.output<typeof WorkflowDefinition>;
@@ -295,6 +327,7 @@ export type GatewayConfig = z.output<typeof GatewayConfig>;
 export type DestinationKeyDeclaration = z.output<typeof DestinationKeyDeclaration>;
 export type VerifyProbe = z.output<typeof VerifyProbe>;
 export type EntryPointConfig = z.output<typeof EntryPointConfig>;
+export type HistoryPolicy = z.output<typeof HistoryPolicy>;
 
 export function entryPointOf(definition: WorkflowDefinition): EntryPointVertex {
   const entry = definition.vertices.find((v): v is EntryPointVertex => v.type === "ENTRY_POINT");

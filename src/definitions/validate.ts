@@ -4,14 +4,15 @@
  *
  * It reports every error at once, each with a JSON Pointer and a message that says what to do:
  * the zod schema's errors, then the rules a schema cannot state (graph, expressions, key lint,
- * secrets, per-vertex rules). The latter run on the raw document, defensively, so that a schema
- * error in one vertex does not hide a cycle or a bad key elsewhere.
+ * secrets, per-vertex rules, the history retention). The latter run on the raw document,
+ * defensively, so that a schema error in one vertex does not hide a cycle or a bad key elsewhere.
  */
 import type { z } from "zod";
 import { hasOwnMember, ownMember } from "../lib/own-member";
 import { asRecord, type ValidationError } from "./errors";
 import { checkExpressions } from "./expressions-check";
 import { checkGraph } from "./graph";
+import { checkHistory } from "./history-rules";
 import { checkIdempotencyKeys } from "./key-lint";
 import { checkDestinationKeys } from "./key-rules";
 import { toPointer } from "./pointer";
@@ -41,6 +42,7 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
     ...checkSecrets(input),
     ...checkVertexRules(input, options),
     ...checkVerifyProbes(input),
+    ...checkHistory(input),
   );
   const unique = dedupe(errors);
   if (unique.length > 0 || !parsed.success) return { ok: false, errors: unique };

@@ -14,7 +14,8 @@
  * steps get their messages as before. A claimed step that never runs is re-dispatched by the
  * reaper once its lease expired.
  */
-import { DEFAULT_DEDUPE_WINDOW_MS, durationMs, entryPointOf, MAX_DURATION_MS } from "../definitions/schema";
+import { DEFAULT_RETENTION, dedupeWindowMsOf, deploymentRetention, retentionOf, type Retention } from "../history/retention";
+import { entryPointOf } from "../definitions/schema";
 import type { StoredWorkflow } from "../definitions/store";
 import { ExpressionError } from "../expressions/evaluate";
 import {
@@ -55,6 +56,8 @@ export interface IngressDeps {
   now: () => number;
   /** Run the first step inline after the answer (step chaining); absent: every first step gets a message. */
   chain?: InlineChain | null;
+  /** The deployment's retention (HISTORY_* vars); absent: SPEC section 12's defaults. */
+  retention?: Retention;
 }
 
 export interface InlineChain {
@@ -66,7 +69,12 @@ export interface InlineChain {
 
 /** With `ctx` (an HTTP request's), the first step is chained when `CHAIN_STEPS` is on. */
 export function ingressDeps(env: Env, ctx?: ExecutionContext): IngressDeps {
-  const deps: IngressDeps = { db: env.DB, queue: env.QUEUE as Queue<StepMessage>, now: () => Date.now() };
+  const deps: IngressDeps = {
+    db: env.DB,
+    queue: env.QUEUE as Queue<StepMessage>,
+    now: () => Date.now(),
+    retention: deploymentRetention(env),
+  };
   // With chaining off (the default) a trigger builds no step runtime.
   const chain = ctx ? chainConfigFromEnv(env) : null;
   if (!ctx || !chain) return deps;
@@ -114,7 +122,7 @@ async function planFor(workflow: StoredWorkflow, executionId: string, triggerKin
 export async function startWorkflowExecution(deps: IngressDeps, request: StartRequest): Promise<StartResult> {
   const { workflow, triggerKind, payload, identity } = request;
   const entry = entryPointOf(workflow.definition);
-  const record = {
+  const record: NewExecution = {
     workspace: workflow.workspace,
     workflowId: workflow.workflowId,
     version: workflow.version,
@@ -124,6 +132,8 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     payloadJson: JSON.stringify(payload ?? null),
     startedOverFrom: request.startedOverFrom ?? null,
     requireLatestVersion: request.requireLatestVersion ?? false,
+    // Fixed at the start: a later change of the vars or the workflow does not move a kept execution.
+    retention: retentionOf(workflow.definition, deps.retention ?? DEFAULT_RETENTION),
   };
   const now = deps.now();
   const config = deps.chain?.runtime.chain ?? null;
@@ -183,8 +193,7 @@ async function startAndRun(
     });
     const takeoverExecutionId = await windowExecutionId(hash, now);
     // Clamped: a version saved before durations had one maximum may hold a longer window.
-    const windowMs =
-      entry.config.dedupeWindow === undefined ? DEFAULT_DEDUPE_WINDOW_MS : Math.min(durationMs(entry.config.dedupeWindow), MAX_DURATION_MS);
+    const windowMs = dedupeWindowMsOf(workflow.definition);
     // The plan can depend on the execution id only through an entry edge's `when`; without one
     // both candidate ids share a plan, and no expression is evaluated twice.
     const idMatters = workflow.definition.edges.some((e) => e.from === entry.id && e.when !== undefined);

@@ -198,6 +198,21 @@ export function finishAttempt(db: D1Database, fence: Fence, now: number, end: At
 // ---------------------------------------------------------------------------------------------
 // The trace's read
 
+/**
+ * `readAttemptsOfSet`: the attempts of every execution `owned` names (a subquery of execution ids,
+ * bound by `params`), each row with its `executionId`, per execution, per step oldest first — the
+ * order `readAttempts` reads one execution's in (src/ledger/read-model.ts `readTraceRecordsForSet`).
+ */
+export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown[]): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT a.execution_id AS executionId, ${ATTEMPT_RECORD} FROM step_attempts a
+       WHERE a.execution_id IN ${owned}
+       ORDER BY a.execution_id, a.vertex_id, a.epoch`,
+    )
+    .bind(...params);
+}
+
 /** `readAttempts`: the attempts of an execution in `workspace`, per step oldest first. Binds ?1 execution id, ?2 workspace. */
 export function readAttempts(db: D1Database, executionId: string, workspace: string): D1PreparedStatement {
   return db

@@ -51,6 +51,8 @@ export interface FirstStepKey {
   key: string;
   /** The URL's origin the key goes to: its first send is recorded there. */
   destination: string;
+  /** The key declares a retention: its send is kept for the retention guard (migrations/0017). */
+  guarded: boolean;
 }
 
 /** More candidates would only add `openAttempt` statements for steps the claim cannot take. */
@@ -173,10 +175,11 @@ export function chainedKeyStatements(
     ],
     send: db
       .prepare(
-        `INSERT INTO destination_key_sends (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id)
-         SELECT workspace, idempotency_key, ?4, ?3, ?3, execution_id, vertex_id
+        `INSERT INTO destination_key_sends
+           (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id, guarded)
+         SELECT workspace, idempotency_key, ?4, ?3, ?3, execution_id, vertex_id, ${prepared.guarded ? 1 : 0}
          FROM steps WHERE ${CLAIMED_NOW} AND idempotency_key IS NOT NULL AND ${guard.sql}
-         ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET first_sent_at = first_sent_at
+         ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET guarded = max(guarded, excluded.guarded)
          RETURNING destination, first_sent_at AS firstSentAt, counted_from AS countedFrom`,
       )
       .bind(executionId, vertexId, now, prepared.destination, ...guard.params),

@@ -48,7 +48,26 @@ export interface NewExecution {
    * `startExecution` throws `WorkflowVersionChanged`, so the caller re-reads and retries.
    */
   requireLatestVersion?: boolean;
+  /**
+   * How long the execution is kept once finished, by how it ended (src/history/retention.ts: the
+   * workflow's `history`, else the deployment's, never shorter than the dedupe window). Omitted:
+   * the defaults of migrations/0017 (7, 30 and 30 days).
+   */
+  retention?: ExecutionRetention;
 }
+
+/** Retention in ms per final status (migrations/0017: at least one minute each). */
+export interface ExecutionRetention {
+  completedMs: number;
+  failedMs: number;
+  cancelledMs: number;
+}
+
+const DEFAULT_EXECUTION_RETENTION: ExecutionRetention = {
+  completedMs: 7 * 86_400_000,
+  failedMs: 30 * 86_400_000,
+  cancelledMs: 30 * 86_400_000,
+};
 
 /** The start was gated on a version that is no longer the workflow's latest; nothing was written. */
 export class WorkflowVersionChanged extends Error {
@@ -154,7 +173,8 @@ function liveOfIdentity(identity: string, named: string): string {
 /**
  * The claim. Its outcomes, in one statement, decided by SQLite under its write lock:
  * - no row: insert it; the execution id is the identity itself, unless an execution with that id
- *   already exists (an earlier window whose identity row was swept), then the takeover id;
+ *   already exists (an earlier window whose identity row was swept) or its tombstone does (it was
+ *   removed by the history sweep: ./history.ts), then the takeover id;
  * - fresh row (`expires_at > now`): a duplicate; count it (counter + last time, same statement);
  * - expired row: take it over for a new window — new execution id, my token, new expiry,
  *   counter reset (the old execution keeps its own count);
@@ -200,7 +220,8 @@ function claimIdentity(
       `INSERT INTO execution_identities
          (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, duplicate_deliveries, last_duplicate_at)
        SELECT ?1, ?2, ?3,
-              coalesce(${liveWithoutRow}, CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1) THEN ?4 ELSE ?1 END),
+              coalesce(${liveWithoutRow}, CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1)
+                                          OR EXISTS (SELECT 1 FROM execution_tombstones WHERE id = ?1) THEN ?4 ELSE ?1 END),
               CASE WHEN ${liveWithoutRow} IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
               ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, 0, NULL
        WHERE ${latestVersionGate("?2", "?3", "?8")}
@@ -335,7 +356,7 @@ function gateVersionOf(record: NewExecution): string | null {
  * first execution (the one whose id is the identity: a later window, or a trigger after a release,
  * is the same trigger again, and the one-live-execution gates look at the lineage). The first
  * execution of a trigger, and a test run, begins its own.
- * Binds ?1–?11 the row, then the source from ?12.
+ * Binds ?1–?14 the row, then the source from ?15.
  */
 function insertExecution(
   db: D1Database,
@@ -349,12 +370,13 @@ function insertExecution(
     .prepare(
       `INSERT INTO executions
          (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
-          started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at)
+          started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at,
+          retain_completed_ms, retain_failed_ms, retain_cancelled_ms)
        SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${exprs.identity}, ?7, ?8, ?9, ${exprs.previous},
               coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?9, ${exprs.previous})),
                        (SELECT x.lineage_id FROM executions x WHERE x.id = ${exprs.identity}), src.execution_id),
-              ?10, ?10, ?11
-       ${source.from(12)}
+              ?10, ?10, ?11, ?12, ?13, ?14
+       ${source.from(15)}
        RETURNING id, status`,
     )
     .bind(
@@ -369,6 +391,9 @@ function insertExecution(
       record.startedOverFrom ?? null,
       now,
       status === "RUNNING" ? null : now,
+      (record.retention ?? DEFAULT_EXECUTION_RETENTION).completedMs,
+      (record.retention ?? DEFAULT_EXECUTION_RETENTION).failedMs,
+      (record.retention ?? DEFAULT_EXECUTION_RETENTION).cancelledMs,
       ...source.params,
     );
 }
@@ -631,6 +656,27 @@ export async function startExecution(
       duplicateDeliveries: duplicate.duplicate_deliveries,
       lastDuplicateAt: duplicate.last_duplicate_at,
     };
+  }
+  if (start.mode === "claim") {
+    // The identity names an execution that was erased on request inside its window (./history.ts):
+    // still a duplicate — the trigger must not run the erased work again — answered from its
+    // tombstone. Rare, so read after the batch rather than in every start.
+    const claim = results.first<{ execution_id: string; claim_token: string; duplicate_deliveries: number }>("claim");
+    if (claim && claim.claim_token !== start.claimToken) {
+      const removed = await db
+        .prepare(`SELECT status FROM execution_tombstones WHERE id = ?1 AND workspace = ?2`)
+        .bind(claim.execution_id, record.workspace)
+        .first<{ status: ExecutionStatus }>();
+      if (removed) {
+        return {
+          created: false,
+          executionId: claim.execution_id,
+          status: removed.status,
+          duplicateDeliveries: claim.duplicate_deliveries,
+          lastDuplicateAt: now,
+        };
+      }
+    }
   }
   if (start.mode === "forced" && record.startedOverFrom) {
     const from = results.first<{ fromStatus: ExecutionStatus; liveExecutionId: string | null; supersededBy: string | null }>(

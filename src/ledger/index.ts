@@ -24,6 +24,7 @@ export {
   WorkflowVersionChanged,
   type ExecutionStatus,
   type IdentityKind,
+  type ExecutionRetention,
   type NewExecution,
   type StartMode,
   type StartOutcome,
@@ -109,8 +110,11 @@ export {
   readExecution,
   readExecutionStatus,
   readTraceRecords,
+  readTraceRecordsForSet,
+  readTraceSizes,
   readStreamProgress,
   recentScheduleRuns,
+  TRACE_SET_QUERIES,
   TRACE_VALUE_MAX_BYTES,
   type ExecutionListFilter,
   type ExecutionRecord,
@@ -151,3 +155,28 @@ export {
 
 // Bounded sweeps' shared loop and report.
 export { sweepInBatches, type SweepReport } from "./sweep";
+
+// The database's storage figures (operator only: they describe every workspace).
+export { D1_MAX_DATABASE_BYTES, readStorage, STORAGE_HIGH_FRACTION, type StorageFigures } from "./storage";
+
+// History (SPEC section 12): the chains the sweep may remove, their removal, and tombstones.
+export {
+  claimSweepLease,
+  holdChains,
+  markTombstoneErased,
+  MAX_CHAIN_MEMBERS,
+  readTombstone,
+  releaseSweepLease,
+  removeExecutions,
+  selectChainOf,
+  selectDueChains,
+  sweepDeadLettersOnce,
+  sweepKeySendsOnce,
+  sweepTombstonesOnce,
+  type DueSelection,
+  type HeldChain,
+  type RemovableExecution,
+  type RemovalReason,
+  type RemovalReport,
+  type Tombstone,
+} from "./history";

@@ -24,19 +24,22 @@ export const KEY_MAY_BE_FORGOTTEN_MARK = "not sent: the destination may have for
 
 /**
  * `upsertKeySend`: the first send of the step's key to `destination`, unless one is on record —
- * then the row is left as it is (the no-op update exists to RETURN it). Fenced: a stale worker
- * records nothing. Binds the step fence ?1–?3, ?4 the time to record, ?5 the destination.
+ * then the row is left as it is (the update exists to RETURN it), but for `guarded`, which only
+ * rises. Fenced: a stale worker records nothing. Binds the step fence ?1–?3, ?4 the time to
+ * record, ?5 the destination, ?6 guarded (1: the key declares a retention, so the retention guard
+ * reads this row and it outlives its execution — migrations/0017; 0: it goes with its execution).
  */
-export function upsertKeySend(db: D1Database, fence: Fence, at: number, destination: string): D1PreparedStatement {
+export function upsertKeySend(db: D1Database, fence: Fence, at: number, destination: string, guarded: boolean): D1PreparedStatement {
   return db
     .prepare(
-      `INSERT INTO destination_key_sends (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id)
-       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, vertex_id
+      `INSERT INTO destination_key_sends
+         (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id, guarded)
+       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, vertex_id, ?6
        FROM steps WHERE ${STEP_FENCE} AND idempotency_key IS NOT NULL
-       ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET first_sent_at = first_sent_at
+       ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET guarded = max(guarded, excluded.guarded)
        RETURNING first_sent_at AS firstSentAt, counted_from AS countedFrom`,
     )
-    .bind(...fenceParams(fence), at, destination);
+    .bind(...fenceParams(fence), at, destination, guarded ? 1 : 0);
 }
 
 /**
@@ -44,8 +47,14 @@ export function upsertKeySend(db: D1Database, fence: Fence, at: number, destinat
  * whose destination changed), dated `at` (the step's creation: no later than the real first
  * send). Returns what is on record, or null when fenced out.
  */
-export async function recordKeySend(db: D1Database, fence: Fence, at: number, destination: string): Promise<KeySend | null> {
-  return upsertKeySend(db, fence, at, destination).first<KeySend>();
+export async function recordKeySend(
+  db: D1Database,
+  fence: Fence,
+  at: number,
+  destination: string,
+  guarded: boolean,
+): Promise<KeySend | null> {
+  return upsertKeySend(db, fence, at, destination, guarded).first<KeySend>();
 }
 
 /**

@@ -4,7 +4,7 @@
  * only, always scoped to the caller's workspace in SQL; rows leave as camelCase records through
  * the column maps below (./columns.ts).
  */
-import { readAttempts, type AttemptRecord } from "./attempts";
+import { readAttempts, readAttemptsOfSet, type AttemptRecord } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList, type Columns } from "./columns";
 import { keySendsColumn } from "./key-sends";
@@ -273,6 +273,183 @@ export async function readTraceRecords(db: D1Database, workspace: string, execut
     definitionJson: results.first<{ definitionJson: string }>("definition")?.definitionJson ?? null,
     dedupeWindowEnd: results.first<{ expiresAt: number }>("identity")?.expiresAt ?? null,
   };
+}
+
+/** An execution named with its workspace: a set read matches both, so another workspace's id reads nothing. */
+export interface ExecutionRef {
+  id: string;
+  workspace: string;
+}
+
+/**
+ * The ids of `?1` (a JSON array of `[id, workspace]` pairs) that are executions of the workspace
+ * paired with them: the primary key finds each id, and the pair must match as a whole.
+ */
+const OWNED_IDS = `(SELECT o.id FROM executions o
+  WHERE o.id IN (SELECT value ->> 0 FROM json_each(?1))
+    AND (o.id, o.workspace) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1)))`;
+
+const refsParam = (refs: readonly ExecutionRef[]): string => JSON.stringify(refs.map((r) => [r.id, r.workspace]));
+
+/** A row of a set read: the record, with the execution it belongs to. */
+type Owned<Row> = Row & { executionId: string };
+
+/** Rows grouped by their execution, the record without `executionId`, in the order read. */
+function byExecution<Row>(rows: Array<Owned<Row>>): Map<string, Row[]> {
+  const grouped = new Map<string, Row[]>();
+  for (const { executionId, ...record } of rows) {
+    const list = grouped.get(executionId);
+    if (list) list.push(record as Row);
+    else grouped.set(executionId, [record as Row]);
+  }
+  return grouped;
+}
+
+/**
+ * `readTraceRecordsForSet`: what `readTraceRecords` reads, for a set of executions at once — ONE
+ * batch of seven statements, each over the same bound JSON array (`json_each(?1)`), however many
+ * executions the set holds: never a statement per execution. Each execution's records come back
+ * in the order `readTraceRecords` reads them, so the trace built from them is the one
+ * `GET /v1/executions/{id}` answers (the history archive, src/history/archive.ts, relies on it).
+ * An execution that is not in its ref's workspace (or no longer exists) is absent from the map.
+ * The pinned definitions are read once per version, not once per execution.
+ */
+export async function readTraceRecordsForSet(db: D1Database, refs: readonly ExecutionRef[]): Promise<Map<string, TraceRecords>> {
+  const out = new Map<string, TraceRecords>();
+  if (refs.length === 0) return out;
+  const param = refsParam(refs);
+  const results = await new LabelledBatch<(typeof TRACE_SET_STATEMENTS)[number]>(db)
+    .add(
+      "execution",
+      db
+        .prepare(
+          `SELECT ${EXECUTION_SUMMARY_RECORD} FROM executions
+           WHERE id IN (SELECT value ->> 0 FROM json_each(?1))
+             AND (id, workspace) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1))`,
+        )
+        .bind(param),
+    )
+    .add(
+      "duplicates",
+      db
+        .prepare(
+          `SELECT d.execution_id AS executionId, ${DUPLICATE_TRIGGER_RECORD} FROM duplicate_triggers d
+           WHERE d.execution_id IN ${OWNED_IDS} ORDER BY d.execution_id, d.seq`,
+        )
+        .bind(param),
+    )
+    .add(
+      "steps",
+      db
+        .prepare(
+          `SELECT execution_id AS executionId, ${STEP_RECORD}
+           FROM steps WHERE execution_id IN ${OWNED_IDS} ORDER BY execution_id, created_at, rowid`,
+        )
+        .bind(param),
+    )
+    .add(
+      "events",
+      db
+        .prepare(
+          `SELECT ev.execution_id AS executionId, ${STEP_EVENT_RECORD} FROM step_events ev
+           WHERE ev.execution_id IN ${OWNED_IDS} ORDER BY ev.execution_id, ev.id`,
+        )
+        .bind(param),
+    )
+    .add("attempts", readAttemptsOfSet(db, OWNED_IDS, [param]))
+    .add(
+      "definitions",
+      db
+        .prepare(
+          `SELECT DISTINCT v.workspace AS workspace, v.workflow_id AS workflowId, v.version AS version, v.definition AS definitionJson
+           FROM executions e
+           JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
+           WHERE e.id IN ${OWNED_IDS}`,
+        )
+        .bind(param),
+    )
+    .add(
+      "identities",
+      db
+        .prepare(
+          `SELECT e.id AS executionId, i.expires_at AS expiresAt FROM executions e
+           JOIN execution_identities i ON i.identity = e.identity AND i.execution_id = e.id
+           WHERE e.id IN ${OWNED_IDS}`,
+        )
+        .bind(param),
+    )
+    .run();
+  const duplicates = byExecution(results.rows<Owned<DuplicateTriggerRecord>>("duplicates"));
+  const steps = byExecution(results.rows<Owned<StepRecord>>("steps"));
+  const events = byExecution(results.rows<Owned<StepEventRecord>>("events"));
+  const attempts = byExecution(results.rows<Owned<AttemptRecord>>("attempts"));
+  const versionKey = (workspace: string, workflowId: string, version: string) => JSON.stringify([workspace, workflowId, version]);
+  const definitions = new Map(
+    results
+      .rows<{ workspace: string; workflowId: string; version: string; definitionJson: string }>("definitions")
+      .map((d) => [versionKey(d.workspace, d.workflowId, d.version), d.definitionJson]),
+  );
+  const identities = new Map(
+    results.rows<{ executionId: string; expiresAt: number }>("identities").map((i) => [i.executionId, i.expiresAt]),
+  );
+  for (const execution of results.rows<ExecutionSummaryRecord>("execution")) {
+    out.set(execution.id, {
+      execution,
+      duplicateTriggers: duplicates.get(execution.id) ?? [],
+      steps: steps.get(execution.id) ?? [],
+      events: events.get(execution.id) ?? [],
+      attempts: attempts.get(execution.id) ?? [],
+      definitionJson: definitions.get(versionKey(execution.workspace, execution.workflowId, execution.version)) ?? null,
+      dedupeWindowEnd: identities.get(execution.id) ?? null,
+    });
+  }
+  return out;
+}
+
+/** The statements of `readTraceRecordsForSet`'s batch, by label. */
+const TRACE_SET_STATEMENTS = ["execution", "duplicates", "steps", "events", "attempts", "definitions", "identities"] as const;
+
+/** D1 statements one `readTraceRecordsForSet` sends (one batch), whatever the size of the set. */
+export const TRACE_SET_QUERIES = TRACE_SET_STATEMENTS.length;
+
+/**
+ * What one execution's trace may weigh when read, estimated in SQL without reading the values
+ * back: the bytes of the stored values the trace shows (each step's request and output as
+ * bounded by `TRACE_VALUE_MAX_BYTES`, its error, every attempt's request, response and error,
+ * every event's detail) plus a fixed allowance per row for the members around them. An estimate,
+ * not the JSON's exact size (escaping, the summary's own members): the archive uses it to refuse a
+ * trace too large to hold in memory before reading it, and to read a set in bounded parts.
+ */
+export const TRACE_ROW_ALLOWANCE = { execution: 1_500, step: 700, attempt: 450, event: 150, duplicate: 120 } as const;
+
+const boundedBytes = (column: string) =>
+  `CASE WHEN ${byteLength(column)} <= ${TRACE_VALUE_MAX_BYTES} THEN ${byteLength(column)} ELSE 0 END`;
+
+/**
+ * `readTraceSizes`: the estimated bytes of each execution's trace (`TRACE_ROW_ALLOWANCE`), for a
+ * set of executions, in ONE statement over the same bound JSON array. Absent: not in its ref's
+ * workspace, or gone.
+ */
+export async function readTraceSizes(db: D1Database, refs: readonly ExecutionRef[]): Promise<Map<string, number>> {
+  if (refs.length === 0) return new Map();
+  const a = TRACE_ROW_ALLOWANCE;
+  const { results } = await db
+    .prepare(
+      `SELECT e.id AS id, ${a.execution}
+         + (SELECT coalesce(sum(${boundedBytes("s.request")} + ${boundedBytes("s.output")}
+                                + coalesce(${byteLength("s.error")}, 0) + ${a.step}), 0)
+            FROM steps s WHERE s.execution_id = e.id)
+         + (SELECT coalesce(sum(coalesce(${byteLength("t.request")}, 0) + coalesce(${byteLength("t.response")}, 0)
+                                + coalesce(${byteLength("t.error")}, 0) + ${a.attempt}), 0)
+            FROM step_attempts t WHERE t.execution_id = e.id)
+         + (SELECT coalesce(sum(coalesce(${byteLength("ev.detail")}, 0) + ${a.event}), 0)
+            FROM step_events ev WHERE ev.execution_id = e.id)
+         + (SELECT count(*) * ${a.duplicate} FROM duplicate_triggers d WHERE d.execution_id = e.id) AS bytes
+       FROM executions e WHERE e.id IN ${OWNED_IDS}`,
+    )
+    .bind(refsParam(refs))
+    .all<{ id: string; bytes: number }>();
+  return new Map(results.map((r) => [r.id, r.bytes]));
 }
 
 export interface ExecutionListFilter {

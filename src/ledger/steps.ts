@@ -418,6 +418,7 @@ export async function persistIdempotencyKey(
   key: string,
   now: number,
   destination: string,
+  guarded: boolean,
 ): Promise<PersistedKey | null> {
   const results = await new LabelledBatch<"key" | "attempt" | "send">(db)
     .add(
@@ -431,7 +432,7 @@ export async function persistIdempotencyKey(
         .bind(...fenceParams(fence), now, key),
     )
     .add("attempt", recordAttemptKey(db, fence))
-    .add("send", upsertKeySend(db, fence, now, destination))
+    .add("send", upsertKeySend(db, fence, now, destination, guarded))
     .run();
   const stored = results.first<{ idempotency_key: string }>("key");
   const send = results.first<KeySend>("send");

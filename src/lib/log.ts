@@ -9,6 +9,8 @@
  */
 
 export type LogEvent =
+  // configuration (wrangler.toml [vars])
+  | "config.invalid_var"
   // HTTP
   | "http.unhandled_error"
   | "secrets.unavailable"
@@ -44,7 +46,13 @@ export type LogEvent =
   | "queue.message_poison"
   | "queue.dead_lettered"
   | "reaper.redispatched"
-  | "reaper.failed";
+  | "reaper.failed"
+  // history (retention, archive, erasure)
+  | "history.swept"
+  | "history.archive_failed"
+  | "history.erased"
+  // the database's storage figures (operator)
+  | "storage.high";
 
 export type LogLevel = "info" | "warn" | "error";
 

@@ -48,5 +48,5 @@ export async function firstStepKey(
   if ("error" in checked) return null;
   const key = await evaluateDestinationKey(vertexId, rule.expression, context, rule);
   if ("error" in key) return null;
-  return { executionId: execution.id, vertexId, key: key.key, destination: checked.url.origin };
+  return { executionId: execution.id, vertexId, key: key.key, destination: checked.url.origin, guarded: rule.retentionMs !== null };
 }

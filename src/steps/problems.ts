@@ -1,9 +1,25 @@
 /**
  * The problems of the executions API (src/http/routes/executions.ts): listing with a bad query,
  * an operator retry of a step that is not FAILED, with a body it does not take, or of a step the
- * retention guard refused without the acknowledgement it needs.
+ * retention guard refused without the acknowledgement it needs; an execution the history sweep
+ * removed (SPEC section 12), and an erasure (`DELETE`) that cannot go ahead.
  */
+import { isoTime, isoTimeText } from "../lib/iso-time";
 import { ProblemError, type ProblemCatalog } from "../lib/problem";
+
+/** What is left of a removed execution that a problem explains (src/ledger/history.ts `Tombstone`). */
+export interface RemovedExecution {
+  id: string;
+  reason: "retention" | "erased";
+  removedAt: number;
+  archived: boolean;
+}
+
+/** "removed by retention on <date>" / "erased on request on <date>". */
+const removal = (t: RemovedExecution): string =>
+  t.reason === "erased"
+    ? `was erased on request on ${isoTimeText(t.removedAt)}`
+    : `was removed by retention on ${isoTimeText(t.removedAt)}`;
 
 export type ExecutionProblemCode =
   | "invalid-query"
@@ -16,7 +32,13 @@ export type ExecutionProblemCode =
   | "execution-not-cancellable"
   | "execution-cancelled"
   | "invalid-cancel-body"
-  | "execution-superseded";
+  | "execution-superseded"
+  | "execution-not-retained"
+  | "execution-removed"
+  | "execution-chain-running"
+  | "execution-chain-too-long"
+  | "erasure-conflict"
+  | "archive-unbound";
 
 /** Both list parameters share one code: a client fixes either the same way. */
 const invalidQuery = (detail: string) => new ProblemError({ status: 400, code: "invalid-query", title: "Invalid query parameter", detail });
@@ -116,5 +138,81 @@ export const executionProblems = {
         `Execution ${executionId} failed, and a later trigger with its identity started ${supersededBy} (the entry point's ` +
         `reusePolicy is after-failure). Act on ${supersededBy} instead: retrying or starting over ${executionId} would send ` +
         `the same destination keys beside it.`,
+    }),
+  /** `GET /v1/executions/{id}` of an execution whose rows are gone and whose trace is not in the archive. */
+  executionNotRetained: (t: RemovedExecution, why: "not-archived" | "object-missing" | "archive-unbound") =>
+    new ProblemError({
+      status: 404,
+      code: "execution-not-retained",
+      title: "The execution is no longer retained",
+      detail:
+        `Execution ${t.id} ${removal(t)}` +
+        (t.reason === "erased"
+          ? ": its trace was deleted with it."
+          : why === "not-archived"
+            ? ", and its trace was not archived (the archive is off: HISTORY_ARCHIVE, or no ARCHIVE bucket bound)."
+            : why === "archive-unbound"
+              ? "; its trace is in the archive, but this deployment has no ARCHIVE bucket bound to read it from."
+              : "; its trace was archived, but the archive object is missing.") +
+        " See docs/history.md for the retention that applied.",
+      extensions: { executionId: t.id, reason: t.reason, removedAt: isoTime(t.removedAt), archived: t.archived },
+    }),
+  /** Retry, start over or cancel (or the event stream) of a removed execution: it is read-only. */
+  executionRemoved: (t: RemovedExecution) =>
+    new ProblemError({
+      status: 410,
+      code: "execution-removed",
+      title: "The execution was removed: it is read-only",
+      detail:
+        `Execution ${t.id} ${removal(t)}; its rows are gone, so it cannot be retried, started over, cancelled or followed. ` +
+        (t.archived
+          ? `Its archived trace is read with GET /v1/executions/${t.id}. To run the same trigger again, send the trigger again.`
+          : "To run the same trigger again, send the trigger again."),
+      extensions: { executionId: t.id, reason: t.reason, removedAt: isoTime(t.removedAt), archived: t.archived },
+    }),
+  /** `DELETE` of an execution whose start-over or reuse chain has a RUNNING member. */
+  executionChainRunning: (executionId: string, running: readonly string[]) =>
+    new ProblemError({
+      status: 409,
+      code: "execution-chain-running",
+      title: "An execution of this chain is still running",
+      detail:
+        `Erasing execution ${executionId} erases its whole chain (its start overs and reuses after failure, which carry the same ` +
+        `trigger payload), and ${running.join(", ")} ${running.length === 1 ? "is" : "are"} RUNNING. Wait for ` +
+        `${running.length === 1 ? "it" : "them"} to finish, or cancel (POST /v1/executions/{id}/cancel), then erase. Nothing was erased.`,
+      extensions: { running: [...running] },
+    }),
+  /** `DELETE` of an execution whose chain is longer than one erasure takes. */
+  executionChainTooLong: (executionId: string, limit: number) =>
+    new ProblemError({
+      status: 409,
+      code: "execution-chain-too-long",
+      title: "The execution's chain is too long to erase at once",
+      detail:
+        `Execution ${executionId} belongs to a chain of start overs and reuses after failure with more than ${limit} members: one ` +
+        "erasure removes a whole chain in one transaction, and this one is over the bound. Nothing was erased; the operator can " +
+        "remove it by hand (docs/history-archive.md).",
+      extensions: { limit },
+    }),
+  /** `DELETE` whose chain kept changing under it (an operator retried or started over a member meanwhile). */
+  erasureConflict: (executionId: string) =>
+    new ProblemError({
+      status: 409,
+      code: "erasure-conflict",
+      title: "The execution changed while it was being erased",
+      detail:
+        `Execution ${executionId}'s chain changed while it was being erased (a member was retried, started over or swept at the same ` +
+        "time). Nothing was erased. Send the same request again with the same Idempotency-Key.",
+      headers: { "retry-after": "1" },
+    }),
+  /** `DELETE` of an archived execution while no ARCHIVE bucket is bound: its object cannot be deleted. */
+  archiveUnbound: (executionId: string) =>
+    new ProblemError({
+      status: 503,
+      code: "archive-unbound",
+      title: "The archive is not bound",
+      detail:
+        `Execution ${executionId}'s trace is in the archive, but this deployment has no ARCHIVE bucket bound, so it cannot be ` +
+        "deleted from there. Nothing was erased. Operator: bind the R2 bucket as ARCHIVE (wrangler.toml) and erase again.",
     }),
 } satisfies ProblemCatalog<ExecutionProblemCode>;

@@ -288,8 +288,8 @@ async function runVertex(
           // A claimed step exists, so this is set; 0 would only make the guard refuse sooner.
           stepCreatedAt: run.stepCreatedAt ?? 0,
           reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
-          persistKey: (key, destination) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination),
-          recordSend: (destination, at) => recordKeySend(rt.db, fence, at, destination),
+          persistKey: (key, destination, guarded) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination, guarded),
+          recordSend: (destination, at, guarded) => recordKeySend(rt.db, fence, at, destination, guarded),
         }),
       );
     case "TRANSFORM":

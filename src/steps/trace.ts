@@ -4,7 +4,7 @@
  * (fenced-out writes, failed attempts, expired leases, operator retries, dead letters), every
  * attempt on record (`attempts[]`), and per Gateway step its destination key declaration
  * (./key-trace.ts).
- * One round trip (src/ledger/read-model.ts `readTraceRecords`).
+ * One round trip (src/ledger/read-model.ts `readTraceRecords`); `buildTrace` makes it from the records.
  */
 import type { GatewayVertex } from "../definitions/schema";
 import {
@@ -16,6 +16,7 @@ import {
   type ExecutionListFilter,
   type ExecutionSummaryRecord,
   type StepRecord,
+  type TraceRecords,
 } from "../ledger";
 import { isoTime } from "../lib/iso-time";
 import { destinationKeyTrace, gatewayVerticesOf } from "./key-trace";
@@ -147,7 +148,15 @@ export type Trace = ReturnType<typeof executionSummary> & {
 /** The trace of an execution in `workspace`; `null` when it does not exist there. */
 export async function readTrace(db: D1Database, workspace: string, executionId: string): Promise<Trace | null> {
   const rows = await readTraceRecords(db, workspace, executionId);
-  if (!rows) return null;
+  return rows ? buildTrace(rows) : null;
+}
+
+/**
+ * The trace of an execution from its records: pure, so the answer of `GET /v1/executions/{id}`
+ * (`readTrace`) and the history archive (src/history/archive.ts, records read for a set at once
+ * by `readTraceRecordsForSet`) are one object, built one way.
+ */
+export function buildTrace(rows: TraceRecords): Trace {
   const events = byVertex(rows.events, (ev): TraceEvent => ({ type: ev.type, epoch: ev.epoch, at: iso(ev.at), detail: ev.detail }));
   const attempts = byVertex(rows.attempts, (a) => a);
   const { workspace: ws, workflowId, version } = rows.execution;

@@ -65,6 +65,12 @@ describe("runPeriodicTasks", () => {
 
 describe("the cron's periodic tasks", () => {
   it("are one per subsystem, under the names cron.task_failed reports them by", () => {
-    expect(PERIODIC_TASKS.map((task) => task.name)).toEqual(["ledger sweep", "ingress", "steps reaper"]);
+    expect(PERIODIC_TASKS.map((task) => task.name)).toEqual([
+      "ledger sweep",
+      "ingress",
+      "steps reaper",
+      "history sweep",
+      "storage figures",
+    ]);
   });
 });

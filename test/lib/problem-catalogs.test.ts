@@ -13,6 +13,7 @@ import { idempotencyProblems, type IdempotencyProblemCode } from "../../src/http
 import { ingressProblems, type IngressProblemCode } from "../../src/ingress/problems";
 import { executionProblems, type ExecutionProblemCode } from "../../src/steps/problems";
 import { secretProblems, type SecretProblemCode } from "../../src/secrets/problems";
+import { operatorProblems, type OperatorProblemCode } from "../../src/http/routes/operator";
 import { demoProblems, type DemoProblemCode } from "../../demo/src/problems";
 
 /** One sample per constructor: a constructor added without a sample here does not compile. */
@@ -92,6 +93,17 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       executionCancelled: () => executionProblems.executionCancelled({ executionId: "e1", vertexId: "charge" }),
       cancelBodyInvalid: () => executionProblems.cancelBodyInvalid('Unknown member "force"'),
       executionSuperseded: () => executionProblems.executionSuperseded("e1", "e2"),
+      executionNotRetained: () =>
+        executionProblems.executionNotRetained(
+          { id: "e1", reason: "retention", removedAt: 1_900_000_000_000, archived: false },
+          "not-archived",
+        ),
+      executionRemoved: () =>
+        executionProblems.executionRemoved({ id: "e1", reason: "retention", removedAt: 1_900_000_000_000, archived: true }),
+      executionChainRunning: () => executionProblems.executionChainRunning("e1", ["e2"]),
+      executionChainTooLong: () => executionProblems.executionChainTooLong("e1", 200),
+      erasureConflict: () => executionProblems.erasureConflict("e1"),
+      archiveUnbound: () => executionProblems.archiveUnbound("e1"),
     } satisfies Samples<typeof executionProblems>,
   },
   {
@@ -103,6 +115,12 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       valueInvalid: () => secretProblems.valueInvalid(4096),
       masterKeyMissing: () => secretProblems.masterKeyMissing(),
     } satisfies Samples<typeof secretProblems>,
+  },
+  {
+    module: "src/http/routes/operator.ts",
+    samples: {
+      operatorTokenRequired: () => operatorProblems.operatorTokenRequired(),
+    } satisfies Samples<typeof operatorProblems>,
   },
   {
     module: "demo/src/problems.ts",
@@ -159,6 +177,7 @@ describe("problem catalogs", () => {
     expectTypeOf<CatalogCode<typeof ingressProblems>>().toEqualTypeOf<IngressProblemCode>();
     expectTypeOf<CatalogCode<typeof executionProblems>>().toEqualTypeOf<ExecutionProblemCode>();
     expectTypeOf<CatalogCode<typeof secretProblems>>().toEqualTypeOf<SecretProblemCode>();
+    expectTypeOf<CatalogCode<typeof operatorProblems>>().toEqualTypeOf<OperatorProblemCode>();
     expectTypeOf<CatalogCode<typeof demoProblems>>().toEqualTypeOf<DemoProblemCode>();
   });
 

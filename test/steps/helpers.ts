@@ -17,6 +17,7 @@ import { handleStepBatch } from "../../src/steps/consumer";
 import type { StepMessage } from "../../src/steps/messages";
 import { defaultRuntime, type StepQueue, type StepRuntime } from "../../src/steps/runtime";
 import { DEFAULT_CHAIN, type ChainConfig } from "../../src/steps/chain";
+import { createDemoApp } from "../../demo/src/app";
 
 export const DEST = "http://localhost:8788";
 
@@ -257,6 +258,26 @@ export function harness(overrides: Partial<StepRuntime> = {}, options: HarnessOp
       return rounds;
     },
   };
+  return h;
+}
+
+/**
+ * The harness with the demo destinations (demo/src/app.ts: the forgetful payments API, …) served
+ * in-process on the harness's clock; the demo's tables must exist (test/helpers/demo-tables.ts).
+ */
+export function demoHarness(options: { clockAt?: number } = {}): Harness {
+  const h: Harness = harness({
+    fetch: async (input, init) => {
+      const request = new Request(input as RequestInfo, init);
+      h.dest.requests.push({ method: request.method, url: request.url, headers: Object.fromEntries(request.headers), body: "" });
+      const ctx = createExecutionContext();
+      const response = await demo.fetch(request, env, ctx);
+      await waitOnExecutionContext(ctx);
+      return response;
+    },
+  });
+  if (options.clockAt !== undefined) h.clock.t = options.clockAt;
+  const demo = createDemoApp({ now: h.clock.now });
   return h;
 }
 

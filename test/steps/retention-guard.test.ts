@@ -4,15 +4,25 @@
  * harness's clock), so a key re-sent after that charges again. Every test here would see that
  * second charge without the guard.
  */
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createDemoApp } from "../../demo/src/app";
 import { createDemoTables } from "../helpers/demo-tables";
 import { FORGETFUL_RETENTION_MS } from "../../demo/src/env";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { KEY_MAY_BE_FORGOTTEN_MARK, retryFailedStep } from "../../src/ledger";
 import { readTrace } from "../../src/steps/trace";
-import { callApp, chargeWorkflow, DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
+import {
+  callApp,
+  chargeWorkflow,
+  demoHarness,
+  DEST,
+  executionStatus,
+  harness,
+  seedWorkflow,
+  stepsOf,
+  unique,
+  type Harness,
+} from "./helpers";
 
 const WS = "dev"; // dev-token's workspace: the operator routes are called with it
 const RETENTION_MS = FORGETFUL_RETENTION_MS;
@@ -22,21 +32,7 @@ const migration = import.meta.glob<string>("../../migrations/0008_*.sql", { quer
 beforeAll(createDemoTables);
 
 /** The harness, with /forgetful/* served by the demo in-process on the harness's clock. */
-function setup(options: { clockAt?: number } = {}): Harness {
-  const h: Harness = harness({
-    fetch: async (input, init) => {
-      const request = new Request(input as RequestInfo, init);
-      h.dest.requests.push({ method: request.method, url: request.url, headers: Object.fromEntries(request.headers), body: "" });
-      const ctx = createExecutionContext();
-      const response = await demo.fetch(request, env, ctx);
-      await waitOnExecutionContext(ctx);
-      return response;
-    },
-  });
-  if (options.clockAt !== undefined) h.clock.t = options.clockAt;
-  const demo = createDemoApp({ now: h.clock.now });
-  return h;
-}
+const setup = demoHarness;
 
 /** entry → charge (the forgetful payments API, its 120 s retention declared) → done. */
 const forgetfulWorkflow = (): WorkflowDefinitionInput =>

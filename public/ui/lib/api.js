@@ -33,7 +33,12 @@ export function whenUnauthorized(fn) {
  * `api("GET", "/v1/executions")` → the parsed JSON body; throws ApiError otherwise.
  * `idempotencyKey` is sent as `Idempotency-Key` (the operator actions need one).
  */
-export async function api(method, path, { body, idempotencyKey, token = session.token(), signal } = {}) {
+export async function api(method, path, options = {}) {
+  return (await apiResponse(method, path, options)).body;
+}
+
+/** `api` with the answer's headers too: `{ body, headers }` (an archived trace says when it was removed in a header). */
+export async function apiResponse(method, path, { body, idempotencyKey, token = session.token(), signal } = {}) {
   const headers = { accept: "application/json" };
   if (token) headers.authorization = `Bearer ${token}`;
   if (idempotencyKey) headers["idempotency-key"] = idempotencyKey;
@@ -51,7 +56,7 @@ export async function api(method, path, { body, idempotencyKey, token = session.
     onUnauthorized();
   }
   if (!res.ok) throw new ApiError(res.status, parsed);
-  return parsed;
+  return { body: parsed, headers: res.headers };
 }
 
 /** A fresh `Idempotency-Key` for one operator action (one per confirmation dialog: a double click re-sends the same key). */

@@ -12,10 +12,14 @@
  *
  * Live: while the execution runs, its event stream (`GET /v1/executions/{id}/events`) tells when
  * something changed and the trace is read again (coalesced); without the stream it polls.
+ *
+ * Archived: an execution the history sweep removed answers its archived trace (`archived: true`,
+ * the removal time in the `Execution-Removed-At` header). It is shown read-only — a banner says
+ * so, and no retry, start over or cancel control is offered (the API answers them 410).
  * A re-render keeps what the reader opened (details, the strip's panel) and the focused control.
  */
 import { badge, duration, h, json, replace, time } from "../lib/dom.js";
-import { api, followExecution } from "../lib/api.js";
+import { api, apiResponse, followExecution } from "../lib/api.js";
 import { drawGraph } from "./graph.js";
 import { cancelExecution, problemText, retryStep, startOver } from "./actions.js";
 
@@ -48,6 +52,7 @@ export function showExecution(main, executionId) {
     trace: null,
     definition: null,
     error: null,
+    removedAt: null,
     openPanel: null,
     selected: null,
     left: false,
@@ -67,8 +72,9 @@ export function showExecution(main, executionId) {
     }
     reading = true;
     try {
-      const trace = await api("GET", `/v1/executions/${encodeURIComponent(executionId)}`);
+      const { body: trace, headers } = await apiResponse("GET", `/v1/executions/${encodeURIComponent(executionId)}`);
       if (view.left) return;
+      view.removedAt = trace.archived === true ? headers.get("execution-removed-at") : null;
       if (!view.definition) {
         const wf = await api("GET", `/v1/workflows/${encodeURIComponent(trace.workflowId)}?version=${trace.version}`).catch(() => null);
         view.definition = wf?.definition ?? { vertices: [], edges: [] };
@@ -76,7 +82,9 @@ export function showExecution(main, executionId) {
       view.trace = trace;
       view.error = null;
     } catch (e) {
-      view.error = e.status === 404 ? `Execution ${executionId} does not exist in this workspace (404).` : problemText(e);
+      // Removed by retention (or erased) with no archived copy: the problem says when and why.
+      if (e.problem?.code === "execution-not-retained") view.error = problemText(e);
+      else view.error = e.status === 404 ? `Execution ${executionId} does not exist in this workspace (404).` : problemText(e);
     } finally {
       reading = false;
     }
@@ -160,13 +168,13 @@ function render(main, view, actions) {
     main,
     h(
       "article",
-      { class: "execution", "data-status": trace.status },
-      header(trace, view.error, actions),
+      { class: "execution", "data-status": trace.status, "data-archived": trace.archived === true ? "true" : null },
+      header(trace, view.error, actions, view.removedAt),
       strip(trace, view.openPanel, actions),
       h("section", { "aria-labelledby": "graph-title" }, h("h2", { id: "graph-title" }, "Graph"), graphOf(trace, definition, actions)),
       timeline(trace),
       keyPanels(trace, definition),
-      stepsSection(trace, view.selected, actions),
+      stepsSection(trace, view.selected, actions, trace.archived === true),
       eventsSection(trace),
       h(
         "details",
@@ -181,7 +189,17 @@ function render(main, view, actions) {
   main.dataset.renderMs = String(Math.round(performance.now() - started));
 }
 
-function header(trace, error, actions) {
+/** The read-only banner of an archived trace. */
+function archivedBanner(removedAt) {
+  return h(
+    "p",
+    { class: "archived-banner", id: "archived-banner", role: "status" },
+    `archived: removed from the database on ${removedAt ? time(removedAt) : "an unknown date"}; read-only`,
+  );
+}
+
+function header(trace, error, actions, removedAt) {
+  const archived = trace.archived === true;
   let windowEnd = "— (no identity is held: swept after its window, or taken by a newer execution)";
   if (trace.identity === "forced") windowEnd = "— (a forced start has no identity)";
   else if (trace.dedupeWindowEnd) {
@@ -202,8 +220,11 @@ function header(trace, error, actions) {
     ["Superseded by", link(trace.supersededBy)],
   ].filter(([, value]) => value !== null);
   const buttons = [];
-  if (trace.status === "RUNNING") buttons.push(h("button", { type: "button", id: "action-cancel", onclick: actions.cancel }, "Cancel…"));
-  if (trace.status !== "RUNNING" && !trace.supersededBy) {
+  // An archived execution is read-only: its rows are gone, the actions would answer 410.
+  if (trace.status === "RUNNING" && !archived) {
+    buttons.push(h("button", { type: "button", id: "action-cancel", onclick: actions.cancel }, "Cancel…"));
+  }
+  if (trace.status !== "RUNNING" && !trace.supersededBy && !archived) {
     buttons.push(h("button", { type: "button", id: "action-start-over", onclick: actions.startOver }, "Start over…"));
   }
   buttons.push(h("button", { type: "button", id: "action-refresh", onclick: actions.refresh }, "Refresh"));
@@ -211,6 +232,7 @@ function header(trace, error, actions) {
     "header",
     { class: "exec-header" },
     h("h1", {}, "Execution ", h("span", { class: "mono" }, trace.executionId), " ", badge(trace.status)),
+    archived ? archivedBanner(removedAt) : null,
     h(
       "dl",
       { class: "facts" },
@@ -407,7 +429,7 @@ function keyPanels(trace, definition) {
   );
 }
 
-function stepsSection(trace, selected, actions) {
+function stepsSection(trace, selected, actions, readOnly) {
   return h(
     "section",
     { "aria-labelledby": "steps-title" },
@@ -423,7 +445,7 @@ function stepsSection(trace, selected, actions) {
           " ",
           badge(s.state),
           h("span", { class: "muted" }, ` attempt ${s.attempt} · epoch ${s.epoch}`),
-          s.state === "FAILED"
+          s.state === "FAILED" && !readOnly
             ? h("button", { type: "button", id: `action-retry-${s.vertexId}`, onclick: () => actions.retry(s) }, "Retry step…")
             : null,
         ),

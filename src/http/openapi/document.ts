@@ -33,6 +33,8 @@ interface Operation {
   tag: string;
   /** No bearer token: the route authenticates otherwise (a signature) or not at all. */
   public?: boolean;
+  /** An operator token (`OPERATOR_TOKENS`) instead of a workspace's. */
+  operator?: boolean;
   query?: z.ZodObject;
   headers?: readonly HeaderParameter[];
   body?: { schema: z.ZodType; required: boolean; description: string; contentType?: string };
@@ -55,6 +57,10 @@ const HEADERS = {
   },
   "retry-after": { description: "seconds to wait before retrying the same request", schema: { type: "string" } },
   "www-authenticate": { description: 'Bearer realm="idemflow"', schema: { type: "string" } },
+  "execution-removed-at": {
+    description: "on an archived trace (`archived: true`) only: when the history sweep removed its rows from the database",
+    schema: { type: "string", format: "date-time" },
+  },
 } as const;
 type HeaderName = keyof typeof HEADERS;
 
@@ -259,10 +265,32 @@ export const OPERATIONS: readonly Operation[] = [
     method: "get",
     path: "/v1/executions/{executionId}",
     operationId: "readTrace",
-    summary: "The trace: every step, its attempts, events and keys",
+    summary: "The trace: every step, its attempts, events and keys (of a swept execution: its archived trace)",
     tag: "executions",
-    answers: { 200: json("the trace", res.Trace) },
-    problems: merge(AUTH, { 404: ["not-found"] }),
+    answers: {
+      200: json(
+        "the trace; for an execution the history sweep removed, the trace it archived, with `archived: true` (docs/history-archive.md)",
+        res.Trace,
+        ["execution-removed-at"],
+      ),
+    },
+    problems: merge(AUTH, { 404: ["not-found", "execution-not-retained"] }),
+  },
+  {
+    method: "delete",
+    path: "/v1/executions/{executionId}",
+    operationId: "eraseExecution",
+    summary: "Erase a finished execution (and its start-over / reuse chain) from the database and the archive",
+    tag: "executions",
+    headers: [idempotencyKey(true)],
+    answers: {
+      200: json("erased (or, for an execution already swept, its archived trace deleted)", res.ErasureResult, ["idempotent-replayed"]),
+    },
+    problems: merge(AUTH, GUARDED, KEY_REQUIRED, {
+      404: ["not-found"],
+      409: ["execution-chain-running", "execution-chain-too-long", "erasure-conflict"],
+      503: ["archive-unbound"],
+    }),
   },
   {
     method: "get",
@@ -288,7 +316,7 @@ export const OPERATIONS: readonly Operation[] = [
         bodySchema: { type: "string" },
       },
     },
-    problems: merge(AUTH, { 400: ["invalid-query", "invalid-cursor"], 404: ["not-found"] }),
+    problems: merge(AUTH, { 400: ["invalid-query", "invalid-cursor"], 404: ["not-found"], 410: ["execution-removed"] }),
   },
   {
     method: "post",
@@ -303,6 +331,7 @@ export const OPERATIONS: readonly Operation[] = [
       400: ["malformed-json", "json-too-deep", "invalid-retry-body"],
       404: ["not-found"],
       409: ["step-not-failed", "destination-key-may-be-forgotten", "execution-cancelled", "live-execution-exists", "execution-superseded"],
+      410: ["execution-removed"],
     }),
   },
   {
@@ -316,6 +345,7 @@ export const OPERATIONS: readonly Operation[] = [
     problems: merge(AUTH, GUARDED, KEY_REQUIRED, {
       404: ["not-found"],
       409: ["execution-running", "live-execution-exists", "execution-superseded"],
+      410: ["execution-removed"],
       422: ["json-number-out-of-range", "edge-condition-failed"],
     }),
   },
@@ -332,6 +362,7 @@ export const OPERATIONS: readonly Operation[] = [
       400: ["malformed-json", "json-too-deep", "invalid-cancel-body"],
       404: ["not-found"],
       409: ["execution-not-cancellable"],
+      410: ["execution-removed"],
     }),
   },
   {
@@ -376,6 +407,16 @@ export const OPERATIONS: readonly Operation[] = [
     tag: "secrets",
     answers: { 204: { description: "deleted" } },
     problems: merge(AUTH, { 404: ["not-found"] }),
+  },
+  {
+    method: "get",
+    path: "/v1/operator/storage",
+    operationId: "operatorStorage",
+    summary: "The database's size, limit, executions retained and bytes per execution (operator token only)",
+    tag: "operator",
+    operator: true,
+    answers: { 200: json("the figures, with a note on reading them", res.StorageFigures) },
+    problems: merge(AUTH, { 403: ["operator-token-required"] }),
   },
   {
     method: "post",
@@ -429,7 +470,9 @@ const RESPONSE_COMPONENTS: Record<string, z.ZodType> = {
   DestinationKey: res.DestinationKey,
   RetryAccepted: res.RetryAccepted,
   CancelResult: res.CancelResult,
+  ErasureResult: res.ErasureResult,
   Stats: res.Stats,
+  StorageFigures: res.StorageFigures,
   SecretListing: res.SecretListing,
   SecretList: res.SecretList,
   DemoOrder: res.DemoOrder,
@@ -555,7 +598,7 @@ function buildDocument(): JsonSchema {
       operationId: op.operationId,
       summary: op.summary,
       tags: [op.tag],
-      ...(op.public ? { security: [] } : {}),
+      ...(op.public ? { security: [] } : op.operator ? { security: [{ operator: [] }] } : {}),
       ...(parameters.length > 0 ? { parameters } : {}),
       ...(op.body
         ? {
@@ -588,12 +631,18 @@ function buildDocument(): JsonSchema {
       { name: "runs" },
       { name: "executions" },
       { name: "secrets" },
+      { name: "operator", description: "the deployment's operator: figures that describe every workspace (an `OPERATOR_TOKENS` token)" },
       { name: "demo", description: "demo endpoints of the engine Worker itself" },
     ],
     paths,
     components: {
       securitySchemes: {
         bearer: { type: "http", scheme: "bearer", description: "a token of `API_TOKENS`; it names the workspace (locally `dev-token`)" },
+        operator: {
+          type: "http",
+          scheme: "bearer",
+          description: "a token of `OPERATOR_TOKENS` (locally `operator-token`); it names no workspace and grants none",
+        },
       },
       schemas: { ...responses.schemas, ...requests.schemas },
     },

@@ -14,6 +14,7 @@ import type { IdempotencyProblemCode } from "../idempotency/problems";
 import type { IngressProblemCode } from "../../ingress/problems";
 import type { ExecutionProblemCode } from "../../steps/problems";
 import type { SecretProblemCode } from "../../secrets/problems";
+import type { OperatorProblemCode } from "../routes/operator";
 
 /** A time the engine renders with `Date.prototype.toISOString` (UTC, `Z`). */
 const Time = z.iso.datetime();
@@ -30,7 +31,13 @@ export const IdentityKind = z.enum(["content", "fields", "client", "schedule", "
 // ---- problem+json (src/lib/problem.ts) ----------------------------------------------------------
 
 type ProblemCode =
-  CommonProblemCode | DefinitionProblemCode | IdempotencyProblemCode | IngressProblemCode | ExecutionProblemCode | SecretProblemCode;
+  | CommonProblemCode
+  | DefinitionProblemCode
+  | IdempotencyProblemCode
+  | IngressProblemCode
+  | ExecutionProblemCode
+  | SecretProblemCode
+  | OperatorProblemCode;
 
 /**
  * Every code the engine's catalogs answer (docs/problems.md; the demo destinations' own catalog is
@@ -83,10 +90,17 @@ export const PROBLEM_CODES = [
   "execution-cancelled",
   "execution-superseded",
   "invalid-cancel-body",
+  "execution-not-retained",
+  "execution-removed",
+  "execution-chain-running",
+  "execution-chain-too-long",
+  "erasure-conflict",
+  "archive-unbound",
   "secret-name-invalid",
   "secret-name-reserved",
   "secret-value-invalid",
   "secrets-master-key-missing",
+  "operator-token-required",
 ] as const satisfies readonly ProblemCode[];
 
 type MissingProblemCode = Exclude<ProblemCode, (typeof PROBLEM_CODES)[number]>;
@@ -112,6 +126,15 @@ export const Problem = z
     bodyBytes: Count.optional().describe("stored-payload-too-large: the body's size"),
     storedBytes: Count.optional().describe("stored-payload-too-large: the payload's size once stored as JSON (UTF-8)"),
     limitBytes: Count.optional().describe("stored-payload-too-large: the most a stored payload may take"),
+    executionId: z.string().optional().describe("execution-not-retained / execution-removed: the execution"),
+    reason: z
+      .enum(["retention", "erased"])
+      .optional()
+      .describe("execution-not-retained / execution-removed: removed by the retention sweep, or erased on request"),
+    removedAt: MaybeTime.optional().describe("execution-not-retained / execution-removed: when its rows were removed"),
+    archived: z.boolean().optional().describe("execution-not-retained / execution-removed: whether its trace is in the archive"),
+    running: z.array(z.string()).optional().describe("execution-chain-running: the RUNNING members of the chain"),
+    limit: Count.optional().describe("execution-chain-too-long: the most members one erasure takes"),
   })
   .describe("RFC 9457 problem details (application/problem+json)");
 
@@ -267,6 +290,13 @@ export const Trace = ExecutionSummary.extend({
     .array(DuplicateTrigger)
     .describe("each duplicate trigger the execution absorbed (the first 100; duplicatesStopped.triggers counts them all)"),
   steps: z.array(Step),
+  archived: z
+    .literal(true)
+    .optional()
+    .describe(
+      "present (true) only on the trace of an execution the history sweep removed, read back from the archive: read-only " +
+        "(retry, start over and cancel answer 410); the header Execution-Removed-At says when (docs/history-archive.md)",
+    ),
 });
 
 /** `POST …/test-runs` with `Prefer: wait=N`: the trace, and whether the run was a duplicate. */
@@ -295,6 +325,16 @@ export const CancelResult = z.object({
   identityReleased: z.boolean(),
 });
 
+export const ErasureResult = z
+  .object({
+    erased: z
+      .array(z.string())
+      .min(1)
+      .describe("the executions erased: the one named and every member of its start-over / reuse chain (same trigger payload)"),
+    archiveObjectsDeleted: Count.describe("archive objects (R2) deleted with them"),
+  })
+  .describe("DELETE /v1/executions/{id}: what was erased (docs/history-archive.md says what an erasure does not reach)");
+
 // ---- stats (GET /v1/stats) -------------------------------------------------------------------------
 
 const StatsCounts = z.object({ executions: Count, triggers: Count, redeliveries: Count, fencedOut: Count, destinationReplays: Count });
@@ -309,6 +349,19 @@ export const Stats = z.object({
 
 export const SecretListing = z.object({ name: z.string(), keyId: z.string(), createdAt: Time, updatedAt: Time });
 export const SecretList = z.object({ items: z.array(SecretListing) });
+
+// ---- operator (src/http/routes/operator.ts) ---------------------------------------------------------
+
+export const StorageFigures = z
+  .object({
+    sizeBytes: Count.describe("the database's size in bytes (D1's `meta.size_after`: its pages in use), every workspace, indexes included"),
+    limitBytes: Count.describe("D1's maximum database size: 10 GB, read as 10^10 bytes"),
+    executionsRetained: Count.describe("the rows of `executions` (a counter kept by triggers, not a scan)"),
+    bytesPerExecution: Count.nullable().describe("sizeBytes / executionsRetained, rounded; null with no execution"),
+    usedFraction: z.number().min(0).describe("sizeBytes / limitBytes; at 0.8 and above the engine logs `storage.high`"),
+    note: z.string().describe("how to read the size: production D1 reclaims deleted rows' space; locally the SQLite file never shrinks"),
+  })
+  .describe("the whole database's storage figures, for an operator token only");
 
 /** The document itself (GET /v1/openapi.json): an OpenAPI 3.1 object. */
 export const OpenApiDocument = z.object({ openapi: z.literal("3.1.0") }).catchall(z.unknown());

@@ -1,15 +1,24 @@
 /**
- * Executions: the trace, the list, and the operator actions (SPEC section 7). Every route is
- * scoped to the bearer's workspace: another workspace's execution answers 404, never 403, so
- * ids do not leak across workspaces. The three mutating routes (retry, start over, cancel) sit
- * behind the Idempotency-Key ledger with a required key: an operator's double click acts once.
+ * Executions: the trace, the list, the operator actions (SPEC section 7) and erasure (section 12).
+ * Every route is scoped to the bearer's workspace: another workspace's execution answers 404, never
+ * 403, so ids do not leak across workspaces. The four mutating routes (retry, start over, cancel,
+ * DELETE) sit behind the Idempotency-Key ledger with a required key: an operator's double click
+ * acts once.
+ *
+ * An execution the history sweep removed (its tombstone, read by workspace) answers: `GET` its
+ * archived trace (`"archived": true`, with `Execution-Removed-At`), or 404 `execution-not-retained`
+ * saying when and why it went; retry, start over, cancel and the event stream 410
+ * `execution-removed` (it is read-only: nothing of it is left to act on or to follow).
  */
 import { Hono } from "hono";
 import { getWorkflow } from "../../definitions/store";
 import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
 import { requestCtx } from "../execution-ctx";
 import { parseStoredPayload } from "../../ingress/payload";
-import { cancelExecution, readExecution, retryFailedStep } from "../../ledger";
+import { cancelExecution, MAX_CHAIN_MEMBERS, readExecution, readTombstone, retryFailedStep } from "../../ledger";
+import { readArchivedTrace } from "../../history/archive";
+import { eraseExecution } from "../../history/erase";
+import { isoTime } from "../../lib/iso-time";
 import { sendStepMessages } from "../../steps/dispatch";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
 import { requireWorkspace, type AppEnv } from "../auth";
@@ -45,10 +54,52 @@ executionRoutes.get("/", async (c) => {
   return c.json(page);
 });
 
+/** The R2 bucket of the archive, when this deployment binds one (reading and erasing need only the binding). */
+const archiveOf = (env: Env): R2Bucket | undefined => (env as { ARCHIVE?: R2Bucket }).ARCHIVE;
+
+/** The answer for an execution with no row: 410 `execution-removed` when it was removed, else 404. */
+async function notFoundOrRemoved(db: D1Database, workspace: string, executionId: string, what: string): Promise<never> {
+  const tombstone = await readTombstone(db, workspace, executionId);
+  if (tombstone) throw executionProblems.executionRemoved(tombstone);
+  throw commonProblems.notFound(what);
+}
+
+/** Header of an archived trace's answer: when its rows were removed (the inspector's banner shows it). */
+export const REMOVED_AT_HEADER = "execution-removed-at";
+
 executionRoutes.get("/:executionId", async (c) => {
-  const trace = await readTrace(c.env.DB, c.get("workspace"), c.req.param("executionId"));
-  if (!trace) throw commonProblems.notFound(`Execution ${c.req.param("executionId")}`);
-  return c.json(trace);
+  const workspace = c.get("workspace");
+  const executionId = c.req.param("executionId");
+  const trace = await readTrace(c.env.DB, workspace, executionId);
+  if (trace) return c.json(trace);
+  const tombstone = await readTombstone(c.env.DB, workspace, executionId);
+  if (!tombstone) throw commonProblems.notFound(`Execution ${executionId}`);
+  if (!tombstone.archived) throw executionProblems.executionNotRetained(tombstone, "not-archived");
+  const bucket = archiveOf(c.env);
+  if (!bucket) throw executionProblems.executionNotRetained(tombstone, "archive-unbound");
+  const archived = await readArchivedTrace(bucket, tombstone);
+  if (!archived) throw executionProblems.executionNotRetained(tombstone, "object-missing");
+  return c.json(archived, 200, { [REMOVED_AT_HEADER]: isoTime(tombstone.removedAt) ?? "" });
+});
+
+/** Erasure (SPEC section 12, src/history/erase.ts): the execution and its chain, from D1 and the archive. */
+executionRoutes.delete("/:executionId", operatorKey, async (c) => {
+  const executionId = c.req.param("executionId");
+  const outcome = await eraseExecution(c.env.DB, archiveOf(c.env), c.get("workspace"), executionId, () => Date.now());
+  switch (outcome.kind) {
+    case "erased":
+      return c.json({ erased: outcome.erased, archiveObjectsDeleted: outcome.archiveObjectsDeleted });
+    case "not-found":
+      throw commonProblems.notFound(`Execution ${executionId}`);
+    case "running":
+      throw executionProblems.executionChainRunning(executionId, outcome.running);
+    case "chain-too-long":
+      throw executionProblems.executionChainTooLong(executionId, MAX_CHAIN_MEMBERS);
+    case "conflict":
+      throw executionProblems.erasureConflict(executionId);
+    case "archive-unbound":
+      throw executionProblems.archiveUnbound(executionId);
+  }
 });
 
 // The execution's changes as server-sent events, resumable (src/http/execution-events.ts,
@@ -59,7 +110,8 @@ executionRoutes.get("/:executionId/events", async (c) => {
   const after = parseEventId(c.req.header("last-event-id") ?? q.lastEventId);
   if (after === null) throw invalidEventId();
   const stream = await openExecutionEvents(c.env.DB, c.get("workspace"), executionId, after);
-  if (!stream) throw commonProblems.notFound(`Execution ${executionId}`);
+  // A removed execution has nothing left to stream: 410, like the actions (its archived trace is GET's).
+  if (!stream) return notFoundOrRemoved(c.env.DB, c.get("workspace"), executionId, `Execution ${executionId}`);
   c.executionCtx.waitUntil(stream.done);
   return stream.response;
 });
@@ -79,7 +131,7 @@ executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (
   if (!result.retried) {
     switch (result.reason) {
       case "not-found":
-        throw commonProblems.notFound(`Step ${ref.vertexId} of execution ${ref.executionId}`);
+        return notFoundOrRemoved(c.env.DB, c.get("workspace"), ref.executionId, `Step ${ref.vertexId} of execution ${ref.executionId}`);
       case "not-failed":
         throw executionProblems.stepNotFailed(ref, result.state);
       case "needs-acknowledgement":
@@ -101,7 +153,7 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
   const workspace = c.get("workspace");
   const executionId = c.req.param("executionId");
   const old = await readExecution(c.env.DB, workspace, executionId);
-  if (!old) throw commonProblems.notFound(`Execution ${executionId}`);
+  if (!old) return notFoundOrRemoved(c.env.DB, workspace, executionId, `Execution ${executionId}`);
   // The common case answered early; the start batch checks it again atomically (`startOverGate`).
   if (old.status === "RUNNING") throw executionProblems.executionRunning(executionId);
   // The new execution runs the version the old one pinned, on the same payload: business-derived
@@ -126,7 +178,7 @@ executionRoutes.post("/:executionId/cancel", operatorKey, async (c) => {
   if (result.cancelled) {
     return c.json({ executionId, status: "CANCELLED", cancelledSteps: result.inFlight, identityReleased: result.identityReleased }, 200);
   }
-  if (result.status === null) throw commonProblems.notFound(`Execution ${executionId}`);
+  if (result.status === null) return notFoundOrRemoved(c.env.DB, c.get("workspace"), executionId, `Execution ${executionId}`);
   if (result.status !== "CANCELLED") throw executionProblems.executionNotCancellable(executionId, result.status);
   // Already cancelled: its state, as a repeat of the cancel would find it.
   return c.json({ executionId, status: "CANCELLED", cancelledSteps: [], identityReleased: result.identityReleased }, 200);

@@ -16,7 +16,10 @@ import type { KeySend, PersistedKey } from "../../ledger";
 import type { ExpressionContext } from "../plan";
 
 /** Where a destination's key travels, what the destination accepts in it, and who declared it. */
-export type DestinationKeyRule = Pick<DestinationKey, "location" | "constraints" | "declaredBy">;
+export type DestinationKeyRule = Pick<DestinationKey, "location" | "constraints" | "declaredBy"> & {
+  /** How long the destination remembers a key, when declared: the key's send is then guarded (kept for good). */
+  retentionMs?: number | null;
+};
 
 /** The original form: an `Idempotency-Key` header, 1–255 printable ASCII. */
 export const DEFAULT_DESTINATION_KEY: DestinationKeyRule = Object.freeze({
@@ -73,9 +76,9 @@ export interface KeyStore {
   /** When the step was created: no later than any send of its key (dates a send not on record). */
   stepCreatedAt: number;
   /** Fenced, only-if-absent persist with the first send to `destination` recorded; null when fenced out. */
-  persistKey: (key: string, destination: string) => Promise<PersistedKey | null>;
+  persistKey: (key: string, destination: string, guarded: boolean) => Promise<PersistedKey | null>;
   /** Record a send of the persisted key to `destination`, dated `at`, unless one is on record; null when fenced out. */
-  recordSend: (destination: string, at: number) => Promise<KeySend | null>;
+  recordSend: (destination: string, at: number, guarded: boolean) => Promise<KeySend | null>;
 }
 
 /** The key to send, and when it was first sent to this destination (the retention guard's fact). */
@@ -96,13 +99,15 @@ export async function resolveKeyToSend(
   if (store.persistedKey !== null) {
     // A key persisted before sends were recorded, or now going to another destination: its step's
     // creation dates the send, which errs toward the guard refusing.
-    const send = store.keySends[destination] ?? (await store.recordSend(destination, store.stepCreatedAt));
+    const send =
+      store.keySends[destination] ?? (await store.recordSend(destination, store.stepCreatedAt, (rule.retentionMs ?? null) !== null));
     if (send === null) return { error: TAKEN_OVER };
     return { key: store.persistedKey, send };
   }
   const checked = await evaluateDestinationKey(vertexId, expression, context, rule);
   if ("error" in checked) return checked;
-  const stored = await store.persistKey(checked.key, destination);
+  // A key with a declared retention is guarded: its send is kept after its execution is swept.
+  const stored = await store.persistKey(checked.key, destination, (rule.retentionMs ?? null) !== null);
   if (stored === null) return { error: TAKEN_OVER };
   return stored;
 }

@@ -1,0 +1,353 @@
+/**
+ * History (SPEC section 12, docs/history.md): which finished executions may go, removing them
+ * with everything that belongs to them, and what is left of them (a tombstone).
+ *
+ * The unit of removal is a **chain**: an execution with every execution linked to it by a start
+ * over (`started_over_from`), a reuse after failure (`previous_execution_id`, `superseded_by`),
+ * transitively. Those links are foreign keys, so a member removed alone would leave a retained
+ * row pointing at nothing. A chain goes as one unit, when its last member is due; until then its
+ * due members are held (`sweep_held_until`) and looked at again then.
+ *
+ * Everything is read and deleted by sets of ids (one bound JSON array, `json_each`), never one
+ * statement per execution, and every removal is one batch: one round trip, one transaction.
+ * Each of its statements re-checks the set under SQLite's write lock (`removableGuard`), so an
+ * operator who reopened (retried) or started over a member between the selection and the removal
+ * makes the whole batch a no-op, and the next pass decides again.
+ */
+import { LabelledBatch } from "./batch";
+
+/** An execution the sweep may remove, with what its tombstone and archive object need. */
+export interface RemovableExecution {
+  id: string;
+  workspace: string;
+  workflowId: string;
+  status: "COMPLETED" | "FAILED" | "CANCELLED";
+  createdAt: number;
+  finishedAt: number;
+}
+
+/** A chain whose members are not all due: its due members wait until `until`. */
+export interface HeldChain {
+  ids: string[];
+  until: number;
+}
+
+export interface DueSelection {
+  /** The members of the chains that may go now, chain by chain. */
+  chains: RemovableExecution[][];
+  /** Chains with a member still running, within its retention or inside its dedupe window. */
+  held: HeldChain[];
+  /** The number of due executions the selection started from (0: nothing is due). */
+  candidates: number;
+}
+
+/** How far a chain is followed: a longer chain (hundreds of start overs) is held and reported. */
+export const MAX_CHAIN_MEMBERS = 200;
+
+/** How long a chain with a RUNNING member is held before it is looked at again. */
+export const RUNNING_CHAIN_RECHECK_MS = 3_600_000;
+
+interface ChainRow {
+  root: string;
+  id: string;
+  workspace: string;
+  workflow_id: string;
+  status: string;
+  created_at: number;
+  finished_at: number | null;
+  purge_at: number | null;
+  identity_expires_at: number | null;
+}
+
+/**
+ * Every member of the chains of `roots` (a recursive walk over the three links, both ways, using
+ * the partial indexes of migrations 0009 and 0016), with its due time and, where its identity row
+ * still names it, the end of that window. `roots`: a subquery or json_each naming ids as `id`.
+ */
+function chainMembersSql(roots: string): string {
+  return `WITH RECURSIVE
+    roots(id) AS (${roots}),
+    chain(root, id) AS (
+      SELECT id, id FROM roots
+      UNION
+      SELECT c.root, l.value FROM chain c JOIN executions e ON e.id = c.id,
+             json_each(json_array(e.started_over_from, e.previous_execution_id, e.superseded_by)) l
+      WHERE l.value IS NOT NULL
+      UNION
+      SELECT c.root, n.id FROM chain c JOIN executions n
+        ON n.started_over_from = c.id OR n.previous_execution_id = c.id OR n.superseded_by = c.id
+      LIMIT ${MAX_CHAIN_MEMBERS * 64}
+    )
+    SELECT c.root, e.id, e.workspace, e.workflow_id, e.status, e.created_at, e.finished_at, e.purge_at,
+           (SELECT i.expires_at FROM execution_identities i WHERE i.identity = e.identity AND i.execution_id = e.id) AS identity_expires_at
+    FROM chain c JOIN executions e ON e.id = c.id
+    ORDER BY c.root, e.created_at, e.id`;
+}
+
+/**
+ * `selectDueChains`: up to `limit` executions due at `now` (by the partial index on `purge_at`),
+ * each with its chain, split into chains that may go and chains that must wait. One statement.
+ */
+export async function selectDueChains(db: D1Database, now: number, limit: number): Promise<DueSelection> {
+  const roots = `SELECT id FROM executions WHERE purge_at IS NOT NULL AND purge_at <= ?1 ORDER BY purge_at LIMIT ?2`;
+  const { results } = await db.prepare(chainMembersSql(roots)).bind(now, limit).all<ChainRow>();
+  return groupChains(results ?? [], now, "retention");
+}
+
+/**
+ * `selectChainOf`: the chain of one execution of `workspace`, for an erasure: it may go when
+ * every member is finished (retention does not matter). One statement; null when the execution
+ * is not in this workspace.
+ */
+export async function selectChainOf(
+  db: D1Database,
+  workspace: string,
+  executionId: string,
+  now: number,
+): Promise<{ chain: RemovableExecution[] | null; running: string[] } | null> {
+  const roots = `SELECT id FROM executions WHERE id = ?1 AND workspace = ?2`;
+  const { results } = await db.prepare(chainMembersSql(roots)).bind(executionId, workspace).all<ChainRow>();
+  const rows = results ?? [];
+  if (rows.length === 0) return null;
+  const running = rows.filter((r) => r.finished_at === null).map((r) => r.id);
+  const selection = groupChains(rows, now, "erased");
+  return { chain: selection.chains[0] ?? null, running };
+}
+
+function groupChains(rows: ChainRow[], now: number, reason: RemovalReason): DueSelection {
+  const byRoot = new Map<string, ChainRow[]>();
+  for (const row of rows) {
+    const members = byRoot.get(row.root);
+    if (members) members.push(row);
+    else byRoot.set(row.root, [row]);
+  }
+  // Two due roots of one chain walk the same members: keep each chain once (by its sorted ids).
+  const seen = new Set<string>();
+  const chains: RemovableExecution[][] = [];
+  const held: HeldChain[] = [];
+  for (const members of byRoot.values()) {
+    const ids = members.map((m) => m.id).sort();
+    const key = ids.join("\n");
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const until = holdUntil(members, now, reason);
+    if (until === null) chains.push(members.map(removable));
+    else held.push({ ids: members.filter((m) => m.purge_at !== null && m.purge_at <= now).map((m) => m.id), until });
+  }
+  return { chains, held, candidates: byRoot.size };
+}
+
+/** When a chain may go (null: now). Retention: every member finished, due, and out of its window. */
+function holdUntil(members: ChainRow[], now: number, reason: RemovalReason): number | null {
+  if (members.length > MAX_CHAIN_MEMBERS) return now + RUNNING_CHAIN_RECHECK_MS;
+  if (members.some((m) => m.finished_at === null || m.purge_at === null)) return now + RUNNING_CHAIN_RECHECK_MS;
+  if (reason === "erased") return null;
+  let until = now;
+  for (const m of members) {
+    until = Math.max(until, m.purge_at ?? now);
+    if (m.identity_expires_at !== null && m.identity_expires_at > now) until = Math.max(until, m.identity_expires_at);
+  }
+  return until > now ? until : null;
+}
+
+function removable(row: ChainRow): RemovableExecution {
+  return {
+    id: row.id,
+    workspace: row.workspace,
+    workflowId: row.workflow_id,
+    status: row.status as RemovableExecution["status"],
+    createdAt: row.created_at,
+    finishedAt: row.finished_at as number,
+  };
+}
+
+/**
+ * `holdChains`: the due members of chains that must wait are looked at again at their chain's
+ * time (`purge_at` is never earlier than `sweep_held_until`). One statement for every chain.
+ */
+export async function holdChains(db: D1Database, held: HeldChain[]): Promise<number> {
+  const pairs = held.flatMap((h) => h.ids.map((id) => [id, h.until]));
+  if (pairs.length === 0) return 0;
+  const result = await db
+    .prepare(
+      `UPDATE executions SET sweep_held_until = h.value ->> 1
+       FROM json_each(?1) h
+       WHERE executions.id = h.value ->> 0 AND executions.finished_at IS NOT NULL`,
+    )
+    .bind(JSON.stringify(pairs))
+    .run();
+  return result.meta.changes ?? 0;
+}
+
+export type RemovalReason = "retention" | "erased";
+
+export interface RemovalReport {
+  /** Executions removed (0 when the set changed under the batch: nothing was removed). */
+  executions: number;
+  steps: number;
+  attempts: number;
+  events: number;
+  duplicates: number;
+  keySends: number;
+}
+
+/**
+ * Binds: ?1 the ids (JSON array), ?2 now, ?3 the reason, ?4 the archived ids (JSON array), ?5 the
+ * number of ids. True while every id is still an execution that may go for `reason` — finished
+ * (and, for retention, due) — and no execution outside the set links to one inside it.
+ */
+const IDS = `(SELECT value FROM json_each(?1))`;
+const removableGuard = `(
+  (SELECT count(*) FROM executions g WHERE g.id IN ${IDS} AND g.purge_at IS NOT NULL AND (?3 = 'erased' OR g.purge_at <= ?2)) = ?5
+  AND NOT EXISTS (SELECT 1 FROM executions n WHERE n.started_over_from IN ${IDS} AND n.id NOT IN ${IDS})
+  AND NOT EXISTS (SELECT 1 FROM executions n WHERE n.previous_execution_id IN ${IDS} AND n.id NOT IN ${IDS})
+  AND NOT EXISTS (SELECT 1 FROM executions n WHERE n.superseded_by IN ${IDS} AND n.id NOT IN ${IDS}))`;
+
+/**
+ * `removeExecutions`: chains removed, children first — the tombstones, attempts, events,
+ * duplicate records, unguarded key sends (guarded ones are kept for good: the retention guard
+ * reads them), steps, then the executions. ONE batch; every statement carries the guard, so the
+ * batch removes all of the set or nothing. A tombstone lives as long again as the execution's
+ * retention for how it ended, so its id is not given to another run meanwhile.
+ */
+export async function removeExecutions(
+  db: D1Database,
+  ids: string[],
+  now: number,
+  reason: RemovalReason,
+  archived: ReadonlySet<string> = new Set(),
+): Promise<RemovalReport> {
+  const empty = { executions: 0, steps: 0, attempts: 0, events: 0, duplicates: 0, keySends: 0 };
+  if (ids.length === 0) return empty;
+  const params = [JSON.stringify(ids), now, reason, JSON.stringify(ids.filter((id) => archived.has(id))), ids.length];
+  const del = (sql: string) => db.prepare(`${sql} AND ${removableGuard}`).bind(...params);
+  const results = await new LabelledBatch<"tombstones" | "attempts" | "events" | "duplicates" | "keySends" | "steps" | "executions">(db)
+    .add(
+      "tombstones",
+      db
+        .prepare(
+          `INSERT INTO execution_tombstones
+             (id, workspace, workflow_id, status, created_at, finished_at, removed_at, reason, archived, expires_at)
+           SELECT e.id, e.workspace, e.workflow_id, e.status, e.created_at, e.finished_at, ?2, ?3,
+                  CASE WHEN ?3 = 'retention' AND e.id IN (SELECT value FROM json_each(?4)) THEN 1 ELSE 0 END,
+                  ?2 + CASE e.status WHEN 'COMPLETED' THEN e.retain_completed_ms WHEN 'FAILED' THEN e.retain_failed_ms
+                                     ELSE e.retain_cancelled_ms END
+           FROM executions e WHERE e.id IN ${IDS} AND ${removableGuard}
+           ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, reason = excluded.reason,
+             archived = excluded.archived, expires_at = excluded.expires_at`,
+        )
+        .bind(...params),
+    )
+    .add("attempts", del(`DELETE FROM step_attempts WHERE execution_id IN ${IDS}`))
+    .add("events", del(`DELETE FROM step_events WHERE execution_id IN ${IDS}`))
+    .add("duplicates", del(`DELETE FROM duplicate_triggers WHERE execution_id IN ${IDS}`))
+    .add("keySends", del(`DELETE FROM destination_key_sends WHERE guarded = 0 AND execution_id IN ${IDS}`))
+    .add("steps", del(`DELETE FROM steps WHERE execution_id IN ${IDS}`))
+    // RETURNING, not `changes`: D1's count includes the counter trigger's update (migrations/0017).
+    .add("executions", db.prepare(`DELETE FROM executions WHERE id IN ${IDS} AND ${removableGuard} RETURNING id`).bind(...params))
+    .run();
+  return {
+    executions: results.rows("executions").length,
+    steps: results.changes("steps"),
+    attempts: results.changes("attempts"),
+    events: results.changes("events"),
+    duplicates: results.changes("duplicates"),
+    keySends: results.changes("keySends"),
+  };
+}
+
+/** What is left of a removed execution. */
+export interface Tombstone {
+  id: string;
+  workspace: string;
+  workflowId: string;
+  status: "COMPLETED" | "FAILED" | "CANCELLED";
+  createdAt: number;
+  finishedAt: number;
+  removedAt: number;
+  reason: RemovalReason;
+  archived: boolean;
+}
+
+/** `readTombstone`: the tombstone of `executionId` in `workspace` (another workspace's: null). */
+export async function readTombstone(db: D1Database, workspace: string, executionId: string): Promise<Tombstone | null> {
+  const row = await db
+    .prepare(
+      `SELECT id, workspace, workflow_id AS workflowId, status, created_at AS createdAt, finished_at AS finishedAt,
+              removed_at AS removedAt, reason, archived
+       FROM execution_tombstones WHERE id = ?1 AND workspace = ?2`,
+    )
+    .bind(executionId, workspace)
+    .first<Omit<Tombstone, "archived"> & { archived: number }>();
+  return row === null ? null : { ...row, archived: row.archived === 1 };
+}
+
+/**
+ * `markTombstoneErased`: an archived execution erased on request — its archive object is gone
+ * (the caller deleted it first), the tombstone says so. Returns whether one was marked.
+ */
+export async function markTombstoneErased(db: D1Database, workspace: string, executionId: string, now: number): Promise<boolean> {
+  const result = await db
+    .prepare(
+      `UPDATE execution_tombstones SET reason = 'erased', archived = 0, removed_at = ?3, expires_at = max(expires_at, ?3 + 1)
+       WHERE id = ?1 AND workspace = ?2`,
+    )
+    .bind(executionId, workspace, now)
+    .run();
+  return (result.meta.changes ?? 0) > 0;
+}
+
+/** Tombstones past their time, and dead letters older than `deadLetterMaxAge`: bounded deletes. */
+export async function sweepTombstonesOnce(db: D1Database, now: number, limit: number): Promise<number> {
+  const result = await db
+    .prepare(
+      `DELETE FROM execution_tombstones WHERE id IN (
+         SELECT id FROM execution_tombstones WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
+    )
+    .bind(now, limit)
+    .run();
+  return result.meta.changes ?? 0;
+}
+
+/** Guarded key sends whose retention counts from before `olderThan` (HISTORY_KEY_SENDS set to a duration). */
+export async function sweepKeySendsOnce(db: D1Database, olderThan: number, limit: number): Promise<number> {
+  const result = await db
+    .prepare(
+      `DELETE FROM destination_key_sends WHERE (workspace, idempotency_key, destination) IN (
+         SELECT workspace, idempotency_key, destination FROM destination_key_sends
+         WHERE guarded = 1 AND counted_from <= ?1 ORDER BY counted_from LIMIT ?2)`,
+    )
+    .bind(olderThan, limit)
+    .run();
+  return result.meta.changes ?? 0;
+}
+
+export async function sweepDeadLettersOnce(db: D1Database, olderThan: number, limit: number): Promise<number> {
+  const result = await db
+    .prepare(`DELETE FROM dead_letters WHERE rowid IN (SELECT rowid FROM dead_letters WHERE at <= ?1 ORDER BY at LIMIT ?2)`)
+    .bind(olderThan, limit)
+    .run();
+  return result.meta.changes ?? 0;
+}
+
+/**
+ * `claimSweepLease`: the lease of the sweep `name` for `holder` until `until`, unless another
+ * holder's lease is live at `now`. One statement; true when the caller holds it.
+ */
+export async function claimSweepLease(db: D1Database, name: string, holder: string, now: number, until: number): Promise<boolean> {
+  const row = await db
+    .prepare(
+      `INSERT INTO sweep_leases (name, holder, lease_until) VALUES (?1, ?2, ?4)
+       ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until
+         WHERE sweep_leases.lease_until <= ?3 OR sweep_leases.holder = excluded.holder
+       RETURNING holder`,
+    )
+    .bind(name, holder, now, until)
+    .first<{ holder: string }>();
+  return row?.holder === holder;
+}
+
+/** `releaseSweepLease`: ends the holder's lease — free for anyone, whatever their clock (another holder's is left alone). */
+export async function releaseSweepLease(db: D1Database, name: string, holder: string): Promise<void> {
+  await db.prepare(`UPDATE sweep_leases SET lease_until = 0 WHERE name = ?1 AND holder = ?2`).bind(name, holder).run();
+}

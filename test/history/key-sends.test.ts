@@ -1,0 +1,105 @@
+/**
+ * Destination key sends outlive their executions (SPEC section 12): the retention guard reads the
+ * first send of a key per workspace and destination, so when the execution that first sent a
+ * guarded key is swept, the row stays — and a later execution of the same business data is still
+ * refused, instead of re-sending a key the destination has forgotten. The destination is the
+ * demo's forgetful payments API (120 s retention, on the harness's clock), behind the real
+ * Idempotency-Key middleware: without the kept row, the test sees a second charge.
+ */
+import { env } from "cloudflare:test";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
+import { KEY_MAY_BE_FORGOTTEN_MARK } from "../../src/ledger";
+import { keySendHorizonMs } from "../../src/history/retention";
+import { createDemoTables } from "../helpers/demo-tables";
+import { DAY, sweepAt } from "./helpers";
+import { chargeWorkflow, demoHarness, DEST, executionStatus, seedWorkflow, stepsOf, unique, type Harness } from "../steps/helpers";
+
+const WS = "dev";
+
+beforeAll(createDemoTables);
+
+const setup = (): Harness => demoHarness();
+
+/** entry → charge at the forgetful API; `retention` declared (guarded) or not (the header form: unguarded). */
+const workflow = (guarded: boolean): WorkflowDefinitionInput =>
+  chargeWorkflow(unique("wf"), {
+    url: `${DEST}/forgetful/charges`,
+    headers: guarded
+      ? { Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}" }
+      : { Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}", "Idempotency-Key": "= $idempotencyKey('charge', payload.order.id)" },
+    ...(guarded ? { idempotencyKey: { value: "= $idempotencyKey('charge', payload.order.id)", retention: "120s" } } : {}),
+    timeoutMs: 5_000,
+  });
+
+async function charges(order: string): Promise<number> {
+  return (await env.DB.prepare("SELECT count(*) AS n FROM charges WHERE order_id = ?1").bind(order).first<{ n: number }>())!.n;
+}
+
+async function keySend(key: string) {
+  return env.DB.prepare("SELECT execution_id, first_sent_at, guarded FROM destination_key_sends WHERE idempotency_key = ?1")
+    .bind(key)
+    .first<{ execution_id: string; first_sent_at: number; guarded: number }>();
+}
+
+describe("key sends after the sweep", () => {
+  it("a guarded key's send is kept when its execution is swept, and the guard still refuses a later execution: one charge", async () => {
+    const h = setup();
+    const order = unique("G");
+    const wf = await seedWorkflow(WS, workflow(true));
+    const first = await h.start(wf, { order: { id: order, total: 9 } });
+    await h.drain();
+    expect(await executionStatus(first)).toBe("COMPLETED");
+    const key = (await stepsOf(first)).charge!.idempotency_key!;
+    const sent = await keySend(key);
+    expect(sent).toMatchObject({ execution_id: first, guarded: 1 });
+
+    h.clock.advance(8 * DAY);
+    await sweepAt(h.clock.now());
+    expect(await executionStatus(first)).toBeUndefined(); // swept
+    expect(await keySend(key)).toEqual(sent); // kept, as it was
+
+    // The same order again, a week later: the same key, which the destination has forgotten.
+    const second = await h.start(wf, { order: { id: order, total: 9 } });
+    await h.drain();
+    const step = (await stepsOf(second)).charge!;
+    expect(step.state).toBe("FAILED");
+    expect(step.error).toContain(KEY_MAY_BE_FORGOTTEN_MARK);
+    expect(await charges(order)).toBe(1);
+  });
+
+  it("an unguarded key's send goes with its execution", async () => {
+    const h = setup();
+    const wf = await seedWorkflow(WS, workflow(false));
+    const id = await h.start(wf, { order: { id: unique("U"), total: 4 } });
+    await h.drain();
+    const key = (await stepsOf(id)).charge!.idempotency_key!;
+    expect(await keySend(key)).toMatchObject({ execution_id: id, guarded: 0 });
+    h.clock.advance(8 * DAY);
+    await sweepAt(h.clock.now());
+    expect(await keySend(key)).toBeNull();
+  });
+
+  it("HISTORY_KEY_SENDS: forever by default; a horizon drops guarded sends counted from before it, and only those", async () => {
+    const h = setup();
+    const wf = await seedWorkflow(WS, workflow(true));
+    const old = await h.start(wf, { order: { id: unique("H"), total: 4 } });
+    await h.drain();
+    const oldKey = (await stepsOf(old)).charge!.idempotency_key!;
+    h.clock.advance(40 * DAY);
+    const recent = await h.start(wf, { order: { id: unique("H"), total: 4 } });
+    await h.drain();
+    const recentKey = (await stepsOf(recent)).charge!.idempotency_key!;
+    await sweepAt(h.clock.now());
+    expect(await keySend(oldKey)).not.toBeNull(); // forever
+    expect(keySendHorizonMs({})).toBeNull();
+    expect(keySendHorizonMs({ HISTORY_KEY_SENDS: "forever" })).toBeNull();
+    expect(keySendHorizonMs({ HISTORY_KEY_SENDS: "7d" })).toBeNull(); // under 30 days: the safe reading
+    const horizon = keySendHorizonMs({ HISTORY_KEY_SENDS: "30d" });
+    expect(horizon).toBe(30 * DAY);
+    const { report } = await sweepAt(h.clock.now(), { keySendHorizonMs: horizon });
+    expect(report.keySendsExpired).toBeGreaterThanOrEqual(1);
+    expect(await keySend(oldKey)).toBeNull();
+    expect(await keySend(recentKey)).not.toBeNull();
+  });
+});

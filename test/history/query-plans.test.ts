@@ -1,0 +1,63 @@
+/**
+ * The history sweep reads and deletes by index only: every statement of a pass — the selection of
+ * due chains (its recursive walk over the links), the hold, the removal batch with its guard —
+ * and the side sweeps, checked with EXPLAIN QUERY PLAN. A scan of a table that grows with the
+ * executions would make every pass slower as the backlog grows, on D1's single writer.
+ */
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import {
+  holdChains,
+  removeExecutions,
+  selectChainOf,
+  selectDueChains,
+  sweepDeadLettersOnce,
+  sweepKeySendsOnce,
+  sweepTombstonesOnce,
+} from "../../src/ledger";
+import { countingD1 } from "../helpers/counting-d1";
+
+/** The tables that grow with executions: none may be scanned. */
+const GROWING = [
+  "executions",
+  "steps",
+  "step_attempts",
+  "step_events",
+  "duplicate_triggers",
+  "destination_key_sends",
+  "execution_tombstones",
+  "dead_letters",
+  "execution_identities",
+];
+
+async function planOf(sql: string): Promise<string[]> {
+  const params = Math.max(0, ...[...sql.matchAll(/\?(\d+)/g)].map((m) => Number(m[1])));
+  const binds = Array.from({ length: params }, () => "[]");
+  const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+    .bind(...binds)
+    .all<{ detail: string }>();
+  return results.map((r) => r.detail);
+}
+
+describe("the history sweep's query plans", () => {
+  it("no statement scans a table that grows with the executions", async () => {
+    const counted = countingD1(env.DB);
+    const db = counted.db;
+    await selectDueChains(db, 0, 10);
+    await selectChainOf(db, "w", "x", 0);
+    await holdChains(db, [{ ids: ["x"], until: 1 }]);
+    await removeExecutions(db, ["x"], 0, "retention");
+    await sweepTombstonesOnce(db, 0, 10);
+    await sweepDeadLettersOnce(db, 0, 10);
+    await sweepKeySendsOnce(db, 0, 10);
+    const statements = counted.calls.flatMap((c) => c.sql);
+    expect(statements.length).toBe(13);
+    for (const sql of statements) {
+      const plan = await planOf(sql);
+      for (const table of GROWING) {
+        const scans = plan.filter((line) => new RegExp(`^SCAN ${table}( |$)`).test(line));
+        expect(scans, `${sql}\n→ ${plan.join("\n  ")}`).toEqual([]);
+      }
+    }
+  });
+});

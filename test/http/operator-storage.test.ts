@@ -1,0 +1,204 @@
+/**
+ * GET /v1/operator/storage (src/http/routes/operator.ts): the database's storage figures, served to
+ * an OPERATOR_TOKENS token only, over the real D1 of this test file. The executions counter
+ * (migrations/0017) stays equal to the rows of `executions` across inserts and deletes, and the
+ * storage task's log line is `storage.high` from 80 % of the limit up.
+ */
+import { env, SELF } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { storageHighLine, storageTask } from "../../src/history/storage-task";
+import { D1_MAX_DATABASE_BYTES, readStorage, STORAGE_HIGH_FRACTION, type StorageFigures } from "../../src/ledger";
+import { jsonRequest, seedWorkflow, transformWorkflow, unique } from "../ingress/helpers";
+
+const BASE = "http://idemflow.test";
+const STORAGE = `${BASE}/v1/operator/storage`;
+const OPERATOR = { authorization: "Bearer operator-token" };
+const DEV = { authorization: "Bearer dev-token" };
+
+type Figures = StorageFigures & { note: string };
+
+async function executionRows(): Promise<number> {
+  const row = await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>();
+  return row!.n;
+}
+
+async function figures(): Promise<Figures> {
+  const response = await SELF.fetch(STORAGE, { headers: OPERATOR });
+  expect(response.status).toBe(200);
+  return response.json<Figures>();
+}
+
+/** A bare finished execution: every NOT NULL column, no steps (so it can be deleted alone). */
+function bareExecution(id: string, payload = "{}") {
+  return env.DB.prepare(
+    `INSERT INTO executions (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
+                             lineage_id, created_at, updated_at, finished_at)
+     VALUES (?1, 'storage-test', 'wf', 'v1', 'received', 'test', 'forced', NULL, 'COMPLETED', ?2, ?1, 1, 1, 2)`,
+  ).bind(id, payload);
+}
+
+/** A COMPLETED step of a bare execution: it references the execution, so it must go first. */
+function bareStep(executionId: string) {
+  return env.DB.prepare(
+    `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, retry_base, available_at,
+                        created_at, updated_at, finished_at)
+     VALUES (?1, 'shape', 'storage-test', 'COMPLETED', 1, 1, 0, 1, 1, 2, 2)`,
+  ).bind(executionId);
+}
+
+describe("GET /v1/operator/storage", () => {
+  it("answers an operator token the figures: the size from D1, the 10 GB limit, the executions counted, the note", async () => {
+    const workflowId = unique("storage");
+    await seedWorkflow("dev", transformWorkflow(workflowId));
+    for (let i = 0; i < 3; i++) {
+      const run = await SELF.fetch(
+        jsonRequest(`${BASE}/v1/workflows/${workflowId}/test-runs`, { order: { id: i } }, { token: "dev-token" }),
+      );
+      expect(run.status).toBe(202);
+    }
+    const rows = await executionRows();
+    expect(rows).toBeGreaterThanOrEqual(3);
+
+    const response = await SELF.fetch(STORAGE, { headers: OPERATOR });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^application\/json/);
+    const body = await response.json<Figures>();
+    expect(Object.keys(body).sort()).toEqual(
+      ["bytesPerExecution", "executionsRetained", "limitBytes", "note", "sizeBytes", "usedFraction"].sort(),
+    );
+    expect(body.executionsRetained).toBe(rows);
+    expect(body.sizeBytes).toBeGreaterThan(0);
+    expect(Number.isInteger(body.sizeBytes)).toBe(true);
+    expect(body.limitBytes).toBe(10_000_000_000);
+    expect(body.bytesPerExecution).toBe(Math.round(body.sizeBytes / rows));
+    expect(body.usedFraction).toBeCloseTo(body.sizeBytes / 10_000_000_000, 12);
+    expect(body.note).toMatch(/never shrinks/);
+    expect(body.note).toMatch(/reclaims/);
+    expect(body.note).toMatch(/every workspace/);
+  });
+
+  it("counts the pages in use: locally the figure grows with rows and falls when they are deleted (the file does not)", async () => {
+    const before = await figures();
+    const payload = JSON.stringify({ blob: "x".repeat(10_000) });
+    const ids = Array.from({ length: 40 }, () => unique("big"));
+    await env.DB.batch(ids.map((id) => bareExecution(id, payload)));
+    const grown = await figures();
+    expect(grown.sizeBytes).toBeGreaterThan(before.sizeBytes + 40 * 10_000);
+    await env.DB.prepare("DELETE FROM executions WHERE id IN (SELECT value FROM json_each(?1))").bind(JSON.stringify(ids)).run();
+    const after = await figures();
+    expect(after.sizeBytes).toBeLessThan(grown.sizeBytes - 40 * 10_000);
+    expect(after.executionsRetained).toBe(before.executionsRetained);
+  });
+
+  it("reads the figures with one statement, one row", async () => {
+    const statements: string[] = [];
+    const db = new Proxy(env.DB, {
+      get(target, name, receiver) {
+        if (name !== "prepare") return Reflect.get(target, name, receiver) as unknown;
+        return (sql: string) => {
+          statements.push(sql);
+          return target.prepare(sql);
+        };
+      },
+    });
+    const read = await readStorage(db);
+    expect(statements).toHaveLength(1);
+    expect(statements[0]).not.toMatch(/count\(/i);
+    expect(read.executionsRetained).toBe(await executionRows());
+  });
+
+  it("answers a workspace token 403 operator-token-required: the figures describe every workspace", async () => {
+    for (const token of ["dev-token", "other-token"]) {
+      const response = await SELF.fetch(STORAGE, { headers: { authorization: `Bearer ${token}` } });
+      expect(response.status).toBe(403);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      const problem = await response.json<{ code: string; detail: string }>();
+      expect(problem.code).toBe("operator-token-required");
+      expect(problem.detail).toMatch(/every workspace/);
+      expect(problem.detail).toMatch(/operator token/);
+    }
+  });
+
+  it("answers no token, a malformed header and an unknown token 401", async () => {
+    for (const headers of [{}, { authorization: "operator-token" }, { authorization: "Bearer not-a-token" }] as Array<
+      Record<string, string>
+    >) {
+      const response = await SELF.fetch(STORAGE, { headers });
+      expect(response.status).toBe(401);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      expect(response.headers.get("www-authenticate")).toBe('Bearer realm="idemflow"');
+      expect((await response.json<{ code: string }>()).code).toBe("unauthorized");
+    }
+  });
+
+  it("grants an operator token no workspace route", async () => {
+    for (const path of ["/v1/executions", "/v1/workflows", "/v1/stats", "/v1/secrets"]) {
+      const response = await SELF.fetch(`${BASE}${path}`, { headers: OPERATOR });
+      expect(response.status, path).toBe(401);
+      expect((await response.json<{ code: string }>()).code, path).toBe("unauthorized");
+    }
+    // The workspace token still reads its own routes.
+    expect((await SELF.fetch(`${BASE}/v1/executions`, { headers: DEV })).status).toBe(200);
+  });
+
+  it("keeps the executions counter exact across inserts and deletes", async () => {
+    const before = await figures();
+    expect(before.executionsRetained).toBe(await executionRows());
+
+    const ids = Array.from({ length: 5 }, () => unique("bare"));
+    await env.DB.batch(ids.map((id) => bareExecution(id)));
+    const added = await figures();
+    expect(added.executionsRetained).toBe(before.executionsRetained + 5);
+    expect(added.executionsRetained).toBe(await executionRows());
+
+    await env.DB.prepare("DELETE FROM executions WHERE id IN (SELECT value FROM json_each(?1))")
+      .bind(JSON.stringify(ids.slice(0, 3)))
+      .run();
+    const removed = await figures();
+    expect(removed.executionsRetained).toBe(before.executionsRetained + 2);
+    expect(removed.executionsRetained).toBe(await executionRows());
+
+    // An execution with steps goes children first: `steps.execution_id` references it.
+    const parent = unique("parent");
+    await env.DB.batch([bareExecution(parent), bareStep(parent)]);
+    expect((await figures()).executionsRetained).toBe(before.executionsRetained + 3);
+    // Parent first is refused, and the refused statement's trigger leaves the counter as it was.
+    await expect(env.DB.prepare("DELETE FROM executions WHERE id = ?1").bind(parent).run()).rejects.toThrow(/FOREIGN KEY/);
+    expect((await figures()).executionsRetained).toBe(before.executionsRetained + 3);
+    await env.DB.batch([
+      env.DB.prepare("DELETE FROM steps WHERE execution_id = ?1").bind(parent),
+      env.DB.prepare("DELETE FROM executions WHERE id = ?1").bind(parent),
+    ]);
+    const afterChain = await figures();
+    expect(afterChain.executionsRetained).toBe(before.executionsRetained + 2);
+    expect(afterChain.executionsRetained).toBe(await executionRows());
+  });
+});
+
+describe("storageTask", () => {
+  const at = (usedFraction: number): StorageFigures => {
+    const sizeBytes = Math.round(usedFraction * D1_MAX_DATABASE_BYTES);
+    return { sizeBytes, limitBytes: D1_MAX_DATABASE_BYTES, executionsRetained: 1000, bytesPerExecution: sizeBytes / 1000, usedFraction };
+  };
+
+  it("logs nothing at 79 % and storage.high (warn) at 80 % and above", () => {
+    expect(STORAGE_HIGH_FRACTION).toBe(0.8);
+    expect(storageTask.logLine(at(0.79))).toBeNull();
+    expect(storageTask.logLine(at(0.7999999))).toBeNull();
+    const line = storageTask.logLine(at(0.8));
+    expect(line).toMatchObject({
+      level: "warn",
+      event: "storage.high",
+      fields: { trigger: "cron", sizeBytes: 8_000_000_000, limitBytes: 10_000_000_000, usedFraction: 0.8, executionsRetained: 1000 },
+    });
+    expect(storageTask.logLine(at(0.95))?.event).toBe("storage.high");
+    expect(storageHighLine(at(0.8), "operator")?.fields.trigger).toBe("operator");
+  });
+
+  it("reads the figures of the database it runs on", async () => {
+    const report = await storageTask.run(env, { cron: "* * * * *", scheduledTime: Date.now() }, {} as ExecutionContext);
+    expect(report.executionsRetained).toBe(await executionRows());
+    expect(report.sizeBytes).toBeGreaterThan(0);
+    expect(storageTask.logLine(report)).toBeNull(); // a test database is far from 8 GB
+  });
+});
