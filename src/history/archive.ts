@@ -224,6 +224,28 @@ export async function readArchivedTrace(
   return trace.executionId === ref.id ? { ...trace, archived: true } : null;
 }
 
+/**
+ * `findArchivedTrace`: the newest archived trace under an execution id in `workspace`, found by
+ * listing its objects — for an execution whose tombstone (which holds `createdAt`, the last part
+ * of the key) has expired. One R2 list, and one get when there is an object; null when none.
+ */
+export async function findArchivedTrace(
+  bucket: R2Bucket,
+  workspace: string,
+  executionId: string,
+): Promise<{ trace: ArchivedTrace; uploaded: Date } | null> {
+  const page = await bucket.list({ prefix: executionPrefix({ workspace, id: executionId }), limit: 1000 });
+  let newest: { createdAt: number; uploaded: Date } | null = null;
+  for (const object of page.objects) {
+    const createdAt = Number(/\/(\d+)\.json\.gz$/.exec(object.key)?.[1]);
+    if (Number.isSafeInteger(createdAt) && (newest === null || createdAt > newest.createdAt))
+      newest = { createdAt, uploaded: object.uploaded };
+  }
+  if (newest === null) return null;
+  const trace = await readArchivedTrace(bucket, { id: executionId, workspace, createdAt: newest.createdAt });
+  return trace ? { trace, uploaded: newest.uploaded } : null;
+}
+
 /** Every archive object of an execution id in a workspace: its own, and any of an earlier run under the same id. */
 const executionPrefix = (ref: Omit<ArchiveRef, "createdAt">): string =>
   `executions/${encodeURIComponent(ref.workspace)}/${encodeURIComponent(ref.id)}/`;

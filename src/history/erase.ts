@@ -37,7 +37,12 @@ export async function eraseExecution(
     const selected = await selectChainOf(db, workspace, executionId, at);
     if (selected === null) {
       const tombstone = await readTombstone(db, workspace, executionId);
-      return tombstone ? eraseRemoved(db, bucket, tombstone, at) : { kind: "not-found" };
+      if (tombstone) return eraseRemoved(db, bucket, tombstone, at);
+      // Removed so long ago that its tombstone is gone too: its archive objects may remain.
+      const archiveObjectsDeleted = bucket ? await deleteArchivedTrace(bucket, { id: executionId, workspace, createdAt: 0 }) : 0;
+      if (archiveObjectsDeleted === 0) return { kind: "not-found" };
+      logErased(executionId, workspace, [executionId], archiveObjectsDeleted, { removedBy: "retention" });
+      return { kind: "erased", erased: [executionId], archiveObjectsDeleted };
     }
     if (selected.running.length > 0) return { kind: "running", running: selected.running };
     if (!selected.chain) return { kind: "chain-too-long" };

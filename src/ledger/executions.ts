@@ -717,6 +717,6 @@ function sweepExpiredIdentitiesOnce(db: D1Database, now: number, limit: number):
 }
 
 /** The identity sweep: bounded batches until drained or `maxBatches` ran (the next cron tick continues). */
-export function sweepExpiredIdentities(db: D1Database, now: number, opts = { batchSize: 500, maxBatches: 10 }): Promise<SweepReport> {
+export function sweepExpiredIdentities(db: D1Database, now: number, opts = { batchSize: 500, maxBatches: 40 }): Promise<SweepReport> {
   return sweepInBatches((limit) => sweepExpiredIdentitiesOnce(db, now, limit), opts);
 }

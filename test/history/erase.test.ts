@@ -163,6 +163,24 @@ describe("DELETE /v1/executions/{id}", () => {
     expect(await read.json()).toMatchObject({ code: "execution-not-retained", reason: "erased", archived: false });
   });
 
+  it("after its tombstone expired: GET still finds the archived trace (another workspace's does not), and DELETE erases it", async () => {
+    const h = harness();
+    const { id } = await completed(h);
+    const served = await (await callApp(h, "GET", `/v1/executions/${id}`)).json();
+    await swept(id, true);
+    await env.DB.prepare("DELETE FROM execution_tombstones WHERE id = ?1").bind(id).run(); // its tombstone swept
+    const read = await callApp(h, "GET", `/v1/executions/${id}`);
+    expect(read.status).toBe(200);
+    expect(await read.json()).toEqual({ ...(served as object), archived: true });
+    expect(read.headers.get("execution-removed-at")).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+    expect((await callApp(h, "GET", `/v1/executions/${id}`, { token: "other-token" })).status).toBe(404);
+    expect((await erase(h, id, { token: "other-token" })).status).toBe(404);
+    const erased = await erase(h, id);
+    expect(erased.status).toBe(200);
+    expect(await erased.json()).toEqual({ erased: [id], archiveObjectsDeleted: 1 });
+    expect((await callApp(h, "GET", `/v1/executions/${id}`)).status).toBe(404);
+  });
+
   it("another workspace's id answers 404 for GET and DELETE, and nothing is deleted: not the rows, not the object", async () => {
     const h = harness();
     const live = await completed(h);

@@ -269,7 +269,8 @@ describe("the history sweep", () => {
     const at = 5_000_000_000_000;
     await env.DB.prepare(
       `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1200)
-       INSERT INTO execution_tombstones (id, workspace, workflow_id, status, created_at, finished_at, removed_at, reason, archived, expires_at)
+       INSERT INTO execution_tombstones
+         (id, workspace, workflow_id, status, created_at, finished_at, removed_at, reason, archived, expires_at)
        SELECT 'tomb-' || i, 'w', 'wf', 'COMPLETED', 1, 2, 3, 'retention', 0, ?1 + (i > 1100) * 1000 FROM n`,
     )
       .bind(at)

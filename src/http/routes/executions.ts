@@ -16,7 +16,7 @@ import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
 import { requestCtx } from "../execution-ctx";
 import { parseStoredPayload } from "../../ingress/payload";
 import { cancelExecution, MAX_CHAIN_MEMBERS, readExecution, readTombstone, retryFailedStep } from "../../ledger";
-import { readArchivedTrace } from "../../history/archive";
+import { findArchivedTrace, readArchivedTrace } from "../../history/archive";
 import { eraseExecution } from "../../history/erase";
 import { isoTime } from "../../lib/iso-time";
 import { sendStepMessages } from "../../steps/dispatch";
@@ -73,7 +73,13 @@ executionRoutes.get("/:executionId", async (c) => {
   const trace = await readTrace(c.env.DB, workspace, executionId);
   if (trace) return c.json(trace);
   const tombstone = await readTombstone(c.env.DB, workspace, executionId);
-  if (!tombstone) throw commonProblems.notFound(`Execution ${executionId}`);
+  if (!tombstone) {
+    // Removed so long ago that its tombstone is gone too: the archive may still hold its trace.
+    const bucket = archiveOf(c.env);
+    const found = bucket ? await findArchivedTrace(bucket, workspace, executionId) : null;
+    if (!found) throw commonProblems.notFound(`Execution ${executionId}`);
+    return c.json(found.trace, 200, { [REMOVED_AT_HEADER]: found.uploaded.toISOString() });
+  }
   if (!tombstone.archived) throw executionProblems.executionNotRetained(tombstone, "not-archived");
   const bucket = archiveOf(c.env);
   if (!bucket) throw executionProblems.executionNotRetained(tombstone, "archive-unbound");
