@@ -44,6 +44,12 @@ export interface DueSelection {
 /** How far a chain is followed: a longer chain (hundreds of start overs) is held and reported. */
 export const MAX_CHAIN_MEMBERS = 200;
 
+/**
+ * The most rows one walk returns (every root's chain together). A walk that reaches it may have
+ * stopped inside a chain, so nothing it found is removed: its due members are held instead.
+ */
+const CHAIN_ROWS_LIMIT = MAX_CHAIN_MEMBERS * 64;
+
 /** How long a chain with a RUNNING member is held before it is looked at again. */
 export const RUNNING_CHAIN_RECHECK_MS = 3_600_000;
 
@@ -76,7 +82,7 @@ function chainMembersSql(roots: string): string {
       UNION
       SELECT c.root, n.id FROM chain c JOIN executions n
         ON n.started_over_from = c.id OR n.previous_execution_id = c.id OR n.superseded_by = c.id
-      LIMIT ${MAX_CHAIN_MEMBERS * 64}
+      LIMIT ${CHAIN_ROWS_LIMIT}
     )
     SELECT c.root, e.id, e.workspace, e.workflow_id, e.status, e.created_at, e.finished_at, e.purge_at,
            (SELECT i.expires_at FROM execution_identities i WHERE i.identity = e.identity AND i.execution_id = e.id) AS identity_expires_at
@@ -91,7 +97,8 @@ function chainMembersSql(roots: string): string {
 export async function selectDueChains(db: D1Database, now: number, limit: number): Promise<DueSelection> {
   const roots = `SELECT id FROM executions WHERE purge_at IS NOT NULL AND purge_at <= ?1 ORDER BY purge_at LIMIT ?2`;
   const { results } = await db.prepare(chainMembersSql(roots)).bind(now, limit).all<ChainRow>();
-  return groupChains(results ?? [], now, "retention");
+  const rows = results ?? [];
+  return groupChains(rows, now, "retention", rows.length >= CHAIN_ROWS_LIMIT);
 }
 
 /**
@@ -110,11 +117,11 @@ export async function selectChainOf(
   const rows = results ?? [];
   if (rows.length === 0) return null;
   const running = rows.filter((r) => r.finished_at === null).map((r) => r.id);
-  const selection = groupChains(rows, now, "erased");
+  const selection = groupChains(rows, now, "erased", rows.length >= CHAIN_ROWS_LIMIT);
   return { chain: selection.chains[0] ?? null, running };
 }
 
-function groupChains(rows: ChainRow[], now: number, reason: RemovalReason): DueSelection {
+function groupChains(rows: ChainRow[], now: number, reason: RemovalReason, truncated: boolean): DueSelection {
   const byRoot = new Map<string, ChainRow[]>();
   for (const row of rows) {
     const members = byRoot.get(row.root);
@@ -130,7 +137,7 @@ function groupChains(rows: ChainRow[], now: number, reason: RemovalReason): DueS
     const key = ids.join("\n");
     if (seen.has(key)) continue;
     seen.add(key);
-    const until = holdUntil(members, now, reason);
+    const until = truncated ? now + RUNNING_CHAIN_RECHECK_MS : holdUntil(members, now, reason);
     if (until === null) chains.push(members.map(removable));
     else held.push({ ids: members.filter((m) => m.purge_at !== null && m.purge_at <= now).map((m) => m.id), until });
   }

@@ -7,7 +7,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { holdChains, removeExecutions, retryFailedStep, selectDueChains } from "../../src/ledger";
+import { holdChains, MAX_CHAIN_MEMBERS, removeExecutions, retryFailedStep, selectDueChains } from "../../src/ledger";
 import { runHistorySweep } from "../../src/history/cron";
 import { DAY, GONE, rowsOf, sweepAt, tombstoneOf } from "./helpers";
 import { callApp, chargeWorkflow, executionStatus, failedCharge, harness, seedWorkflow, unique, type Harness } from "../steps/helpers";
@@ -263,6 +263,28 @@ describe("the history sweep", () => {
     expect(gone.status).toBe(404);
     expect(((await gone.json()) as { detail: string }).detail).toMatch(/removed|retention/i);
     expect((await callApp(h, "GET", `/v1/executions/${second.executionId}`)).status).toBe(200);
+  });
+
+  it("a chain longer than the ledger removes at once is held whole, never cut: nothing of it goes, foreign keys stay clean", async () => {
+    const members = MAX_CHAIN_MEMBERS + 1;
+    await env.DB.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+       INSERT INTO executions (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status,
+                               payload, started_over_from, lineage_id, created_at, updated_at, finished_at)
+       SELECT 'long-' || i, 'w', 'wf', 'v', 'received', 'start_over', 'forced', NULL, 'COMPLETED',
+              '{}', CASE WHEN i > 1 THEN 'long-' || (i - 1) END, 'long-1', 1, 1, 2 FROM n`,
+    )
+      .bind(members)
+      .run();
+    const now = 2 + 31 * DAY;
+    const { report } = await sweepAt(now);
+    expect(report.held).toBeGreaterThanOrEqual(members);
+    const left = await env.DB.prepare("SELECT count(*) AS n, min(purge_at) AS due FROM executions WHERE id LIKE 'long-%'").first<{
+      n: number;
+      due: number;
+    }>();
+    expect(left).toEqual({ n: members, due: now + 3_600_000 }); // looked at again in an hour
+    expect(await foreignKeyProblems()).toEqual([]);
   });
 
   it("tombstones past their time go, in batches that keep up with the removals (more than one batch a sweep)", async () => {
