@@ -17,7 +17,8 @@ ALTER TABLE executions ADD COLUMN sweep_held_until INTEGER;
 -- When the sweep may remove the execution: derived, never written, so every statement that
 -- finishes an execution (settle, cancel) or reopens one (operator retry: finished_at NULL again)
 -- moves it with no change of its own. NULL while RUNNING (SQLite's max() of a NULL is NULL).
--- iif(), not CASE … END: wrangler's statement splitter has mistaken a CASE's END for the end of a
+-- D1 supports generated columns added by ALTER TABLE, and indexes on them
+-- (developers.cloudflare.com/d1/reference/generated-columns/). iif(), not CASE … END: wrangler's statement splitter has mistaken a CASE's END for the end of a
 -- block (workers-sdk #15162), and this file must split the same locally and on a remote apply.
 ALTER TABLE executions ADD COLUMN purge_at INTEGER GENERATED ALWAYS AS (
   max(finished_at + iif(status = 'COMPLETED', retain_completed_ms, iif(status = 'FAILED', retain_failed_ms, retain_cancelled_ms)),
