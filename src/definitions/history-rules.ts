@@ -10,7 +10,8 @@
 import { ownMember } from "../lib/own-member";
 import { asArray, asRecord, type ValidationError } from "./errors";
 import { pointerOf } from "./pointer";
-import { DEFAULT_DEDUPE_WINDOW_MS, DURATION_PATTERN, durationMs, MAX_DURATION_MS, MIN_HISTORY_MS } from "./schema";
+import { DEFAULT_DEDUPE_WINDOW_MS, MAX_DURATION_MS, MIN_HISTORY_MS } from "./schema";
+import { durationProblem, durationValueMs } from "./vertex-rules";
 
 /** The members of `history`, in the order their errors are reported. */
 export const HISTORY_STATUSES = ["completed", "failed", "cancelled"] as const;
@@ -28,14 +29,9 @@ export function checkHistory(document: unknown): ValidationError[] {
     const name = `history.${status}`;
     const pointer = pointerOf("history", status);
     const shown = showDuration(value as string | number);
-    if (ms > MAX_DURATION_MS) {
-      errors.push({
-        pointer,
-        code: "duration-too-long",
-        message:
-          `${name} ${JSON.stringify(value)} is longer than ${MAX_DURATION_MS / 86_400_000} days (${MAX_DURATION_MS} ms), ` +
-          "the longest duration a definition may set; set `365d` or less",
-      });
+    const tooLong = durationProblem(value, name);
+    if (tooLong) {
+      errors.push({ pointer, ...tooLong });
     } else if (window !== null && ms < window.ms && window.ms >= MIN_HISTORY_MS) {
       // The stricter floor first: fixing to the window also satisfies the one-minute minimum.
       errors.push({
@@ -73,19 +69,6 @@ function dedupeWindowOf(document: unknown): { ms: number; shown: string; unset: 
   const ms = durationValueMs(value);
   if (ms === null) return null;
   return { ms: Math.min(ms, MAX_DURATION_MS), shown: showDuration(value as string | number), unset: false };
-}
-
-/**
- * A duration as the schema accepts it (a positive integer of ms, or `7d`), in ms; else null (the
- * schema reports it). An integer past 2^53 counts: it is refused as too long, as in vertex-rules.ts.
- */
-function durationValueMs(value: unknown): number | null {
-  if (typeof value === "number") return Number.isInteger(value) && value > 0 ? value : null;
-  if (typeof value === "string" && DURATION_PATTERN.test(value)) {
-    const ms = durationMs(value);
-    return ms > 0 ? ms : null;
-  }
-  return null;
 }
 
 /** A duration as the author wrote it: `7d` as is, a number of ms as `86400000 ms`. */

@@ -125,13 +125,8 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
  * refuses is the schema's to report. Checked here rather than in the schema: a stored version with
  * a longer one must still parse (src/definitions/schema.ts `MAX_DURATION_MS`).
  */
-function durationProblem(value: unknown, name: string): { code: string; message: string } | null {
-  const ms =
-    typeof value === "number" && Number.isInteger(value) && value > 0
-      ? value
-      : typeof value === "string" && DURATION_PATTERN.test(value)
-        ? durationMs(value)
-        : null;
+export function durationProblem(value: unknown, name: string): { code: string; message: string } | null {
+  const ms = durationValueMs(value);
   if (ms === null || ms <= MAX_DURATION_MS) return null;
   return {
     code: "duration-too-long",
@@ -139,6 +134,19 @@ function durationProblem(value: unknown, name: string): { code: string; message:
       `${name} ${JSON.stringify(value)} is longer than ${MAX_DURATION_MS / 86_400_000} days (${MAX_DURATION_MS} ms), ` +
       "the longest duration a definition may set; set `365d` or less",
   };
+}
+
+/**
+ * A duration as the schema accepts it (a positive integer of ms, or `7d`), in ms; else null (the
+ * schema reports it). An integer past 2^53 counts: it is refused as too long.
+ */
+export function durationValueMs(value: unknown): number | null {
+  if (typeof value === "number") return Number.isInteger(value) && value > 0 ? value : null;
+  if (typeof value === "string" && DURATION_PATTERN.test(value)) {
+    const ms = durationMs(value);
+    return ms > 0 ? ms : null;
+  }
+  return null;
 }
 
 /** A literal URL that is not an absolute http(s) URL, as an error at `pointer`; an expression is checked when it runs. */

@@ -22,15 +22,12 @@ import {
   MIN_HISTORY_MS,
   type WorkflowDefinition,
 } from "../definitions/schema";
+import type { ExecutionRetention } from "../ledger";
 import { log } from "../lib/log";
 import { ownMember } from "../lib/own-member";
 
-/** Retention in ms per final status. */
-export interface Retention {
-  completedMs: number;
-  failedMs: number;
-  cancelledMs: number;
-}
+/** Retention in ms per final status: what the start batch writes into the execution row. */
+export type Retention = ExecutionRetention;
 
 const DAY_MS = 86_400_000;
 

@@ -16,6 +16,7 @@ import {
   removeExecutions,
   selectDueChains,
   sweepDeadLettersOnce,
+  sweepInBatches,
   sweepKeySendsOnce,
   sweepTombstonesOnce,
   type HeldChain,
@@ -154,13 +155,9 @@ export async function sweepHistory(deps: HistorySweepDeps, limits: HistorySweepL
   return report;
 }
 
-/** Bounded deletes of `SIDE_SWEEP_LIMIT` rows while they come back full and the query budget lasts. */
+/** Bounded deletes of `SIDE_SWEEP_LIMIT` rows while they come back full, within what is left of the query budget. */
 async function sideSweep(once: (limit: number) => Promise<number>, deps: HistorySweepDeps, limits: HistorySweepLimits): Promise<number> {
-  let deleted = 0;
-  for (let batch = 0; batch < SIDE_SWEEP_MAX_BATCHES && deps.queries() + 1 <= limits.queryBudget; batch++) {
-    const n = await once(SIDE_SWEEP_LIMIT);
-    deleted += n;
-    if (n < SIDE_SWEEP_LIMIT) break;
-  }
-  return deleted;
+  const maxBatches = Math.min(SIDE_SWEEP_MAX_BATCHES, limits.queryBudget - deps.queries());
+  if (maxBatches < 1) return 0;
+  return (await sweepInBatches(once, { batchSize: SIDE_SWEEP_LIMIT, maxBatches })).deleted;
 }

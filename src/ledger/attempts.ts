@@ -7,7 +7,7 @@
  * - the batch that ends the attempt (`settleAndDispatch`, `scheduleRetry`,
  *   `scheduleInProgressRecheck`): `finishAttempt`, fenced, placed before the transition (which
  *   moves the step out of EXECUTING and so would make the fence fail).
- * ./read-model.ts reads them for the trace (`readAttempts`).
+ * ./read-model.ts reads them for the trace (`readAttemptsOfSet`).
  *
  * Parameters follow the ledger's convention: the step fence is ?1 execution id, ?2 vertex id,
  * ?3 epoch.
@@ -201,7 +201,7 @@ export function finishAttempt(db: D1Database, fence: Fence, now: number, end: At
 /**
  * `readAttemptsOfSet`: the attempts of every execution `owned` names (a subquery of execution ids,
  * bound by `params`), each row with its `executionId`, per execution, per step oldest first — the
- * order `readAttempts` reads one execution's in (src/ledger/read-model.ts `readTraceRecordsForSet`).
+ * order the trace shows them in (src/ledger/read-model.ts `readTraceRecordsForSet`).
  */
 export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown[]): D1PreparedStatement {
   return db
@@ -211,17 +211,6 @@ export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown
        ORDER BY a.execution_id, a.vertex_id, a.epoch`,
     )
     .bind(...params);
-}
-
-/** `readAttempts`: the attempts of an execution in `workspace`, per step oldest first. Binds ?1 execution id, ?2 workspace. */
-export function readAttempts(db: D1Database, executionId: string, workspace: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `SELECT ${ATTEMPT_RECORD} FROM step_attempts a
-       WHERE a.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
-       ORDER BY a.vertex_id, a.epoch`,
-    )
-    .bind(executionId, workspace);
 }
 
 // ---------------------------------------------------------------------------------------------

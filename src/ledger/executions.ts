@@ -50,10 +50,9 @@ export interface NewExecution {
   requireLatestVersion?: boolean;
   /**
    * How long the execution is kept once finished, by how it ended (src/history/retention.ts: the
-   * workflow's `history`, else the deployment's, never shorter than the dedupe window). Omitted:
-   * the defaults of migrations/0017 (7, 30 and 30 days).
+   * workflow's `history`, else the deployment's, never shorter than the dedupe window).
    */
-  retention?: ExecutionRetention;
+  retention: ExecutionRetention;
 }
 
 /** Retention in ms per final status (migrations/0017: at least one minute each). */
@@ -62,12 +61,6 @@ export interface ExecutionRetention {
   failedMs: number;
   cancelledMs: number;
 }
-
-const DEFAULT_EXECUTION_RETENTION: ExecutionRetention = {
-  completedMs: 7 * 86_400_000,
-  failedMs: 30 * 86_400_000,
-  cancelledMs: 30 * 86_400_000,
-};
 
 /** The start was gated on a version that is no longer the workflow's latest; nothing was written. */
 export class WorkflowVersionChanged extends Error {
@@ -391,9 +384,9 @@ function insertExecution(
       record.startedOverFrom ?? null,
       now,
       status === "RUNNING" ? null : now,
-      (record.retention ?? DEFAULT_EXECUTION_RETENTION).completedMs,
-      (record.retention ?? DEFAULT_EXECUTION_RETENTION).failedMs,
-      (record.retention ?? DEFAULT_EXECUTION_RETENTION).cancelledMs,
+      record.retention.completedMs,
+      record.retention.failedMs,
+      record.retention.cancelledMs,
       ...source.params,
     );
 }

@@ -15,6 +15,7 @@
  * makes the whole batch a no-op, and the next pass decides again.
  */
 import { LabelledBatch } from "./batch";
+import { runBoundedDelete, type SweepSpec } from "./sweep";
 
 /** An execution the sweep may remove, with what its tombstone and archive object need. */
 export interface RemovableExecution {
@@ -263,14 +264,8 @@ export async function removeExecutions(
   };
 }
 
-/** What is left of a removed execution. */
-export interface Tombstone {
-  id: string;
-  workspace: string;
-  workflowId: string;
-  status: "COMPLETED" | "FAILED" | "CANCELLED";
-  createdAt: number;
-  finishedAt: number;
+/** What is left of a removed execution: what it was, and when and why it went. */
+export interface Tombstone extends RemovableExecution {
   removedAt: number;
   reason: RemovalReason;
   archived: boolean;
@@ -329,13 +324,12 @@ export async function sweepKeySendsOnce(db: D1Database, olderThan: number, limit
   return result.meta.changes ?? 0;
 }
 
-export async function sweepDeadLettersOnce(db: D1Database, olderThan: number, limit: number): Promise<number> {
-  const result = await db
-    .prepare(`DELETE FROM dead_letters WHERE rowid IN (SELECT rowid FROM dead_letters WHERE at <= ?1 ORDER BY at LIMIT ?2)`)
-    .bind(olderThan, limit)
-    .run();
-  return result.meta.changes ?? 0;
+/** Dead letters recorded at or before `olderThan` (a rowid table: the shared bounded delete of ./sweep.ts). */
+export function sweepDeadLettersOnce(db: D1Database, olderThan: number, limit: number): Promise<number> {
+  return runBoundedDelete(db, DEAD_LETTERS_SWEEP, [olderThan], limit);
 }
+
+const DEAD_LETTERS_SWEEP: SweepSpec = { table: "dead_letters", where: "at <= ?1", orderBy: "at" };
 
 /**
  * `claimSweepLease`: the lease of the sweep `name` for `holder` until `until`, unless another

@@ -4,7 +4,7 @@
  * only, always scoped to the caller's workspace in SQL; rows leave as camelCase records through
  * the column maps below (./columns.ts).
  */
-import { readAttempts, readAttemptsOfSet, type AttemptRecord } from "./attempts";
+import { readAttemptsOfSet, type AttemptRecord } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList, type Columns } from "./columns";
 import { keySendsColumn } from "./key-sends";
@@ -203,76 +203,13 @@ const SCHEDULE_RUN_RECORD = selectList<ScheduleRunRecord>({
   updatedAt: "updated_at",
 });
 
-/** The execution (in this workspace), its steps, their events and attempts: one round trip. Null: not in this workspace. */
+/**
+ * The execution (in this workspace), its steps, their events and attempts: one round trip (the set
+ * read below, for a set of one — the trace `GET` answers and the archive's are read the same way).
+ * Null: not in this workspace.
+ */
 export async function readTraceRecords(db: D1Database, workspace: string, executionId: string): Promise<TraceRecords | null> {
-  const results = await new LabelledBatch<"execution" | "duplicates" | "steps" | "events" | "attempts" | "definition" | "identity">(db)
-    .add(
-      "execution",
-      db.prepare(`SELECT ${EXECUTION_SUMMARY_RECORD} FROM executions WHERE id = ?1 AND workspace = ?2`).bind(executionId, workspace),
-    )
-    .add(
-      "duplicates",
-      db
-        .prepare(
-          `SELECT ${DUPLICATE_TRIGGER_RECORD} FROM duplicate_triggers d
-           WHERE d.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
-           ORDER BY d.seq`,
-        )
-        .bind(executionId, workspace),
-    )
-    .add(
-      "steps",
-      db
-        .prepare(
-          `SELECT ${STEP_RECORD}
-           FROM steps WHERE execution_id = ?1 AND workspace = ?2 ORDER BY created_at, rowid`,
-        )
-        .bind(executionId, workspace),
-    )
-    .add(
-      "events",
-      db
-        .prepare(
-          `SELECT ${STEP_EVENT_RECORD} FROM step_events ev
-           WHERE ev.execution_id = ?1 AND EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2)
-           ORDER BY ev.id`,
-        )
-        .bind(executionId, workspace),
-    )
-    .add("attempts", readAttempts(db, executionId, workspace))
-    .add(
-      "definition",
-      db
-        .prepare(
-          `SELECT v.definition AS definitionJson FROM executions e
-           JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
-           WHERE e.id = ?1 AND e.workspace = ?2`,
-        )
-        .bind(executionId, workspace),
-    )
-    .add(
-      "identity",
-      // A primary-key lookup: executions.identity is the hash the identity row is keyed by.
-      db
-        .prepare(
-          `SELECT i.expires_at AS expiresAt FROM executions e
-           JOIN execution_identities i ON i.identity = e.identity AND i.execution_id = e.id
-           WHERE e.id = ?1 AND e.workspace = ?2`,
-        )
-        .bind(executionId, workspace),
-    )
-    .run();
-  const execution = results.first<ExecutionSummaryRecord>("execution");
-  if (!execution) return null;
-  return {
-    execution,
-    duplicateTriggers: results.rows<DuplicateTriggerRecord>("duplicates"),
-    steps: results.rows<StepRecord>("steps"),
-    events: results.rows<StepEventRecord>("events"),
-    attempts: results.rows<AttemptRecord>("attempts"),
-    definitionJson: results.first<{ definitionJson: string }>("definition")?.definitionJson ?? null,
-    dedupeWindowEnd: results.first<{ expiresAt: number }>("identity")?.expiresAt ?? null,
-  };
+  return (await readTraceRecordsForSet(db, [{ id: executionId, workspace }])).get(executionId) ?? null;
 }
 
 /** An execution named with its workspace: a set read matches both, so another workspace's id reads nothing. */
@@ -306,11 +243,10 @@ function byExecution<Row>(rows: Array<Owned<Row>>): Map<string, Row[]> {
 }
 
 /**
- * `readTraceRecordsForSet`: what `readTraceRecords` reads, for a set of executions at once — ONE
- * batch of seven statements, each over the same bound JSON array (`json_each(?1)`), however many
- * executions the set holds: never a statement per execution. Each execution's records come back
- * in the order `readTraceRecords` reads them, so the trace built from them is the one
- * `GET /v1/executions/{id}` answers (the history archive, src/history/archive.ts, relies on it).
+ * `readTraceRecordsForSet`: the trace's records of a set of executions at once — ONE batch of
+ * seven statements, each over the same bound JSON array (`json_each(?1)`), however many executions
+ * the set holds: never a statement per execution. `readTraceRecords` (GET's read) is this read for
+ * a set of one, so the trace the archive builds is the one `GET /v1/executions/{id}` answers.
  * An execution that is not in its ref's workspace (or no longer exists) is absent from the map.
  * The pinned definitions are read once per version, not once per execution.
  */

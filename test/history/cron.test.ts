@@ -9,26 +9,7 @@ import { historyLogLine, historyTask, isHistorySweepMessage, runHistorySweep } f
 import { DEFAULT_SWEEP_LIMITS } from "../../src/history/sweep";
 import { handleQueueBatch } from "../../src/queue";
 import { PERIODIC_TASKS } from "../../src/scheduled";
-import { harness, seedWorkflow, unique } from "../steps/helpers";
-
-const DAY = 86_400_000;
-
-/** `count` executions of a one-step workflow, finished on the harness's clock; returns when all are due. */
-async function finishedExecutions(count: number): Promise<{ ids: string[]; dueAt: number }> {
-  const h = harness();
-  const wf = await seedWorkflow("history-cron", {
-    id: unique("wf"),
-    vertices: [
-      { id: "received", type: "ENTRY_POINT", config: {} },
-      { id: "done", type: "TRANSFORM", config: { output: { ok: true } } },
-    ],
-    edges: [{ from: "received", to: "done" }],
-  });
-  const ids: string[] = [];
-  for (let i = 0; i < count; i++) ids.push(await h.start(wf, { i }));
-  await h.drain();
-  return { ids, dueAt: h.clock.now() + 7 * DAY };
-}
+import { DAY, finishedExecutions } from "./helpers";
 
 async function remaining(ids: string[]): Promise<number> {
   const row = await env.DB.prepare("SELECT count(*) AS n FROM executions WHERE id IN (SELECT value FROM json_each(?1))")
@@ -53,7 +34,7 @@ describe("the history sweep's task", () => {
   });
 
   it("behind after its budget: one continuation message; the queue handler runs the next sweep for it and acks it", async () => {
-    const { ids, dueAt } = await finishedExecutions(9);
+    const { ids, dueAt } = await finishedExecutions("history-cron", 9);
     const queue = new RecordingQueue();
     const limits = { ...DEFAULT_SWEEP_LIMITS, executionsPerPass: 2, maxPasses: 2 };
     const first = await runHistorySweep({ ...env, QUEUE: queue as unknown as Queue }, { now: dueAt, via: "cron", limits });

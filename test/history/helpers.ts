@@ -7,6 +7,7 @@ import { env } from "cloudflare:test";
 import { ARCHIVE_READ_QUERIES } from "../../src/history/archive";
 import { DEFAULT_SWEEP_LIMITS, sweepHistory, type Archiver, type HistorySweepLimits } from "../../src/history/sweep";
 import { countingD1 } from "../helpers/counting-d1";
+import { harness, seedWorkflow, unique } from "../steps/helpers";
 
 export const DAY = 86_400_000;
 
@@ -62,4 +63,21 @@ export async function executionRow(id: string) {
   return env.DB.prepare("SELECT id, workspace, created_at AS createdAt, finished_at AS finishedAt FROM executions WHERE id = ?1")
     .bind(id)
     .first<{ id: string; workspace: string; createdAt: number; finishedAt: number }>();
+}
+
+/** `count` executions of a one-step workflow in `workspace`, finished on a harness's clock, and when all are due (7 days later). */
+export async function finishedExecutions(workspace: string, count: number): Promise<{ ids: string[]; dueAt: number }> {
+  const h = harness();
+  const wf = await seedWorkflow(workspace, {
+    id: unique("wf"),
+    vertices: [
+      { id: "received", type: "ENTRY_POINT", config: {} },
+      { id: "done", type: "TRANSFORM", config: { output: { ok: true } } },
+    ],
+    edges: [{ from: "received", to: "done" }],
+  });
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) ids.push(await h.start(wf, { i }));
+  await h.drain();
+  return { ids, dueAt: h.clock.now() + 7 * DAY };
 }

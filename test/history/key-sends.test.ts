@@ -68,6 +68,24 @@ describe("key sends after the sweep", () => {
     expect(await charges(order)).toBe(1);
   });
 
+  it("a guarded key's send stays guarded when the same key is later sent unguarded: still kept after both are swept", async () => {
+    const h = setup();
+    const order = unique("D");
+    const guarded = await h.start(await seedWorkflow(WS, workflow(true)), { order: { id: order, total: 3 } });
+    await h.drain();
+    const key = (await stepsOf(guarded)).charge!.idempotency_key!;
+    // The same business key from a workflow that declares no retention (the header form).
+    const unguarded = await h.start(await seedWorkflow(WS, workflow(false)), { order: { id: order, total: 3 } });
+    await h.drain();
+    expect((await stepsOf(unguarded)).charge!.idempotency_key).toBe(key);
+    expect(await keySend(key)).toMatchObject({ execution_id: guarded, guarded: 1 });
+    h.clock.advance(8 * DAY);
+    await sweepAt(h.clock.now());
+    expect(await executionStatus(guarded)).toBeUndefined();
+    expect(await executionStatus(unguarded)).toBeUndefined();
+    expect(await keySend(key)).toMatchObject({ execution_id: guarded, guarded: 1 });
+  });
+
   it("an unguarded key's send goes with its execution", async () => {
     const h = setup();
     const wf = await seedWorkflow(WS, workflow(false));

@@ -9,7 +9,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { holdChains, MAX_CHAIN_MEMBERS, removeExecutions, retryFailedStep, selectDueChains } from "../../src/ledger";
 import { runHistorySweep } from "../../src/history/cron";
-import { DAY, GONE, rowsOf, sweepAt, tombstoneOf } from "./helpers";
+import { DAY, finishedExecutions, GONE, rowsOf, sweepAt, tombstoneOf } from "./helpers";
 import { callApp, chargeWorkflow, executionStatus, failedCharge, harness, seedWorkflow, unique, type Harness } from "../steps/helpers";
 
 const WS = "dev"; // dev-token's workspace (the route tests)
@@ -86,19 +86,7 @@ describe("the history sweep", () => {
   });
 
   it("passes are bounded: a backlog goes in passes of the stated size, within the query budget, and continues next time", async () => {
-    const h = harness();
-    const wf = await seedWorkflow(WS, {
-      id: unique("wf"),
-      vertices: [
-        { id: "received", type: "ENTRY_POINT", config: {} },
-        { id: "done", type: "TRANSFORM", config: { output: { ok: true } } },
-      ],
-      edges: [{ from: "received", to: "done" }],
-    });
-    const ids: string[] = [];
-    for (let i = 0; i < 12; i++) ids.push(await h.start(wf, { n: i }));
-    await h.drain();
-    const now = Math.max(...(await Promise.all(ids.map(finishedAt)))) + 7 * DAY;
+    const { ids, dueAt: now } = await finishedExecutions(WS, 12);
     // Everything else due in this file goes first; what matters: each pass at most 5, 2 passes.
     const first = await sweepAt(now, { limits: { executionsPerPass: 5, maxPasses: 2 } });
     expect(first.report.passes).toBe(2);
@@ -231,6 +219,23 @@ describe("the history sweep", () => {
     expect(await tombstoneOf(id)).toBeNull();
     // holdChains never moves a running execution.
     expect(await holdChains(env.DB, [{ ids: [id], until: now + DAY }])).toBe(0);
+  });
+
+  it("a start over linked to a selected execution before its removal makes the removal a no-op: nothing left dangling", async () => {
+    const h = harness();
+    const { wf, id } = await failedCharge(h, WS);
+    const now = (await finishedAt(id)) + 30 * DAY;
+    const chain = (await selectDueChains(env.DB, now, 100)).chains.find((c) => c.some((e) => e.id === id))!;
+    expect(chain.map((e) => e.id)).toEqual([id]);
+    const before = await rowsOf(id);
+    // The operator starts it over between the sweep's selection and its removal batch.
+    const again = await h.startOver(wf, { order: { id: unique("O"), total: 12 } }, id);
+    expect(again).toMatchObject({ deduplicated: false });
+    const removal = await removeExecutions(env.DB, [id], now, "retention");
+    expect(removal.executions).toBe(0);
+    expect(await rowsOf(id)).toEqual(before);
+    expect(await tombstoneOf(id)).toBeNull();
+    expect(await foreignKeyProblems()).toEqual([]);
   });
 
   it("a trigger after its execution was swept starts a new execution under another id; the tombstone stays the old one's", async () => {
