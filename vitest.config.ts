@@ -13,9 +13,48 @@ const TEST_SECRETS = {
 // giving it the test values keeps it from warning 53 times about secrets the pool does bind.
 for (const [name, value] of Object.entries(TEST_SECRETS)) process.env[name] ??= value;
 
+const SECRET_GRANTS = [
+  "dev:PAYMENTS_KEY,WEBHOOK_SECRET",
+  "steps-attempts:PAYMENTS_KEY",
+  "steps-chaining:PAYMENTS_KEY",
+  "steps-claims:PAYMENTS_KEY",
+  "steps-destination-key:PAYMENTS_KEY",
+  "steps-gateway:PAYMENTS_KEY",
+  "steps-heartbeat:PAYMENTS_KEY",
+  "steps-in-progress:PAYMENTS_KEY",
+  "steps-reaper:PAYMENTS_KEY",
+  "steps-retention-other:PAYMENTS_KEY",
+  "steps-reaper-backoff:PAYMENTS_KEY",
+  "steps-reaper-bounds:PAYMENTS_KEY",
+  "steps-redelivery:PAYMENTS_KEY",
+  "steps-request-build:PAYMENTS_KEY",
+  "steps-retry-after:PAYMENTS_KEY",
+  "steps-secrets-hardening:PAYMENTS_KEY,TAG_SECRET",
+];
+
+/**
+ * The suite runs on two shards (SPEC section 13). Every file runs in project `shard-0`, with
+ * wrangler.toml's placement (`dev` on shard 0, `other` on shard 1). The engine's core — triggers,
+ * hooks, schedules, steps (claims, Gateway, chaining, cancel, operator actions, the reaper,
+ * redelivery, chaos), the Idempotency-Key middleware — runs again in project `shard-1`, where
+ * every workspace is placed on shard 1 (`*:1`) and the test code's own `env.DB` (what it seeds and
+ * reads) is shard 1's database (`TEST_DB_IS_SHARD`, test/apply-migrations.ts).
+ * The Worker's own invocations (SELF.fetch, real queue deliveries) never see that alias: they get
+ * the Worker's env, where `DB` is shard 0, so an engine path that ignored the placement would write
+ * where the test does not look. (A test that hands its `env` to a handler directly hands the alias.)
+ */
+const SHARD_1_FILES = [
+  ...["trigger", "hooks", "start", "identity", "schedule", "stream"].map((name) => `test/ingress/${name}.test.ts`),
+  ...["claims", "gateway", "chaining", "cancel", "operator", "reaper", "redelivery", "destination-key", "e2e-queue", "chaos"].map(
+    (name) => `test/steps/${name}.test.ts`,
+  ),
+  "test/http/idempotency/middleware.test.ts",
+  "test/shards/*.test.ts",
+];
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
-  return {
+  const project = (name: string, include: string[], bindings: Record<string, string> = {}) => ({
     plugins: [
       cloudflareTest({
         // The Worker under D1's production limits (test/worker-entry.ts wraps src/index.ts).
@@ -33,32 +72,25 @@ export default defineConfig(async () => {
             // wrangler.toml grants the Worker secrets to `dev` only; the step tests run in their own
             // workspaces and are granted the canary explicitly (a new test workspace that sends a
             // Worker secret must be added here: ungranted secrets are invisible, by design).
-            SECRET_GRANTS: [
-              "dev:PAYMENTS_KEY,WEBHOOK_SECRET",
-              "steps-attempts:PAYMENTS_KEY",
-              "steps-chaining:PAYMENTS_KEY",
-              "steps-claims:PAYMENTS_KEY",
-              "steps-destination-key:PAYMENTS_KEY",
-              "steps-gateway:PAYMENTS_KEY",
-              "steps-heartbeat:PAYMENTS_KEY",
-              "steps-in-progress:PAYMENTS_KEY",
-              "steps-reaper:PAYMENTS_KEY",
-              "steps-retention-other:PAYMENTS_KEY",
-              "steps-reaper-backoff:PAYMENTS_KEY",
-              "steps-reaper-bounds:PAYMENTS_KEY",
-              "steps-redelivery:PAYMENTS_KEY",
-              "steps-request-build:PAYMENTS_KEY",
-              "steps-retry-after:PAYMENTS_KEY",
-              "steps-secrets-hardening:PAYMENTS_KEY,TAG_SECRET",
-            ].join(";"),
+            SECRET_GRANTS: SECRET_GRANTS.join(";"),
+            ...bindings,
           },
         },
       }),
     ],
     test: {
+      name,
       setupFiles: ["./test/apply-migrations.ts"],
-      include: ["test/**/*.test.ts"],
+      include,
       testTimeout: 20_000,
+    },
+  });
+  return {
+    test: {
+      projects: [
+        project("shard-0", ["test/**/*.test.ts"]),
+        project("shard-1", SHARD_1_FILES, { WORKSPACE_SHARDS: "*:1", TEST_DB_IS_SHARD: "1" }),
+      ],
     },
   };
 });

@@ -1,16 +1,26 @@
 /**
  * Cron: the periodic tasks, one per subsystem, run on every tick by src/lib/periodic-task.ts
- * (independently: one failing does not stop the others).
+ * (independently: one failing does not stop the others), on every shard in turn within one
+ * budget (src/shards/cron.ts).
  */
 import { historyTask } from "./history/cron";
 import { storageTask } from "./history/storage-task";
 import { idempotencySweepTask } from "./http/idempotency/cron";
 import { ingressTask } from "./ingress/cron";
 import { reaperTask } from "./steps/cron";
-import { runPeriodicTasks, type AnyPeriodicTask } from "./lib/periodic-task";
+import type { AnyPeriodicTask } from "./lib/periodic-task";
+import { placementAuditTask } from "./shards/audit";
+import { runOnEveryShard } from "./shards/cron";
 
-export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [idempotencySweepTask, ingressTask, reaperTask, historyTask, storageTask];
+export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [
+  idempotencySweepTask,
+  ingressTask,
+  reaperTask,
+  historyTask,
+  storageTask,
+  placementAuditTask,
+];
 
 export async function runScheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
-  await runPeriodicTasks(PERIODIC_TASKS, env, controller, ctx);
+  await runOnEveryShard(PERIODIC_TASKS, env, controller, ctx);
 }

@@ -1,10 +1,22 @@
 import { applyD1Migrations, env } from "cloudflare:test";
 import { limitedD1 } from "./helpers/d1-limits";
+import { shardBindings } from "./helpers/shards";
 
-// Storage is isolated per test file; migrations are applied once per file.
-await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
+// Storage is isolated per test file; migrations are applied once per file, to every shard (each
+// is its own database: wrangler.toml gives each binding its own database id).
+const bindings = shardBindings(env);
+await Promise.all(bindings.map((name) => applyD1Migrations(env[name], env.TEST_MIGRATIONS)));
 
-// Every statement a test runs through `env.DB` — its own or the engine's, when a test hands `env`
-// to a handler directly — is held to D1's production limits (SPEC section 11). The Worker's own
-// invocations (SELF.fetch, queue, cron) are wrapped again per invocation by test/worker-entry.ts.
-env.DB = limitedD1(env.DB);
+// Every statement a test runs through a shard's binding — its own or the engine's, when a test
+// hands `env` to a handler directly — is held to D1's production limits (SPEC section 11). The
+// Worker's own invocations (SELF.fetch, queue, cron) are wrapped again per invocation by
+// test/worker-entry.ts.
+for (const name of bindings) env[name] = limitedD1(env[name]);
+
+// Project `shard-1` (vitest.config.ts) places every workspace on shard 1: the test code's `env.DB`,
+// what it seeds and reads, is then that shard's database. Shard 0's stays reachable for the tests
+// that assert it is never touched.
+if (env.TEST_DB_IS_SHARD === "1") {
+  env.TEST_SHARD_0 = env.DB;
+  env.DB = env.DB_1;
+}

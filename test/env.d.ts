@@ -4,6 +4,10 @@ declare global {
   namespace Cloudflare {
     interface Env {
       TEST_MIGRATIONS: D1Migration[];
+      /** "1" in project `shard-1` (vitest.config.ts): the test code's `env.DB` is shard 1's database. */
+      TEST_DB_IS_SHARD?: string;
+      /** Shard 0's database, in project `shard-1` (where `env.DB` is shard 1's). */
+      TEST_SHARD_0?: D1Database;
     }
   }
 }

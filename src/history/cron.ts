@@ -112,8 +112,19 @@ export function historyLogLine(r: HistoryRunReport): LogLine | null {
   };
 }
 
+/**
+ * The tick's sweep of its shard, within the queries the cron allocator gave it (src/shards/cron.ts);
+ * a tick over so many shards that the share is too small sends the sweep to its own queue invocation.
+ */
 export const historyTask: PeriodicTask<HistoryRunReport> = {
   name: "history sweep",
-  run: (env, tick) => runHistorySweep(env, { now: tick.scheduledTime, via: "cron" }),
+  async run(env, tick) {
+    if (tick.sweepQueries === 0) {
+      await env.QUEUE.send({ sweep: "history" } satisfies HistorySweepMessage);
+      return { ...emptyReport(), via: "cron", skipped: true, continued: true };
+    }
+    const queryBudget = Math.min(DEFAULT_SWEEP_LIMITS.queryBudget, tick.sweepQueries ?? DEFAULT_SWEEP_LIMITS.queryBudget);
+    return runHistorySweep(env, { now: tick.scheduledTime, via: "cron", limits: { ...DEFAULT_SWEEP_LIMITS, queryBudget } });
+  },
   logLine: historyLogLine,
 };

@@ -10,12 +10,13 @@
 import { readStorage, STORAGE_HIGH_FRACTION, type StorageFigures } from "../ledger";
 import type { LogLine } from "../lib/log";
 import type { PeriodicTask } from "../lib/periodic-task";
+import { shardOfEnv } from "../shards/shard-env";
 
 /** Who read the figures: the cron task or an operator's request. */
 export type StorageReader = "cron" | "operator";
 
-/** `storage.high` (warn) when the database uses at least 80 % of its limit; `null` below. */
-export function storageHighLine(figures: StorageFigures, trigger: StorageReader): LogLine | null {
+/** `storage.high` (warn) when the shard's database uses at least 80 % of its limit; `null` below. */
+export function storageHighLine(figures: StorageFigures, trigger: StorageReader, shard = 0): LogLine | null {
   if (!(figures.usedFraction >= STORAGE_HIGH_FRACTION)) return null;
   const percent = Math.floor(figures.usedFraction * 1000) / 10;
   return {
@@ -23,6 +24,7 @@ export function storageHighLine(figures: StorageFigures, trigger: StorageReader)
     event: "storage.high",
     fields: {
       trigger,
+      shard,
       sizeBytes: figures.sizeBytes,
       limitBytes: figures.limitBytes,
       usedFraction: figures.usedFraction,
@@ -33,8 +35,8 @@ export function storageHighLine(figures: StorageFigures, trigger: StorageReader)
   };
 }
 
-export const storageTask: PeriodicTask<StorageFigures> = {
+export const storageTask: PeriodicTask<StorageFigures & { shard: number }> = {
   name: "storage figures",
-  run: (env) => readStorage(env.DB),
-  logLine: (figures) => storageHighLine(figures, "cron"),
+  run: async (env) => ({ ...(await readStorage(env.DB)), shard: shardOfEnv(env) }),
+  logLine: (figures) => storageHighLine(figures, "cron", figures.shard),
 };

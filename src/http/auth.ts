@@ -4,10 +4,14 @@
  *
  * Tokens come from the `API_TOKENS` var (`token:workspace` pairs, comma-separated). The local
  * defaults in wrangler.toml are `dev-token:dev,other-token:other`; production sets a secret.
+ *
+ * The workspace also chooses the database: the middleware replaces the request's env with its
+ * shard's (src/shards/placement.ts), once, so every route below works on that shard only.
  */
 import { createMiddleware } from "hono/factory";
 import { commonProblems } from "../lib/common-problems";
 import { equalDigests, sha256 } from "../lib/crypto";
+import { placeWorkspace } from "../shards/placement";
 
 export type AppEnv = { Bindings: Env; Variables: { workspace: string } };
 
@@ -54,5 +58,6 @@ export const requireWorkspace = createMiddleware<AppEnv>(async function requireW
   const workspace = await workspaceForToken(c.env.API_TOKENS, match[1]);
   if (!workspace) throw commonProblems.unauthorized();
   c.set("workspace", workspace);
+  c.env = await placeWorkspace(c.env, workspace);
   await next();
 });

@@ -284,6 +284,11 @@ export async function readTombstone(db: D1Database, workspace: string, execution
   return row === null ? null : { ...row, archived: row.archived === 1 };
 }
 
+/** `executionRemoved`: whether execution `executionId` was removed (swept or erased) and its tombstone is still kept. */
+export async function executionRemoved(db: D1Database, executionId: string): Promise<boolean> {
+  return (await db.prepare("SELECT 1 AS removed FROM execution_tombstones WHERE id = ?1").bind(executionId).first("removed")) !== null;
+}
+
 /**
  * `markTombstoneErased`: an archived execution erased on request — its archive object is gone
  * (the caller deleted it first), the tombstone says so. Returns whether one was marked.

@@ -162,6 +162,7 @@ export { D1_MAX_DATABASE_BYTES, readStorage, STORAGE_HIGH_FRACTION, type Storage
 // History (SPEC section 12): the chains the sweep may remove, their removal, and tombstones.
 export {
   claimSweepLease,
+  executionRemoved,
   holdChains,
   markTombstoneErased,
   MAX_CHAIN_MEMBERS,

@@ -44,6 +44,8 @@ export type LogEvent =
   | "queue.message_malformed"
   | "queue.message_dropped"
   | "queue.message_poison"
+  | "queue.execution_missing"
+  | "queue.shard_unavailable"
   | "queue.dead_lettered"
   | "reaper.redispatched"
   | "reaper.failed"
@@ -52,7 +54,10 @@ export type LogEvent =
   | "history.archive_failed"
   | "history.erased"
   // the database's storage figures (operator)
-  | "storage.high";
+  | "storage.high"
+  // shards (src/shards)
+  | "cron.shard_skipped"
+  | "shards.rows_misplaced";
 
 export type LogLevel = "info" | "warn" | "error";
 

@@ -8,8 +8,12 @@
  */
 import { errorMessage, log, type LogLine } from "./log";
 
-/** What a tick hands every task: the cron string it was delivered for and its scheduled time (the task's clock). */
-export type Tick = Pick<ScheduledController, "cron" | "scheduledTime">;
+/**
+ * What a tick hands every task: the cron string it was delivered for and its scheduled time (the
+ * task's clock), and — when cron runs the tasks per shard (src/shards/cron.ts) — the shard and the
+ * D1 queries the tick's allocator gives this shard's unbounded task (the history sweep).
+ */
+export type Tick = Pick<ScheduledController, "cron" | "scheduledTime"> & { shard?: number; sweepQueries?: number };
 
 export interface PeriodicTask<Report> {
   /** Stable: the `task` field of `cron.task_failed`, so a log search finds one task's failures. */
@@ -50,6 +54,10 @@ async function runOne(task: AnyPeriodicTask, env: Env, tick: Tick, ctx: Executio
     log.line(task.logLine(await task.run(env, tick, ctx)));
   } catch (error) {
     if (error instanceof PartialFailure) log.line(task.logLine(error.report));
-    log.error("cron.task_failed", { task: task.name, error: errorMessage(error) });
+    log.error("cron.task_failed", {
+      task: task.name,
+      ...(tick.shard === undefined ? {} : { shard: tick.shard }),
+      error: errorMessage(error),
+    });
   }
 }

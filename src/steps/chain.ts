@@ -158,6 +158,11 @@ export class ChainBudget {
     this.db = this.#counted.db;
   }
 
+  /** `db` counted on this budget's tally: a batch whose messages name several shards budgets them as one invocation. */
+  countOn(db: D1Database): D1Database {
+    return countQueries(db, { sharing: this.#counted }).db;
+  }
+
   /** Chained steps offered or taken (an offer not claimed is given back). */
   get steps(): number {
     return this.#steps;

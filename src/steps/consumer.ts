@@ -5,16 +5,18 @@
  * With chaining on (src/steps/chain.ts), a message's settle may claim a successor and run it in
  * this invocation before the message is acked; the batch shares one budget.
  *
- * Per message: malformed body or unknown execution → ack and log (poison is never retried
- * forever); claimed → run and settle → ack; already settled → ack; lease live elsewhere or not
- * due yet → retry after that delay, but from `DROP_REDELIVERY_AT_ATTEMPT` deliveries on → ack
- * (the reaper covers the step; a healthy long call must not push duplicates into the DLQ); a
- * crash mid-step → retry after one lease, by which time the step can be taken over.
+ * Per message: malformed body → ack and log (poison is never retried forever); an execution not on
+ * the message's shard → acked if its tombstone says it was removed, else retried with an alert (a
+ * message for a shard that has not got its rows is a deployment fault, never a reason to drop a
+ * step: after `max_retries` it is recorded as a dead letter); claimed → run and settle → ack;
+ * already settled → ack; lease live elsewhere or not due yet → retry after that delay, but from
+ * `DROP_REDELIVERY_AT_ATTEMPT` deliveries on → ack (the reaper covers the step; a healthy long
+ * call must not push duplicates into the DLQ); a crash mid-step → retry after one lease, by which time the step can be taken over.
  *
  * Dead letters are recorded with their step's state: a dead letter for a settled or waiting step
  * is marked harmless (`redelivery_dropped`), not `dead_lettered` (src/ledger/step-recovery.ts).
  */
-import { recordDeadLetters } from "../ledger";
+import { executionRemoved, recordDeadLetters } from "../ledger";
 import { ChainBudget, queriesPerMessage } from "./chain";
 import { parseStepMessage } from "./messages";
 import { maybeReap } from "./reaper";
@@ -23,8 +25,11 @@ import { MIN_HEARTBEAT_MS, runStep } from "./run-step";
 import { defaultRuntime, type StepRuntime } from "./runtime";
 import type { QueryReservation } from "./query-count";
 import { errorMessage, log } from "../lib/log";
+import { shardOfEnv } from "../shards/shard-env";
 
 const MAX_DEAD_LETTER_BODY = 4096;
+/** How long a message whose execution is not on its shard waits before it is tried again. */
+const MISSING_RETRY_SECONDS = 60;
 
 export function isDeadLetterQueue(queue: string): boolean {
   return queue.endsWith("-dlq");
@@ -50,6 +55,21 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
       case "poison":
         log.error("queue.message_poison", { messageId: message.id, ...ref, why: decision.why });
         message.ack();
+        return;
+      case "missing":
+        if (await executionRemoved(rt.db, ref.executionId)) {
+          log.warn("queue.message_dropped", { messageId: message.id, deliveries: message.attempts, ...ref, why: "execution removed" });
+          message.ack();
+          return;
+        }
+        log.error("queue.execution_missing", {
+          messageId: message.id,
+          deliveries: message.attempts,
+          shard: shardOfEnv(rt.env),
+          ...ref,
+          message: "the message's shard has no such execution; retried (a shard binding or placement is wrong if this repeats)",
+        });
+        message.retry({ delaySeconds: MISSING_RETRY_SECONDS });
         return;
       case "retry":
         message.retry({ delaySeconds: delaySeconds(decision.delayMs) });
@@ -89,16 +109,21 @@ export function holdForMessages(
   return Array.from({ length: messages }, () => budget?.reserve(queriesPerMessage(every)));
 }
 
+/**
+ * Runs one shard's messages of a batch (src/queue.ts splits a batch by shard): `env` is that shard's.
+ * `shared` is the invocation's chaining budget when the batch spans shards (the D1 query limit is
+ * per invocation); without it the batch gets its own.
+ */
 export async function handleStepBatch(
   batch: MessageBatch<unknown>,
   env: Env,
   ctx: ExecutionContext,
   rt: StepRuntime = defaultRuntime(env),
+  shared?: ChainBudget,
 ): Promise<void> {
   if (isDeadLetterQueue(batch.queue)) return storeDeadLetters(batch, rt);
-  // One chaining budget for the whole batch: the D1 query limit is per invocation.
-  const budget = rt.chain ? new ChainBudget(rt.chain, rt.db, rt.now() + rt.chain.maxMs) : undefined;
-  const run = budget ? { ...rt, db: budget.db, budget } : rt;
+  const budget = rt.chain ? (shared ?? new ChainBudget(rt.chain, rt.db, rt.now() + rt.chain.maxMs)) : undefined;
+  const run = budget ? { ...rt, db: budget.countOn(rt.db), budget } : rt;
   const holds = holdForMessages(budget, batch.messages.length, rt);
   await Promise.all(
     batch.messages.map(async (m, i) => {

@@ -8,6 +8,10 @@
  * whoever shares the invocation's database (a stream's polls, the inline run's budget) shares the
  * count. Work that will send queries later (a stream's remaining polls, a queue message's own
  * settle) reserves them: the budget counts a reservation as spent until it is given back.
+ *
+ * An invocation that works on several shards (a queue batch, a cron tick: src/shards) counts each
+ * shard's database with the same tally (`countQueries(db, { sharing })`): the limit is per
+ * invocation, not per database.
  */
 
 export interface CountedD1 {
@@ -34,11 +38,17 @@ const RUNS = new Set<PropertyKey>(["first", "run", "all", "raw"]);
 /** The counter of each counted database, so that counting it again shares the count. */
 const counters = new WeakMap<D1Database, CountedD1>();
 
-export function countQueries(database: D1Database): CountedD1 {
+/** What counted databases share: the queries sent and reserved. */
+interface Tally {
+  queries: number;
+  reserved: number;
+}
+const tallies = new WeakMap<CountedD1, Tally>();
+
+export function countQueries(database: D1Database, { sharing }: { sharing?: CountedD1 } = {}): CountedD1 {
   const existing = counters.get(database);
   if (existing) return existing;
-  let queries = 0;
-  let reserved = 0;
+  const tally: Tally = (sharing && tallies.get(sharing)) ?? { queries: 0, reserved: 0 };
   const targets = new WeakMap<object, D1PreparedStatement>();
   const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
     const proxy = new Proxy(statement, {
@@ -48,7 +58,7 @@ export function countQueries(database: D1Database): CountedD1 {
         if (prop === "bind")
           return (...values: unknown[]) => wrap((value as (...v: unknown[]) => D1PreparedStatement).apply(target, values));
         return (...args: unknown[]) => {
-          if (RUNS.has(prop)) queries += 1;
+          if (RUNS.has(prop)) tally.queries += 1;
           return (value as (...a: unknown[]) => unknown).apply(target, args);
         };
       },
@@ -62,7 +72,7 @@ export function countQueries(database: D1Database): CountedD1 {
       if (prop === "prepare") return (sql: string) => wrap(target.prepare(sql));
       if (prop === "batch") {
         return (statements: D1PreparedStatement[]) => {
-          queries += statements.length;
+          tally.queries += statements.length;
           return target.batch(statements.map((s) => targets.get(s) ?? s));
         };
       }
@@ -71,29 +81,30 @@ export function countQueries(database: D1Database): CountedD1 {
   });
   const counted: CountedD1 = {
     db,
-    queries: () => queries,
-    committed: () => queries + reserved,
+    queries: () => tally.queries,
+    committed: () => tally.queries + tally.reserved,
     reserve(n) {
       let left = Math.max(0, n);
-      reserved += left;
+      tally.reserved += left;
       return {
         use(sent) {
           const used = Math.min(left, Math.max(0, sent));
           left -= used;
-          reserved -= used;
+          tally.reserved -= used;
         },
         shrinkTo(most) {
           const keep = Math.min(left, Math.max(0, most));
-          reserved -= left - keep;
+          tally.reserved -= left - keep;
           left = keep;
         },
         release() {
-          reserved -= left;
+          tally.reserved -= left;
           left = 0;
         },
       };
     },
   };
   counters.set(db, counted);
+  tallies.set(counted, tally);
   return counted;
 }

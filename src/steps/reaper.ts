@@ -11,6 +11,7 @@ import { redispatchExpiredLeases, redispatchOverdue } from "../ledger";
 import { sendStepMessages } from "./dispatch";
 import type { StepRuntime } from "./runtime";
 import { errorMessage, log, type LogLine } from "../lib/log";
+import { shardOfEnv } from "../shards/shard-env";
 
 export interface ReapReport {
   expiredLeases: number;
@@ -31,14 +32,16 @@ export function reapLogLine(report: ReapReport): LogLine | null {
   return { level: "warn", event: "reaper.redispatched", fields: { expiredLeases: report.expiredLeases, overdue: report.overdue } };
 }
 
-let lastOpportunisticReap = 0;
+/** When this isolate last reaped each shard opportunistically: a busy shard's batches must not use up a quiet one's turn. */
+const lastOpportunisticReap = new Map<number, number>();
 
-/** After a queue batch: reap at most every `reapEveryMs` per isolate (cron is the guaranteed cadence). */
+/** After a queue batch: reap its shard at most every `reapEveryMs` per isolate (cron is the guaranteed cadence). */
 export function maybeReap(rt: StepRuntime, ctx: ExecutionContext): void {
   if (rt.reapEveryMs === null) return;
   const now = rt.now();
-  if (now - lastOpportunisticReap < rt.reapEveryMs) return;
-  lastOpportunisticReap = now;
+  const shard = shardOfEnv(rt.env);
+  if (now - (lastOpportunisticReap.get(shard) ?? 0) < rt.reapEveryMs) return;
+  lastOpportunisticReap.set(shard, now);
   ctx.waitUntil(
     reap(rt).then(
       (report) => log.line(reapLogLine(report)),

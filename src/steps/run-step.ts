@@ -59,7 +59,9 @@ export type Decision =
   | { action: "retry"; delayMs: number; why: string }
   /** The step is waiting (live lease, not due) and this message bounced enough: ack it (src/steps/redelivery.ts). */
   | { action: "drop"; why: string }
-  | { action: "poison"; why: string };
+  | { action: "poison"; why: string }
+  /** No such execution on this shard: removed (its tombstone says so) or a message on the wrong shard (src/steps/consumer.ts). */
+  | { action: "missing"; why: string };
 
 export async function runStep(
   ref: StepRef,
@@ -74,7 +76,7 @@ export async function runStep(
     dropIfWaiting: drop,
     inputs: { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: STEP_INPUTS_VERSION },
   });
-  if (!run) return { action: "poison", why: `unknown execution ${ref.executionId}` };
+  if (!run) return { action: "missing", why: `unknown execution ${ref.executionId}` };
   if (!claimed) return whyNotClaimed(run, claimedAt, drop);
   const known: KnownInputs = { payload: null, outputs: new Map() };
   const { decision, next } = await runClaimed(rt, { ref, run, claimed, claimedAt, leaseMs: rt.leaseMs, known, offer: null }, inputs);

@@ -15,7 +15,7 @@ const STORAGE = `${BASE}/v1/operator/storage`;
 const OPERATOR = { authorization: "Bearer operator-token" };
 const DEV = { authorization: "Bearer dev-token" };
 
-type Figures = StorageFigures & { note: string };
+type Figures = StorageFigures & { note: string; shards: Array<StorageFigures & { shard: number; binding: string }> };
 
 async function executionRows(): Promise<number> {
   const row = await env.DB.prepare("SELECT count(*) AS n FROM executions").first<{ n: number }>();
@@ -64,8 +64,17 @@ describe("GET /v1/operator/storage", () => {
     expect(response.headers.get("content-type")).toMatch(/^application\/json/);
     const body = await response.json<Figures>();
     expect(Object.keys(body).sort()).toEqual(
-      ["bytesPerExecution", "executionsRetained", "limitBytes", "note", "sizeBytes", "usedFraction"].sort(),
+      ["bytesPerExecution", "executionsRetained", "limitBytes", "note", "shards", "sizeBytes", "usedFraction"].sort(),
     );
+    // Every shard is its own database with its own figures, in shard order; shard 0's are also the top level.
+    expect(body.shards.map((s) => [s.shard, s.binding])).toEqual([
+      [0, "DB"],
+      [1, "DB_1"],
+    ]);
+    const { shard: _shard, binding: _binding, ...first } = body.shards[0]!;
+    expect(first).toEqual({ ...body, shards: undefined, note: undefined, ...first });
+    expect(body.shards[1]!.executionsRetained).toBe(0);
+    expect(body.shards[1]!.sizeBytes).toBeGreaterThan(0);
     expect(body.executionsRetained).toBe(rows);
     expect(body.sizeBytes).toBeGreaterThan(0);
     expect(Number.isInteger(body.sizeBytes)).toBe(true);
@@ -176,9 +185,16 @@ describe("GET /v1/operator/storage", () => {
 });
 
 describe("storageTask", () => {
-  const at = (usedFraction: number): StorageFigures => {
+  const at = (usedFraction: number): StorageFigures & { shard: number } => {
     const sizeBytes = Math.round(usedFraction * D1_MAX_DATABASE_BYTES);
-    return { sizeBytes, limitBytes: D1_MAX_DATABASE_BYTES, executionsRetained: 1000, bytesPerExecution: sizeBytes / 1000, usedFraction };
+    return {
+      sizeBytes,
+      limitBytes: D1_MAX_DATABASE_BYTES,
+      executionsRetained: 1000,
+      bytesPerExecution: sizeBytes / 1000,
+      usedFraction,
+      shard: 0,
+    };
   };
 
   it("logs nothing at 79 % and storage.high (warn) at 80 % and above", () => {

@@ -10,6 +10,7 @@ import { startWorkflowExecution } from "../../src/ingress/start";
 import { DEFAULT_OVERDUE_MS } from "../../src/steps/runtime";
 import type { StepMessage } from "../../src/steps/messages";
 import { BASE, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
+import { shardIndexOf } from "../helpers/shards";
 
 /** `worker.fetch` takes a request as the runtime delivers it (with incoming `cf` properties). */
 type IncomingRequest = Request<unknown, IncomingRequestCfProperties>;
@@ -59,7 +60,8 @@ describe("a trigger request heals lost step messages", () => {
     );
     expect(res.status).toBe(202);
     await waitOnExecutionContext(ctx);
-    expect(sent).toContainEqual({ executionId: lost, vertexId: "shape" });
+    // The re-sent message names the shard the execution lives on (SPEC section 13).
+    expect(sent).toContainEqual({ executionId: lost, vertexId: "shape", shard: shardIndexOf(env, "dev") });
 
     // The re-sent message runs on the real queue: the lost step completes.
     let state = "DISPATCHED";

@@ -5,6 +5,7 @@ import { WorkflowDefinition, type WorkflowDefinitionInput } from "../../src/defi
 import type { IngressDeps } from "../../src/ingress/start";
 import type { StepMessage } from "../../src/steps/messages";
 import { hmacSha256, toHex } from "../../src/lib/crypto";
+import { dbOf } from "../helpers/shards";
 
 let counter = 0;
 /** A fresh id per call: storage is shared by every test of a file. */
@@ -30,10 +31,12 @@ export function transformWorkflow(
   };
 }
 
+/** Saves a workflow on its workspace's shard (test/helpers/shards.ts), where the engine will look for it. */
 export async function seedWorkflow(workspace: string, input: WorkflowDefinitionInput, now = Date.now()): Promise<StoredWorkflow> {
   const definition = WorkflowDefinition.parse(input);
-  await saveWorkflow(env.DB, workspace, definition, now);
-  const stored = await getWorkflow(env.DB, workspace, definition.id);
+  const db = dbOf(env, workspace);
+  await saveWorkflow(db, workspace, definition, now);
+  const stored = await getWorkflow(db, workspace, definition.id);
   if (!stored) throw new Error("seeded workflow not found");
   return stored;
 }

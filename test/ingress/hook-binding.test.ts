@@ -8,6 +8,7 @@ import { app } from "../../src/app";
 import { hmacSha256, timingSafeEqualStrings, toHex } from "../../src/lib/crypto";
 import signatureSource from "../../src/ingress/signature.ts?raw";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
+import { shardBindingOf, withShardDatabase } from "../helpers/shards";
 
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}" } } };
 
@@ -188,7 +189,8 @@ describe("the signing secret is the hook workspace's own", () => {
     const id = unique("budget");
     await seedWorkflow("other", transformWorkflow(id, { webhook: { signature: { secret: "{{ secrets.HOOK_KEY }}" } } }));
     expect(await putSecret("other-token", "HOOK_KEY", "whsec_other_hook_canary")).toBe(200);
-    const counting = countingD1(env.DB);
+    // `other`'s shard (src/shards): the round trips are counted where the engine sends them.
+    const counting = countingD1(env[shardBindingOf(env, "other")]);
     const raw = '{"n":1}';
     const ts = now();
     const ctx = createExecutionContext();
@@ -202,7 +204,7 @@ describe("the signing secret is the hook workspace's own", () => {
         },
         body: raw,
       }),
-      { ...env, DB: counting.db },
+      withShardDatabase(env, "other", counting.db),
       ctx,
     );
     await waitOnExecutionContext(ctx);

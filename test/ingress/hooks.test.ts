@@ -7,6 +7,8 @@ import { verifyWebhookSignature, type SignatureSettings } from "../../src/ingres
 import { cachedWorkflow } from "../../src/ingress/workflow-cache";
 import { dumpEveryTable } from "../steps/helpers";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
+import { placeWorkspace } from "../../src/shards/placement";
+import { withShardDatabase } from "../helpers/shards";
 
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", toleranceSeconds: 300 } } };
 
@@ -75,6 +77,8 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
   it("costs two round trips: a fresh read of the workflow (its signature settings) and the start batch", async () => {
     const id = unique("hookbudget");
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    // The workspace's placement is checked once per isolate, not per request (src/shards/placement.ts).
+    await placeWorkspace(env, "dev", { record: false });
     const counting = countingD1(env.DB);
     const raw = '{"event":"paid","id":"evt_budget"}';
     const ctx = createExecutionContext();
@@ -84,7 +88,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
         headers: { "content-type": "application/json", ...(await signedHeaders(id, raw)) },
         body: raw,
       }),
-      { ...env, DB: counting.db },
+      withShardDatabase(env, "dev", counting.db),
       ctx,
     );
     expect(res.status).toBe(202);

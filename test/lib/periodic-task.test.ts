@@ -71,6 +71,7 @@ describe("the cron's periodic tasks", () => {
       "steps reaper",
       "history sweep",
       "storage figures",
+      "placement audit",
     ]);
   });
 });

@@ -15,6 +15,7 @@ import { executionProblems, type ExecutionProblemCode } from "../../src/steps/pr
 import { secretProblems, type SecretProblemCode } from "../../src/secrets/problems";
 import { operatorProblems, type OperatorProblemCode } from "../../src/http/routes/operator";
 import { demoProblems, type DemoProblemCode } from "../../demo/src/problems";
+import { shardProblems, type ShardProblemCode } from "../../src/shards/problems";
 
 /** One sample per constructor: a constructor added without a sample here does not compile. */
 type Samples<Catalog extends ProblemCatalog<string>> = { [Name in keyof Catalog]: () => ProblemError };
@@ -117,6 +118,15 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
     } satisfies Samples<typeof secretProblems>,
   },
   {
+    module: "src/shards/problems.ts",
+    samples: {
+      misconfigured: () => shardProblems.misconfigured('D1_SHARDS names "DB_9", but the Worker has no D1 binding of that name.'),
+      unknownShard: () => shardProblems.unknownShard(3, 2),
+      schemaBehind: () => shardProblems.schemaBehind(1, "0017_history.sql", "0018_workspace_placements.sql"),
+      workspaceMisplaced: () => shardProblems.workspaceMisplaced("other", 1, 0),
+    } satisfies Samples<typeof shardProblems>,
+  },
+  {
     module: "src/http/routes/operator.ts",
     samples: {
       operatorTokenRequired: () => operatorProblems.operatorTokenRequired(),
@@ -178,6 +188,7 @@ describe("problem catalogs", () => {
     expectTypeOf<CatalogCode<typeof executionProblems>>().toEqualTypeOf<ExecutionProblemCode>();
     expectTypeOf<CatalogCode<typeof secretProblems>>().toEqualTypeOf<SecretProblemCode>();
     expectTypeOf<CatalogCode<typeof operatorProblems>>().toEqualTypeOf<OperatorProblemCode>();
+    expectTypeOf<CatalogCode<typeof shardProblems>>().toEqualTypeOf<ShardProblemCode>();
     expectTypeOf<CatalogCode<typeof demoProblems>>().toEqualTypeOf<DemoProblemCode>();
   });
 

@@ -303,7 +303,7 @@ describe("step chaining", () => {
     expect(bodies).toHaveLength(10);
     await h.deliver(bodies, { chain: { ...DEFAULT_CHAIN } });
     const queuedDone = h.queue.pending.filter((p) => (p.body as StepMessage).vertexId === "done").length;
-    const chainedDone = (await Promise.all(ids.map(stepsOf))).filter((s) => s.done?.state === "COMPLETED").length;
+    const chainedDone = (await Promise.all(ids.map((id) => stepsOf(id)))).filter((s) => s.done?.state === "COMPLETED").length;
     expect(chainedDone).toBeGreaterThan(0);
     expect(chainedDone + queuedDone).toBe(10);
     await h.drain();

@@ -1,9 +1,11 @@
 import { env } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { claimAndLoad, extendLease, settleAndDispatch } from "../../src/ledger";
 import { readTrace, type Trace } from "../../src/steps/trace";
 import { countingD1 } from "../helpers/counting-d1";
 import { chargeWorkflow, crashOnce, executionStatus, harness, seedWorkflow, stepsOf, unique, type StepView as StepRow } from "./helpers";
+
+afterEach(() => vi.restoreAllMocks());
 
 const WS = "steps-claims";
 
@@ -232,10 +234,38 @@ describe("claims", () => {
     expect(await executionStatus(id)).toBe("COMPLETED");
   });
 
-  it("poison messages (malformed body, unknown execution) are acked, never retried", async () => {
+  it("poison messages (malformed bodies) are acked, never retried", async () => {
     const h = harness();
-    const result = await h.deliver([{ nope: true }, "garbage", { executionId: "does-not-exist", vertexId: "x" }]);
-    expect(result.explicitAcks).toHaveLength(3);
+    const result = await h.deliver([{ nope: true }, "garbage"]);
+    expect(result.explicitAcks).toHaveLength(2);
+    expect(result.retryMessages).toHaveLength(0);
+  });
+
+  it("an execution its shard does not have is retried with an alert, never acked (a wrong shard must not drop a step)", async () => {
+    const lines: string[] = [];
+    vi.spyOn(console, "error").mockImplementation((line: unknown) => void lines.push(String(line)));
+    const h = harness();
+    const result = await h.deliver([{ executionId: "does-not-exist", vertexId: "x" }]);
+    expect(result.explicitAcks).toHaveLength(0);
+    expect(result.retryMessages.map((m) => m.msgId)).toEqual(["msg-1"]);
+    expect(result.retryDelays).toEqual([60]);
+    expect(lines.map((l) => JSON.parse(l) as { event: string })).toContainEqual(
+      expect.objectContaining({ event: "queue.execution_missing", executionId: "does-not-exist", shard: 0 }),
+    );
+  });
+
+  it("an execution removed by history (its tombstone kept) is acked: the message is harmless", async () => {
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    const h = harness();
+    await h.rt.db
+      .prepare(
+        `INSERT INTO execution_tombstones
+           (id, workspace, workflow_id, status, created_at, finished_at, removed_at, reason, archived, expires_at)
+         VALUES ('swept-one', 'steps-claims', 'wf', 'COMPLETED', 1, 2, 3, 'retention', 0, 9999999999999)`,
+      )
+      .run();
+    const result = await h.deliver([{ executionId: "swept-one", vertexId: "x" }]);
+    expect(result.explicitAcks).toEqual(["msg-1"]);
     expect(result.retryMessages).toHaveLength(0);
   });
 });

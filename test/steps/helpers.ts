@@ -18,6 +18,7 @@ import type { StepMessage } from "../../src/steps/messages";
 import { defaultRuntime, type StepQueue, type StepRuntime } from "../../src/steps/runtime";
 import { DEFAULT_CHAIN, type ChainConfig } from "../../src/steps/chain";
 import { createDemoApp } from "../../demo/src/app";
+import { dbOf } from "../helpers/shards";
 
 export const DEST = "http://localhost:8788";
 
@@ -138,10 +139,11 @@ export function unique(prefix: string): string {
   return `${prefix}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
 }
 
-export async function seedWorkflow(workspace: string, input: WorkflowDefinitionInput): Promise<StoredWorkflow> {
+/** Saves a workflow on its workspace's shard (test/helpers/shards.ts), where the engine will look for it. */
+export async function seedWorkflow(workspace: string, input: WorkflowDefinitionInput, db = dbOf(env, workspace)): Promise<StoredWorkflow> {
   const definition = WorkflowDefinition.parse(input);
-  await saveWorkflow(env.DB, workspace, definition, Date.now());
-  return (await getWorkflow(env.DB, workspace, definition.id))!;
+  await saveWorkflow(db, workspace, definition, Date.now());
+  return (await getWorkflow(db, workspace, definition.id))!;
 }
 
 /** The queue result plus the retry delays (which `getQueueResult` does not report). */
@@ -190,6 +192,14 @@ export interface HarnessOptions {
    * trigger does under `ctx.waitUntil`) through `rt.db`, and resolves once that inline work ended.
    */
   chain?: true | Partial<ChainConfig>;
+  /**
+   * The workspace whose executions this harness runs: its shard's database is the harness's (the
+   * runtime's and the start batch's), as the engine's entry points would choose it (SPEC section 13).
+   * Default: the test's `env.DB`.
+   */
+  workspace?: string;
+  /** The database the harness runs on (its runtime's and its start batch's), whatever the workspace. */
+  database?: D1Database;
 }
 
 export function harness(overrides: Partial<StepRuntime> = {}, options: HarnessOptions = {}): Harness {
@@ -197,7 +207,9 @@ export function harness(overrides: Partial<StepRuntime> = {}, options: HarnessOp
   const clock = new Clock();
   const queue = new CapturingQueue(clock);
   const dest = new Destination(unique("dest"));
+  const db = options.database ?? (options.workspace === undefined ? env.DB : dbOf(env, options.workspace));
   const rt = defaultRuntime(env, {
+    db,
     now: clock.now,
     queue,
     fetch: dest.fetch,
@@ -209,7 +221,7 @@ export function harness(overrides: Partial<StepRuntime> = {}, options: HarnessOp
   });
   let ids = 0;
   const inline: Array<Promise<unknown>> = [];
-  const ingress: IngressDeps = { db: env.DB, queue: queue as unknown as Queue<StepMessage>, now: clock.now };
+  const ingress: IngressDeps = { db, queue: queue as unknown as Queue<StepMessage>, now: clock.now };
   if (rt.chain) {
     ingress.db = rt.db;
     ingress.chain = { runtime: rt, waitUntil: (work) => inline.push(work) };
@@ -291,13 +303,13 @@ export interface StepView {
   error: string | null;
 }
 
-export async function stepsOf(executionId: string): Promise<Record<string, StepView>> {
-  const { results } = await env.DB.prepare("SELECT * FROM steps WHERE execution_id = ?1").bind(executionId).all<StepView>();
+export async function stepsOf(executionId: string, db: D1Database = env.DB): Promise<Record<string, StepView>> {
+  const { results } = await db.prepare("SELECT * FROM steps WHERE execution_id = ?1").bind(executionId).all<StepView>();
   return Object.fromEntries(results.map((r) => [r.vertex_id, r]));
 }
 
-export async function executionStatus(executionId: string): Promise<string | undefined> {
-  return (await env.DB.prepare("SELECT status FROM executions WHERE id = ?1").bind(executionId).first<{ status: string }>())?.status;
+export async function executionStatus(executionId: string, db: D1Database = env.DB): Promise<string | undefined> {
+  return (await db.prepare("SELECT status FROM executions WHERE id = ?1").bind(executionId).first<{ status: string }>())?.status;
 }
 
 /** entry → charge (Gateway with a business-derived key) → done (TRANSFORM). */
@@ -331,13 +343,18 @@ export function chargeWorkflow(id: string, charge: Record<string, unknown> = {})
 }
 
 /** Every row of every table, as one string: secret-canary tests search it. */
+/** Every row of every table of every shard, as one string (a leak scan looks everywhere). */
 export async function dumpEveryTable(): Promise<string> {
-  const { results } = await env.DB.prepare(
-    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> " +
-      "'d1_migrations'",
-  ).all<{ name: string }>();
   let dump = "";
-  for (const { name } of results) dump += JSON.stringify((await env.DB.prepare(`SELECT * FROM "${name}"`).all()).results);
+  for (const db of new Set([env.DB, env.DB_1, ...(env.TEST_SHARD_0 ? [env.TEST_SHARD_0] : [])])) {
+    const { results } = await db
+      .prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> " +
+          "'d1_migrations'",
+      )
+      .all<{ name: string }>();
+    for (const { name } of results) dump += JSON.stringify((await db.prepare(`SELECT * FROM "${name}"`).all()).results);
+  }
   return dump;
 }
 

@@ -9,6 +9,7 @@ import { app } from "../../src/app";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { keyringFrom, openSecret, sealSecret, importMasterKey, SecretUnreadableError } from "../../src/secrets/crypto";
 import { countingD1 } from "../helpers/counting-d1";
+import { dbOf } from "../helpers/shards";
 import { DEST, dumpEveryTable, harness, seedWorkflow, stepsOf, unique } from "./helpers";
 
 beforeEach(() => {
@@ -54,11 +55,15 @@ function callWith(secretName: string): WorkflowDefinitionInput {
 
 /** Run `callWith(name)` in `workspace`; the step and what the destination received. */
 async function runIn(workspace: string, secretName: string, rt: Parameters<typeof harness>[0] = {}) {
-  const h = harness(rt);
+  const h = harness(rt, { workspace });
   const wf = await seedWorkflow(workspace, callWith(secretName));
   const id = await h.start(wf, {});
   await h.drain();
-  return { step: (await stepsOf(id)).call!, received: h.dest.requests.map((r) => r.headers.authorization ?? null), h };
+  return {
+    step: (await stepsOf(id, dbOf(env, workspace))).call!,
+    received: h.dest.requests.map((r) => r.headers.authorization ?? null),
+    h,
+  };
 }
 
 describe("a workspace resolves only its own secrets", () => {
@@ -119,11 +124,17 @@ describe("a workspace resolves only its own secrets", () => {
   it("a ciphertext copied into another workspace's row fails to decrypt (AAD binds workspace and name): nothing is sent", async () => {
     const name = `MOVED_${unique("k").replace(/\W/g, "_")}`;
     expect((await putSecret("dev", name, "sk_moved_canary_5")).status).toBe(200);
-    await env.DB.prepare(
-      `INSERT INTO workspace_secrets (workspace, name, key_id, iv, ciphertext, created_at, updated_at)
-       SELECT 'other', name, key_id, iv, ciphertext, created_at, updated_at FROM workspace_secrets WHERE workspace = 'dev' AND name = ?1`,
-    )
+    // Copied across shards when the two workspaces live on two (test/helpers/shards.ts).
+    const row = await dbOf(env, "dev")
+      .prepare("SELECT name, key_id, iv, ciphertext, created_at, updated_at FROM workspace_secrets WHERE workspace = 'dev' AND name = ?1")
       .bind(name)
+      .first<Record<string, unknown>>();
+    await dbOf(env, "other")
+      .prepare(
+        `INSERT INTO workspace_secrets (workspace, name, key_id, iv, ciphertext, created_at, updated_at)
+         VALUES ('other', ?1, ?2, ?3, ?4, ?5, ?6)`,
+      )
+      .bind(row!.name, row!.key_id, row!.iv, row!.ciphertext, row!.created_at, row!.updated_at)
       .run();
     const other = await runIn("other", name, { env: envWith({ SECRET_GRANTS: `other:${name}`, [name]: "sk_worker_fallback" }) });
     expect(other.step.state).toBe("FAILED");
@@ -151,20 +162,20 @@ describe("stored encrypted, write-only", () => {
   it("the stored row never contains the plaintext (nor its base64); no table does", async () => {
     const value = "sk_plaintext_canary_7_ü";
     expect((await putSecret("other", "SCAN_ME", value)).status).toBe(200);
-    const rows = JSON.stringify((await env.DB.prepare("SELECT * FROM workspace_secrets").all()).results);
+    const rows = JSON.stringify((await dbOf(env, "other").prepare("SELECT * FROM workspace_secrets").all()).results);
     expect(rows).toContain("SCAN_ME");
     const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(value)));
     for (const leak of [value, "plaintext_canary_7", b64, b64.slice(0, 12)]) expect(rows).not.toContain(leak);
     const dump = await dumpEveryTable();
     expect(dump).not.toContain("plaintext_canary_7");
     // A second write of the same value draws a new IV: the ciphertext changes.
-    const before = await env.DB.prepare(
-      "SELECT iv, ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'SCAN_ME'",
-    ).first();
+    const before = await dbOf(env, "other")
+      .prepare("SELECT iv, ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'SCAN_ME'")
+      .first();
     await putSecret("other", "SCAN_ME", value);
-    const after = await env.DB.prepare(
-      "SELECT iv, ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'SCAN_ME'",
-    ).first();
+    const after = await dbOf(env, "other")
+      .prepare("SELECT iv, ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'SCAN_ME'")
+      .first();
     expect(after).not.toEqual(before);
   });
 
@@ -172,9 +183,9 @@ describe("stored encrypted, write-only", () => {
     const put = await putSecret("other", "LISTED", "sk_listed_canary_8");
     expect(put.status).toBe(200);
     expect(put.text).not.toContain("sk_listed_canary_8");
-    const { ciphertext } = (await env.DB.prepare(
-      "SELECT ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'LISTED'",
-    ).first<{ ciphertext: string }>())!;
+    const { ciphertext } = (await dbOf(env, "other")
+      .prepare("SELECT ciphertext FROM workspace_secrets WHERE workspace = 'other' AND name = 'LISTED'")
+      .first<{ ciphertext: string }>())!;
     const list = await api("GET", "/v1/secrets", "other");
     expect(list.status).toBe(200);
     expect(list.text).not.toContain("sk_listed_canary_8");
@@ -215,7 +226,7 @@ describe("stored encrypted, write-only", () => {
     expect(JSON.parse(noKey.text).code).toBe("secrets-master-key-missing");
     const shortKey = await api("PUT", "/v1/secrets/OK_NAME", "other", { value: "x" }, { SECRETS_MASTER_KEY: btoa("too short") });
     expect(shortKey.status).toBe(503);
-    expect(await env.DB.prepare("SELECT count(*) AS n FROM workspace_secrets WHERE name = 'OK_NAME'").first("n")).toBe(0);
+    expect(await dbOf(env, "other").prepare("SELECT count(*) AS n FROM workspace_secrets WHERE name = 'OK_NAME'").first("n")).toBe(0);
   });
 });
 

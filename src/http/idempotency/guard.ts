@@ -57,7 +57,7 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     // A misconfigured server, never the client's fault: fail closed.
     throw new Error("idempotency(): the principal function returned no principal; mount the middleware after authentication");
   }
-  const db = options.database(call.env);
+  const db = options.database(call.env, principal);
   if (!db) throw new Error("idempotency(): no D1 database (bind it as DB or pass the `database` option)");
 
   // The body is read exactly once, as bytes; the handler gets a request rebuilt from them.

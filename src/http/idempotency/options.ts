@@ -11,9 +11,14 @@ export interface IdempotencyOptions {
    */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the caller's own Env type, whatever it is
   principal: (request: Request, env: any, context?: Context) => string | Promise<string>;
-  /** The D1 database (default: env.DB). Tests pass the counting wrapper here. */
+  /**
+   * The D1 database (default: env.DB), given the request's env and the principal the rows are
+   * scoped by — a deployment that places principals on several databases picks the principal's
+   * here (idemflow's own routes need not: its auth middleware already bound `env.DB` to the
+   * workspace's shard). A one-argument function still works. Tests pass the counting wrapper here.
+   */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the caller's own Env type, whatever it is
-  database?: (env: any) => D1Database;
+  database?: (env: any, principal: string) => D1Database;
   /** Default true: a request without a key is answered 400. When false it runs unguarded. */
   required?: boolean;
   /** Extra request headers in the fingerprint (`content-type` is always in). */
@@ -69,7 +74,7 @@ export const GUARDED_METHODS = new Set(["POST", "PATCH", "DELETE"]);
 export interface ResolvedOptions {
   principal: IdempotencyOptions["principal"];
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the caller's own Env type, whatever it is
-  database: (env: any) => D1Database;
+  database: (env: any, principal: string) => D1Database;
   required: boolean;
   fingerprintHeaders: readonly string[];
   replayHeaders: readonly string[];
@@ -94,7 +99,8 @@ export function resolveOptions(options: IdempotencyOptions): ResolvedOptions {
   if (typeof options.principal !== "function") {
     fail("`principal` must be a function deriving the principal on the server (e.g. the authenticated workspace)");
   }
-  if (options.database !== undefined && typeof options.database !== "function") fail("`database` must be a function (env) => D1Database");
+  if (options.database !== undefined && typeof options.database !== "function")
+    fail("`database` must be a function (env, principal) => D1Database");
   const positiveInt = (name: string, value: number | undefined, fallback: number): number => {
     if (value === undefined) return fallback;
     if (!Number.isSafeInteger(value) || value < 1) fail(`\`${name}\` must be a positive integer, got ${String(value)}`);

@@ -75,7 +75,12 @@ const idempotencyKey = (required: boolean): HeaderParameter => ({
 
 // ---- problem sets ------------------------------------------------------------------------------
 
-const AUTH: Problems = { 401: ["unauthorized"], 500: ["internal-error"] };
+/** Every authenticated route: the token, and the workspace's shard (src/shards: placement, schema, configuration). */
+const AUTH: Problems = {
+  401: ["unauthorized"],
+  500: ["internal-error"],
+  503: ["shards-misconfigured", "shard-schema-behind", "workspace-misplaced"],
+};
 const GUARDED: Problems = {
   400: ["idempotency-key-invalid"],
   409: ["idempotency-key-in-progress", "idempotency-key-lost"],
@@ -248,7 +253,7 @@ export const OPERATIONS: readonly Operation[] = [
       401: ["webhook-signature-missing", "webhook-signature-stale", "webhook-signature-version-unsupported", "webhook-signature-invalid"],
       404: ["hook-not-found"],
       500: ["internal-error"],
-      503: ["webhook-secret-missing"],
+      503: ["webhook-secret-missing", "shards-misconfigured", "shard-schema-behind", "workspace-misplaced"],
     }),
   },
   {

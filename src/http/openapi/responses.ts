@@ -15,6 +15,7 @@ import type { IngressProblemCode } from "../../ingress/problems";
 import type { ExecutionProblemCode } from "../../steps/problems";
 import type { SecretProblemCode } from "../../secrets/problems";
 import type { OperatorProblemCode } from "../routes/operator";
+import type { ShardProblemCode } from "../../shards/problems";
 
 /** A time the engine renders with `Date.prototype.toISOString` (UTC, `Z`). */
 const Time = z.iso.datetime();
@@ -37,7 +38,8 @@ type ProblemCode =
   | IngressProblemCode
   | ExecutionProblemCode
   | SecretProblemCode
-  | OperatorProblemCode;
+  | OperatorProblemCode
+  | ShardProblemCode;
 
 /**
  * Every code the engine's catalogs answer (docs/problems.md; the demo destinations' own catalog is
@@ -101,6 +103,9 @@ export const PROBLEM_CODES = [
   "secret-value-invalid",
   "secrets-master-key-missing",
   "operator-token-required",
+  "shards-misconfigured",
+  "shard-schema-behind",
+  "workspace-misplaced",
 ] as const satisfies readonly ProblemCode[];
 
 type MissingProblemCode = Exclude<ProblemCode, (typeof PROBLEM_CODES)[number]>;
@@ -352,8 +357,19 @@ export const SecretList = z.object({ items: z.array(SecretListing) });
 
 // ---- operator (src/http/routes/operator.ts) ---------------------------------------------------------
 
+const ShardStorage = z.object({
+  shard: Count.describe("the shard's number (its place in D1_SHARDS)"),
+  binding: z.string().describe("the shard's D1 binding"),
+  sizeBytes: Count,
+  limitBytes: Count,
+  executionsRetained: Count,
+  bytesPerExecution: Count.nullable(),
+  usedFraction: z.number().min(0),
+});
+
 export const StorageFigures = z
   .object({
+    shards: z.array(ShardStorage).describe("every shard's figures, in shard order: each shard is its own database with its own limit"),
     sizeBytes: Count.describe("the database's size in bytes (D1's `meta.size_after`: its pages in use), every workspace, indexes included"),
     limitBytes: Count.describe("D1's maximum database size: 10 GB, read as 10^10 bytes"),
     executionsRetained: Count.describe("the rows of `executions` (a counter kept by triggers, not a scan)"),
@@ -361,7 +377,7 @@ export const StorageFigures = z
     usedFraction: z.number().min(0).describe("sizeBytes / limitBytes; at 0.8 and above the engine logs `storage.high`"),
     note: z.string().describe("how to read the size: production D1 reclaims deleted rows' space; locally the SQLite file never shrinks"),
   })
-  .describe("the whole database's storage figures, for an operator token only");
+  .describe("shard 0's storage figures at the top level, every shard's in `shards`, for an operator token only");
 
 /** The document itself (GET /v1/openapi.json): an OpenAPI 3.1 object. */
 export const OpenApiDocument = z.object({ openapi: z.literal("3.1.0") }).catchall(z.unknown());

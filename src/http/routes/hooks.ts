@@ -17,13 +17,16 @@ import { parseSignedTriggerBody } from "../../ingress/payload";
 import { ingressProblems } from "../../ingress/problems";
 import { resolveSigningSecret, verifyWebhookSignature } from "../../ingress/signature";
 import { secretLookup } from "../../secrets/resolve";
+import { placeWorkspace } from "../../shards/placement";
 import { forceNewExecution, maxPayloadBytes, startResponse, triggerFromRequest } from "../../ingress/trigger";
 
 export const hookRoutes = new Hono<AppEnv>();
 
 hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
-  const deps = ingressDeps(c.env, requestCtx(c));
   const workspace = c.req.param("workspaceId");
+  // The public route records no placement (anyone may name any workspace): it reads its shard, fenced.
+  c.env = await placeWorkspace(c.env, workspace, { record: false });
+  const deps = ingressDeps(c.env, requestCtx(c));
   const workflowId = c.req.param("workflowId");
   const url = new URL(c.req.url);
   forceNewExecution("production", url);

@@ -14,6 +14,7 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { storageHighLine } from "../../history/storage-task";
+import { InvocationShards } from "../../shards/invocation";
 import { readStorage } from "../../ledger";
 import { commonProblems } from "../../lib/common-problems";
 import { equalDigests, sha256 } from "../../lib/crypto";
@@ -87,8 +88,16 @@ export const operatorRoutes = new Hono<AppEnv>();
 
 operatorRoutes.use("*", requireOperator);
 
+/**
+ * Every shard's figures (`shards`, in shard order), and shard 0's at the top level as before shards
+ * existed. Each shard is its own database with its own 10 GB: the figures are never summed.
+ */
 operatorRoutes.get("/storage", async (c) => {
-  const figures = await readStorage(c.env.DB);
-  log.line(storageHighLine(figures, "operator"));
-  return c.json({ ...figures, note: STORAGE_NOTE });
+  const shards = new InvocationShards(c.env);
+  const figures = await Promise.all(
+    shards.config.bindings.map(async (binding, shard) => ({ shard, binding, ...(await readStorage(shards.env(shard).DB)) })),
+  );
+  for (const each of figures) log.line(storageHighLine(each, "operator", each.shard));
+  const { shard: _shard, binding: _binding, ...first } = figures[0]!;
+  return c.json({ ...first, shards: figures, note: STORAGE_NOTE });
 });

@@ -4,9 +4,13 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it, vi } from "vitest";
+import { placeWorkspace } from "../../../src/shards/placement";
 import { harness, problemOf, uniqueKey } from "./harness";
 
 beforeAll(async () => {
+  // The harness's workspace was placed before the table went (a placement is recorded once, at its
+  // first use, and its first use reads idempotency_keys: src/shards/placement.ts).
+  await placeWorkspace(env, "dev");
   await env.DB.prepare("DROP TABLE idempotency_keys").run();
 });
 
