@@ -19,7 +19,8 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { ROOT, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { migrateShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { machine, markdownTable } from "./lib/report.mjs";
@@ -128,7 +129,7 @@ async function main() {
     const engines = [];
     for (const mode of ["on", "off"]) {
       const persistTo = join(dir, `engine-${mode}`);
-      await applyMigrations({ database: "idemflow", persistTo, logFile: join(dir, "setup.log") });
+      await migrateShards({ persistTo, logFile: join(dir, "setup.log") });
       const envFile = join(dir, `engine-${mode}.env`);
       await writeFile(envFile, "PAYMENTS_KEY=sk_bench_chain_local\nWEBHOOK_SECRET=whsec_bench_chain_local\n");
       const worker = await startWorker({

@@ -5,7 +5,8 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { migrateShards } from "../scripts/lib/shards.mjs";
 import { benchLedger, formatLedger } from "./ledger.mjs";
 import { benchTriggers, formatTriggers } from "./triggers.mjs";
 import { machine } from "./lib/report.mjs";
@@ -39,7 +40,7 @@ process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
 process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 const raw = { machine: info, durationMs, at: new Date().toISOString(), results: {} };
 try {
-  await applyMigrations({ database: "idemflow", persistTo, logFile: join(dir, "setup.log") });
+  await migrateShards({ persistTo, logFile: join(dir, "setup.log") });
   const server = await startWorker({
     name: "engine",
     persistTo,

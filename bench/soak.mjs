@@ -52,6 +52,7 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { migrateShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { bytesByObject, fileBytes, hasSqlite, journalMode, sqliteFile, sqliteRows } from "./lib/local-d1.mjs";
@@ -115,8 +116,7 @@ async function startSystem(dir, tag, vars) {
   const enginePersist = join(dir, `engine-${tag}`);
   const demoPersist = join(dir, `demo-${tag}`);
   await Promise.all([
-    applyMigrations({
-      database: "idemflow",
+    migrateShards({
       config: snapshots.engine,
       persistTo: enginePersist,
       logFile: join(logs, `${tag}-migrate.log`),

@@ -23,6 +23,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { importTs } from "../scripts/import-ts.mjs";
 import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { migrateShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { fmt, machine, markdownTable } from "./lib/report.mjs";
@@ -435,7 +436,7 @@ async function main() {
     const enginePersist = join(dir, "engine-state");
     const demoPersist = join(dir, "demo-state");
     await Promise.all([
-      applyMigrations({ database: "idemflow", persistTo: enginePersist, logFile: setupLog }),
+      migrateShards({ persistTo: enginePersist, logFile: setupLog }),
       applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: demoPersist, logFile: setupLog }),
     ]);
     // Secrets for the engine from a temporary env file: with --env-file, wrangler dev does not

@@ -8,6 +8,9 @@
  * 50-concurrent-duplicates story, asserting on what the demo destinations recorded.
  * Every answer of the engine is validated against its own OpenAPI document (GET /v1/openapi.json,
  * scripts/lib/openapi-check.mjs): an undocumented status or a body off the document fails the story.
+ * The engine runs on the shards of wrangler.toml (D1_SHARDS, WORKSPACE_SHARDS: `dev` on shard 0,
+ * `other` on shard 1), every one migrated; the shard stories read each shard's local database with
+ * `wrangler d1 execute` to check that a workspace's rows are on its shard and on no other.
  * Prints `N passed, N failed` and exits non-zero on any failure. Bounded: every wait has a cap.
  */
 import { createHash, createHmac, randomBytes } from "node:crypto";
@@ -16,11 +19,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
-import { DEMO_CONFIG, ROOT, applyMigrations, runWrangler, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
+import { DEMO_CONFIG, ROOT, applyMigrations, queryD1, runWrangler, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
+import { describeShard, migrateShards, readShards } from "./lib/shards.mjs";
 import { openApiChecker } from "./lib/openapi-check.mjs";
 import { browserStories } from "./lib/browser-stories.mjs";
 
 const TOKEN = "dev-token";
+const OTHER_TOKEN = "other-token";
+/** The shards and placement of wrangler.toml, as the engine under test reads them. */
+const SHARDS = readShards();
 const PAYMENTS_KEY = "sk_e2e_canary_91c3";
 const WEBHOOK_SECRET = "whsec_e2e_canary_5a0e";
 /** Seals workspace secrets (PUT /v1/secrets) in the temporary D1; fresh per run. */
@@ -73,8 +80,12 @@ try {
       "demo/migrations/0001_idempotency_keys.sql differs from migrations/0001_idempotency_keys.sql: copy the engine's file over it",
     );
   }
+  // The shard stories compare two workspaces' databases: they must be two.
+  if (SHARDS.placement.shardOf("dev") === SHARDS.placement.shardOf("other")) {
+    throw new Error(`wrangler.toml places dev and other on one shard (WORKSPACE_SHARDS "${SHARDS.vars.WORKSPACE_SHARDS ?? ""}")`);
+  }
   stateDir = await mkdtemp(join(tmpdir(), "idemflow-e2e-"));
-  await applyMigrations({ database: "idemflow", persistTo: stateDir });
+  await migrateShards({ persistTo: stateDir });
   await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: stateDir });
 
   const echo = (tag) => (verbose ? (line) => log(`${tag} ${line}`) : undefined);
@@ -97,6 +108,9 @@ try {
   });
   workers = [engine, demo];
   log(`e2e: state in ${stateDir}; engine :${engine.port}, demo :${demo.port}`);
+  log(
+    `e2e: ${SHARDS.shards.length} shards, migrated; dev on ${describeShard(shardOf("dev"))}, other on ${describeShard(shardOf("other"))}`,
+  );
   await Promise.all([waitForHealth(engine, 120_000), waitForHealth(demo, 120_000)]);
   log(`e2e: both workers healthy after ${((Date.now() - started) / 1000).toFixed(1)}s`);
 
@@ -160,12 +174,22 @@ async function demoGet(path) {
 
 const trigger = (workflowId, payload, query = "") => api("POST", `/v1/workflows/${workflowId}/trigger${query}`, { body: payload });
 
+// Shards: each shard's local database, read beside the running engine (the e2e's state directory).
+
+/** The shard (an entry of SHARDS.shards) wrangler.toml places a workspace on. */
+function shardOf(workspace) {
+  return SHARDS.shards[SHARDS.placement.shardOf(workspace)];
+}
+/** Run SQL on one shard's local database: one array of rows per statement. */
+const onShard = (shard, sql) => queryD1({ database: shard.databaseName, sql, persistTo: stateDir });
+const sqlText = (value) => `'${String(value).replaceAll("'", "''")}'`;
+
 /** Poll the trace until the execution is finished (COMPLETED, FAILED or CANCELLED) or the cap passes. */
-async function waitForExecution(executionId, capMs = 45_000) {
+async function waitForExecution(executionId, capMs = 45_000, token = TOKEN) {
   const deadline = Date.now() + capMs;
   let last;
   while (Date.now() < deadline) {
-    last = await api("GET", `/v1/executions/${executionId}`);
+    last = await api("GET", `/v1/executions/${executionId}`, { headers: { authorization: `Bearer ${token}` } });
     if (last.status === 200 && ["COMPLETED", "FAILED", "CANCELLED"].includes(last.json?.status)) return last.json;
     await sleep(300);
   }
@@ -500,6 +524,103 @@ await test("a signed webhook (v1, hook-bound) starts one execution, a resend ded
   expectEqual(trace.status, "COMPLETED", "signed execution");
 });
 
+await test("shards: other's workflow runs on its shard (a queued retry, a duplicate, a replayed key), dev's on its own", async () => {
+  const workflowId = `shards-${RUN}`;
+  const definition = {
+    id: workflowId,
+    vertices: [
+      { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
+      {
+        id: "label",
+        type: "GATEWAY",
+        config: {
+          method: "POST",
+          url: `${demo.url}/shipping/labels`,
+          headers: { "Idempotency-Key": "= $idempotencyKey('shard-label', payload.order.id)", "Content-Type": "application/json" },
+          body: "= { 'order': payload.order.id }",
+          retry: { maxAttempts: 5, backoff: "exponential", initialDelayMs: 1000 },
+        },
+      },
+      { id: "done", type: "TRANSFORM", config: { output: { label: "= steps.label.body.id" } } },
+    ],
+    edges: [
+      { from: "received", to: "label" },
+      { from: "label", to: "done" },
+    ],
+  };
+  const runs = [];
+  for (const [workspace, token] of [
+    ["other", OTHER_TOKEN],
+    ["dev", TOKEN],
+  ]) {
+    const as = { authorization: `Bearer ${token}` };
+    const saved = await api("PUT", `/v1/workflows/${workflowId}`, { body: definition, headers: as });
+    expectEqual(saved.status, 201, `PUT the workflow as ${workspace} (${saved.text.slice(0, 300)})`);
+    // The label's first answer is lost after it committed: the retry waits its backoff as a queue
+    // message, which must bring it back to the workspace's shard.
+    const armed = await fetch(`${demo.url}/faults`, {
+      method: "POST",
+      body: JSON.stringify({ path: "/shipping/labels", mode: "after-commit", count: 1 }),
+    });
+    expectEqual(armed.status, 201, "POST /faults status");
+    const key = `shards-${workspace}-${RUN}`;
+    const payload = { order: { id: `SH-${workspace}-${RUN}` } };
+    const path = `/v1/workflows/${workflowId}/trigger`;
+    const first = await api("POST", path, { body: payload, headers: { ...as, "idempotency-key": key } });
+    expectEqual(first.status, 202, `${workspace}'s trigger (${first.text.slice(0, 300)})`);
+    const duplicate = await api("POST", path, { body: payload, headers: as });
+    expectEqual([duplicate.status, duplicate.json?.executionId], [200, first.json.executionId], `${workspace}'s duplicate trigger`);
+    const replayed = await api("POST", path, { body: payload, headers: { ...as, "idempotency-key": key } });
+    expectEqual(replayed.headers.get("idempotent-replayed"), "true", `${workspace}'s trigger with the same Idempotency-Key replays`);
+    const trace = await waitForExecution(first.json.executionId, 60_000, token);
+    expectEqual(trace.status, "COMPLETED", `${workspace}'s execution (steps: ${JSON.stringify(trace.steps)})`);
+    const label = stepOf(trace, "label");
+    expect(label?.attempt >= 2, `${workspace}'s label step should have needed a second attempt: ${JSON.stringify(label)}`);
+    expectEqual(label.output?.headers?.["idempotent-replayed"], "true", `${workspace}'s retry was answered by the destination's ledger`);
+    runs.push({ workspace, executionId: first.json.executionId, key });
+  }
+  const [other, dev] = runs;
+  expectEqual((await api("GET", `/v1/executions/${other.executionId}`)).status, 404, "other's execution read with dev's token");
+  const asOther = { authorization: `Bearer ${OTHER_TOKEN}` };
+  expectEqual((await api("GET", `/v1/executions/${dev.executionId}`, { headers: asOther })).status, 404, "dev's execution read as other");
+
+  // In each shard's database: the execution's rows on its workspace's shard, none on any other.
+  for (const { workspace, executionId, key } of runs) {
+    const id = sqlText(executionId);
+    const scope = `workspace = ${sqlText(workspace)} AND workflow_id = ${sqlText(workflowId)}`;
+    const sql = Object.entries({
+      executions: `executions WHERE id = ${id}`,
+      execution_identities: `execution_identities WHERE execution_id = ${id}`,
+      steps: `steps WHERE execution_id = ${id}`,
+      step_attempts: `step_attempts WHERE execution_id = ${id}`,
+      step_events: `step_events WHERE execution_id = ${id}`,
+      duplicate_triggers: `duplicate_triggers WHERE execution_id = ${id}`,
+      workflows: `workflows WHERE ${scope}`,
+      workflow_versions: `workflow_versions WHERE ${scope}`,
+      idempotency_keys: `idempotency_keys WHERE principal = ${sqlText(workspace)} AND idem_key = ${sqlText(key)}`,
+    })
+      .map(([table, from]) => `SELECT '${table}' AS tbl, count(*) AS n FROM ${from};`)
+      .join("\n"); // one statement each: D1 allows only a few terms in a compound SELECT
+    for (const shard of SHARDS.shards) {
+      const counts = Object.fromEntries((await onShard(shard, sql)).flat().map((row) => [row.tbl, row.n]));
+      const where = `${workspace}'s rows on ${describeShard(shard)}: ${JSON.stringify(counts)}`;
+      if (shard === shardOf(workspace)) {
+        const one = ["executions", "execution_identities", "workflows", "workflow_versions", "idempotency_keys"];
+        expect(
+          one.every((table) => counts[table] === 1),
+          `${where} (expected 1 each of ${one.join(", ")})`,
+        );
+        expect(counts.steps >= 2 && counts.step_attempts >= 2 && counts.duplicate_triggers >= 1, where);
+      } else {
+        expect(
+          Object.values(counts).every((n) => n === 0),
+          `${where} (expected none: the workspace is on ${describeShard(shardOf(workspace))})`,
+        );
+      }
+    }
+  }
+});
+
 await test("50 concurrent identical triggers: one 202, 49 deduplicated 200s, one execution, exactly one charge", async () => {
   const orderId = `C50-${RUN}`;
   const body = { order: { id: orderId, total: 50 } };
@@ -582,6 +703,16 @@ await test("the storage figures answer an operator token only", async () => {
   expectEqual(figures.status, 200, `operator token (${figures.text.slice(0, 300)})`);
   expect(figures.json?.sizeBytes > 0, "sizeBytes");
   expect(figures.json?.executionsRetained > 0, "executionsRetained");
+  // Each shard is its own database with its own limit: one entry per shard, never a sum.
+  expectEqual(
+    figures.json?.shards?.map((shard) => shard.binding),
+    SHARDS.shards.map((shard) => shard.binding),
+    "the shards of the storage figures",
+  );
+  expect(
+    figures.json.shards.every((shard) => shard.executionsRetained > 0),
+    `executions retained per shard: ${figures.json.shards.map((shard) => shard.executionsRetained).join(", ")}`,
+  );
   const workspace = await api("GET", "/v1/operator/storage");
   expectEqual(workspace.status, 403, "a workspace token");
 });
@@ -665,7 +796,7 @@ async function bigExecution() {
   ].join("\n");
   const file = join(stateDir, "big-execution.sql");
   await writeFile(file, sql);
-  await runWrangler(["d1", "execute", "idemflow", "--local", "--persist-to", stateDir, "--file", file]);
+  await runWrangler(["d1", "execute", shardOf("dev").databaseName, "--local", "--persist-to", stateDir, "--file", file]);
   return { executionId: id, steps: 200 };
 }
 
@@ -684,11 +815,47 @@ await browserStories({
   engineUrl: engine.url,
   demoUrl: demo.url,
   token: TOKEN,
-  otherToken: "other-token",
+  otherToken: OTHER_TOKEN,
   paymentsKey: PAYMENTS_KEY,
   run: RUN,
   screenshots,
   engineLog: () => engineLines,
+});
+
+await test("shards: after the whole run, every workspace's rows are on its shard only, and shard 0 records where each lives", async () => {
+  // Every table with a workspace column (the Idempotency-Key ledger: its principal, the workspace),
+  // read from the schema, so a table a later migration adds is checked too. workspace_placements
+  // is the placement record itself: on shard 0, naming every workspace.
+  const [tables] = await onShard(SHARDS.shards[0], "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  const has = (sql, column) => new RegExp(`(?:^|[(,])\\s*${column}\\s+TEXT\\b`, "im").test(sql ?? "");
+  const scoped = tables
+    .filter(({ name }) => name !== "workspace_placements")
+    .flatMap(({ name, sql }) => (has(sql, "workspace") ? [[name, "workspace"]] : has(sql, "principal") ? [[name, "principal"]] : []));
+  const names = scoped.map(([name]) => name);
+  expect(
+    ["workflows", "executions", "steps", "workspace_secrets", "idempotency_keys"].every((name) => names.includes(name)),
+    `tables with a workspace column: ${names.join(", ")}`,
+  );
+  const sql = scoped
+    .map(([name, column]) => `SELECT '${name}' AS tbl, ${column} AS workspace, count(*) AS n FROM ${name} GROUP BY ${column};`)
+    .join("\n");
+  const seen = new Map();
+  for (const shard of SHARDS.shards) {
+    const rows = (await onShard(shard, sql)).flat();
+    const misplaced = rows.filter((row) => shardOf(row.workspace) !== shard);
+    expect(misplaced.length === 0, `rows on ${describeShard(shard)} of a workspace placed elsewhere: ${JSON.stringify(misplaced)}`);
+    for (const row of rows) seen.set(row.workspace, (seen.get(row.workspace) ?? 0) + row.n);
+  }
+  expect(seen.get("dev") > 0 && seen.get("other") > 0, `rows per workspace: ${JSON.stringify(Object.fromEntries(seen))}`);
+  const [placed] = await onShard(
+    SHARDS.shards[0],
+    "SELECT workspace, shard FROM workspace_placements WHERE workspace IN ('dev', 'other') ORDER BY workspace",
+  );
+  expectEqual(
+    placed,
+    ["dev", "other"].map((workspace) => ({ workspace, shard: shardOf(workspace).index })),
+    "shard 0's placement record",
+  );
 });
 
 await test("every answer of the engine matched its OpenAPI document", async () => {

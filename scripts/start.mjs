@@ -4,18 +4,20 @@
  *
  *   1. creates .dev.vars (local secrets) when it does not exist, and adds a random
  *      SECRETS_MASTER_KEY to it when it has none (older files),
- *   2. applies the D1 migrations of the engine and of the demo destinations (local state lives in
- *      .wrangler/state and survives restarts; `npm run reset` wipes it),
+ *   2. applies the D1 migrations of the engine to every shard of D1_SHARDS (locally two databases,
+ *      each its own SQLite file: workspace `dev` on shard 0, `other` on shard 1) and of the demo
+ *      destinations (local state lives in .wrangler/state and survives restarts; `npm run reset` wipes it),
  *   3. starts the engine (`wrangler dev --port 8787 --test-scheduled`: HTTP, queue consumer, cron)
  *      and the demo destinations (`wrangler dev -c demo/wrangler.toml --port 8788`),
  *   4. waits for both /health routes, loads every workflows/*.json into workspace `dev`,
- *   5. prints the URLs, the token and the next command. Ctrl-C stops everything it started.
+ *   5. prints the URLs, the token, where each workspace lives and the next command. Ctrl-C stops everything it started.
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
+import { describeShard, migrateShards, readShards, tokenWorkspaces } from "./lib/shards.mjs";
 import { DEMO_CONFIG, ROOT, WRANGLER, applyMigrations, portInUse, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
 
 const ENGINE_PORT = 8787;
@@ -66,13 +68,25 @@ if (!existsSync(DEV_VARS)) {
   say("added a random SECRETS_MASTER_KEY to .dev.vars (it seals workspace secrets in the local D1)");
 }
 
-say("applying D1 migrations (engine, then demo destinations)…");
+let config;
 try {
-  await applyMigrations({ database: "idemflow" });
+  config = readShards();
+} catch (error) {
+  fail(error.message);
+}
+say(`applying D1 migrations (the engine's ${config.shards.length} shards, then the demo destinations)…`);
+try {
+  await migrateShards({
+    onMigrated: (shard, applied) => say(`  ${describeShard(shard)}: ${applied.length === 0 ? "up to date" : `applied ${applied.length}`}`),
+  });
   await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: STATE_DIR });
 } catch (error) {
   fail(`migrations failed.\n${error.message}\nIf the local state is from an older build, \`npm run reset\` wipes it.`);
 }
+/** Where each workspace of the local API_TOKENS lives: "dev (dev-token) on shard 0 (DB → idemflow)". */
+const placements = tokenWorkspaces(config.vars).map(
+  ({ token, workspace }) => `${workspace} (${token}) on ${describeShard(config.shards[config.placement.shardOf(workspace)])}`,
+);
 
 let stopping = false;
 async function shutdown(exitCode) {
@@ -134,6 +148,8 @@ idemflow is running.
   engine              http://localhost:${ENGINE_PORT}    token: ${TOKEN} (workspace dev)
   demo destinations   http://localhost:${DEMO_PORT}    payments, shipping, legacy orders, faults
   inspector           http://localhost:${ENGINE_PORT}/ui/    sign in with ${TOKEN}: where every duplicate was stopped
+  shards              ${placements.join("\n                      ")}
+                      one local database each (D1_SHARDS, WORKSPACE_SHARDS in wrangler.toml; docs/shards.md)
 
 Try it (then see docs/walkthrough.md):
   curl -s -X POST http://localhost:${ENGINE_PORT}/v1/workflows/order-fulfilment/trigger \\

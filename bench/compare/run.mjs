@@ -18,6 +18,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { basename, join, resolve, dirname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DEMO_CONFIG, ROOT, applyMigrations, runWrangler, startWorker, stopAll, waitForHealth } from "../../scripts/lib/wrangler-dev.mjs";
+import { migrateShards } from "../../scripts/lib/shards.mjs";
 import { percentile, runLoad, shuffle } from "../lib/load.mjs";
 import { startProfile, summarizeProfile } from "../lib/profile.mjs";
 import { treeCpuMs } from "../lib/cpu.mjs";
@@ -79,8 +80,7 @@ async function setup() {
     snapshot({ tmp, logs, name: "workflows", config: join(HERE, "wrangler.toml") }),
   ]);
   await Promise.all([
-    applyMigrations({
-      database: "idemflow",
+    migrateShards({
       config: engineConfig,
       persistTo: join(tmp, "engine"),
       logFile: join(logs, "engine-migrate.log"),

@@ -20,7 +20,7 @@ export async function snapshotConfig({ dir, logFile, name, config, main }) {
     buildConfig,
     source
       .replace(/^main\s*=.*$/m, `main = ${JSON.stringify(entry)}`)
-      .replace(/^migrations_dir\s*=\s*"([^"]+)"/m, (_, d) => `migrations_dir = ${JSON.stringify(resolve(configDir, d))}`)
+      .replace(/^migrations_dir\s*=\s*"([^"]+)"/gm, (_, d) => `migrations_dir = ${JSON.stringify(resolve(configDir, d))}`)
       .replace(/^directory\s*=\s*"([^"]+)"/m, (_, d) => `directory = ${JSON.stringify(resolve(configDir, d))}`),
   );
   const outdir = join(dir, `${name}-build`);

@@ -1,7 +1,7 @@
 /**
  * The one way idemflow's scripts run wrangler: `npm start`, `npm run e2e` and every bench that
  * needs a Worker start, health-check, log and stop `wrangler dev` through this module, and run
- * one-shot commands (`d1 migrations apply`, `deploy --dry-run`) with `runWrangler`.
+ * one-shot commands (`d1 migrations apply`, `d1 execute`, `deploy --dry-run`) with `runWrangler` or `queryD1`.
  *
  * Wrangler runs on the same Node as the caller (`process.execPath`): started from an npm script
  * that is the npm-pinned Node, which wrangler needs. Outside connections are switched off.
@@ -63,8 +63,8 @@ function spawnWrangler(args, { detached = false, logFile, onLine }) {
 }
 
 /** Run a wrangler command to completion; rejects with its last output lines when it fails. */
-export function runWrangler(args, { logFile } = {}) {
-  const { child, recentOutput, closeLog } = spawnWrangler(args, { logFile });
+export function runWrangler(args, { logFile, onLine } = {}) {
+  const { child, recentOutput, closeLog } = spawnWrangler(args, { logFile, onLine });
   return new Promise((resolveRun, reject) => {
     child.on("error", reject);
     child.on("close", async (code) => {
@@ -75,12 +75,51 @@ export function runWrangler(args, { logFile } = {}) {
   });
 }
 
-/** `wrangler d1 migrations apply <database> --local`, for the engine (no config) or another Worker. */
-export function applyMigrations({ database, config, persistTo, logFile }) {
-  const args = ["d1", "migrations", "apply", database, "--local"];
+/**
+ * `wrangler d1 migrations apply <database> --local` (or `--remote`), for the engine (no config) or
+ * another Worker. The engine has one database per shard: `migrateShards` (./shards.mjs) applies them all.
+ */
+export function applyMigrations({ database, config, env, remote = false, persistTo, logFile, onLine }) {
+  const args = ["d1", "migrations", "apply", database, remote ? "--remote" : "--local"];
+  if (config) args.push("-c", config);
+  if (env) args.push("--env", env);
+  if (persistTo && !remote) args.push("--persist-to", persistTo);
+  return runWrangler(args, { logFile, onLine });
+}
+
+/**
+ * `wrangler d1 execute <database> --local --json --command <sql>`: resolves to one `results` array
+ * per statement of `sql` (wrangler runs them in order); rejects with D1's error text. Its own config
+ * (`config`) and state directory (`persistTo`) as `applyMigrations`.
+ */
+export function queryD1({ database, sql, config, persistTo }) {
+  const args = ["d1", "execute", database, "--local", "--json", "--command", sql];
   if (config) args.push("-c", config);
   if (persistTo) args.push("--persist-to", persistTo);
-  return runWrangler(args, { logFile });
+  const child = spawn(process.execPath, [WRANGLER, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...OFFLINE_ENV, FORCE_COLOR: "0" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const out = [];
+  const err = [];
+  child.stdout.on("data", (chunk) => out.push(chunk));
+  child.stderr.on("data", (chunk) => err.push(chunk));
+  return new Promise((resolveQuery, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => {
+      const stdout = Buffer.concat(out).toString("utf8");
+      let parsed;
+      try {
+        parsed = JSON.parse(stdout);
+      } catch {
+        parsed = undefined;
+      }
+      if (code === 0 && Array.isArray(parsed)) return resolveQuery(parsed.map((statement) => statement.results ?? []));
+      const why = parsed?.error?.text ?? `${stdout}${Buffer.concat(err).toString("utf8")}`.trim().slice(-2_000);
+      reject(new Error(`wrangler d1 execute ${database} exited with ${code}: ${why}\n    (the SQL: ${sql.slice(0, 500)})`));
+    });
+  });
 }
 
 /** Every `wrangler dev` started here and not stopped yet. */

@@ -12,7 +12,7 @@
 import { claimSweepLease, releaseSweepLease } from "../ledger";
 import type { PeriodicTask } from "../lib/periodic-task";
 import type { LogLine } from "../lib/log";
-import { countQueries } from "../steps/query-count";
+import { countQueries } from "../lib/query-count";
 import { ARCHIVE_READ_QUERIES, archiverFor } from "./archive";
 import { deploymentRetention, keySendHorizonMs } from "./retention";
 import { DEFAULT_SWEEP_LIMITS, emptyReport, sweepHistory, type HistorySweepLimits, type HistorySweepReport } from "./sweep";

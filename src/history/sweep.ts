@@ -57,7 +57,7 @@ export interface HistorySweepDeps {
   now: number;
   /** The clock of the time budget (the wall clock; tests pass their own). */
   elapsed: () => number;
-  /** Queries sent so far in this invocation (src/steps/query-count.ts). */
+  /** Queries sent so far in this invocation (src/lib/query-count.ts). */
   queries: () => number;
   archive: Archiver | null;
   /** Queries one archive call may send (reads of the traces): counted before a pass starts. */

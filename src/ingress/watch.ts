@@ -14,7 +14,7 @@ import {
   type StepProgressRecord,
   type StepState,
 } from "../ledger";
-import type { QueryReservation } from "../steps/query-count";
+import type { QueryReservation } from "../lib/query-count";
 import { omitted } from "../steps/trace";
 import type { StartResult } from "./start";
 

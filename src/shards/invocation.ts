@@ -3,7 +3,7 @@
  * a cron tick may work on every shard, and Workers allow 1,000 D1 queries per invocation, not per
  * database: whatever budgets the work (the chaining budget, the cron allocator) sees the sum.
  */
-import { countQueries, type CountedD1 } from "../steps/query-count";
+import { countQueries, type CountedD1 } from "../lib/query-count";
 import { databaseOf, shardConfig, type ShardConfig } from "./config";
 import { shardEnv, workerEnv, type ShardEnv } from "./shard-env";
 

@@ -16,7 +16,7 @@ import type { ChainedClaim, ChainOffer, ClaimedStep, StepInputs, StepRef, StepRu
 import { predecessorsOf, vertexOf } from "./graph";
 import { ownMember, setOwnMember } from "../lib/own-member";
 import type { ExpressionContext } from "./plan";
-import { countQueries, type CountedD1, type QueryReservation } from "./query-count";
+import { countQueries, type CountedD1, type QueryReservation } from "../lib/query-count";
 
 export interface ChainConfig {
   /** The most steps one invocation runs after the one it was started for. */
@@ -134,7 +134,7 @@ export interface BudgetOffer extends ChainOffer {
 /**
  * One invocation's chaining budget, shared by every message of a queue batch (the query limit is
  * per invocation). It counts the D1 queries sent through `db` — with the invocation's own counter
- * when `db` is already counted (src/steps/query-count.ts): a stream's polls and the inline run of
+ * when `db` is already counted (src/lib/query-count.ts): a stream's polls and the inline run of
  * its first step then share one count, and what the stream reserved counts as spent.
  *
  * The messages of a batch run at once, so an offer RESERVES: the step counts from the moment it is

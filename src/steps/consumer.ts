@@ -23,7 +23,7 @@ import { maybeReap } from "./reaper";
 import { delaySeconds } from "./retry-policy";
 import { MIN_HEARTBEAT_MS, runStep } from "./run-step";
 import { defaultRuntime, type StepRuntime } from "./runtime";
-import type { QueryReservation } from "./query-count";
+import type { QueryReservation } from "../lib/query-count";
 import { errorMessage, log } from "../lib/log";
 import { shardOfEnv } from "../shards/shard-env";
 

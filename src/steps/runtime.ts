@@ -5,7 +5,7 @@
  * queue producer — the store is always the real D1.
  */
 import { chainConfigFromEnv, type ChainBudget, type ChainConfig } from "./chain";
-import type { QueryReservation } from "./query-count";
+import type { QueryReservation } from "../lib/query-count";
 import type { StepMessage } from "./messages";
 
 export interface StepQueue {

@@ -21,7 +21,7 @@ import {
   streamExecution,
   waitForExecution,
 } from "../../ingress/watch";
-import { countQueries } from "../../steps/query-count";
+import { countQueries } from "../../lib/query-count";
 import { readTrace } from "../../steps/trace";
 import { MAX_PAYLOAD_BYTES_LIMIT } from "../../definitions/schema";
 

@@ -6,6 +6,7 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { idempotency, withIdempotency } from "../../../src/http/idempotency";
+import { deliveredEnv } from "../../helpers/shards";
 import { harness, problemOf, uniqueKey } from "./harness";
 
 afterEach(() => vi.restoreAllMocks());
@@ -466,6 +467,29 @@ describe("scope: the server-derived principal", () => {
     expect(await (await h.send({ key, body: '{"who":"dev"}' })).json()).toMatchObject({ body: '{"who":"dev"}' });
     expect(await (await h.send({ key, body: '{"who":"other"}', token: "other-token" })).json()).toMatchObject({ body: '{"who":"other"}' });
     expect(h.runs.map((r) => r.workspace)).toEqual(["dev", "other"]);
+  });
+
+  it("`database` gets the principal, so rows go to the principal's database; a one-argument `database` still works", async () => {
+    // Two databases, one per principal (SPEC section 13: the shard of the workspace).
+    const real = deliveredEnv(env);
+    const asked: string[] = [];
+    const byPrincipal = harness({
+      database: (_env: unknown, principal: string) => {
+        asked.push(principal);
+        return principal === "other" ? real.DB_1 : real.DB;
+      },
+    });
+    const key = uniqueKey();
+    expect((await byPrincipal.send({ key })).status).toBe(201);
+    expect((await byPrincipal.send({ key, token: "other-token" })).status).toBe(201);
+    expect(asked).toEqual(["dev", "other"]);
+    const rows = (db: D1Database, principal: string) =>
+      db.prepare("SELECT count(*) AS n FROM idempotency_keys WHERE principal = ?1 AND idem_key = ?2").bind(principal, key).first("n");
+    expect([await rows(real.DB, "dev"), await rows(real.DB_1, "dev")]).toEqual([1, 0]);
+    expect([await rows(real.DB, "other"), await rows(real.DB_1, "other")]).toEqual([0, 1]);
+    // Today's callers pass `(env) => db`: unchanged.
+    const oneArgument = harness({ database: () => env.DB });
+    expect((await oneArgument.send({ key: uniqueKey() })).status).toBe(201);
   });
 
   it("ignores any client-sent principal header", async () => {

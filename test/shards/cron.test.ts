@@ -1,0 +1,205 @@
+/**
+ * Cron over shards (src/shards/cron.ts): every task runs on every shard in turn, on that shard's
+ * database, within one allocator: each shard's history sweep gets an equal share of the tick's
+ * queries, so one busy shard cannot starve another's reaper, and the tick stays under D1's 1,000.
+ */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { app } from "../../src/app";
+import { historyTask } from "../../src/history/cron";
+import type { PeriodicTask, Tick } from "../../src/lib/periodic-task";
+import { auditShard, placementAuditTask } from "../../src/shards/audit";
+import { BOUNDED_TASK_QUERIES, CRON_QUERY_BUDGET, runOnEveryShard, sweepShare } from "../../src/shards/cron";
+import { forgetSchemaChecks, LATEST_MIGRATION } from "../../src/shards/schema";
+import { shardEnv, shardOfEnv } from "../../src/shards/shard-env";
+import { reaperTask } from "../../src/steps/cron";
+import { countingD1 } from "../helpers/counting-d1";
+import { deliveredEnv } from "../helpers/shards";
+import { finishedExecutions } from "../history/helpers";
+
+let lines: Array<Record<string, unknown>> = [];
+beforeEach(() => {
+  lines = [];
+  for (const level of ["log", "warn", "error"] as const) {
+    vi.spyOn(console, level).mockImplementation((line: unknown) => void lines.push(JSON.parse(String(line)) as Record<string, unknown>));
+  }
+});
+afterEach(() => vi.restoreAllMocks());
+
+const real = deliveredEnv(env);
+const TICK: Tick = { cron: "* * * * *", scheduledTime: Date.now() };
+
+/** A task that records each run: the shard of its env, which database it reached, and the tick it got. */
+function recordingTask(runs: Array<{ shard: number; marker: string | null; tick: Tick }>): PeriodicTask<null> {
+  return {
+    name: "recording",
+    async run(e, tick) {
+      const marker = await e.DB.prepare("SELECT value FROM shard_marker").first<string>("value");
+      runs.push({ shard: shardOfEnv(e), marker, tick });
+      return null;
+    },
+    logLine: () => null,
+  };
+}
+
+describe("the cron allocator", () => {
+  it("gives each shard's history sweep an equal share of the tick, the rest kept for the bounded tasks", () => {
+    expect(CRON_QUERY_BUDGET).toBeLessThan(1000);
+    expect(sweepShare(1)).toBe(CRON_QUERY_BUDGET - BOUNDED_TASK_QUERIES);
+    expect(sweepShare(2)).toBe(CRON_QUERY_BUDGET / 2 - BOUNDED_TASK_QUERIES);
+    // Too many shards for a useful share: the sweep moves to its own queue invocation (0).
+    expect(sweepShare(8)).toBe(0);
+    for (let shards = 1; shards <= 64; shards++) {
+      expect(shards * (sweepShare(shards) + BOUNDED_TASK_QUERIES)).toBeLessThanOrEqual(
+        Math.max(CRON_QUERY_BUDGET, shards * BOUNDED_TASK_QUERIES),
+      );
+    }
+  });
+
+  it("runs every task on every shard in shard order, on that shard's database, with the shard and its share", async () => {
+    for (const [db, value] of [
+      [real.DB, "zero"],
+      [real.DB_1, "one"],
+    ] as const) {
+      await db.prepare("CREATE TABLE IF NOT EXISTS shard_marker (value TEXT)").run();
+      await db.prepare("DELETE FROM shard_marker").run();
+      await db.prepare("INSERT INTO shard_marker (value) VALUES (?1)").bind(value).run();
+    }
+    const runs: Array<{ shard: number; marker: string | null; tick: Tick }> = [];
+    await runOnEveryShard([recordingTask(runs)], real, TICK, createExecutionContext());
+    expect(runs.map((r) => [r.shard, r.marker])).toEqual([
+      [0, "zero"],
+      [1, "one"],
+    ]);
+    expect(runs.map((r) => r.tick)).toEqual([
+      { ...TICK, shard: 0, sweepQueries: sweepShare(2) },
+      { ...TICK, shard: 1, sweepQueries: sweepShare(2) },
+    ]);
+  });
+
+  it("skips a shard whose schema is behind (logged), and still runs the others", async () => {
+    const latest = await real.DB.prepare("SELECT id, name, applied_at FROM d1_migrations WHERE name = ?1")
+      .bind(LATEST_MIGRATION)
+      .first<{ id: number; name: string; applied_at: string }>();
+    await real.DB.prepare("DELETE FROM d1_migrations WHERE name = ?1").bind(LATEST_MIGRATION).run();
+    forgetSchemaChecks();
+    const runs: Array<{ shard: number; marker: string | null; tick: Tick }> = [];
+    try {
+      await runOnEveryShard([recordingTask(runs)], real, TICK, createExecutionContext());
+    } finally {
+      await real.DB.prepare("INSERT INTO d1_migrations (id, name, applied_at) VALUES (?1, ?2, ?3)")
+        .bind(latest!.id, latest!.name, latest!.applied_at)
+        .run();
+      forgetSchemaChecks();
+    }
+    expect(runs.map((r) => r.shard)).toEqual([1]);
+    expect(lines).toContainEqual(expect.objectContaining({ event: "cron.shard_skipped", shard: 0 }));
+  });
+
+  it("a greedy shard cannot starve the next one's reaper, and the tick stays within its budget over both shards", async () => {
+    // A step on shard 1 whose message was lost.
+    const workspace = `cron-${crypto.randomUUID().slice(0, 8)}`;
+    const sent: unknown[] = [];
+    const queue = {
+      send: async (body: unknown) => void sent.push(body),
+      sendBatch: async (messages: Iterable<MessageSendRequest>) => void [...messages].forEach((m) => sent.push(m.body)),
+    };
+    const counted = [countingD1(real.DB), countingD1(real.DB_1)] as const;
+    const e = {
+      ...real,
+      DB: counted[0].db,
+      DB_1: counted[1].db,
+      QUEUE: queue,
+      CHAIN_STEPS: "off",
+      WORKSPACE_SHARDS: `${workspace}:1`,
+      API_TOKENS: `${workspace}-token:${workspace}`,
+    } as unknown as Env;
+    const request = (method: string, path: string, body: unknown) =>
+      new Request(`http://idemflow.test${path}`, {
+        method,
+        headers: { authorization: `Bearer ${workspace}-token`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const definition = {
+      id: "wf",
+      vertices: [
+        { id: "entry", type: "ENTRY_POINT", config: {} },
+        { id: "shape", type: "TRANSFORM", config: { output: "= payload" } },
+      ],
+      edges: [{ from: "entry", to: "shape" }],
+    };
+    let ctx = createExecutionContext();
+    expect((await app.fetch(request("PUT", "/v1/workflows/wf", definition), e, ctx)).status).toBe(201);
+    const trigger = await app.fetch(request("POST", "/v1/workflows/wf/trigger", { n: 1 }), e, ctx);
+    const lost = (await trigger.json<{ executionId: string }>()).executionId;
+    await waitOnExecutionContext(ctx);
+    sent.length = 0;
+    counted[0].reset();
+    counted[1].reset();
+
+    // Shard 0's "sweep" spends every query the allocator gives it, and more if it could.
+    const greedy: PeriodicTask<null> = {
+      name: "greedy",
+      async run(shard, tick) {
+        if (shardOfEnv(shard) !== 0) return null;
+        for (let i = 0; i < (tick.sweepQueries ?? 10_000); i++) await shard.DB.prepare("SELECT 1").first();
+        return null;
+      },
+      logLine: () => null,
+    };
+    ctx = createExecutionContext();
+    await runOnEveryShard([greedy, reaperTask], e, { cron: "* * * * *", scheduledTime: Date.now() + 10 * 60_000 }, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(sent).toContainEqual({ executionId: lost, vertexId: "shape", shard: 1 });
+    expect(counted[0].statements() + counted[1].statements()).toBeLessThanOrEqual(CRON_QUERY_BUDGET);
+  });
+});
+
+describe("the history sweep under the allocator", () => {
+  it("honours its share: a share too small for one pass removes nothing (the next tick or a continuation goes on)", async () => {
+    const { ids, dueAt } = await finishedExecutions("cron-share", 2);
+    // The history harness runs on the test's `env.DB`: shard 1's database in project shard-1.
+    const shard = env.TEST_SHARD_0 ? 1 : 0;
+    const tick = { cron: "* * * * *", scheduledTime: dueAt, shard };
+    const left = async () =>
+      env.DB.prepare("SELECT count(*) AS n FROM executions WHERE id IN (SELECT value FROM json_each(?1))")
+        .bind(JSON.stringify(ids))
+        .first("n");
+    const starved = await historyTask.run(shardEnv(real, shard), { ...tick, sweepQueries: 1 }, createExecutionContext());
+    expect(starved).toMatchObject({ removed: 0, drained: false });
+    expect(await left()).toBe(2);
+    const fed = await historyTask.run(shardEnv(real, shard), { ...tick, sweepQueries: sweepShare(2) }, createExecutionContext());
+    expect(fed.removed).toBe(2);
+    expect(await left()).toBe(0);
+  });
+
+  it("a share of 0 (too many shards) hands the sweep to its own queue invocation, on its shard", async () => {
+    const sent: unknown[] = [];
+    const e = { ...real, QUEUE: { send: async (body: unknown) => void sent.push(body) } } as unknown as Env;
+    const report = await historyTask.run(shardEnv(e, 1), { ...TICK, shard: 1, sweepQueries: 0 }, createExecutionContext());
+    expect(report).toMatchObject({ skipped: true, continued: true, removed: 0 });
+    expect(sent).toEqual([{ sweep: "history", shard: 1 }]);
+  });
+});
+
+describe("the placement audit", () => {
+  it("logs the workspaces with rows on a shard the map does not place them on, hourly", async () => {
+    await real.DB_1.prepare(
+      "INSERT INTO workspace_secrets (workspace, name, key_id, iv, ciphertext, created_at, updated_at) " +
+        "VALUES ('stray', 'K', 'k', 'iv', 'c', 1, 1)",
+    ).run();
+    const e = { ...real, WORKSPACE_SHARDS: "other:1" } as unknown as Env;
+    expect((await auditShard(shardEnv(e, 1), 1)).misplaced).toContainEqual({ workspace: "stray", placedOn: 0 });
+    const onTheHour = { cron: "* * * * *", scheduledTime: Date.UTC(2026, 11, 6, 3, 0), shard: 1 };
+    const report = await placementAuditTask.run(shardEnv(e, 1), onTheHour, createExecutionContext());
+    expect(placementAuditTask.logLine(report)).toMatchObject({ level: "error", event: "shards.rows_misplaced" });
+    expect(
+      await placementAuditTask.run(
+        shardEnv(e, 1),
+        { ...onTheHour, scheduledTime: onTheHour.scheduledTime + 60_000 },
+        createExecutionContext(),
+      ),
+    ).toBeNull();
+    expect(await placementAuditTask.run(shardEnv(e, 1), { ...onTheHour, cron: "0 * * * *" }, createExecutionContext())).toBeNull();
+  });
+});
