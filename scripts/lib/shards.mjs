@@ -51,6 +51,8 @@ export function readShards({ config = WRANGLER_TOML, env } = {}) {
   if (bindings.some((b) => b.length === 0)) throw problem(`D1_SHARDS "${vars.D1_SHARDS}" has an empty entry`);
   // As the engine (src/shards/config.ts): DB is shard 0, where the data of before shards lives.
   if (bindings[0] !== "DB") throw problem(`D1_SHARDS must start with DB (shard 0); got "${vars.D1_SHARDS}"`);
+  // src/shards/config.ts MAX_SHARDS: one cron tick serves at most 7 shards within its 1,000 queries.
+  if (bindings.length > 7) throw problem(`D1_SHARDS lists ${bindings.length} shards; the engine binds at most 7 (docs/shards.md)`);
   const configDir = resolve(config, "..");
   const shards = bindings.map((binding, index) => {
     if (bindings.indexOf(binding) !== index) throw problem(`D1_SHARDS lists ${binding} twice`);

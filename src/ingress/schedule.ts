@@ -40,6 +40,12 @@ const SWEEP_LIMIT = 500;
 
 export interface ScheduleOptions {
   startsPerTick?: number;
+  /**
+   * Whether WORKSPACE_SHARDS places `workspace` on this tick's shard (src/shards/cron.ts). A run
+   * of a workspace placed elsewhere — being moved, or fenced — is skipped with the reason, never
+   * started here: the map, not leftover rows, decides where a workspace's schedules fire.
+   */
+  placedHere?: (workspace: string) => boolean;
 }
 
 export interface ScheduleReport {
@@ -76,7 +82,7 @@ export async function fireSchedules(
   const outcomes: ScheduleRunOutcome[] = [];
   for (let i = 0; i < claimed.length; i += START_CONCURRENCY) {
     const chunk = claimed.slice(i, i + START_CONCURRENCY);
-    outcomes.push(...(await Promise.all(chunk.map((run) => startRun(deps, run, report)))));
+    outcomes.push(...(await Promise.all(chunk.map((run) => startRun(deps, run, report, options.placedHere)))));
   }
   const swept = await finishScheduleRuns(deps.db, outcomes, {
     now,
@@ -89,10 +95,19 @@ export async function fireSchedules(
 }
 
 /** Start one claimed run; never throws (one workflow failing must not stop the others' ticks). */
-async function startRun(deps: IngressDeps, run: ClaimedScheduleRun, report: ScheduleReport): Promise<ScheduleRunOutcome> {
+async function startRun(
+  deps: IngressDeps,
+  run: ClaimedScheduleRun,
+  report: ScheduleReport,
+  placedHere?: (workspace: string) => boolean,
+): Promise<ScheduleRunOutcome> {
   if (!run.workflow) {
     report.skipped++;
     return { rowid: run.rowid, status: "SKIPPED", error: `the workflow no longer has the schedule "${run.cron}"` };
+  }
+  if (placedHere && !placedHere(run.workspace)) {
+    report.skipped++;
+    return { rowid: run.rowid, status: "SKIPPED", error: `workspace "${run.workspace}" is placed on another shard (WORKSPACE_SHARDS)` };
   }
   const workflow: StoredWorkflow = {
     workspace: run.workspace,

@@ -10,10 +10,16 @@ import { errorMessage, log, type LogLine } from "./log";
 
 /**
  * What a tick hands every task: the cron string it was delivered for and its scheduled time (the
- * task's clock), and — when cron runs the tasks per shard (src/shards/cron.ts) — the shard and the
- * D1 queries the tick's allocator gives this shard's unbounded task (the history sweep).
+ * task's clock), and — when cron runs the tasks per shard (src/shards/cron.ts) — the shard, the
+ * D1 queries the tick's allocator gives this shard's unbounded task (the history sweep), and
+ * which workspaces the map places on it.
  */
-export type Tick = Pick<ScheduledController, "cron" | "scheduledTime"> & { shard?: number; sweepQueries?: number };
+export type Tick = Pick<ScheduledController, "cron" | "scheduledTime"> & {
+  shard?: number;
+  sweepQueries?: number;
+  /** Whether WORKSPACE_SHARDS places `workspace` on this shard (the schedules fire only there). */
+  placedHere?: (workspace: string) => boolean;
+};
 
 export interface PeriodicTask<Report> {
   /** Stable: the `task` field of `cron.task_failed`, so a log search finds one task's failures. */

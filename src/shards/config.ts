@@ -24,6 +24,13 @@ export interface ShardConfig {
 
 type ShardVars = Pick<Env, "D1_SHARDS" | "WORKSPACE_SHARDS">;
 
+/**
+ * The most shards one deployment binds: one cron tick runs every shard's bounded tasks within its
+ * 1,000 queries (./cron.ts: 7 × 120 ≤ 900). More needs the tick to fan out per shard through the
+ * queue (docs/shards.md "What comes next"); until then a longer D1_SHARDS is refused, not overrun.
+ */
+export const MAX_SHARDS = 7;
+
 let cached: { shards: string; placement: string; config: ShardConfig } | undefined;
 
 /**
@@ -62,6 +69,11 @@ export function shardOf(config: ShardConfig, workspace: string): number {
 /** `"DB,DB_1"` → the binding names; `DB` first, no repeats. */
 export function parseShardList(spec: string): string[] {
   const names = spec.split(",").map((name) => name.trim());
+  if (names.length > MAX_SHARDS) {
+    throw shardProblems.misconfigured(
+      `D1_SHARDS lists ${names.length} shards; one deployment binds at most ${MAX_SHARDS} (docs/shards.md).`,
+    );
+  }
   if (names.some((name) => name.length === 0)) throw shardProblems.misconfigured(`D1_SHARDS "${spec}" has an empty name.`);
   if (names[0] !== "DB")
     throw shardProblems.misconfigured(`D1_SHARDS must start with DB (shard 0, where existing data lives); got "${spec}".`);

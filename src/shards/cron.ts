@@ -12,6 +12,7 @@
  */
 import { runPeriodicTasks, type AnyPeriodicTask, type Tick } from "../lib/periodic-task";
 import { errorMessage, log } from "../lib/log";
+import { shardOf } from "./config";
 import { InvocationShards } from "./invocation";
 import { ready } from "./placement";
 
@@ -39,6 +40,12 @@ export async function runOnEveryShard(tasks: ReadonlyArray<AnyPeriodicTask>, env
       log.error("cron.shard_skipped", { shard, error: errorMessage(error) });
       continue;
     }
-    await runPeriodicTasks(tasks, shards.env(shard), { cron: tick.cron, scheduledTime: tick.scheduledTime, shard, sweepQueries }, ctx);
+    const placedHere = (workspace: string) => shardOf(shards.config, workspace) === shard;
+    await runPeriodicTasks(
+      tasks,
+      shards.env(shard),
+      { cron: tick.cron, scheduledTime: tick.scheduledTime, shard, sweepQueries, placedHere },
+      ctx,
+    );
   }
 }

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import { ingressTask } from "../../src/ingress/cron";
 import { fireSchedules } from "../../src/ingress/schedule";
+import { deliveredEnv } from "../helpers/shards";
 import { countRows, countingQueue, seedWorkflow, transformWorkflow, unique } from "./helpers";
 
 describe("scheduled starts", () => {
@@ -46,7 +47,8 @@ describe("scheduled starts", () => {
     const scheduledTime = Date.UTC(2026, 5, 1, 12, 0, 0);
     for (let i = 0; i < 2; i++) {
       const ctx = createExecutionContext();
-      await worker.scheduled(createScheduledController({ cron: "0 * * * *", scheduledTime }), env, ctx);
+      // The Worker's env as the runtime delivers it: every shard under its own binding.
+      await worker.scheduled(createScheduledController({ cron: "0 * * * *", scheduledTime }), deliveredEnv(env), ctx);
       await waitOnExecutionContext(ctx);
     }
     expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(1);

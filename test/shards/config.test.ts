@@ -6,7 +6,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import wranglerToml from "../../wrangler.toml?raw";
-import { parsePlacement, parseShardList, shardConfig, shardOf } from "../../src/shards/config";
+import { MAX_SHARDS, parsePlacement, parseShardList, shardConfig, shardOf } from "../../src/shards/config";
 import { LATEST_MIGRATION } from "../../src/shards/schema";
 import { ProblemError } from "../../src/lib/problem";
 
@@ -84,6 +84,10 @@ describe("parsing", () => {
     expect(problemCode(() => parseShardList("DB_1,DB"))).toBe("shards-misconfigured");
     expect(problemCode(() => parseShardList("DB,,DB_1"))).toBe("shards-misconfigured");
     expect(problemCode(() => parseShardList("DB,DB_1,DB_1"))).toBe("shards-misconfigured");
+    // One cron tick serves at most MAX_SHARDS shards within its 1,000 queries (src/shards/cron.ts).
+    const list = (n: number) => ["DB", ...Array.from({ length: n - 1 }, (_, i) => `DB_${i + 1}`)].join(",");
+    expect(parseShardList(list(MAX_SHARDS))).toHaveLength(MAX_SHARDS);
+    expect(problemCode(() => parseShardList(list(MAX_SHARDS + 1)))).toBe("shards-misconfigured");
   });
 
   it("WORKSPACE_SHARDS: pairs, a `*` default, every shard in range, no workspace twice", () => {

@@ -6,9 +6,14 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
+import { WorkflowDefinition } from "../../src/definitions/schema";
+import { saveWorkflow } from "../../src/definitions/store";
 import { historyTask } from "../../src/history/cron";
+import { fireSchedules } from "../../src/ingress/schedule";
+import type { StepMessage } from "../../src/steps/messages";
 import type { PeriodicTask, Tick } from "../../src/lib/periodic-task";
 import { auditShard, placementAuditTask } from "../../src/shards/audit";
+import { MAX_SHARDS } from "../../src/shards/config";
 import { BOUNDED_TASK_QUERIES, CRON_QUERY_BUDGET, runOnEveryShard, sweepShare } from "../../src/shards/cron";
 import { forgetSchemaChecks, LATEST_MIGRATION } from "../../src/shards/schema";
 import { shardEnv, shardOfEnv } from "../../src/shards/shard-env";
@@ -48,11 +53,11 @@ describe("the cron allocator", () => {
     expect(sweepShare(1)).toBe(CRON_QUERY_BUDGET - BOUNDED_TASK_QUERIES);
     expect(sweepShare(2)).toBe(CRON_QUERY_BUDGET / 2 - BOUNDED_TASK_QUERIES);
     // Too many shards for a useful share: the sweep moves to its own queue invocation (0).
-    expect(sweepShare(8)).toBe(0);
-    for (let shards = 1; shards <= 64; shards++) {
-      expect(shards * (sweepShare(shards) + BOUNDED_TASK_QUERIES)).toBeLessThanOrEqual(
-        Math.max(CRON_QUERY_BUDGET, shards * BOUNDED_TASK_QUERIES),
-      );
+    expect(sweepShare(MAX_SHARDS)).toBe(0);
+    // The most shards a deployment binds all fit one tick's bounded tasks.
+    expect(MAX_SHARDS * BOUNDED_TASK_QUERIES).toBeLessThanOrEqual(CRON_QUERY_BUDGET);
+    for (let shards = 1; shards <= MAX_SHARDS; shards++) {
+      expect(shards * (sweepShare(shards) + BOUNDED_TASK_QUERIES)).toBeLessThanOrEqual(CRON_QUERY_BUDGET);
     }
   });
 
@@ -72,9 +77,46 @@ describe("the cron allocator", () => {
       [1, "one"],
     ]);
     expect(runs.map((r) => r.tick)).toEqual([
-      { ...TICK, shard: 0, sweepQueries: sweepShare(2) },
-      { ...TICK, shard: 1, sweepQueries: sweepShare(2) },
+      { ...TICK, shard: 0, sweepQueries: sweepShare(2), placedHere: expect.any(Function) },
+      { ...TICK, shard: 1, sweepQueries: sweepShare(2), placedHere: expect.any(Function) },
     ]);
+    // The map decides, per shard, which workspaces' schedules fire there.
+    const e = { ...real, WORKSPACE_SHARDS: "far:1" } as unknown as Env;
+    const placed: Array<[number, boolean, boolean]> = [];
+    const probe: PeriodicTask<null> = {
+      name: "probe",
+      run: async (_e, tick) => (placed.push([tick.shard!, tick.placedHere!("far"), tick.placedHere!("near")]), null),
+      logLine: () => null,
+    };
+    await runOnEveryShard([probe], e, TICK, createExecutionContext());
+    expect(placed).toEqual([
+      [0, false, true],
+      [1, true, false],
+    ]);
+  });
+
+  it("a schedule of a workspace the map places on another shard is skipped with the reason, never started here", async () => {
+    const id = `sched-${crypto.randomUUID().slice(0, 8)}`;
+    const definition = WorkflowDefinition.parse({
+      id,
+      vertices: [
+        { id: "entry", type: "ENTRY_POINT", config: { schedule: "0 9 * * *" } },
+        { id: "shape", type: "TRANSFORM", config: { output: "= payload" } },
+      ],
+      edges: [{ from: "entry", to: "shape" }],
+    });
+    await saveWorkflow(env.DB, "moving", definition, Date.now());
+    const queue = { sendBatch: async () => {}, send: async () => {} } as unknown as Queue<StepMessage>;
+    const report = await fireSchedules({ db: env.DB, queue, now: () => Date.now() }, "0 9 * * *", Date.UTC(2026, 11, 6, 9, 0), {
+      placedHere: (workspace) => workspace !== "moving",
+    });
+    expect(report.started).toEqual([]);
+    expect(report.skipped).toBeGreaterThanOrEqual(1);
+    const run = await env.DB.prepare("SELECT status, error FROM schedule_runs WHERE workflow_id = ?1")
+      .bind(id)
+      .first<{ status: string; error: string }>();
+    expect(run).toEqual({ status: "SKIPPED", error: 'workspace "moving" is placed on another shard (WORKSPACE_SHARDS)' });
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM executions WHERE workflow_id = ?1").bind(id).first("n")).toBe(0);
   });
 
   it("skips a shard whose schema is behind (logged), and still runs the others", async () => {
