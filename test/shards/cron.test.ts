@@ -4,8 +4,7 @@
  * queries, so one busy shard cannot starve another's reaper, and the tick stays under D1's 1,000.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { app } from "../../src/app";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { WorkflowDefinition } from "../../src/definitions/schema";
 import { saveWorkflow } from "../../src/definitions/store";
 import { historyTask } from "../../src/history/cron";
@@ -19,16 +18,12 @@ import { forgetSchemaChecks, LATEST_MIGRATION } from "../../src/shards/schema";
 import { shardEnv, shardOfEnv } from "../../src/shards/shard-env";
 import { reaperTask } from "../../src/steps/cron";
 import { countingD1 } from "../helpers/counting-d1";
+import { captureLogLines } from "../helpers/log-lines";
+import { ONE_STEP, placedWorkspace } from "../helpers/placed-workspace";
 import { deliveredEnv } from "../helpers/shards";
 import { finishedExecutions } from "../history/helpers";
 
-let lines: Array<Record<string, unknown>> = [];
-beforeEach(() => {
-  lines = [];
-  for (const level of ["log", "warn", "error"] as const) {
-    vi.spyOn(console, level).mockImplementation((line: unknown) => void lines.push(JSON.parse(String(line)) as Record<string, unknown>));
-  }
-});
+const lines = captureLogLines();
 afterEach(() => vi.restoreAllMocks());
 
 const real = deliveredEnv(env);
@@ -140,42 +135,11 @@ describe("the cron allocator", () => {
 
   it("a greedy shard cannot starve the next one's reaper, and the tick stays within its budget over both shards", async () => {
     // A step on shard 1 whose message was lost.
-    const workspace = `cron-${crypto.randomUUID().slice(0, 8)}`;
-    const sent: unknown[] = [];
-    const queue = {
-      send: async (body: unknown) => void sent.push(body),
-      sendBatch: async (messages: Iterable<MessageSendRequest>) => void [...messages].forEach((m) => sent.push(m.body)),
-    };
     const counted = [countingD1(real.DB), countingD1(real.DB_1)] as const;
-    const e = {
-      ...real,
-      DB: counted[0].db,
-      DB_1: counted[1].db,
-      QUEUE: queue,
-      CHAIN_STEPS: "off",
-      WORKSPACE_SHARDS: `${workspace}:1`,
-      API_TOKENS: `${workspace}-token:${workspace}`,
-    } as unknown as Env;
-    const request = (method: string, path: string, body: unknown) =>
-      new Request(`http://idemflow.test${path}`, {
-        method,
-        headers: { authorization: `Bearer ${workspace}-token`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      });
-    const definition = {
-      id: "wf",
-      vertices: [
-        { id: "entry", type: "ENTRY_POINT", config: {} },
-        { id: "shape", type: "TRANSFORM", config: { output: "= payload" } },
-      ],
-      edges: [{ from: "entry", to: "shape" }],
-    };
-    let ctx = createExecutionContext();
-    expect((await app.fetch(request("PUT", "/v1/workflows/wf", definition), e, ctx)).status).toBe(201);
-    const trigger = await app.fetch(request("POST", "/v1/workflows/wf/trigger", { n: 1 }), e, ctx);
-    const lost = (await trigger.json<{ executionId: string }>()).executionId;
-    await waitOnExecutionContext(ctx);
-    sent.length = 0;
+    const w = placedWorkspace("cron", 1, { databases: [counted[0].db, counted[1].db] });
+    expect((await w.call("PUT", "/v1/workflows/wf", { id: "wf", ...ONE_STEP })).status).toBe(201);
+    const lost = (await (await w.call("POST", "/v1/workflows/wf/trigger", { n: 1 })).json<{ executionId: string }>()).executionId;
+    w.sent.length = 0;
     counted[0].reset();
     counted[1].reset();
 
@@ -189,10 +153,10 @@ describe("the cron allocator", () => {
       },
       logLine: () => null,
     };
-    ctx = createExecutionContext();
-    await runOnEveryShard([greedy, reaperTask], e, { cron: "* * * * *", scheduledTime: Date.now() + 10 * 60_000 }, ctx);
+    const ctx = createExecutionContext();
+    await runOnEveryShard([greedy, reaperTask], w.env, { cron: "* * * * *", scheduledTime: Date.now() + 10 * 60_000 }, ctx);
     await waitOnExecutionContext(ctx);
-    expect(sent).toContainEqual({ executionId: lost, vertexId: "shape", shard: 1 });
+    expect(w.sent).toContainEqual({ executionId: lost, vertexId: "shape", shard: 1 });
     expect(counted[0].statements() + counted[1].statements()).toBeLessThanOrEqual(CRON_QUERY_BUDGET);
   });
 });

@@ -6,13 +6,12 @@
  * message was lost recovered by the reaper. Every statement of that life goes to its own shard; the
  * other shard sees only the placement fence's one-time statements, and holds none of its rows.
  */
-import { createExecutionContext, createMessageBatch, env, getQueueResult, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { app } from "../../src/app";
-import { handleQueueBatch } from "../../src/queue";
 import { PERIODIC_TASKS } from "../../src/scheduled";
 import { runOnEveryShard } from "../../src/shards/cron";
 import { countingD1, type CountingD1 } from "../helpers/counting-d1";
+import { placedWorkspace } from "../helpers/placed-workspace";
 import { deliveredEnv } from "../helpers/shards";
 
 beforeEach(() => {
@@ -57,57 +56,12 @@ const WORKFLOWS = {
   },
 };
 
-/** A workspace on shard `own` of two, with each shard's database counted, and the messages the Worker sends held. */
+/** A workspace on shard `own` of two, with each shard's database counted. */
 function world(own: 0 | 1) {
-  const workspace = `iso-${own}-${crypto.randomUUID().slice(0, 8)}`;
   const real = deliveredEnv(env);
   const counted: [CountingD1, CountingD1] = [countingD1(real.DB), countingD1(real.DB_1)];
-  const sent: unknown[] = [];
-  const queue = {
-    send: async (body: unknown) => void sent.push(body),
-    sendBatch: async (messages: Iterable<MessageSendRequest>) => void [...messages].forEach((m) => sent.push(m.body)),
-  };
-  const e = {
-    ...real,
-    DB: counted[0].db,
-    DB_1: counted[1].db,
-    QUEUE: queue,
-    CHAIN_STEPS: "off",
-    D1_SHARDS: "DB,DB_1",
-    WORKSPACE_SHARDS: `${workspace}:${own}`,
-    API_TOKENS: `${workspace}-token:${workspace}`,
-  } as unknown as Env;
-  let keys = 0;
-
-  async function call(method: string, path: string, body?: unknown, key = false): Promise<Response> {
-    const headers: Record<string, string> = { authorization: `Bearer ${workspace}-token` };
-    if (body !== undefined) headers["content-type"] = "application/json";
-    if (key) headers["idempotency-key"] = `k-${++keys}`;
-    const ctx = createExecutionContext();
-    const res = await app.fetch(
-      new Request(`http://idemflow.test${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }),
-      e,
-      ctx,
-    );
-    await waitOnExecutionContext(ctx);
-    return res;
-  }
-
-  /** Delivers every held message through the Worker's queue handler, until none is left (or `rounds`). */
-  async function deliverAll(rounds = 20): Promise<void> {
-    for (let i = 0; i < rounds && sent.length > 0; i++) {
-      const bodies = sent.splice(0);
-      const batch = createMessageBatch<unknown>(
-        "idemflow-steps",
-        bodies.map((body, n) => ({ id: `m-${i}-${n}`, timestamp: new Date(), attempts: 1, body })),
-      );
-      const ctx = createExecutionContext();
-      await handleQueueBatch(batch, e, ctx);
-      await getQueueResult(batch, ctx);
-    }
-  }
-
-  return { workspace, own, other: own === 0 ? 1 : 0, counted, sent, e, call, deliverAll };
+  const w = placedWorkspace("iso", own, { databases: [counted[0].db, counted[1].db] });
+  return { ...w, own, other: own === 0 ? 1 : 0, counted };
 }
 
 async function status(w: ReturnType<typeof world>, id: string): Promise<string> {
@@ -144,10 +98,10 @@ describe.each([0, 1] as const)("a workspace on shard %i", (own) => {
     const failId = (await fail.json<{ executionId: string }>()).executionId;
     await w.deliverAll();
     expect(await status(w, failId)).toBe("FAILED");
-    expect((await w.call("POST", `/v1/executions/${failId}/steps/boom/retry`, {}, true)).status).toBe(202);
+    expect((await w.call("POST", `/v1/executions/${failId}/steps/boom/retry`, {}, { key: true })).status).toBe(202);
     await w.deliverAll();
     expect(await status(w, failId)).toBe("FAILED");
-    const over = await w.call("POST", `/v1/executions/${failId}/start-over`, {}, true);
+    const over = await w.call("POST", `/v1/executions/${failId}/start-over`, {}, { key: true });
     expect(over.status).toBe(202);
     const overId = (await over.json<{ executionId: string }>()).executionId;
     await w.deliverAll();
@@ -156,7 +110,7 @@ describe.each([0, 1] as const)("a workspace on shard %i", (own) => {
     // One is cancelled before its steps run.
     const doomed = await w.call("POST", "/v1/workflows/ok/trigger", { n: 3 });
     const doomedId = (await doomed.json<{ executionId: string }>()).executionId;
-    expect((await w.call("POST", `/v1/executions/${doomedId}/cancel`, {}, true)).status).toBe(200);
+    expect((await w.call("POST", `/v1/executions/${doomedId}/cancel`, {}, { key: true })).status).toBe(200);
     await w.deliverAll();
     expect(await status(w, doomedId)).toBe("CANCELLED");
 
@@ -166,7 +120,7 @@ describe.each([0, 1] as const)("a workspace on shard %i", (own) => {
     w.sent.length = 0;
     expect(elsewhere.statements()).toBe(0);
     const ctx = createExecutionContext();
-    await runOnEveryShard(PERIODIC_TASKS, w.e, { cron: "* * * * *", scheduledTime: Date.now() + 10 * 60_000 }, ctx);
+    await runOnEveryShard(PERIODIC_TASKS, w.env, { cron: "* * * * *", scheduledTime: Date.now() + 10 * 60_000 }, ctx);
     await waitOnExecutionContext(ctx);
     expect(w.sent).toContainEqual({ executionId: lostId, vertexId: "shape", shard: own });
     await w.deliverAll();
