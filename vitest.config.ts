@@ -36,7 +36,8 @@ const SECRET_GRANTS = [
  * The suite runs on two shards (SPEC section 13). Every file runs in project `shard-0`, with
  * wrangler.toml's placement (`dev` on shard 0, `other` on shard 1). The engine's core — triggers,
  * hooks, schedules, steps (claims, Gateway, chaining, cancel, operator actions, the reaper,
- * redelivery, chaos), the Idempotency-Key middleware — runs again in project `shard-1`, where
+ * redelivery, chaos, the retention guard), the Idempotency-Key middleware, the event stream, the
+ * workflows routes, erasure — runs again in project `shard-1`, where
  * every workspace is placed on shard 1 (`*:1`) and the test code's own `env.DB` (what it seeds and
  * reads) is shard 1's database (`TEST_DB_IS_SHARD`, test/apply-migrations.ts).
  * The Worker's own invocations (SELF.fetch, real queue deliveries) never see that alias: they get
@@ -48,7 +49,11 @@ const SHARD_1_FILES = [
   ...["claims", "gateway", "chaining", "cancel", "operator", "reaper", "redelivery", "destination-key", "e2e-queue", "chaos"].map(
     (name) => `test/steps/${name}.test.ts`,
   ),
+  "test/steps/retention-guard.test.ts",
   "test/http/idempotency/middleware.test.ts",
+  "test/http/execution-events.test.ts",
+  "test/http/routes/workflows.test.ts",
+  "test/history/erase.test.ts",
   "test/shards/*.test.ts",
 ];
 
