@@ -17,11 +17,16 @@ import { shardSchemaReady } from "./schema";
 import { shardEnv, workerEnv, type ShardEnv } from "./shard-env";
 
 const RECHECK_MS = 5_000;
+/** How long the hook route trusts "no record yet" before reading the record again. */
+const UNRECORDED_RECHECK_MS = 60_000;
 /** Workspaces whose fence passed, per var value; cleared when full (each entry costs one check to regain). */
 const MAX_REMEMBERED = 10_000;
 
-/** `recorded: false`: read by the hook route, no record yet — a recording request still records it. */
-type Fence = { ok: true; recorded: boolean } | { ok: false; until: number; error: unknown };
+/**
+ * `recorded: false`: read by the hook route, no record yet — a recording request still records it,
+ * and the hook route reads it again after `until` (a record made meanwhile by another isolate).
+ */
+type Fence = { ok: true; recorded: true } | { ok: true; recorded: false; until: number } | { ok: false; until: number; error: unknown };
 let fences: { key: string; entries: Map<string, Fence> } = { key: "", entries: new Map() };
 
 export interface PlaceOptions {
@@ -54,7 +59,7 @@ export function ready(worker: Env, config: ShardConfig, shard: number, now = Dat
 async function fence(worker: Env, config: ShardConfig, workspace: string, shard: number, now: number, record: boolean): Promise<void> {
   if (fences.key !== config.key) fences = { key: config.key, entries: new Map() };
   const known = fences.entries.get(workspace);
-  if (known?.ok && (known.recorded || !record)) return;
+  if (known?.ok && (known.recorded || (!record && now < known.until))) return;
   if (known && !known.ok && now < known.until) throw known.error;
   // The placements record lives on shard 0: it must have the table before it can fence.
   await ready(worker, config, 0, now);
@@ -62,8 +67,12 @@ async function fence(worker: Env, config: ShardConfig, workspace: string, shard:
   if (fences.entries.size >= MAX_REMEMBERED) fences.entries.clear();
   // Unrecorded and not recording (the hook route): nothing says the data is elsewhere, and a hook
   // finds its workflow only where the map points — it can start nothing on a shard holding none.
-  if (recorded === null || recorded === shard) {
-    fences.entries.set(workspace, { ok: true, recorded: recorded !== null });
+  if (recorded === shard) {
+    fences.entries.set(workspace, { ok: true, recorded: true });
+    return;
+  }
+  if (recorded === null) {
+    fences.entries.set(workspace, { ok: true, recorded: false, until: now + UNRECORDED_RECHECK_MS });
     return;
   }
   const error = shardProblems.workspaceMisplaced(workspace, shard, recorded);

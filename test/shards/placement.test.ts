@@ -7,7 +7,7 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
-import { forgetPlacements } from "../../src/shards/placement";
+import { forgetPlacements, placeWorkspace } from "../../src/shards/placement";
 import { forgetSchemaChecks, LATEST_MIGRATION } from "../../src/shards/schema";
 import { deliveredEnv } from "../helpers/shards";
 
@@ -145,6 +145,18 @@ describe("the placement fence", () => {
     await waitOnExecutionContext(ctx);
     expect(res.status).toBe(404);
     expect(await recorded(ws)).toBeNull();
+  });
+
+  it('the hook route trusts "no record yet" for a minute only: a record made meanwhile elsewhere fences it', async () => {
+    const ws = workspaceName("hooked");
+    const e = envWith(`${ws}:1`, [ws]);
+    const t = Date.now();
+    await expect(placeWorkspace(e, ws, { record: false, now: t })).resolves.toMatchObject({ shard: 1 });
+    expect(await recorded(ws)).toBeNull();
+    // Another isolate records the workspace on shard 0 (its data is there).
+    await real.DB.prepare("INSERT INTO workspace_placements (workspace, shard, placed_at) VALUES (?1, 0, ?2)").bind(ws, t).run();
+    await expect(placeWorkspace(e, ws, { record: false, now: t + 1_000 })).resolves.toMatchObject({ shard: 1 });
+    await expect(placeWorkspace(e, ws, { record: false, now: t + 61_000 })).rejects.toMatchObject({ code: "workspace-misplaced" });
   });
 
   it("user-named workspaces are keys of the map and the record, never object members", async () => {
