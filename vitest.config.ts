@@ -50,6 +50,7 @@ const SHARD_1_FILES = [
     (name) => `test/steps/${name}.test.ts`,
   ),
   "test/steps/retention-guard.test.ts",
+  "test/steps/delay.test.ts",
   "test/http/idempotency/middleware.test.ts",
   "test/http/execution-events.test.ts",
   "test/http/routes/workflows.test.ts",

@@ -7,7 +7,7 @@ import { historyTask } from "./history/cron";
 import { storageTask } from "./history/storage-task";
 import { idempotencySweepTask } from "./http/idempotency/cron";
 import { ingressTask } from "./ingress/cron";
-import { reaperTask } from "./steps/cron";
+import { reaperTask, wakeTask } from "./steps/cron";
 import type { AnyPeriodicTask } from "./lib/periodic-task";
 import { placementAuditTask } from "./shards/audit";
 import { runOnEveryShard } from "./shards/cron";
@@ -16,6 +16,7 @@ export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [
   idempotencySweepTask,
   ingressTask,
   reaperTask,
+  wakeTask,
   historyTask,
   storageTask,
   placementAuditTask,

@@ -6,6 +6,7 @@
  *   declared destination key's `idempotencyKey.value`; its verify probe's `url`, `headers` and
  *   `query` values and `condition`;
  * - TRANSFORM: every string anywhere inside `output`;
+ * - DELAY: `until`;
  * - edges: `when`.
  *
  * Only strings that begin with `=` are expressions. (A literal that must begin with `=` is written
@@ -70,6 +71,8 @@ export function expressionSites(document: unknown): ExpressionSite[] {
       }
     } else if (vertex?.type === "TRANSFORM") {
       if ("output" in config) walk(config.output, [...base, "output"]);
+    } else if (vertex?.type === "DELAY") {
+      add(config.until, [...base, "until"]);
     }
   });
   asArray(root.edges).forEach((raw, j) => add(asRecord(raw)?.when, ["edges", j, "when"]));

@@ -258,6 +258,20 @@ export const TransformConfig = z.strictObject({
   output: JsonValue.describe("the step's output; `=` strings in it are evaluated"),
 });
 
+/**
+ * A DELAY (SPEC section 14, docs/waits.md): sleep for a duration, or until a time an expression
+ * computes from the execution's data; exactly one of the two (src/definitions/vertex-rules.ts),
+ * at most 365 days. Nothing runs while it sleeps.
+ */
+export const DelayConfig = z.strictObject({
+  for: Duration.optional().describe("how long to sleep, counted from the step's dispatch: `90s`, `30m`, `24h`, `3d` (at most 365d)"),
+  until: z
+    .string()
+    .startsWith(EXPRESSION_PREFIX, "an expression starting with `=`")
+    .optional()
+    .describe("an expression giving the time to wake (an ISO-8601 time, or epoch milliseconds); evaluated once, at most 365 days ahead"),
+});
+
 const VertexId = z.string().regex(VERTEX_ID_PATTERN, "a letter, then letters, digits, `_` or `-` (at most 64)");
 
 export const EntryPointVertex = z
@@ -270,8 +284,12 @@ export const TransformVertex = z
   .strictObject({ id: VertexId, type: z.literal("TRANSFORM"), config: TransformConfig })
   .describe("computes an output from the context; no side effects");
 
-export const Vertex = z.discriminatedUnion("type", [EntryPointVertex, GatewayVertex, TransformVertex]);
-export const VERTEX_TYPES = ["ENTRY_POINT", "GATEWAY", "TRANSFORM"] as const;
+export const DelayVertex = z
+  .strictObject({ id: VertexId, type: z.literal("DELAY"), config: DelayConfig })
+  .describe("sleeps for a duration or until a computed time, holding nothing; resumes once however often its wake-up arrives");
+
+export const Vertex = z.discriminatedUnion("type", [EntryPointVertex, GatewayVertex, TransformVertex, DelayVertex]);
+export const VERTEX_TYPES = ["ENTRY_POINT", "GATEWAY", "TRANSFORM", "DELAY"] as const;
 
 export const Edge = z.strictObject({
   from: VertexId,
@@ -321,6 +339,7 @@ export type Vertex = z.output<typeof Vertex>;
 export type EntryPointVertex = z.output<typeof EntryPointVertex>;
 export type GatewayVertex = z.output<typeof GatewayVertex>;
 export type TransformVertex = z.output<typeof TransformVertex>;
+export type DelayVertex = z.output<typeof DelayVertex>;
 export type Edge = z.output<typeof Edge>;
 export type RetryPolicy = z.output<typeof RetryPolicy>;
 export type GatewayConfig = z.output<typeof GatewayConfig>;

@@ -82,6 +82,22 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
       }
     }
 
+    if (vertex?.type === "DELAY") {
+      const given = ["for", "until"].filter((name) => config[name] !== undefined);
+      if (given.length !== 1) {
+        errors.push({
+          pointer: at(),
+          code: "delay-for-or-until",
+          message:
+            given.length === 0
+              ? 'a DELAY needs `for` (a duration, e.g. "3d") or `until` (an expression giving the time to wake)'
+              : "a DELAY takes `for` or `until`, not both; keep one",
+        });
+      }
+      const sleep = durationProblem(config.for, "for");
+      if (sleep) errors.push({ pointer: at("for"), ...sleep });
+    }
+
     if (vertex?.type === "ENTRY_POINT") {
       const window = durationProblem(config.dedupeWindow, "dedupeWindow");
       if (window) errors.push({ pointer: at("dedupeWindow"), ...window });

@@ -323,6 +323,8 @@ function inlineRun(workflow: StoredWorkflow, record: NewExecution, executionId: 
     inProgressSince: null,
     sealedSecretsJson,
     keySendsJson: "{}",
+    parkedUntil: null,
+    wakeAt: null,
     stepCreatedAt: null,
   };
 }

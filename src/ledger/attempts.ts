@@ -28,7 +28,7 @@ export const MAX_ATTEMPT_SUMMARY_BYTES = 8192;
 /** The most characters an attempt keeps of its error. */
 export const MAX_ATTEMPT_ERROR_CHARS = 2000;
 
-export type AttemptOutcome = "running" | "completed" | "failed" | "retried" | "in_progress" | "lost" | "cancelled";
+export type AttemptOutcome = "running" | "completed" | "failed" | "retried" | "in_progress" | "lost" | "cancelled" | "slept";
 
 /** Why a retry waits as long as it does: the backoff, the destination's `Retry-After`, or its "in progress". */
 export type RetryDelayReason = "backoff" | "retry-after" | "in-progress";
@@ -42,7 +42,7 @@ export interface AttemptResponse {
 
 /** How an attempt ended, as the batch that ends it records it. */
 export interface AttemptEnd {
-  outcome: "completed" | "failed" | "retried" | "in_progress";
+  outcome: "completed" | "failed" | "retried" | "in_progress" | "slept";
   /** The redacted request summary (JSON text), if the attempt made one. */
   request: string | null;
   response: AttemptResponse | null;

@@ -39,6 +39,7 @@ export {
   IN_PROGRESS_MARK,
   loadStepInputs,
   MAX_STEP_INPUT_BYTES,
+  parkStep,
   persistIdempotencyKey,
   scheduleInProgressRecheck,
   scheduleRetry,
@@ -82,6 +83,7 @@ export { KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type KeySend }
 // Recovery: the reaper's sweeps and dead letters.
 export {
   DEFAULT_MAX_RESEND_WAIT_MS,
+  dueParkedSteps,
   recordDeadLetters,
   redispatchExpiredLeases,
   redispatchOverdue,

@@ -67,6 +67,8 @@ export interface StepRecord {
   attempt: number;
   availableAt: number;
   leaseUntil: number | null;
+  /** Set while the step is parked (a DELAY sleeping). */
+  parkedUntil: number | null;
   idempotencyKey: string | null;
   /** The redacted request summary (JSON text); null too when over `TRACE_VALUE_MAX_BYTES` (see `requestBytes`). */
   requestJson: string | null;
@@ -170,6 +172,7 @@ const STEP_RECORD = selectList<StepRecord>({
   attempt: "attempt",
   availableAt: "available_at",
   leaseUntil: "lease_until",
+  parkedUntil: "parked_until",
   idempotencyKey: "idempotency_key",
   requestJson: bounded("request"),
   requestBytes: byteLength("request"),

@@ -54,7 +54,9 @@ export async function redispatchOverdue(
  * the bounded transition.
  */
 export async function redispatchExpiredLeases(db: D1Database, now: number, limit: number): Promise<StepRef[]> {
-  const expired = `SELECT rowid FROM steps WHERE state = 'EXECUTING' AND lease_until <= ?1 ORDER BY lease_until LIMIT ?2`;
+  // A parked step (a DELAY sleeping) is not an expired lease: its wake-up is `wakeParkedSteps`'.
+  const expired = `SELECT rowid FROM steps WHERE state = 'EXECUTING' AND lease_until <= ?1 AND parked_until IS NULL
+                   ORDER BY lease_until LIMIT ?2`;
   const results = await new LabelledBatch<"leaseExpired" | "redispatched">(db)
     .add(
       "leaseExpired",
@@ -135,4 +137,22 @@ function deadLetterEvent(db: D1Database, step: StepRef, now: number, message: st
        FROM steps WHERE execution_id = ?1 AND vertex_id = ?2`,
     )
     .bind(step.executionId, step.vertexId, now, message);
+}
+
+/**
+ * `dueParkedSteps`: parked steps whose time came at least `graceMs` ago — their delayed wake-up
+ * message did not claim them (a sleep past the queue's 12-hour delay sends none; a message can be
+ * lost): the wake-up task sends them one. Read only: the claim is the resume, and a step woken twice
+ * resumes once. Over the partial index `steps_parked`.
+ */
+export async function dueParkedSteps(db: D1Database, now: number, graceMs: number, limit: number): Promise<StepRef[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT execution_id, vertex_id FROM steps
+       WHERE parked_until IS NOT NULL AND parked_until <= ?1 AND state = 'EXECUTING'
+       ORDER BY parked_until LIMIT ?2`,
+    )
+    .bind(now - graceMs, limit)
+    .all<{ execution_id: string; vertex_id: string }>();
+  return results.map(toStepRef);
 }

@@ -61,6 +61,10 @@ export interface StepRun {
   /** The step's state; null when the execution has no step for this vertex. */
   stepState: StepState | null;
   leaseUntil: number | null;
+  /** Set while the step is parked (a DELAY sleeping): when it resumes. */
+  parkedUntil: number | null;
+  /** A DELAY's wake time, persisted the first time it parked: never recomputed. */
+  wakeAt: number | null;
   availableAt: number | null;
   /**
    * When the destination first answered "in progress" for this step since it was dispatched or
@@ -122,7 +126,7 @@ function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): 
     .prepare(
       `UPDATE steps
          SET state = 'EXECUTING', epoch = epoch + 1, attempt = attempt + 1, lease_until = ?3 + ?4, updated_at = ?3,
-             next_resend_at = NULL
+             next_resend_at = NULL, parked_until = NULL
        WHERE execution_id = ?1 AND vertex_id = ?2 AND ${CLAIMABLE}
        RETURNING ${CLAIMED_STEP}`,
     )
@@ -131,14 +135,15 @@ function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): 
 
 /**
  * `recordLeaseExpiry`: runs just before `claimStep` in the same batch, so a takeover leaves a
- * `lease_expired` event naming the epoch that lost the step.
+ * `lease_expired` event naming the epoch that lost the step. A parked step whose time came is not
+ * a lost lease (its resume is this claim): no event.
  */
 function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
        SELECT execution_id, vertex_id, 'lease_expired', epoch, ?3, 'taken over by a new claim'
-       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND state = 'EXECUTING' AND lease_until <= ?3`,
+       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND state = 'EXECUTING' AND lease_until <= ?3 AND parked_until IS NULL`,
     )
     .bind(ref.executionId, ref.vertexId, now);
 }
@@ -159,7 +164,7 @@ function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, mess
        SELECT execution_id, vertex_id, 'redelivery_dropped', epoch, ?3,
               CASE WHEN ${SETTLED} THEN ?4 || ' acked: the step was already ' || state
                    ELSE ?4 || ' acked instead of retried: ' || ${WAITING_DETAIL} END
-       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND (${SETTLED} OR (?5 = 1 AND ${WAITING}))`,
+       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND (${SETTLED} OR (?5 = 1 AND ${WAITING} AND parked_until IS NULL))`,
     )
     .bind(ref.executionId, ref.vertexId, now, message, drop ? 1 : 0);
 }
@@ -186,6 +191,8 @@ const STEP_RUN = selectList<StepRun>({
   definitionJson: "v.definition",
   stepState: "s.state",
   leaseUntil: "s.lease_until",
+  parkedUntil: "s.parked_until",
+  wakeAt: "s.wake_at",
   availableAt: "s.available_at",
   inProgressSince: IN_PROGRESS_SINCE,
   sealedSecretsJson: sealedSecretsColumn("e.workspace", "v.definition"),
@@ -722,4 +729,28 @@ export function scheduleInProgressRecheck(
   const error = `${IN_PROGRESS_MARK} (attempt ${r.attempt}): ${r.detail}`;
   const { now, availableAt, request, output, response } = r;
   return backToDispatched(db, fence, { now, availableAt, error, request, output, response }, "in-progress");
+}
+
+/**
+ * `parkStep`: the claimed step sleeps until `until` (a DELAY): its attempt ends as `slept`, and the
+ * step stays EXECUTING with its lease and `parked_until` at `until`, so nothing bounces, takes it
+ * over or re-dispatches it meanwhile; `wake_at` keeps the wake time for every later claim. The
+ * resume is the claim after `until` (src/ledger/step-sql.ts CLAIMABLE). One batch, fenced. False:
+ * fenced out.
+ */
+export async function parkStep(db: D1Database, fence: Fence, r: { now: number; until: number }): Promise<boolean> {
+  const results = await new LabelledBatch<"attempt" | "parked">(db)
+    .add("attempt", finishAttempt(db, fence, r.now, { outcome: "slept", request: null, response: null, error: null, delay: null }))
+    .add(
+      "parked",
+      db
+        .prepare(
+          `UPDATE steps SET lease_until = ?4, parked_until = ?4, wake_at = coalesce(wake_at, ?4), updated_at = ?5
+           WHERE ${STEP_FENCE}
+           RETURNING vertex_id`,
+        )
+        .bind(...fenceParams(fence), r.until, r.now),
+    )
+    .run();
+  return results.first("parked") !== null;
 }

@@ -49,6 +49,7 @@ export type LogEvent =
   | "queue.dead_lettered"
   | "reaper.redispatched"
   | "reaper.failed"
+  | "steps.woken"
   // history (retention, archive, erasure)
   | "history.swept"
   | "history.archive_failed"

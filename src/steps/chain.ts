@@ -255,6 +255,8 @@ export function chainedStep(
       stepState: "EXECUTING",
       leaseUntil: chained.leaseUntil,
       availableAt: null,
+      parkedUntil: null,
+      wakeAt: null,
       inProgressSince: null,
       // A fresh step has no key sends on record, unless the start batch persisted its key with the claim.
       keySendsJson: keySendsJson ?? "{}",

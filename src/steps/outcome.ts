@@ -31,4 +31,9 @@ export type RunOutcome =
    * The destination says a request with this step's key is still running there (an earlier
    * attempt of this very step): not a failure — ask again later, within the in-progress budget.
    */
-  | ({ kind: "in_progress"; error: string; retryAfterMs?: number; output?: unknown } & Recorded);
+  | ({ kind: "in_progress"; error: string; retryAfterMs?: number; output?: unknown } & Recorded)
+  /** A DELAY whose time has not come: the step parks until `until` (src/steps/delay.ts). */
+  | { kind: "parked"; until: number; detail: string; output?: undefined; request?: undefined; response?: undefined };
+
+/** What a call can end in (a Gateway step, its verify probe): every outcome but parking. */
+export type CallOutcome = Exclude<RunOutcome, { kind: "parked" }>;

@@ -25,6 +25,7 @@ import {
   extendLease,
   loadStepInputs,
   MAX_STEP_INPUT_BYTES,
+  parkStep,
   parseKeySends,
   persistIdempotencyKey,
   recordKeySend,
@@ -48,7 +49,9 @@ import { dropsIfNotClaimable, type Delivery } from "./redelivery";
 import { delaySeconds } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
+import { MAX_QUEUE_DELAY_MS, runDelay } from "./delay";
 import { secretLookup } from "../secrets/resolve";
+import { isoTimeText } from "../lib/iso-time";
 import { parseSealedSecrets } from "../secrets/store";
 import { errorMessage, log } from "../lib/log";
 
@@ -172,6 +175,8 @@ function whyNotClaimed(run: StepRun, now: number, drop: boolean): Decision {
     case "CANCELLED":
       return { action: "ack", why: `step already ${run.stepState}` };
     case "EXECUTING":
+      // Parked (a DELAY sleeping): its wake-up is on its way (a delayed message, or the cron's wake-up task).
+      if (run.parkedUntil !== null) return { action: "ack", why: `the step is parked until ${isoTimeText(run.parkedUntil)}` };
       if (drop) return { action: "drop", why: "lease held by another worker; the reaper re-dispatches the step if the lease expires" };
       return { action: "retry", delayMs: Math.max(1000, (run.leaseUntil ?? now) - now), why: "lease held by another worker" };
     case "DISPATCHED":
@@ -296,6 +301,8 @@ async function runVertex(
       );
     case "TRANSFORM":
       return runTransform(vertex, context);
+    case "DELAY":
+      return runDelay(vertex, context, { wakeAt: run.wakeAt, stepCreatedAt: run.stepCreatedAt, now: rt.now() });
     case "ENTRY_POINT":
       // Ingress writes the entry COMPLETED; a message for it can only be a stray. Its output is the payload.
       return { kind: "completed", output: context.payload };
@@ -389,7 +396,20 @@ async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Appli
     }
     case "fail":
       return settle(rt, a, { state: "FAILED", error: t.error, output });
+    case "park":
+      return unchained(await afterParked(rt, a, t.until, t.detail));
   }
+}
+
+/**
+ * Park the step (fenced), then — only after that committed — send its wake-up when the queue can
+ * carry the delay; a longer sleep is woken by the cron's wake-up task (src/steps/cron.ts).
+ */
+async function afterParked(rt: StepRuntime, a: Applying, until: number, detail: string): Promise<Decision> {
+  if (!(await parkStep(rt.db, a.fence, { now: a.now, until }))) return { action: "ack", why: "park fenced out (recorded)" };
+  const delayMs = until - a.now;
+  if (delayMs <= MAX_QUEUE_DELAY_MS) await sendStepMessages(rt.queue, [a.ref], Math.ceil(delayMs / 1000));
+  return { action: "ack", why: detail };
 }
 
 const unchained = (decision: Decision): Applied => ({ decision, next: null });

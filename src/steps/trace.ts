@@ -116,6 +116,7 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
     attempt: s.attempt,
     epoch: s.epoch,
     leaseUntil: iso(s.leaseUntil),
+    parkedUntil: iso(s.parkedUntil),
     availableAt: s.state === "DISPATCHED" ? iso(s.availableAt) : null,
     // How often the reaper re-sent this step's message (it backs off: docs/steps.md "Reaper").
     resends: s.resends,

@@ -69,6 +69,7 @@ describe("the cron's periodic tasks", () => {
       "ledger sweep",
       "ingress",
       "steps reaper",
+      "steps wake-up",
       "history sweep",
       "storage figures",
       "placement audit",

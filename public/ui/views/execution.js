@@ -360,7 +360,15 @@ function timeline(trace) {
                   h("td", {}, step.vertexId),
                   h("td", { class: "num" }, String(a.attempt)),
                   h("td", { class: "num" }, String(a.epoch)),
-                  h("td", {}, open && step.leaseUntil ? `until ${time(step.leaseUntil)}` : "—"),
+                  h(
+                    "td",
+                    {},
+                    a.outcome === "slept" && step.parkedUntil
+                      ? `parked until ${time(step.parkedUntil)}`
+                      : open && step.leaseUntil
+                        ? `until ${time(step.leaseUntil)}`
+                        : "—",
+                  ),
                   h("td", { class: "mono key" }, a.idempotencyKey ?? "—"),
                   h("td", {}, badge(a.outcome), replayed(a) ? h("span", { class: "tag" }, "replayed") : null),
                   h("td", {}, time(a.startedAt)),

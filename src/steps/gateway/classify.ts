@@ -10,7 +10,7 @@
 import type { GatewayVertex } from "../../definitions/schema";
 import { errorMessage } from "../../lib/log";
 import { allowlistedHeaders, parseBody } from "../http-response";
-import type { RequestSummary, ResponseSummary, RunOutcome } from "../outcome";
+import type { CallOutcome, RequestSummary, ResponseSummary } from "../outcome";
 import { isRetryableStatus, parseRetryAfter } from "../retry-policy";
 import { scrubDeep, scrubSecrets } from "../secrets";
 import type { SendResult } from "./send";
@@ -37,7 +37,7 @@ export interface Attempt {
 type Failure = Exclude<SendResult, { kind: "answered" }>;
 
 /** No answer: a body over the bound fails (it would be as large again); the rest is transient. */
-export function classifySendFailure(failure: Failure, attempt: Attempt): RunOutcome {
+export function classifySendFailure(failure: Failure, attempt: Attempt): CallOutcome {
   const { request } = attempt;
   if (failure.kind === "too_large") return { kind: "failed", request, error: failure.error.message };
   const why =
@@ -48,7 +48,7 @@ export function classifySendFailure(failure: Failure, attempt: Attempt): RunOutc
 }
 
 /** An answer. `now` dates an HTTP-date `Retry-After`. */
-export function classifyResponse(answer: { response: Response; text: string }, attempt: Attempt, now: number): RunOutcome {
+export function classifyResponse(answer: { response: Response; text: string }, attempt: Attempt, now: number): CallOutcome {
   const { response } = answer;
   const { request, config } = attempt;
   // Anything recorded from the response is scrubbed of the secrets just sent.

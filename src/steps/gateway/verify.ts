@@ -19,7 +19,7 @@
 import type { GatewayVertex } from "../../definitions/schema";
 import { evaluateValue } from "../../expressions/evaluate";
 import { errorMessage } from "../../lib/log";
-import type { RunOutcome } from "../outcome";
+import type { CallOutcome, RunOutcome } from "../outcome";
 import type { ExpressionContext } from "../plan";
 import { classifyResponse, classifySendFailure, endpoint, type Attempt } from "./classify";
 import { evaluateRequest } from "./evaluate";
@@ -117,7 +117,7 @@ function fail(error: string, request?: RunOutcome["request"]): ProbeResult {
  * A probe that got no usable answer. "In progress" is about a key's request, and the probe sends
  * none: for the probe it is a transient answer like a 503, counted against the step's retries.
  */
-function asProbeFailure(outcome: Exclude<RunOutcome, { kind: "completed" }>): RunOutcome {
+function asProbeFailure(outcome: Exclude<CallOutcome, { kind: "completed" }>): RunOutcome {
   const error = `verify probe: ${outcome.error}`;
   if (outcome.kind === "in_progress") return { ...outcome, kind: "retryable", error };
   return { ...outcome, error };
