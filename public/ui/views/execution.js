@@ -452,6 +452,7 @@ function stepsSection(trace, selected, actions, readOnly) {
           s.vertexId,
           " ",
           badge(s.state),
+          s.parkedUntil ? h("span", { class: "tag", id: `parked-${s.vertexId}` }, `sleeping until ${time(s.parkedUntil)}`) : null,
           h("span", { class: "muted" }, ` attempt ${s.attempt} · epoch ${s.epoch}`),
           s.state === "FAILED" && !readOnly
             ? h("button", { type: "button", id: `action-retry-${s.vertexId}`, onclick: () => actions.retry(s) }, "Retry step…")
