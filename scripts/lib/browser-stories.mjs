@@ -250,6 +250,24 @@ export async function browserStories(ctx) {
       await page.context().close();
     });
 
+    await test("inspector: a sleeping DELAY says when it wakes, and its attempt shows it parked", async () => {
+      const started = await ctx.trigger("review-after-shipping", { order: { id: `review-${ctx.run}` } });
+      // The DELAY claims and parks within moments of the trigger; it sleeps 20 s (workflows/review-after-shipping.json).
+      let trace;
+      for (let i = 0; i < 50; i++) {
+        trace = (await ctx.api("GET", `/v1/executions/${started.json.executionId}`)).json;
+        if (trace.steps?.find((s) => s.vertexId === "wait")?.parkedUntil) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const wait = trace.steps.find((s) => s.vertexId === "wait");
+      expect(wait?.parkedUntil, "the trace names when the DELAY wakes (parkedUntil)");
+      const page = await newPage("delay");
+      await openExecution(page, started.json.executionId);
+      expect((await page.textContent("#parked-wait"))?.startsWith("sleeping until"), "the step says it sleeps until its wake time");
+      expect((await page.textContent("#timeline")).includes("parked until"), "the timeline shows the attempt parked");
+      await page.context().close();
+    });
+
     await test("inspector: an archived trace renders read-only: a banner with its removal date, no action control", async () => {
       // The history sweep runs on the real clock (days of retention), so the trace is answered here as the
       // archive answers it (src/http/routes/executions.ts): the same JSON with `archived: true`, the date in a header.

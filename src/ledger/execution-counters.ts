@@ -15,8 +15,10 @@ import { CLAIMABLE, fenceParams, SETTLED, STEP_FENCE, WAITING, type Fence, type 
  */
 export function countClaim(db: D1Database, ref: StepRef, now: number, drop: boolean): D1PreparedStatement {
   const step = "FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id = ?2";
-  const stopped = `(SELECT count(*) ${step} AND (${SETTLED} OR (?4 = 1 AND ${WAITING})))`;
-  const nextAttempt = `coalesce((SELECT s.attempt + 1 ${step} AND ${CLAIMABLE}), 0)`;
+  // A parked step (a DELAY sleeping) is neither: a message that meets it early is acked, not a
+  // stopped redelivery, and the claim that resumes it is not a retry (docs/waits.md).
+  const stopped = `(SELECT count(*) ${step} AND (${SETTLED} OR (?4 = 1 AND ${WAITING} AND s.parked_until IS NULL)))`;
+  const nextAttempt = `coalesce((SELECT s.attempt + 1 ${step} AND ${CLAIMABLE} AND s.parked_until IS NULL), 0)`;
   return db
     .prepare(
       `UPDATE executions

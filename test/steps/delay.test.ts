@@ -123,6 +123,11 @@ describe("a DELAY sleeps parked and resumes once", () => {
     });
     expect(await attemptsOf(id, "nap")).toEqual(["slept", "completed"]);
     expect(await eventsOf(id)).not.toContain("lease_expired");
+    // Sleeping is neither a retry nor a stopped redelivery: the counters saw none.
+    expect(await env.DB.prepare("SELECT max_attempt, redeliveries_stopped FROM executions WHERE id = ?1").bind(id).first()).toEqual({
+      max_attempt: 1,
+      redeliveries_stopped: 0,
+    });
     expect((await stepRow(id, "nap"))?.parked_until).toBeNull();
   });
 
