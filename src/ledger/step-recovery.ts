@@ -54,7 +54,7 @@ export async function redispatchOverdue(
  * the bounded transition.
  */
 export async function redispatchExpiredLeases(db: D1Database, now: number, limit: number): Promise<StepRef[]> {
-  // A parked step (a DELAY sleeping) is not an expired lease: its wake-up is `wakeParkedSteps`'.
+  // A parked step (a DELAY sleeping) is not an expired lease: its wake-up is its own (`dueParkedSteps`, src/steps/cron.ts).
   const expired = `SELECT rowid FROM steps WHERE state = 'EXECUTING' AND lease_until <= ?1 AND parked_until IS NULL
                    ORDER BY lease_until LIMIT ?2`;
   const results = await new LabelledBatch<"leaseExpired" | "redispatched">(db)

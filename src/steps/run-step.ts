@@ -406,7 +406,8 @@ async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Appli
  * carry the delay; a longer sleep is woken by the cron's wake-up task (src/steps/cron.ts).
  */
 async function afterParked(rt: StepRuntime, a: Applying, until: number, detail: string): Promise<Decision> {
-  if (!(await parkStep(rt.db, a.fence, { now: a.now, until }))) return { action: "ack", why: "park fenced out (recorded)" };
+  if (!(await parkStep(rt.db, a.fence, { now: a.now, until })))
+    return { action: "ack", why: "park fenced out: the step was taken over or cancelled" };
   const delayMs = until - a.now;
   if (delayMs <= MAX_QUEUE_DELAY_MS) await sendStepMessages(rt.queue, [a.ref], Math.ceil(delayMs / 1000));
   return { action: "ack", why: detail };
