@@ -6,7 +6,8 @@ import { env } from "cloudflare:test";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { ledgerCron } from "../../src/http/idempotency";
 import { sweepIdempotencyKeys } from "../../src/ledger";
-import { countingD1 } from "../helpers/counting-d1";
+import { countingD1, type CountingD1 } from "../helpers/counting-d1";
+import { deliveredEnv } from "../helpers/shards";
 import { harness, uniqueKey } from "../http/idempotency/harness";
 
 const NOW = 1_800_000_000_000;
@@ -84,6 +85,24 @@ describe("the opportunistic sweep after responses", () => {
     const keys = await remaining();
     expect(keys).not.toContain(old);
     expect(keys).toHaveLength(2); // mid and new
+  });
+
+  it("keeps one interval per database: a busy shard's writes do not use up a quiet shard's turn", async () => {
+    const real = deliveredEnv(env);
+    const byShard = { dev: countingD1(real.DB), other: countingD1(real.DB_1) };
+    const h = harness({
+      retentionMs: 60_000,
+      pendingTtlMs: 1_000,
+      sweep: { intervalMs: 30_000, batchSize: 10 },
+      database: (_env: unknown, principal: string) => (principal === "other" ? byShard.other.db : byShard.dev.db),
+    });
+    await h.send({ key: uniqueKey("d0") }); // starts dev's interval
+    await h.send({ key: uniqueKey("o0"), token: "other-token" }); // starts other's
+    h.clock.now += 31_000;
+    for (let i = 0; i < 3; i++) await h.send({ key: uniqueKey(`d${i + 1}`) }); // dev is busy: it sweeps once
+    await h.send({ key: uniqueKey("o1"), token: "other-token" }); // other's turn is its own
+    const deletes = (c: CountingD1) => c.calls.filter((call) => call.sql[0]!.trim().startsWith("DELETE")).length;
+    expect([deletes(byShard.dev), deletes(byShard.other)]).toEqual([1, 1]);
   });
 
   it("keeps the advertised window: a replay works until retention ends, then the key is new again", async () => {
