@@ -34,15 +34,15 @@ const SECRET_GRANTS = [
 
 /**
  * The suite runs on two shards (SPEC section 13). Every file runs in project `shard-0`, with
- * wrangler.toml's placement (`dev` on shard 0, `other` on shard 1). The engine's core — triggers,
- * hooks, schedules, steps (claims, Gateway, chaining, cancel, operator actions, the reaper,
- * redelivery, chaos, the retention guard), the Idempotency-Key middleware, the event stream, the
- * workflows routes, erasure — runs again in project `shard-1`, where
- * every workspace is placed on shard 1 (`*:1`) and the test code's own `env.DB` (what it seeds and
- * reads) is shard 1's database (`TEST_DB_IS_SHARD`, test/apply-migrations.ts).
- * The Worker's own invocations (SELF.fetch, real queue deliveries) never see that alias: they get
- * the Worker's env, where `DB` is shard 0, so an engine path that ignored the placement would write
- * where the test does not look. (A test that hands its `env` to a handler directly hands the alias.)
+ * wrangler.toml's placement (`dev` on shard 0, `other` on shard 1). The engine's core runs again
+ * in project `shard-1` — triggers, hooks, schedules, steps (claims, Gateway, chaining, cancel,
+ * operator actions, the reaper, redelivery, chaos, the retention guard, DELAY), the
+ * Idempotency-Key middleware, the event stream, the workflows routes, erasure — with every
+ * workspace placed on shard 1 (`*:1`) and the test code's own `env.DB` (what it seeds and reads)
+ * aliased to shard 1's database (`TEST_DB_IS_SHARD`, test/apply-migrations.ts). The Worker's own
+ * invocations (SELF.fetch, real queue deliveries) never see that alias: they get the Worker's env,
+ * where `DB` is shard 0, so an engine path that ignored the placement would write where the test
+ * does not look. (A test that hands its `env` to a handler directly hands the alias.)
  */
 const SHARD_1_FILES = [
   ...["trigger", "hooks", "start", "identity", "schedule", "stream"].map((name) => `test/ingress/${name}.test.ts`),

@@ -3,7 +3,7 @@
  * shard a workspace is placed on, and the env of that shard as the engine's entry points build it.
  */
 import { shardConfig, shardOf } from "../../src/shards/config";
-import { shardEnv, type ShardEnv } from "../../src/shards/shard-env";
+import { shardEnv } from "../../src/shards/shard-env";
 
 type ShardBinding = "DB" | "DB_1";
 
@@ -19,14 +19,9 @@ export function shardIndexOf(env: Env, workspace: string): number {
   return shardOf(shardConfig(env), workspace);
 }
 
-/** The env of `workspace`'s shard: its `DB` is that shard's database, its queue stamps the shard. */
-export function envOf(env: Env, workspace: string): ShardEnv {
-  return shardEnv(env, shardIndexOf(env, workspace));
-}
-
-/** The database of `workspace`'s shard. */
+/** The database of `workspace`'s shard, as the engine's entry points would choose it. */
 export function dbOf(env: Env, workspace: string): D1Database {
-  return envOf(env, workspace).DB;
+  return shardEnv(env, shardIndexOf(env, workspace)).DB;
 }
 
 /**
