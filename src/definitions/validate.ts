@@ -20,6 +20,7 @@ import { WorkflowDefinition } from "./schema";
 import { checkSecrets } from "./secrets";
 import { checkVerifyProbes } from "./verify-rules";
 import { checkVertexRules } from "./vertex-rules";
+import { checkPrototypeMembers } from "./prototype-members";
 
 export type { ValidationError } from "./errors";
 
@@ -43,13 +44,20 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
     ...checkVertexRules(input, options),
     ...checkVerifyProbes(input),
     ...checkHistory(input),
+    ...checkPrototypeMembers(input),
   );
-  const unique = dedupe(errors);
+  const unique = dedupe(withoutRedundantPrototypeMembers(errors));
   if (unique.length > 0 || !parsed.success) return { ok: false, errors: unique };
   // `$schema` is an editor hint: it is not stored and not part of the version, so moving a file
   // (which changes its relative `$schema` path) does not create a new version.
   const { $schema: _editorHint, ...definition } = parsed.data;
   return { ok: true, definition };
+}
+
+/** Where another rule already refused the member (a strict object's `unknown-key`), that answer is enough. */
+function withoutRedundantPrototypeMembers(errors: ValidationError[]): ValidationError[] {
+  const refused = new Set(errors.filter((e) => e.code !== "prototype-member").map((e) => e.pointer));
+  return errors.filter((e) => e.code !== "prototype-member" || !refused.has(e.pointer));
 }
 
 function dedupe(errors: ValidationError[]): ValidationError[] {

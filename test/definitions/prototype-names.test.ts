@@ -77,6 +77,38 @@ describe("a key's body field through a prototype name", () => {
   });
 });
 
+describe("a member named __proto__ (it would vanish from the saved version)", () => {
+  // As a client sends it: JSON keeps `__proto__` as an ordinary member.
+  const document = JSON.parse(
+    JSON.stringify(keyed("proto-member", { header: "Idempotency-Key" }))
+      .replace('"body":{', '"headers":{"__proto__":"x","constructor":"kept"},"body":{"__proto__":1,')
+      .replace('"config":{}', '"config":{}'),
+  ) as unknown;
+
+  it("is refused at save, where it stands (a header, a body field), while `constructor` is kept", () => {
+    expect(errorsOf(document).map((e) => [e.pointer, e.code])).toEqual([
+      ["/vertices/1/config/headers/__proto__", "prototype-member"],
+      ["/vertices/1/config/body/__proto__", "prototype-member"],
+    ]);
+    const withoutProto = JSON.parse(JSON.stringify(document).replace('"__proto__":"x",', "").replace('"__proto__":1,', "")) as unknown;
+    const saved = validateDefinition(withoutProto);
+    expect(saved.ok).toBe(true);
+    if (saved.ok) expect(saved.definition.vertices[1]!.config).toMatchObject({ headers: { constructor: "kept" } });
+  });
+
+  it("PUT /v1/workflows answers 422 naming it, and stores nothing", async () => {
+    const response = await SELF.fetch("http://idemflow.test/v1/workflows/proto-member", {
+      method: "PUT",
+      headers: { authorization: "Bearer dev-token", "content-type": "application/json" },
+      body: JSON.stringify(document),
+    });
+    expect(response.status).toBe(422);
+    const problem = await response.json<{ errors: ValidationError[] }>();
+    expect(problem.errors.map((e) => e.code)).toEqual(["prototype-member", "prototype-member"]);
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM workflows WHERE workflow_id = 'proto-member'").first("n")).toBe(0);
+  });
+});
+
 describe("the key lint with a variable named like a built-in", () => {
   it("does not take `$toString` or `$constructor` bound in the key for a forbidden function", () => {
     for (const name of ["toString", "constructor", "valueOf"]) {
