@@ -18,6 +18,7 @@
  */
 import engine from "../../src/index";
 import { countingD1, type CountingD1 } from "../../test/helpers/counting-d1";
+import { countingQueue } from "../lib/counting-queue";
 
 let counter: CountingD1 | undefined;
 /** Messages the engine sent to its step queue (send and sendBatch), since the last reset. */
@@ -53,24 +54,8 @@ function counted(env: Env): Env {
   // Count only: the tests enforce D1's limits (test/helpers/d1-limits.ts); measuring every bound
   // value here would bill the engine for the instrument.
   counter ??= countingD1(env.DB, { enforceLimits: false });
-  countedQueue ??= countingQueue(env.QUEUE);
+  countedQueue ??= countingQueue(env.QUEUE, (n) => (queueMessages += n));
   return { ...env, DB: counter.db, QUEUE: countedQueue };
-}
-
-/** The step queue, counting the messages sent through it (the real queue delivers them). */
-function countingQueue(queue: Env["QUEUE"]): Env["QUEUE"] {
-  return {
-    send: (body, options) => {
-      queueMessages++;
-      return queue.send(body, options);
-    },
-    sendBatch: (messages, options) => {
-      const list = [...messages];
-      queueMessages += list.length;
-      return queue.sendBatch(list, options);
-    },
-    metrics: () => queue.metrics(),
-  } as Env["QUEUE"];
 }
 
 /** Statement counts grouped by the first words of their SQL, to show where the statements go. */

@@ -21,6 +21,7 @@
  * isolate, which is all a local bench needs (never do this for state the engine relies on).
  */
 import engine from "../../src/index";
+import { countingQueue } from "../lib/counting-queue";
 
 interface ShardStats {
   statements: number;
@@ -215,24 +216,8 @@ function instrumented(env: BenchEnv): Env {
     shard.delay = delay;
     wrapped[name] = shard.db;
   }
-  countedQueue ??= countingQueue(env.QUEUE);
+  countedQueue ??= countingQueue(env.QUEUE, (n) => (queueMessages += n));
   return { ...env, ...wrapped, QUEUE: countedQueue } as Env;
-}
-
-/** The step queue, counting the messages sent through it (the real queue delivers them). */
-function countingQueue(queue: Env["QUEUE"]): Env["QUEUE"] {
-  return {
-    send: (body, options) => {
-      queueMessages++;
-      return queue.send(body, options);
-    },
-    sendBatch: (messages, options) => {
-      const list = [...messages];
-      queueMessages += list.length;
-      return queue.sendBatch(list, options);
-    },
-    metrics: () => queue.metrics(),
-  } as Env["QUEUE"];
 }
 
 interface ExecutionRow {

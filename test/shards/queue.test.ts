@@ -90,6 +90,29 @@ describe("messages name their shard", () => {
   });
 });
 
+describe("one batch, one chaining budget", () => {
+  it("a batch over both shards shares one budget: room for one chained step chains one successor, queues the other", async () => {
+    const twoSteps = {
+      vertices: [...ONE_STEP.vertices, { id: "after", type: "TRANSFORM", config: { output: "= steps.shape" } }],
+      edges: [...ONE_STEP.edges, { from: "shape", to: "after" }],
+    };
+    const messages: unknown[] = [];
+    for (const shard of [0, 1] as const) {
+      const w = placedWorkspace("chain", shard);
+      expect((await w.call("PUT", "/v1/workflows/wf", { id: "wf", ...twoSteps })).status).toBe(201);
+      expect((await w.call("POST", "/v1/workflows/wf/trigger", { n: shard })).status).toBe(202);
+      messages.push(...w.sent.splice(0));
+    }
+    expect(messages.map((m) => (m as { shard: number }).shard)).toEqual([0, 1]);
+    // The consumer with chaining on and room for one chained step per invocation (the D1 query
+    // limit is per invocation, whatever the database: one budget for both shards' messages).
+    const consumer = placedWorkspace("chain-consumer", 0, { vars: { CHAIN_STEPS: "on", CHAIN_MAX_STEPS: "1" } });
+    const result = await consumer.deliver(messages);
+    expect(result.acked).toHaveLength(2);
+    expect(consumer.sent.filter((m) => (m as { vertexId: string }).vertexId === "after")).toHaveLength(1);
+  });
+});
+
 describe("dead letters", () => {
   it("are recorded on their message's shard (none, or one not bound: shard 0)", async () => {
     const w = placedWorkspace("q", 1);
