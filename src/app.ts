@@ -14,6 +14,7 @@ import { statsRoutes } from "./http/routes/stats";
 import { demoRoutes } from "./http/routes/demo";
 import { secretRoutes } from "./http/routes/secrets";
 import { operatorRoutes } from "./http/routes/operator";
+import { eventRoutes, waitRoutes } from "./http/routes/events";
 import { serveOpenApi } from "./http/openapi/document";
 import { log } from "./lib/log";
 
@@ -31,6 +32,8 @@ app.route("/v1/workflows", triggerRoutes);
 app.route("/v1/executions", executionRoutes);
 app.route("/v1/secrets", secretRoutes);
 app.route("/v1/stats", statsRoutes);
+app.route("/v1/events", eventRoutes);
+app.route("/v1/waits", waitRoutes);
 app.route("/hooks", hookRoutes);
 app.route("/demo", demoRoutes);
 

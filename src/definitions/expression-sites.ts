@@ -7,6 +7,7 @@
  *   `query` values and `condition`;
  * - TRANSFORM: every string anywhere inside `output`;
  * - DELAY: `until`;
+ * - WAIT_FOR_EVENT: `match`;
  * - edges: `when`.
  *
  * Only strings that begin with `=` are expressions. (A literal that must begin with `=` is written
@@ -73,6 +74,8 @@ export function expressionSites(document: unknown): ExpressionSite[] {
       if ("output" in config) walk(config.output, [...base, "output"]);
     } else if (vertex?.type === "DELAY") {
       add(config.until, [...base, "until"]);
+    } else if (vertex?.type === "WAIT_FOR_EVENT") {
+      add(config.match, [...base, "match"]);
     }
   });
   asArray(root.edges).forEach((raw, j) => add(asRecord(raw)?.when, ["edges", j, "when"]));

@@ -272,6 +272,39 @@ export const DelayConfig = z.strictObject({
     .describe("an expression giving the time to wake (an ISO-8601 time, or epoch milliseconds); evaluated once, at most 365 days ahead"),
 });
 
+/** An event's name: what `POST /v1/events` sends and a WAIT_FOR_EVENT waits for (`payment.confirmed`). */
+export const EVENT_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;
+/** A decision a person may take on a wait from the inspector (`approve`, `reject`). */
+export const DECISION_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+
+/**
+ * A WAIT_FOR_EVENT (SPEC section 14, docs/waits.md): park until an event with this name whose
+ * correlation value equals `match`'s value for this execution arrives (POST /v1/events, or an event
+ * source), or until `timeout`. One event resumes one wait unless the wait says `consume: "all"`.
+ */
+export const WaitForEventConfig = z.strictObject({
+  event: z.string().regex(EVENT_NAME_PATTERN, "letters, digits, `.`, `_`, `:` or `-`, starting with a letter or digit (at most 200)"),
+  match: z
+    .string()
+    .startsWith(EXPRESSION_PREFIX, "an expression starting with `=`")
+    .describe("an expression giving this execution's correlation value (a string or a number): the event's `match` must equal it"),
+  timeout: Duration.describe("how long to wait, counted from when the wait starts: `30m`, `3d` (at most 365d)"),
+  onTimeout: z
+    .enum(["fail", "continue"])
+    .default("fail")
+    .describe("on timeout: fail the step, or complete it with a null output (an edge's `when` can route on it)"),
+  consume: z
+    .enum(["one", "all"])
+    .default("one")
+    .describe("`one`: an event resumes one wait (the oldest); `all`: this wait also resumes on a broadcast that resumed others"),
+  decisions: z
+    .array(z.string().regex(DECISION_PATTERN, "lowercase letters, digits, `_` or `-` (at most 32)"))
+    .min(1)
+    .max(5)
+    .optional()
+    .describe("decisions a person may take from the inspector (`approve`, `reject`): each sends the event with `{ decision }` as data"),
+});
+
 const VertexId = z.string().regex(VERTEX_ID_PATTERN, "a letter, then letters, digits, `_` or `-` (at most 64)");
 
 export const EntryPointVertex = z
@@ -288,8 +321,12 @@ export const DelayVertex = z
   .strictObject({ id: VertexId, type: z.literal("DELAY"), config: DelayConfig })
   .describe("sleeps for a duration or until a computed time, holding nothing; resumes once however often its wake-up arrives");
 
-export const Vertex = z.discriminatedUnion("type", [EntryPointVertex, GatewayVertex, TransformVertex, DelayVertex]);
-export const VERTEX_TYPES = ["ENTRY_POINT", "GATEWAY", "TRANSFORM", "DELAY"] as const;
+export const WaitForEventVertex = z
+  .strictObject({ id: VertexId, type: z.literal("WAIT_FOR_EVENT"), config: WaitForEventConfig })
+  .describe("waits for an event matched on a business value, or a timeout, holding nothing; resumed once by the first match");
+
+export const Vertex = z.discriminatedUnion("type", [EntryPointVertex, GatewayVertex, TransformVertex, DelayVertex, WaitForEventVertex]);
+export const VERTEX_TYPES = ["ENTRY_POINT", "GATEWAY", "TRANSFORM", "DELAY", "WAIT_FOR_EVENT"] as const;
 
 export const Edge = z.strictObject({
   from: VertexId,
@@ -340,6 +377,7 @@ export type EntryPointVertex = z.output<typeof EntryPointVertex>;
 export type GatewayVertex = z.output<typeof GatewayVertex>;
 export type TransformVertex = z.output<typeof TransformVertex>;
 export type DelayVertex = z.output<typeof DelayVertex>;
+export type WaitForEventVertex = z.output<typeof WaitForEventVertex>;
 export type Edge = z.output<typeof Edge>;
 export type RetryPolicy = z.output<typeof RetryPolicy>;
 export type GatewayConfig = z.output<typeof GatewayConfig>;

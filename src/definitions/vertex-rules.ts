@@ -98,6 +98,18 @@ export function checkVertexRules(document: unknown, options: VertexRuleOptions =
       if (sleep) errors.push({ pointer: at("for"), ...sleep });
     }
 
+    if (vertex?.type === "WAIT_FOR_EVENT") {
+      const timeout = durationProblem(config.timeout, "timeout");
+      if (timeout) errors.push({ pointer: at("timeout"), ...timeout });
+      const decisions = Array.isArray(config.decisions) ? config.decisions : [];
+      const seen = new Set<unknown>();
+      decisions.forEach((decision, i) => {
+        if (seen.has(decision))
+          errors.push({ pointer: at("decisions", i), code: "duplicate-decision", message: `"${String(decision)}" is listed twice` });
+        seen.add(decision);
+      });
+    }
+
     if (vertex?.type === "ENTRY_POINT") {
       const window = durationProblem(config.dedupeWindow, "dedupeWindow");
       if (window) errors.push({ pointer: at("dedupeWindow"), ...window });

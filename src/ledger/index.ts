@@ -90,6 +90,19 @@ export {
   type DeadLetter,
 } from "./step-recovery";
 
+// Events and the waits that take them (WAIT_FOR_EVENT).
+export {
+  deliverEvent,
+  listOpenWaits,
+  registerWait,
+  type DeliveredEvent,
+  type NewEvent,
+  type OpenWait,
+  type TakenEvent,
+  type WaitRegistration,
+  type WaitState,
+} from "./events";
+
 // The change stream of an execution (GET /v1/executions/{id}/events).
 export { eventId, readExecutionChanges, type ChangePosition, type ExecutionChange, type ExecutionChanges } from "./execution-changes";
 

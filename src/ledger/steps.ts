@@ -732,25 +732,40 @@ export function scheduleInProgressRecheck(
 }
 
 /**
- * `parkStep`: the claimed step sleeps until `until` (a DELAY): its attempt ends as `slept`, and the
- * step stays EXECUTING with its lease and `parked_until` at `until`, so nothing bounces, takes it
- * over or re-dispatches it meanwhile; `wake_at` keeps the wake time for every later claim. The
- * resume is the claim after `until` (src/ledger/step-sql.ts CLAIMABLE). One batch, fenced. False:
- * fenced out.
+ * `parkStep`: the claimed step sleeps until `until` (a DELAY's wake time, a WAIT_FOR_EVENT's
+ * timeout): its attempt ends as `slept`, and the step stays EXECUTING with its lease and
+ * `parked_until` at `until`, so nothing bounces, takes it over or re-dispatches it meanwhile;
+ * `wake_at` keeps the time for every later claim. The resume is the claim after `until`
+ * (src/ledger/step-sql.ts CLAIMABLE), or an event's un-park (src/ledger/events.ts). One batch,
+ * fenced.
+ *
+ * `waitKey`: a wait parks only if no event reached it since its registration read — an event
+ * whose batch committed in between found the step running, not parked, so it could not un-park
+ * it; the park then leaves the step claimable now (`event-arrived`) and the caller sends its
+ * message at once.
  */
-export async function parkStep(db: D1Database, fence: Fence, r: { now: number; until: number }): Promise<boolean> {
+export async function parkStep(
+  db: D1Database,
+  fence: Fence,
+  r: { now: number; until: number; waitKey?: string },
+): Promise<"parked" | "event-arrived" | "fenced-out"> {
+  // ?4 until, ?5 now, ?6 wait key (NULL for a DELAY).
+  const arrived = "(?6 IS NOT NULL AND EXISTS (SELECT 1 FROM event_consumptions c WHERE c.wait_key = ?6))";
   const results = await new LabelledBatch<"attempt" | "parked">(db)
     .add("attempt", finishAttempt(db, fence, r.now, { outcome: "slept", request: null, response: null, error: null, delay: null }))
     .add(
       "parked",
       db
         .prepare(
-          `UPDATE steps SET lease_until = ?4, parked_until = ?4, wake_at = coalesce(wake_at, ?4), updated_at = ?5
+          `UPDATE steps SET lease_until = iif(${arrived}, ?5, ?4), parked_until = iif(${arrived}, NULL, ?4),
+                            wake_at = coalesce(wake_at, ?4), updated_at = ?5
            WHERE ${STEP_FENCE}
-           RETURNING vertex_id`,
+           RETURNING parked_until`,
         )
-        .bind(...fenceParams(fence), r.until, r.now),
+        .bind(...fenceParams(fence), r.until, r.now, r.waitKey ?? null),
     )
     .run();
-  return results.first("parked") !== null;
+  const row = results.first<{ parked_until: number | null }>("parked");
+  if (!row) return "fenced-out";
+  return row.parked_until === null ? "event-arrived" : "parked";
 }

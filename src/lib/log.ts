@@ -50,6 +50,8 @@ export type LogEvent =
   | "reaper.redispatched"
   | "reaper.failed"
   | "steps.woken"
+  | "events.delivered"
+  | "events.duplicate"
   // history (retention, archive, erasure)
   | "history.swept"
   | "history.archive_failed"

@@ -31,8 +31,8 @@ export type Transition =
   | { kind: "retry"; delayMs: number; reason: "backoff" | "retry-after"; error: string; output?: unknown }
   /** Back to DISPATCHED, due in `delayMs`, not counted: the destination is still working on the key. */
   | { kind: "recheck_in_progress"; delayMs: number; reason: "in-progress"; detail: string; output?: unknown }
-  /** Parked until `until` (a DELAY): nothing held, resumed by the claim after it. */
-  | { kind: "park"; until: number; detail: string };
+  /** Parked until `until` (a DELAY, a wait's timeout): nothing held, resumed by the claim after it or by an event. */
+  | { kind: "park"; until: number; detail: string; waitKey?: string };
 
 /**
  * Claims a step may take beyond its retry budget without ever settling. Every claim counts as an
@@ -74,7 +74,7 @@ export function decide(outcome: RunOutcome, claim: ClaimFacts, policy: RetryPoli
     case "completed":
       return { kind: "complete", output: outcome.output };
     case "parked":
-      return { kind: "park", until: outcome.until, detail: outcome.detail };
+      return { kind: "park", until: outcome.until, detail: outcome.detail, ...(outcome.waitKey ? { waitKey: outcome.waitKey } : {}) };
     case "failed":
       return { kind: "fail", error: outcome.error, ...withOutput(outcome.output) };
     case "in_progress": {

@@ -32,8 +32,11 @@ export type RunOutcome =
    * attempt of this very step): not a failure — ask again later, within the in-progress budget.
    */
   | ({ kind: "in_progress"; error: string; retryAfterMs?: number; output?: unknown } & Recorded)
-  /** A DELAY whose time has not come: the step parks until `until` (src/steps/delay.ts). */
-  | { kind: "parked"; until: number; detail: string; output?: undefined; request?: undefined; response?: undefined };
+  /**
+   * A DELAY whose time has not come (src/steps/delay.ts), or a WAIT_FOR_EVENT with no event yet
+   * (src/steps/wait-for-event.ts, `waitKey` its registration): the step parks until `until`.
+   */
+  | { kind: "parked"; until: number; detail: string; waitKey?: string; output?: undefined; request?: undefined; response?: undefined };
 
 /** What a call can end in (a Gateway step, its verify probe): every outcome but parking. */
 export type CallOutcome = Exclude<RunOutcome, { kind: "parked" }>;

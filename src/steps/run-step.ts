@@ -50,6 +50,7 @@ import { delaySeconds } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
 import { MAX_QUEUE_DELAY_MS, runDelay } from "./delay";
+import { runWaitForEvent } from "./wait-for-event";
 import { secretLookup } from "../secrets/resolve";
 import { isoTimeText } from "../lib/iso-time";
 import { parseSealedSecrets } from "../secrets/store";
@@ -303,6 +304,8 @@ async function runVertex(
       return runTransform(vertex, context);
     case "DELAY":
       return runDelay(vertex, context, { wakeAt: run.wakeAt, stepCreatedAt: run.stepCreatedAt, now: rt.now() });
+    case "WAIT_FOR_EVENT":
+      return runWaitForEvent(vertex, context, { db: rt.db, fence, workspace: run.workspace, retryBase: claimed.retryBase, now: rt.now() });
     case "ENTRY_POINT":
       // Ingress writes the entry COMPLETED; a message for it can only be a stray. Its output is the payload.
       return { kind: "completed", output: context.payload };
@@ -397,20 +400,25 @@ async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Appli
     case "fail":
       return settle(rt, a, { state: "FAILED", error: t.error, output });
     case "park":
-      return unchained(await afterParked(rt, a, t.until, t.detail));
+      return unchained(await afterParked(rt, a, t));
   }
 }
 
 /**
  * Park the step (fenced), then — only after that committed — send its wake-up when the queue can
- * carry the delay; a longer sleep is woken by the cron's wake-up task (src/steps/cron.ts).
+ * carry the delay; a longer sleep is woken by the cron's wake-up task (src/steps/cron.ts). A wait
+ * whose event arrived while it ran is left claimable instead, and its message goes at once.
  */
-async function afterParked(rt: StepRuntime, a: Applying, until: number, detail: string): Promise<Decision> {
-  if (!(await parkStep(rt.db, a.fence, { now: a.now, until })))
-    return { action: "ack", why: "park fenced out: the step was taken over or cancelled" };
-  const delayMs = until - a.now;
+async function afterParked(rt: StepRuntime, a: Applying, t: Extract<Transition, { kind: "park" }>): Promise<Decision> {
+  const parked = await parkStep(rt.db, a.fence, { now: a.now, until: t.until, ...(t.waitKey ? { waitKey: t.waitKey } : {}) });
+  if (parked === "fenced-out") return { action: "ack", why: "park fenced out: the step was taken over or cancelled" };
+  if (parked === "event-arrived") {
+    await sendStepMessages(rt.queue, [a.ref]);
+    return { action: "ack", why: "an event arrived while the wait registered: resumed at once" };
+  }
+  const delayMs = t.until - a.now;
   if (delayMs <= MAX_QUEUE_DELAY_MS) await sendStepMessages(rt.queue, [a.ref], Math.ceil(delayMs / 1000));
-  return { action: "ack", why: detail };
+  return { action: "ack", why: t.detail };
 }
 
 const unchained = (decision: Decision): Applied => ({ decision, next: null });

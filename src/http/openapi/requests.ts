@@ -39,6 +39,26 @@ export const StatsQuery = z.object({
   since: DateTime.optional().describe("sum over executions created at or after this time; default 24 hours ago"),
 });
 
+/** `POST /v1/events` (SPEC section 14); src/events/ingest.ts checks each member and names the one it refuses. */
+export const EventBody = z.object({
+  name: z.string().describe("the event's name, e.g. `payment.confirmed`: a WAIT_FOR_EVENT's `event`"),
+  match: z.union([z.string(), z.number()]).describe("the correlation value: a wait whose `match` gives the same value takes it"),
+  id: z
+    .string()
+    .optional()
+    .describe("the sender's id of the event: deliveries with the same id are one event; without it, the content decides"),
+  data: z.unknown().optional().describe("any JSON (at most 256 KiB): the waiting step's output carries it"),
+});
+
+export const WaitListQuery = z.object({
+  event: z.string().min(1).describe("the event name the waits wait for"),
+  match: z
+    .string()
+    .optional()
+    .describe('only waits on this correlation value: a JSON number (`1001`) or string (`"1001"`), else the text as a string (`A-1001`)'),
+  limit: z.int().min(1).max(100).default(50),
+});
+
 export const WorkflowListQuery = z.object({
   after: z.string().optional().describe("the `next` of the previous page"),
   limit: z.int().min(1).max(500).default(100),

@@ -16,6 +16,7 @@ import type { ExecutionProblemCode } from "../../steps/problems";
 import type { SecretProblemCode } from "../../secrets/problems";
 import type { OperatorProblemCode } from "../routes/operator";
 import type { ShardProblemCode } from "../../shards/problems";
+import type { EventProblemCode } from "../../events/problems";
 
 /** A time the engine renders with `Date.prototype.toISOString` (UTC, `Z`). */
 const Time = z.iso.datetime();
@@ -39,7 +40,8 @@ type ProblemCode =
   | ExecutionProblemCode
   | SecretProblemCode
   | OperatorProblemCode
-  | ShardProblemCode;
+  | ShardProblemCode
+  | EventProblemCode;
 
 /**
  * Every code the engine's catalogs answer (docs/problems.md; the demo destinations' own catalog is
@@ -106,6 +108,10 @@ export const PROBLEM_CODES = [
   "shards-misconfigured",
   "shard-schema-behind",
   "workspace-misplaced",
+  "event-invalid",
+  "event-source-not-found",
+  "event-source-invalid",
+  "event-extract-failed",
 ] as const satisfies readonly ProblemCode[];
 
 type MissingProblemCode = Exclude<ProblemCode, (typeof PROBLEM_CODES)[number]>;
@@ -124,7 +130,7 @@ export const Problem = z
       .optional()
       .describe("invalid-definition: every error with its JSON Pointer"),
     fields: z.array(z.string()).optional().describe("idempotency-field-missing / -empty: the selected paths"),
-    pointer: z.string().optional().describe("json-number-out-of-range: where the number is"),
+    pointer: z.string().optional().describe("json-number-out-of-range, event-invalid: where the number or the member is"),
     number: z.string().optional().describe("json-number-out-of-range: the literal as sent"),
     depth: Count.optional().describe("json-too-deep: how deeply the body nests arrays and objects"),
     maxDepth: Count.optional().describe("json-too-deep: the most accepted"),
@@ -350,6 +356,33 @@ export const Stats = z.object({
   workflows: z.array(StatsCounts.extend({ workflowId: z.string() })),
   total: StatsCounts,
 });
+
+// ---- events and waits (src/http/routes/events.ts) -------------------------------------------------
+
+export const EventAnswer = z.object({
+  eventId: z.string().describe("the sender's id, or the one idemflow gave an event sent without one"),
+  name: z.string(),
+  match: z.union([z.string(), z.number()]),
+  deduplicated: z.boolean().describe("true: an earlier delivery recorded this event; this answer is its outcome"),
+  resumed: z.array(z.string()).describe("the executions whose waits the first delivery resumed"),
+  buffered: z.boolean().describe("true: no wait took it at its first delivery; the first wait to start before `bufferedUntil` takes it"),
+  bufferedUntil: Time,
+  receivedAt: Time,
+  duplicates: Count.describe("deliveries after the first"),
+});
+
+export const OpenWait = z.object({
+  executionId: z.string(),
+  vertexId: z.string(),
+  workflowId: z.string(),
+  name: z.string(),
+  match: z.union([z.string(), z.number()]),
+  consume: z.enum(["one", "all"]),
+  registeredAt: Time,
+  timeoutAt: Time,
+});
+
+export const WaitList = z.object({ event: z.string(), waits: z.array(OpenWait) });
 
 // ---- secrets (src/http/routes/secrets.ts) -----------------------------------------------------------
 

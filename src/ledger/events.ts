@@ -1,0 +1,351 @@
+/**
+ * Events and the waits that take them (SPEC section 14, docs/waits.md; migration 0020).
+ *
+ * Two writers meet here, each in ONE batch — one transaction on the workspace's shard — and each
+ * looks for the other inside it, so whichever commits second sees the first:
+ *
+ * - `deliverEvent` (POST /v1/events, an event source): insert the event, or count a duplicate;
+ *   give it to the waits registered for it (the oldest `one` wait, every `all` wait); mark it
+ *   consumed; un-park those steps. Nothing taken: the event stays buffered until
+ *   `buffered_until`.
+ * - `registerWait` (a WAIT_FOR_EVENT step's claim): register the wait (or keep the registration
+ *   this claim's earlier run made); take the oldest buffered event that matches; or mark the wait
+ *   timed out when its timeout passed with nothing taken; then read what the wait has.
+ *
+ * A wait takes at most one event (`event_consumptions.wait_key` is its primary key), an event
+ * taken once never returns to the buffer, and `timed_out` and a consumption exclude each other
+ * under the write lock: a timeout racing an event has one outcome.
+ */
+import { LabelledBatch } from "./batch";
+import { fenceParams, STEP_FENCE, type Fence, type StepRef } from "./step-sql";
+
+export interface NewEvent {
+  workspace: string;
+  /** `id:<sender's id>` or `content:<sha256>` (see src/events/ingest.ts). */
+  eventKey: string;
+  /** A content key is retired once older than this, so identical events a window apart are two events. Null: an id key. */
+  contentWindowMs: number | null;
+  eventId: string;
+  name: string;
+  matchHash: string;
+  /** The correlation value as canonical JSON (display only; `matchHash` is what compares). */
+  matchValue: string;
+  /** Canonical JSON of the data, or null. */
+  data: string | null;
+  source: string | null;
+  now: number;
+  bufferedUntil: number;
+  /** Random per delivery: the statements after the insert act only if this delivery inserted the row. */
+  nonce: string;
+}
+
+export interface DeliveredEvent {
+  eventId: string;
+  /** False: this delivery inserted the event. True: an earlier one did (this is a duplicate). */
+  duplicate: boolean;
+  receivedAt: number;
+  bufferedUntil: number;
+  duplicates: number;
+  /** Executions the FIRST delivery resumed (a duplicate answers with them). */
+  resumed: string[];
+  /** Every execution that has taken the event so far (the first delivery's, or a wait's that started later). */
+  consumedBy: string[];
+  /** Steps this delivery un-parked: the caller sends their messages after the commit. */
+  unparked: StepRef[];
+}
+
+/** "This delivery's event": the row when this delivery inserted it, else nothing. Binds ?1 workspace, ?2 key, ?3 nonce. */
+const MINE = "(SELECT rowid FROM events WHERE workspace = ?1 AND event_key = ?2 AND nonce = ?3)";
+
+/** A wait whose step still waits on it: EXECUTING under the registration's retry base. Correlates `w`. */
+const STILL_WAITING = (w: string) =>
+  `EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = ${w}.execution_id AND s.vertex_id = ${w}.vertex_id
+             AND s.state = 'EXECUTING' AND s.retry_base = ${w}.retry_base)`;
+
+/** The wait has taken no event yet. Correlates `w`. */
+const UNSERVED = (w: string) => `NOT EXISTS (SELECT 1 FROM event_consumptions c WHERE c.wait_key = ${w}.wait_key)`;
+
+export async function deliverEvent(db: D1Database, e: NewEvent): Promise<DeliveredEvent> {
+  const batch = new LabelledBatch<"retire" | "insert" | "give" | "consumed" | "unpark" | "outcome">(db);
+  if (e.contentWindowMs !== null) {
+    // ?1 workspace, ?2 key, ?3 now, ?4 window: an identical event outside the window is another event.
+    batch.add(
+      "retire",
+      db
+        .prepare(
+          `UPDATE events SET event_key = event_key || '@' || received_at
+           WHERE workspace = ?1 AND event_key = ?2 AND received_at <= ?3 - ?4`,
+        )
+        .bind(e.workspace, e.eventKey, e.now, e.contentWindowMs),
+    );
+  }
+  batch
+    .add(
+      "insert",
+      // ?1 workspace, ?2 key, ?3 nonce, ?4 id, ?5 name, ?6 match hash, ?7 match value, ?8 data, ?9 source, ?10 now, ?11 buffered until
+      db
+        .prepare(
+          `INSERT INTO events (workspace, event_key, nonce, event_id, name, match_hash, match_value, data, source, received_at, buffered_until)
+           VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+           ON CONFLICT (workspace, event_key) DO UPDATE SET duplicates = duplicates + 1, last_duplicate_at = excluded.received_at`,
+        )
+        .bind(e.workspace, e.eventKey, e.nonce, e.eventId, e.name, e.matchHash, e.matchValue, e.data, e.source, e.now, e.bufferedUntil),
+    )
+    .add(
+      "give",
+      // ?1 workspace, ?2 key, ?3 nonce, ?4 now. Every `all` wait, and the oldest `one` wait, still waiting and unserved.
+      db
+        .prepare(
+          `INSERT INTO event_consumptions (wait_key, event_rowid, execution_id, vertex_id, consumed_at)
+           SELECT w.wait_key, e.rowid, w.execution_id, w.vertex_id, ?4
+           FROM events e JOIN event_waits w ON w.workspace = e.workspace AND w.name = e.name AND w.match_hash = e.match_hash
+           WHERE e.rowid = ${MINE} AND w.timed_out = 0 AND ${UNSERVED("w")} AND ${STILL_WAITING("w")}
+             AND (w.consume = 'all' OR w.wait_key = (
+               SELECT o.wait_key FROM event_waits o
+               WHERE o.workspace = e.workspace AND o.name = e.name AND o.match_hash = e.match_hash AND o.consume = 'one'
+                 AND o.timed_out = 0 AND ${UNSERVED("o")} AND ${STILL_WAITING("o")}
+               ORDER BY o.registered_at, o.rowid LIMIT 1))`,
+        )
+        .bind(e.workspace, e.eventKey, e.nonce, e.now),
+    )
+    .add(
+      "consumed",
+      db
+        .prepare(
+          `UPDATE events SET consumed_at = ?4
+           WHERE rowid = ${MINE} AND EXISTS (SELECT 1 FROM event_consumptions c WHERE c.event_rowid = events.rowid)`,
+        )
+        .bind(e.workspace, e.eventKey, e.nonce, e.now),
+    )
+    .add(
+      "unpark",
+      // A step still running its wait (between its claim and its park) is not parked: its park sees the consumption instead.
+      db
+        .prepare(
+          `UPDATE steps SET parked_until = NULL, lease_until = ?4, updated_at = ?4
+           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL
+             AND (execution_id, vertex_id) IN (SELECT c.execution_id, c.vertex_id FROM event_consumptions c WHERE c.event_rowid = ${MINE})
+           RETURNING execution_id, vertex_id`,
+        )
+        .bind(e.workspace, e.eventKey, e.nonce, e.now),
+    )
+    .add(
+      "outcome",
+      db
+        .prepare(
+          `SELECT e.event_id, e.nonce, e.received_at, e.buffered_until, e.duplicates,
+                  (SELECT json_group_array(c.execution_id) FROM event_consumptions c
+                    WHERE c.event_rowid = e.rowid AND c.consumed_at = e.received_at) AS resumed,
+                  (SELECT json_group_array(c.execution_id) FROM event_consumptions c WHERE c.event_rowid = e.rowid) AS consumed_by
+           FROM events e WHERE e.workspace = ?1 AND e.event_key = ?2`,
+        )
+        .bind(e.workspace, e.eventKey),
+    );
+  const results = await batch.run();
+  const row = results.first<{
+    event_id: string;
+    nonce: string;
+    received_at: number;
+    buffered_until: number;
+    duplicates: number;
+    resumed: string;
+    consumed_by: string;
+  }>("outcome");
+  if (!row) throw new Error(`event ${e.eventKey} of ${e.workspace} was not stored`);
+  return {
+    eventId: row.event_id,
+    duplicate: row.nonce !== e.nonce,
+    receivedAt: row.received_at,
+    bufferedUntil: row.buffered_until,
+    duplicates: row.duplicates,
+    resumed: JSON.parse(row.resumed) as string[],
+    consumedBy: JSON.parse(row.consumed_by) as string[],
+    unparked: results
+      .rows<{ execution_id: string; vertex_id: string }>("unpark")
+      .map((r) => ({ executionId: r.execution_id, vertexId: r.vertex_id })),
+  };
+}
+
+export interface WaitRegistration {
+  /** `execution/vertex/retryBase`: one registration of the step's wait. */
+  waitKey: string;
+  retryBase: number;
+  workspace: string;
+  name: string;
+  matchHash: string;
+  matchValue: string;
+  consume: "one" | "all";
+  timeoutMs: number;
+  now: number;
+}
+
+/** The event a wait took, as the step's output shows it. */
+export interface TakenEvent {
+  name: string;
+  id: string;
+  match: unknown;
+  data: unknown;
+  receivedAt: number;
+  source: string | null;
+}
+
+export type WaitState =
+  | { kind: "event"; event: TakenEvent }
+  | { kind: "timed_out"; timeoutAt: number }
+  | { kind: "waiting"; timeoutAt: number }
+  /** The claim was lost before the batch (a takeover): nothing was written. */
+  | { kind: "fenced_out" };
+
+/**
+ * Register (or keep) the wait, take a buffered event, or time out — one batch, fenced by the
+ * claim. Binds ?1 execution, ?2 vertex, ?3 epoch (the fence), ?4 wait key, ?5 now.
+ */
+export async function registerWait(db: D1Database, fence: Fence, w: WaitRegistration): Promise<WaitState> {
+  const fenced = `EXISTS (SELECT 1 FROM steps WHERE ${STEP_FENCE})`;
+  const results = await new LabelledBatch<"register" | "take" | "consumed" | "time_out" | "state">(db)
+    .add(
+      "register",
+      // ?6 retry base, ?7 workspace, ?8 name, ?9 match hash, ?10 match value, ?11 consume, ?12 timeout ms.
+      // A new registration (an operator retry moved the retry base) replaces the old one; the same one is kept as it is.
+      db
+        .prepare(
+          `INSERT INTO event_waits (execution_id, vertex_id, wait_key, retry_base, workspace, name, match_hash, match_value, consume,
+                                    registered_at, timeout_at)
+           SELECT ?1, ?2, ?4, ?6, ?7, ?8, ?9, ?10, ?11, ?5, ?5 + ?12 WHERE ${fenced}
+           ON CONFLICT (execution_id, vertex_id) DO UPDATE SET
+             wait_key = excluded.wait_key, retry_base = excluded.retry_base, workspace = excluded.workspace, name = excluded.name,
+             match_hash = excluded.match_hash, match_value = excluded.match_value, consume = excluded.consume,
+             registered_at = excluded.registered_at, timeout_at = excluded.timeout_at, timed_out = 0
+           WHERE event_waits.wait_key <> excluded.wait_key`,
+        )
+        .bind(...fenceParams(fence), w.waitKey, w.now, w.retryBase, w.workspace, w.name, w.matchHash, w.matchValue, w.consume, w.timeoutMs),
+    )
+    .add(
+      "take",
+      // The oldest buffered event that matches (unconsumed, its buffer window still open), for an unserved wait before its timeout.
+      db
+        .prepare(
+          `INSERT INTO event_consumptions (wait_key, event_rowid, execution_id, vertex_id, consumed_at)
+           SELECT w.wait_key, e.rowid, w.execution_id, w.vertex_id, ?5
+           FROM event_waits w JOIN events e ON e.rowid = (
+             SELECT b.rowid FROM events b
+             WHERE b.workspace = w.workspace AND b.name = w.name AND b.match_hash = w.match_hash
+               AND b.consumed_at IS NULL AND b.buffered_until > ?5
+             ORDER BY b.received_at, b.rowid LIMIT 1)
+           WHERE w.execution_id = ?1 AND w.vertex_id = ?2 AND w.wait_key = ?4 AND w.timed_out = 0 AND w.timeout_at > ?5
+             AND ${UNSERVED("w")} AND ${fenced}`,
+        )
+        .bind(...fenceParams(fence), w.waitKey, w.now),
+    )
+    .add(
+      "consumed",
+      db
+        .prepare(
+          `UPDATE events SET consumed_at = ?5
+           WHERE rowid = (SELECT event_rowid FROM event_consumptions WHERE wait_key = ?4) AND consumed_at IS NULL AND ${fenced}`,
+        )
+        .bind(...fenceParams(fence), w.waitKey, w.now),
+    )
+    .add(
+      "time_out",
+      db
+        .prepare(
+          `UPDATE event_waits SET timed_out = 1
+           WHERE execution_id = ?1 AND vertex_id = ?2 AND wait_key = ?4 AND timeout_at <= ?5 AND ${UNSERVED("event_waits")} AND ${fenced}`,
+        )
+        .bind(...fenceParams(fence), w.waitKey, w.now),
+    )
+    .add(
+      "state",
+      db
+        .prepare(
+          `SELECT w.timeout_at, w.timed_out, e.event_id, e.name, e.match_value, e.data, e.received_at, e.source,
+                  (SELECT 1 FROM steps WHERE ${STEP_FENCE}) AS ours
+           FROM event_waits w
+           LEFT JOIN event_consumptions c ON c.wait_key = w.wait_key
+           LEFT JOIN events e ON e.rowid = c.event_rowid
+           WHERE w.execution_id = ?1 AND w.vertex_id = ?2 AND w.wait_key = ?4`,
+        )
+        .bind(...fenceParams(fence), w.waitKey),
+    )
+    .run();
+  const row = results.first<{
+    timeout_at: number;
+    timed_out: number;
+    event_id: string | null;
+    name: string | null;
+    match_value: string | null;
+    data: string | null;
+    received_at: number | null;
+    source: string | null;
+    ours: number | null;
+  }>("state");
+  if (!row || row.ours !== 1) return { kind: "fenced_out" };
+  if (row.event_id !== null && row.name !== null && row.received_at !== null) {
+    return {
+      kind: "event",
+      event: {
+        name: row.name,
+        id: row.event_id,
+        match: JSON.parse(row.match_value ?? "null") as unknown,
+        data: row.data === null ? null : (JSON.parse(row.data) as unknown),
+        receivedAt: row.received_at,
+        source: row.source,
+      },
+    };
+  }
+  if (row.timed_out === 1) return { kind: "timed_out", timeoutAt: row.timeout_at };
+  return { kind: "waiting", timeoutAt: row.timeout_at };
+}
+
+/** A wait listed for a (name, correlation value): `GET /v1/waits`. */
+export interface OpenWait {
+  executionId: string;
+  vertexId: string;
+  workflowId: string;
+  name: string;
+  matchValue: unknown;
+  consume: "one" | "all";
+  registeredAt: number;
+  timeoutAt: number;
+}
+
+/**
+ * The open waits of a workspace on one event name (and one correlation value, when given), oldest
+ * first: registered, unserved, not timed out, their step still waiting. Binds ?1 workspace, ?2
+ * name, ?3 match hash (or NULL), ?4 limit.
+ */
+export async function listOpenWaits(
+  db: D1Database,
+  q: { workspace: string; name: string; matchHash: string | null; limit: number },
+): Promise<OpenWait[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT w.execution_id, w.vertex_id, x.workflow_id, w.name, w.match_value, w.consume, w.registered_at, w.timeout_at
+       FROM event_waits w JOIN executions x ON x.id = w.execution_id
+       WHERE w.workspace = ?1 AND w.name = ?2 AND (?3 IS NULL OR w.match_hash = ?3) AND w.timed_out = 0
+         AND ${UNSERVED("w")} AND ${STILL_WAITING("w")}
+       ORDER BY w.registered_at, w.rowid LIMIT ?4`,
+    )
+    .bind(q.workspace, q.name, q.matchHash, q.limit)
+    .all<{
+      execution_id: string;
+      vertex_id: string;
+      workflow_id: string;
+      name: string;
+      match_value: string;
+      consume: "one" | "all";
+      registered_at: number;
+      timeout_at: number;
+    }>();
+  return results.map((r) => ({
+    executionId: r.execution_id,
+    vertexId: r.vertex_id,
+    workflowId: r.workflow_id,
+    name: r.name,
+    matchValue: JSON.parse(r.match_value) as unknown,
+    consume: r.consume,
+    registeredAt: r.registered_at,
+    timeoutAt: r.timeout_at,
+  }));
+}
