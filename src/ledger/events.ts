@@ -85,7 +85,8 @@ export async function deliverEvent(db: D1Database, e: NewEvent): Promise<Deliver
       // ?1 workspace, ?2 key, ?3 nonce, ?4 id, ?5 name, ?6 match hash, ?7 match value, ?8 data, ?9 source, ?10 now, ?11 buffered until
       db
         .prepare(
-          `INSERT INTO events (workspace, event_key, nonce, event_id, name, match_hash, match_value, data, source, received_at, buffered_until)
+          `INSERT INTO events (workspace, event_key, nonce, event_id, name, match_hash, match_value, data, source,
+                               received_at, buffered_until)
            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
            ON CONFLICT (workspace, event_key) DO UPDATE SET duplicates = duplicates + 1, last_duplicate_at = excluded.received_at`,
         )

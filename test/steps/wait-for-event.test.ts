@@ -370,7 +370,7 @@ describe("timeouts, cancel, start over, operator retry", () => {
 });
 
 describe("budgets", () => {
-  it("an event delivery is one round trip; a wait costs claim + wait batch + park, and its resume claim + wait batch + settle", async () => {
+  it("an event delivery is one round trip; a wait costs claim, wait batch and park, its resume claim, wait batch and settle", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db });
     const order = unique("P");
