@@ -28,7 +28,9 @@ CREATE TABLE events (
   last_duplicate_at INTEGER,
   PRIMARY KEY (workspace, event_key)
 );
-CREATE INDEX events_buffered ON events (workspace, name, match_hash, received_at) WHERE consumed_at IS NULL;
+-- One index serves the buffer (a wait's take: unconsumed, oldest first) and the trace's "events that arrived
+-- for this wait" (every event on the wait's name and correlation value).
+CREATE INDEX events_match ON events (workspace, name, match_hash, received_at);
 CREATE INDEX events_received ON events (received_at);
 CREATE INDEX events_by_id ON events (workspace, event_id);
 
