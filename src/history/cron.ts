@@ -15,6 +15,7 @@ import type { LogLine } from "../lib/log";
 import { countQueries } from "../lib/query-count";
 import { ARCHIVE_READ_QUERIES, archiverFor } from "./archive";
 import { deploymentRetention, keySendHorizonMs } from "./retention";
+import { eventSettings, type EventVars } from "../events/settings";
 import { DEFAULT_SWEEP_LIMITS, emptyReport, sweepHistory, type HistorySweepLimits, type HistorySweepReport } from "./sweep";
 
 /** The queue message that continues a sweep that is behind. */
@@ -69,6 +70,7 @@ export async function runHistorySweep(env: Env, options: HistoryRunOptions): Pro
         archiveQueries: ARCHIVE_READ_QUERIES,
         deadLetterMaxAgeMs: deploymentRetention(env).failedMs,
         keySendHorizonMs: keySendHorizonMs(env),
+        eventHistoryMs: eventSettings(env as unknown as EventVars).historyMs,
       },
       options.limits ?? DEFAULT_SWEEP_LIMITS,
     );
@@ -84,7 +86,13 @@ export async function runHistorySweep(env: Env, options: HistoryRunOptions): Pro
 export function historyLogLine(r: HistoryRunReport): LogLine | null {
   if (
     r.skipped ||
-    (r.removed === 0 && r.held === 0 && r.archiveFailed === 0 && r.tombstones === 0 && r.deadLetters === 0 && r.keySendsExpired === 0)
+    (r.removed === 0 &&
+      r.held === 0 &&
+      r.archiveFailed === 0 &&
+      r.tombstones === 0 &&
+      r.deadLetters === 0 &&
+      r.keySendsExpired === 0 &&
+      r.events === 0)
   ) {
     return null;
   }
@@ -108,6 +116,7 @@ export function historyLogLine(r: HistoryRunReport): LogLine | null {
       tombstonesSwept: r.tombstones,
       deadLettersSwept: r.deadLetters,
       keySendsExpired: r.keySendsExpired,
+      eventsSwept: r.events,
     },
   };
 }

@@ -4,7 +4,7 @@
  * by wall time, with their traces archived first when an archive is given.
  *
  * A pass is one select of due chains (one statement), at most one statement holding the chains
- * that must wait, the archive's reads and writes, and one removal batch (seven statements, every
+ * that must wait, the archive's reads and writes, and one removal batch (ten statements, every
  * DELETE bounded by the pass's ids). Passes repeat while they come back full and the budget lasts;
  * the caller continues through the queue when one invocation is not enough (./cron.ts).
  *
@@ -17,6 +17,7 @@ import {
   selectDueChains,
   sweepDeadLettersOnce,
   sweepInBatches,
+  sweepEventsOnce,
   sweepKeySendsOnce,
   sweepTombstonesOnce,
   type HeldChain,
@@ -46,8 +47,8 @@ export const DEFAULT_SWEEP_LIMITS: HistorySweepLimits = {
 /** How long the chains of a pass's archive failures wait before they are tried again. */
 export const ARCHIVE_RETRY_MS = 10 * 60_000;
 
-/** Statements of one pass besides the archive: select, hold, removal batch (7). */
-const PASS_QUERIES = 9;
+/** Statements of one pass besides the archive: select, hold, removal batch (10). */
+const PASS_QUERIES = 12;
 /** Tombstones, dead letters and expired key sends removed per bounded delete, and batches per sweep. */
 const SIDE_SWEEP_LIMIT = 500;
 const SIDE_SWEEP_MAX_BATCHES = 20;
@@ -66,6 +67,8 @@ export interface HistorySweepDeps {
   deadLetterMaxAgeMs: number;
   /** Guarded key sends older than this go (HISTORY_KEY_SENDS); null or absent: kept for good. */
   keySendHorizonMs?: number | null;
+  /** Events received longer ago than this go (EVENT_HISTORY); absent: events are not swept here. */
+  eventHistoryMs?: number;
 }
 
 export interface HistorySweepReport {
@@ -84,6 +87,8 @@ export interface HistorySweepReport {
   deadLetters: number;
   /** Guarded key sends past the HISTORY_KEY_SENDS horizon (0 with the default, "forever"). */
   keySendsExpired: number;
+  /** Events past EVENT_HISTORY removed (with their consumption records). */
+  events: number;
 }
 
 export function emptyReport(): HistorySweepReport {
@@ -98,6 +103,7 @@ export function emptyReport(): HistorySweepReport {
     tombstones: 0,
     deadLetters: 0,
     keySendsExpired: 0,
+    events: 0,
   };
 }
 
@@ -152,6 +158,8 @@ export async function sweepHistory(deps: HistorySweepDeps, limits: HistorySweepL
   report.deadLetters = await side((limit) => sweepDeadLettersOnce(deps.db, deps.now - deps.deadLetterMaxAgeMs, limit));
   const horizon = deps.keySendHorizonMs ?? null;
   if (horizon !== null) report.keySendsExpired = await side((limit) => sweepKeySendsOnce(deps.db, deps.now - horizon, limit));
+  const eventHistory = deps.eventHistoryMs;
+  if (eventHistory !== undefined) report.events = await side((limit) => sweepEventsOnce(deps.db, deps.now - eventHistory, limit));
   return report;
 }
 

@@ -214,7 +214,10 @@ const removableGuard = `(
 /**
  * `removeExecutions`: chains removed, children first — the tombstones, attempts, events,
  * duplicate records, unguarded key sends (guarded ones are kept for good: the retention guard
- * reads them), steps, then the executions. ONE batch; every statement carries the guard, so the
+ * reads them), the waits' registrations, steps, then the executions. An erasure also deletes the
+ * events its executions took (their data may be personal) with their consumption records; a
+ * retention sweep leaves both to the events sweep (`sweepEventsOnce`), so a sender's duplicate
+ * still answers with the first delivery's outcome until the event itself goes. ONE batch; every statement carries the guard, so the
  * batch removes all of the set or nothing. A tombstone lives as long again as the execution's
  * retention for how it ended, so its id is not given to another run meanwhile.
  */
@@ -229,7 +232,8 @@ export async function removeExecutions(
   if (ids.length === 0) return empty;
   const params = [JSON.stringify(ids), now, reason, JSON.stringify(ids.filter((id) => archived.has(id))), ids.length];
   const del = (sql: string) => db.prepare(`${sql} AND ${removableGuard}`).bind(...params);
-  const results = await new LabelledBatch<"tombstones" | "attempts" | "events" | "duplicates" | "keySends" | "steps" | "executions">(db)
+  type Label = "tombstones" | "attempts" | "events" | "duplicates" | "keySends" | "waits" | "erasedEvents" | "consumptions" | "steps";
+  const results = await new LabelledBatch<Label | "executions">(db)
     .add(
       "tombstones",
       db
@@ -250,6 +254,12 @@ export async function removeExecutions(
     .add("events", del(`DELETE FROM step_events WHERE execution_id IN ${IDS}`))
     .add("duplicates", del(`DELETE FROM duplicate_triggers WHERE execution_id IN ${IDS}`))
     .add("keySends", del(`DELETE FROM destination_key_sends WHERE guarded = 0 AND execution_id IN ${IDS}`))
+    .add("waits", del(`DELETE FROM event_waits WHERE execution_id IN ${IDS}`))
+    .add(
+      "erasedEvents",
+      del(`DELETE FROM events WHERE ?3 = 'erased' AND rowid IN (SELECT event_rowid FROM event_consumptions WHERE execution_id IN ${IDS})`),
+    )
+    .add("consumptions", del(`DELETE FROM event_consumptions WHERE ?3 = 'erased' AND execution_id IN ${IDS}`))
     .add("steps", del(`DELETE FROM steps WHERE execution_id IN ${IDS}`))
     // RETURNING, not `changes`: D1's count includes the counter trigger's update (migrations/0017).
     .add("executions", db.prepare(`DELETE FROM executions WHERE id IN ${IDS} AND ${removableGuard} RETURNING id`).bind(...params))
@@ -314,6 +324,21 @@ export async function sweepTombstonesOnce(db: D1Database, now: number, limit: nu
     .bind(now, limit)
     .run();
   return result.meta.changes ?? 0;
+}
+
+/**
+ * Events received at or before `olderThan` (EVENT_HISTORY: never shorter than the buffer or the
+ * dedupe window), with the records of which waits took them: one batch, the same oldest rows in
+ * both statements (one transaction). The waits themselves completed long before; their steps'
+ * outputs keep the event.
+ */
+export async function sweepEventsOnce(db: D1Database, olderThan: number, limit: number): Promise<number> {
+  const oldest = "SELECT rowid FROM events WHERE received_at <= ?1 ORDER BY received_at LIMIT ?2";
+  const results = await new LabelledBatch<"consumptions" | "events">(db)
+    .add("consumptions", db.prepare(`DELETE FROM event_consumptions WHERE event_rowid IN (${oldest})`).bind(olderThan, limit))
+    .add("events", db.prepare(`DELETE FROM events WHERE rowid IN (${oldest})`).bind(olderThan, limit))
+    .run();
+  return results.changes("events");
 }
 
 /** Guarded key sends whose retention counts from before `olderThan` (HISTORY_KEY_SENDS set to a duration). */

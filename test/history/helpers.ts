@@ -16,6 +16,8 @@ export interface SweepOptions {
   limits?: Partial<HistorySweepLimits>;
   /** HISTORY_KEY_SENDS as a horizon in ms; null (the default): guarded key sends kept for good. */
   keySendHorizonMs?: number | null;
+  /** EVENT_HISTORY in ms; absent: events are not swept. */
+  eventHistoryMs?: number;
 }
 
 /** One sweep over the file's database at `now`. */
@@ -32,6 +34,7 @@ export async function sweepAt(now: number, options: SweepOptions = {}) {
       archiveQueries: archive ? ARCHIVE_READ_QUERIES : 0,
       deadLetterMaxAgeMs: 30 * DAY,
       keySendHorizonMs: options.keySendHorizonMs ?? null,
+      ...(options.eventHistoryMs === undefined ? {} : { eventHistoryMs: options.eventHistoryMs }),
     },
     { ...DEFAULT_SWEEP_LIMITS, ...options.limits },
   );

@@ -1,7 +1,7 @@
 /**
  * The history sweep reads and deletes by index only: every statement of a pass — the selection of
  * due chains (its recursive walk over the links), the hold, the removal batch with its guard —
- * and the side sweeps, checked with EXPLAIN QUERY PLAN. A scan of a table that grows with the
+ * and the side sweeps (events among them), checked with EXPLAIN QUERY PLAN. A scan of a table that grows with the
  * executions would make every pass slower as the backlog grows, on D1's single writer.
  */
 import { env } from "cloudflare:test";
@@ -12,6 +12,7 @@ import {
   selectChainOf,
   selectDueChains,
   sweepDeadLettersOnce,
+  sweepEventsOnce,
   sweepKeySendsOnce,
   sweepTombstonesOnce,
 } from "../../src/ledger";
@@ -28,6 +29,9 @@ const GROWING = [
   "execution_tombstones",
   "dead_letters",
   "execution_identities",
+  "events",
+  "event_waits",
+  "event_consumptions",
 ];
 
 async function planOf(sql: string): Promise<string[]> {
@@ -50,8 +54,9 @@ describe("the history sweep's query plans", () => {
     await sweepTombstonesOnce(db, 0, 10);
     await sweepDeadLettersOnce(db, 0, 10);
     await sweepKeySendsOnce(db, 0, 10);
+    await sweepEventsOnce(db, 0, 10);
     const statements = counted.calls.flatMap((c) => c.sql);
-    expect(statements.length).toBe(13);
+    expect(statements.length).toBe(18);
     for (const sql of statements) {
       const plan = await planOf(sql);
       for (const table of GROWING) {
