@@ -2,33 +2,27 @@
  * One step message, end to end, as four phases:
  *
  *   claim    — claim the step and load what it reads (one round trip, src/ledger `claimAndLoad`);
- *   execute  — run the vertex (a Gateway call, a transform), heartbeating the lease;
+ *   execute  — run the vertex through its type's module (src/steps/vertices: a Gateway call under a
+ *              heartbeat, a transform, a DELAY or a wait that may park), one table, no branch here;
  *   decide   — a pure function of (outcome, claim, policy, now) picks ONE transition
  *              (src/steps/decide.ts);
- *   apply    — that transition through the ledger, fenced (settle-and-dispatch, or back to
- *              DISPATCHED for a later attempt), then the queue messages after the commit.
+ *   apply    — that transition through the ledger, fenced (settle-and-dispatch, back to
+ *              DISPATCHED for a later attempt, or park), then the queue messages after the commit.
+ *
+ * A resume is not a phase here: an event's batch or a wake-up makes a parked step claimable, and the
+ * resume is the next claim (src/ledger/events.ts, src/steps/cron.ts).
  *
  * Returns what to do with the message; the consumer applies it. A throw means the worker
  * "crashed" mid-step: the step stays EXECUTING under its lease and is taken over after it.
  */
-import {
-  DEFAULT_RETRY,
-  WorkflowDefinition as WorkflowDefinitionSchema,
-  type RetryPolicy,
-  type Vertex,
-  type WorkflowDefinition,
-} from "../definitions/schema";
+import { WorkflowDefinition as WorkflowDefinitionSchema, type Vertex, type WorkflowDefinition } from "../definitions/schema";
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
 import { asStored, chainedStep, contextOf, inputsFromMemory, settleQueries, type ChainedStep, type KnownInputs } from "./chain";
 import {
   claimAndLoad,
-  extendLease,
   loadStepInputs,
   MAX_STEP_INPUT_BYTES,
   parkStep,
-  parseKeySends,
-  persistIdempotencyKey,
-  recordKeySend,
   scheduleInProgressRecheck,
   scheduleRetry,
   settleAndDispatch,
@@ -41,19 +35,15 @@ import {
 } from "../ledger";
 import { decide, overClaimBudget, type ClaimFacts, type Transition } from "./decide";
 import { sendStepMessages } from "./dispatch";
-import { mustVerify, runGateway } from "./gateway";
 import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
 import type { ResponseSummary, RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
 import { dropsIfNotClaimable, type Delivery } from "./redelivery";
 import { delaySeconds } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
-import { runTransform } from "./transform";
-import { MAX_QUEUE_DELAY_MS, runDelay } from "./delay";
-import { runWaitForEvent } from "./wait-for-event";
-import { secretLookup } from "../secrets/resolve";
+import { MAX_QUEUE_DELAY_MS } from "./delay";
+import { executeVertex, retryPolicyOf } from "./vertices";
 import { isoTimeText } from "../lib/iso-time";
-import { parseSealedSecrets } from "../secrets/store";
 import { errorMessage, log } from "../lib/log";
 
 export { CRASH_ALLOWANCE } from "./decide";
@@ -248,11 +238,6 @@ function inputsTooLarge(inputs: Extract<StepInputs, { withinBound: false }>): st
   );
 }
 
-function retryPolicyOf(vertex: Vertex | undefined): RetryPolicy | null {
-  if (vertex?.type !== "GATEWAY") return null; // only side-effecting calls meet transient failures
-  return vertex.config.retry ?? DEFAULT_RETRY;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Execute
 
@@ -279,63 +264,8 @@ async function runVertex(
 ): Promise<RunOutcome> {
   const { vertex, context } = step;
   if (!vertex) return { kind: "failed", error: `vertex ${fence.vertexId} is not in the execution's pinned definition` };
-  switch (vertex.type) {
-    case "GATEWAY":
-      return withHeartbeat(rt, fence, leaseMs, () =>
-        runGateway(vertex, context, {
-          env: rt.env,
-          secret: secretLookup({
-            workspace: run.workspace,
-            stored: parseSealedSecrets(run.sealedSecretsJson),
-            env: rt.env as unknown as Record<string, unknown>,
-          }),
-          fetch: rt.fetch,
-          now: rt.now,
-          persistedKey: claimed.idempotencyKey,
-          keySends: parseKeySends(run.keySendsJson),
-          // A claimed step exists, so this is set; 0 would only make the guard refuse sooner.
-          stepCreatedAt: run.stepCreatedAt ?? 0,
-          reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
-          persistKey: (key, destination, guarded) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination, guarded),
-          recordSend: (destination, at, guarded) => recordKeySend(rt.db, fence, at, destination, guarded),
-        }),
-      );
-    case "TRANSFORM":
-      return runTransform(vertex, context);
-    case "DELAY":
-      return runDelay(vertex, context, { wakeAt: run.wakeAt, stepCreatedAt: run.stepCreatedAt, now: rt.now() });
-    case "WAIT_FOR_EVENT":
-      return runWaitForEvent(vertex, context, { db: rt.db, fence, workspace: run.workspace, retryBase: claimed.retryBase, now: rt.now() });
-    case "ENTRY_POINT":
-      // Ingress writes the entry COMPLETED; a message for it can only be a stray. Its output is the payload.
-      return { kind: "completed", output: context.payload };
-  }
+  return executeVertex(vertex, { rt, run, claimed, fence, leaseMs, context });
 }
-
-/**
- * Extend the lease while `work` runs, fenced: a long Gateway call keeps its step. Every third of
- * the lease this claim holds (`leaseMs`: the step lease, or a chained claim's CHAIN_LEASE_MS), by
- * that same lease, so a short chained lease cannot run out before its first heartbeat.
- */
-async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, leaseMs: number, work: () => Promise<T>): Promise<T> {
-  const every = rt.heartbeatEveryMs ?? Math.max(MIN_HEARTBEAT_MS, Math.floor(leaseMs / 3));
-  if (every === null || every <= 0) return work();
-  const timer = setInterval(() => {
-    extendLease(rt.db, fence, rt.now(), leaseMs)
-      .then((ours) => {
-        if (!ours) log.warn("step.heartbeat_fenced_out", { message: "the step was taken over", ...fence });
-      })
-      .catch((error) => log.error("step.heartbeat_failed", { ...fence, error: errorMessage(error) }));
-  }, every);
-  try {
-    return await work();
-  } finally {
-    clearInterval(timer);
-  }
-}
-
-/** The most often a heartbeat writes (a lease is at least three of these: see `MIN_CHAIN_LEASE_MS`). */
-export const MIN_HEARTBEAT_MS = 1000;
 
 /**
  * The largest step output (UTF-8 bytes of its JSON) stored on the step row. D1 refuses rows over
