@@ -36,7 +36,7 @@ const SECRET_GRANTS = [
  * The suite runs on two shards (SPEC section 13). Every file runs in project `shard-0`, with
  * wrangler.toml's placement (`dev` on shard 0, `other` on shard 1). The engine's core runs again
  * in project `shard-1` — triggers, hooks, schedules, steps (claims, Gateway, chaining, cancel,
- * operator actions, the reaper, redelivery, chaos, the retention guard, DELAY), the
+ * operator actions, the reaper, redelivery, chaos, the retention guard, DELAY, WAIT_FOR_EVENT), events in the history, the
  * Idempotency-Key middleware, the event stream, the workflows routes, erasure — with every
  * workspace placed on shard 1 (`*:1`) and the test code's own `env.DB` (what it seeds and reads)
  * aliased to shard 1's database (`TEST_DB_IS_SHARD`, test/apply-migrations.ts). The Worker's own
@@ -51,6 +51,8 @@ const SHARD_1_FILES = [
   ),
   "test/steps/retention-guard.test.ts",
   "test/steps/delay.test.ts",
+  "test/steps/wait-for-event.test.ts",
+  "test/history/events.test.ts",
   "test/http/idempotency/middleware.test.ts",
   "test/http/execution-events.test.ts",
   "test/http/routes/workflows.test.ts",
