@@ -350,3 +350,19 @@ export async function listOpenWaits(
     timeoutAt: r.timeout_at,
   }));
 }
+
+/**
+ * `sumEvents`: the events a workspace received at or after `since` and the duplicate deliveries
+ * they absorbed (GET /v1/stats). Per workspace, not per execution: a duplicate of an event no wait
+ * took has no trace to count it in. Binds ?1 workspace, ?2 since; reads the workspace's range of
+ * `events_match`.
+ */
+export async function sumEvents(db: D1Database, workspace: string, since: number): Promise<{ received: number; duplicates: number }> {
+  const row = await db
+    .prepare(
+      `SELECT count(*) AS received, coalesce(sum(duplicates), 0) AS duplicates FROM events WHERE workspace = ?1 AND received_at >= ?2`,
+    )
+    .bind(workspace, since)
+    .first<{ received: number; duplicates: number }>();
+  return { received: row?.received ?? 0, duplicates: row?.duplicates ?? 0 };
+}

@@ -95,6 +95,7 @@ export {
   deliverEvent,
   listOpenWaits,
   registerWait,
+  sumEvents,
   type DeliveredEvent,
   type NewEvent,
   type OpenWait,

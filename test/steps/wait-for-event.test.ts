@@ -416,5 +416,9 @@ describe("POST /v1/events and GET /v1/waits", () => {
     expect(await dup.json()).toMatchObject({ resumed: [id], deduplicated: true });
     const after = await callApp(h, "GET", `/v1/waits?event=payment.confirmed&match=${order}`);
     expect(((await after.json()) as { waits: unknown[] }).waits).toEqual([]);
+    // The stats count the workspace's events and the duplicates they absorbed.
+    const stats = (await (await callApp(h, "GET", "/v1/stats")).json()) as { events: { received: number; duplicates: number } };
+    expect(stats.events.received).toBeGreaterThanOrEqual(1);
+    expect(stats.events.duplicates).toBeGreaterThanOrEqual(1);
   });
 });

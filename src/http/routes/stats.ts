@@ -3,10 +3,11 @@
  * summed over the executions created at or after `since` (an ISO 8601 date-time; default 24 hours
  * ago) — one query (src/ledger `sumDuplicatesStopped`). Each count is where the duplicate was
  * stopped: `triggers` (the dedupe), `redeliveries` (the claim), `fencedOut` (the fence),
- * `destinationReplays` (the destination's own idempotency store).
+ * `destinationReplays` (the destination's own idempotency store); `events`: the events the workspace
+ * received since then and the duplicate deliveries they absorbed (SPEC section 14).
  */
 import { Hono } from "hono";
-import { sumDuplicatesStopped } from "../../ledger";
+import { sumDuplicatesStopped, sumEvents } from "../../ledger";
 import { isoTime } from "../../lib/iso-time";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { StatsQuery } from "../openapi/requests";
@@ -21,9 +22,11 @@ const DEFAULT_WINDOW_MS = 24 * 3_600_000;
 statsRoutes.get("/", async (c) => {
   const since = timeOf(parseQuery(StatsQuery, c.req.query()).since) ?? Date.now() - DEFAULT_WINDOW_MS;
   const workflows = await sumDuplicatesStopped(c.env.DB, c.get("workspace"), since);
+  // Events are the workspace's, not an execution's: received since, and the duplicates they absorbed.
+  const events = await sumEvents(c.env.DB, c.get("workspace"), since);
   const total = { executions: 0, triggers: 0, redeliveries: 0, fencedOut: 0, destinationReplays: 0 };
   for (const w of workflows) {
     for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += w[k];
   }
-  return c.json({ since: isoTime(since), workflows, total });
+  return c.json({ since: isoTime(since), workflows, total, events });
 });
