@@ -242,6 +242,35 @@ describe("duplicates and races", () => {
     }
   });
 
+  it("a duplicate of a taken event never resumes a wait that started after it", async () => {
+    const h = harness();
+    const order = unique("R");
+    const first = await parkedWait(h, order);
+    const event = { name: "payment.confirmed", match: order, id: `taken-${order}` };
+    expect((await send(h, event)).answer.resumed).toEqual([first.id]);
+    const second = await parkedWait(h, order);
+    const again = await send(h, event);
+    expect(again.answer).toMatchObject({ deduplicated: true, resumed: [first.id] });
+    expect(await consumptionsOf(second.id)).toBe(0);
+    expect((await stepRow(second.id))?.parked_until).not.toBeNull();
+  });
+
+  it("an event that commits after the wait timed out, before its settle, is not given to it: it stays buffered", async () => {
+    const h = harness();
+    const order = unique("S");
+    const { id } = await parkedWait(h, order, { timeout: "10m" });
+    h.clock.t += 10 * 60_000 + 1;
+    let answer: Awaited<ReturnType<typeof send>>["answer"] | undefined;
+    await h.deliver([{ executionId: id, vertexId: "confirm" }], {
+      afterRun: async () => {
+        ({ answer } = await send(h, { name: "payment.confirmed", match: order }));
+      },
+    });
+    expect(answer).toMatchObject({ resumed: [], buffered: true });
+    expect(await stepRow(id)).toMatchObject({ state: "FAILED" });
+    expect(await consumptionsOf(id)).toBe(0);
+  });
+
   it("a timeout racing an event has one outcome: the event goes to the wait, or stays buffered for the next", async () => {
     const outcomes = new Set<string>();
     for (let round = 0; round < 6; round++) {
