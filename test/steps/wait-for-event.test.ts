@@ -169,6 +169,23 @@ describe("a wait parks until its event", () => {
   });
 });
 
+describe("user-named members", () => {
+  it("event data with `__proto__`, `constructor` and `toString` members arrives as own members, polluting nothing", async () => {
+    const h = harness();
+    const order = "__proto__"; // a valid correlation value too
+    const { id } = await parkedWait(h, order);
+    const raw = '{"name":"payment.confirmed","match":"__proto__","data":{"__proto__":{"polluted":true},"constructor":"c","toString":"t"}}';
+    const sent = await callApp(h, "POST", "/v1/events", { body: raw });
+    expect(sent.status).toBe(202);
+    expect(await sent.json()).toMatchObject({ resumed: [id] });
+    await h.drain();
+    const output = JSON.parse((await stepsOf(id)).done!.output!) as { got: Record<string, unknown> };
+    expect(Object.hasOwn(output.got, "__proto__")).toBe(true);
+    expect(Object.keys(output.got).sort()).toEqual(["__proto__", "constructor", "toString"]);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+});
+
 describe("duplicates and races", () => {
   it("fifty concurrent deliveries of one event resume one wait once; forty-nine answer as duplicates", async () => {
     const h = harness();
