@@ -11,7 +11,7 @@ import { ownMember } from "../lib/own-member";
 import { asArray, asRecord, type ValidationError } from "./errors";
 import { pointerOf } from "./pointer";
 import { DEFAULT_DEDUPE_WINDOW_MS, MAX_DURATION_MS, MIN_HISTORY_MS } from "./schema";
-import { durationProblem, durationValueMs } from "./vertex-rules";
+import { durationProblem, durationValueMs } from "./rule-helpers";
 
 /** The members of `history`, in the order their errors are reported. */
 export const HISTORY_STATUSES = ["completed", "failed", "cancelled"] as const;

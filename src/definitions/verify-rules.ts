@@ -9,7 +9,7 @@
 import { asArray, asRecord, asString, type ValidationError } from "./errors";
 import { isIdempotencyKeyHeader } from "./expression-sites";
 import { pointerOf } from "./pointer";
-import { literalUrlError } from "./vertex-rules";
+import { literalUrlError } from "./rule-helpers";
 
 export function checkVerifyProbes(document: unknown): ValidationError[] {
   const errors: ValidationError[] = [];

@@ -1,0 +1,48 @@
+/**
+ * GATEWAY at save: a key retention within the maximum, no body on GET/HEAD, a literal URL that is
+ * http(s), headers not given twice in different letter cases, retry delays in order.
+ */
+import { asRecord, asString, type ValidationError } from "../errors";
+import { durationProblem, literalUrlError, type VertexRules } from "../rule-helpers";
+
+export const gatewayRules: VertexRules = (config, at, _options) => {
+  const errors: ValidationError[] = [];
+  const retention = durationProblem(asRecord(config.idempotencyKey)?.retention, "idempotencyKey.retention");
+  if (retention) errors.push({ pointer: at("idempotencyKey", "retention"), ...retention });
+  const method = asString(config.method);
+  if ((method === "GET" || method === "HEAD") && config.body !== undefined) {
+    errors.push({
+      pointer: at("body"),
+      code: "body-not-allowed",
+      message: `a ${method} request cannot carry a body; remove \`body\` or use POST/PUT/PATCH`,
+    });
+  }
+  const urlError = literalUrlError(config.url, at("url"), "http://localhost:8788/payments/charges");
+  if (urlError) errors.push(urlError);
+  const seen = new Map<string, string>();
+  for (const name of Object.keys(asRecord(config.headers) ?? {})) {
+    const first = seen.get(name.toLowerCase());
+    if (first !== undefined) {
+      errors.push({
+        pointer: at("headers", name),
+        code: "duplicate-header",
+        message: `header names are case-insensitive and "${first}" is already set; keep one of them`,
+      });
+    } else seen.set(name.toLowerCase(), name);
+  }
+  const retry = asRecord(config.retry);
+  if (
+    retry &&
+    typeof retry.initialDelayMs === "number" &&
+    typeof retry.maxDelayMs === "number" &&
+    retry.maxDelayMs < retry.initialDelayMs
+  ) {
+    errors.push({
+      pointer: at("retry", "maxDelayMs"),
+      code: "retry-delay-order",
+      message:
+        `maxDelayMs (${retry.maxDelayMs}) is below initialDelayMs (${retry.initialDelayMs}); raise maxDelayMs or lower ` + `initialDelayMs`,
+    });
+  }
+  return errors;
+};
