@@ -4,7 +4,7 @@
  * after the commit, send the messages of the waits it un-parked. Used by `POST /v1/events` and by
  * the event sources' public route.
  *
- * The dedupe key: the sender's `id` when given (`id:<id>`), else the content — SHA-256 of the
+ * The dedupe key: the sender's `id` when given (`id:<source>:<id>`), else the content — SHA-256 of the
  * canonical JSON of `[name, correlation, data]` (`content:<hash>`), which deduplicates within
  * EVENT_DEDUPE_WINDOW: the same content a window later is a new event.
  */
@@ -68,7 +68,10 @@ export async function ingestEvent(input: EventInput, ctx: EventContext): Promise
     );
   }
   const settings = eventSettings(ctx.vars as never);
-  const eventKey = id !== undefined ? `id:${id}` : `content:${await sha256Hex(canonicalJson([name, correlation.value, dataJson]))}`;
+  // A sender's id is unique in its sender's space: an event source's ids are kept apart from another
+  // source's and from the API's (two providers may both number their webhooks from 1).
+  const eventKey =
+    id !== undefined ? `id:${ctx.source ?? ""}:${id}` : `content:${await sha256Hex(canonicalJson([name, correlation.value, dataJson]))}`;
   const delivered = await deliverEvent(ctx.db, {
     workspace: ctx.workspace,
     eventKey,

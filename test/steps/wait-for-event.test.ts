@@ -208,6 +208,23 @@ describe("duplicates and races", () => {
     expect(await consumptionsOf(id)).toBe(1);
   });
 
+  it("data up to 256 KiB is taken (under D1's limits); one byte more is refused and records nothing", async () => {
+    const h = harness();
+    const order = unique("T");
+    const filler = (n: number) => "x".repeat(n - 2); // a JSON string's quotes count
+    const fits = await callApp(h, "POST", "/v1/events", { body: { name: "payment.confirmed", match: order, data: filler(262_144) } });
+    expect(fits.status).toBe(202);
+    const over = await callApp(h, "POST", "/v1/events", {
+      body: { name: "payment.confirmed", match: `${order}-2`, data: filler(262_145) },
+    });
+    expect(over.status).toBe(422);
+    expect(await over.json()).toMatchObject({ code: "event-invalid", pointer: "/data" });
+    const stored = await env.DB.prepare("SELECT count(*) AS n FROM events WHERE workspace = ?1 AND match_value = ?2")
+      .bind(WS, JSON.stringify(`${order}-2`))
+      .first<{ n: number }>();
+    expect(stored?.n).toBe(0);
+  });
+
   it("without an id, the content deduplicates within EVENT_DEDUPE_WINDOW; the same content a window later is a new event", async () => {
     const h = harness();
     const order = unique("E");
