@@ -5,7 +5,7 @@ import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/", ".wrangler/", "bench/results/", "src/worker-configuration.d.ts"] },
+  { ignores: ["node_modules/", ".wrangler/", "bench/results/", "src/worker-configuration.d.ts", "clients/typescript/schema.d.ts"] },
   {
     files: ["**/*.ts"],
     extends: [js.configs.recommended, ...tseslint.configs.recommended],
