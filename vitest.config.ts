@@ -52,6 +52,7 @@ const SHARD_1_FILES = [
   "test/steps/retention-guard.test.ts",
   "test/steps/delay.test.ts",
   "test/steps/wait-for-event.test.ts",
+  "test/steps/wait-trace.test.ts",
   "test/history/events.test.ts",
   "test/http/idempotency/middleware.test.ts",
   "test/http/execution-events.test.ts",

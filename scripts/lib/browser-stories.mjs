@@ -6,7 +6,9 @@
  * What is proven here, as a user would see it: sign-in keeps the token out of every URL; a
  * duplicate trigger is counted in the strip and its record opens; the lost-response story shows
  * attempt 2 with the same key and the key check passes; cancel and retry from the page act once
- * under a double click; a payload holding markup renders as text; an archived trace renders
+ * under a double click; a wait for an event says what it waits for, and its Approve button (double
+ * clicked) sends one event that resumes it once, and a decision whose answer was lost is resent with the
+ * same key and event id; a payload holding markup renders as text; an archived trace renders
  * read-only (a banner, no action controls); another workspace's execution is
  * a 404 on the page as in the API; Tab reaches every action; no console error (a CSP violation is
  * one); the token never reaches the engine's log. An execution of 200 steps and 1,000 events is
@@ -44,11 +46,16 @@ export async function browserStories(ctx) {
     ],
   });
   const problems = [];
-  /** `expected`: the refusals a story provokes on purpose (a wrong token, another workspace) — the browser logs those as errors. */
+  /**
+   * `expected`: the refusals a story provokes on purpose (a wrong token, another workspace: a status) or a network failure it
+   * makes (a message's start) — the browser logs those as errors.
+   */
   const watch = (page, tag, expected) => {
+    const allowed =
+      typeof expected === "number" ? `Failed to load resource: the server responded with a status of ${expected}` : (expected ?? null);
     page.on("console", (m) => {
       if (m.type() !== "error") return;
-      if (expected && m.text().startsWith(`Failed to load resource: the server responded with a status of ${expected}`)) return;
+      if (allowed && m.text().startsWith(allowed)) return;
       problems.push(`${tag}: console error: ${m.text()}`);
     });
     page.on("pageerror", (e) => problems.push(`${tag}: page error: ${e.message}`));
@@ -265,6 +272,124 @@ export async function browserStories(ctx) {
       await openExecution(page, started.json.executionId);
       expect((await page.textContent("#parked-wait"))?.startsWith("sleeping until"), "the step says it sleeps until its wake time");
       expect((await page.textContent("#timeline")).includes("parked until"), "the timeline shows the attempt parked");
+      await page.context().close();
+    });
+
+    await test("inspector: a wait says what it waits for; Approve (double-clicked) sends one event and resumes it once", async () => {
+      // workflows/refund-approval.json: WAIT_FOR_EVENT `refund.decided` matched on the refund id, decisions approve / reject.
+      const refundId = `RF-${ctx.run}`;
+      const started = await ctx.trigger("refund-approval", { refund: { id: refundId, amount: 25 } });
+      const executionId = started.json.executionId;
+      let trace;
+      for (let i = 0; i < 100; i++) {
+        trace = (await ctx.api("GET", `/v1/executions/${executionId}`)).json;
+        if (trace.steps?.find((s) => s.vertexId === "decision")?.parkedUntil) break;
+        await sleep(100);
+      }
+      const waiting = trace.steps.find((s) => s.vertexId === "decision");
+      expect(waiting?.parkedUntil, `the wait parks (${JSON.stringify(waiting)})`);
+      expectEqual(
+        [waiting.wait?.event, waiting.wait?.match, waiting.wait?.decisions],
+        ["refund.decided", refundId, ["approve", "reject"]],
+        "the trace's wait",
+      );
+
+      const page = await newPage("decision");
+      const posts = [];
+      page.on("request", (r) => {
+        if (r.method() === "POST") posts.push({ url: r.url(), key: r.headers()["idempotency-key"], body: r.postDataJSON() });
+      });
+      await openExecution(page, executionId);
+      const tag = await page.textContent("#parked-decision");
+      expect(
+        tag.startsWith(`waiting for refund.decided with match ${refundId}, timeout at `),
+        `the step says what it waits for and until when (${tag})`,
+      );
+      expectEqual(await page.textContent("#decide-decision-approve"), "Approve", "the approve button");
+      expectEqual(await page.textContent("#decide-decision-reject"), "Reject", "the reject button");
+      await page.dblclick("#decide-decision-approve");
+      await page.waitForSelector("#decision-decision[data-outcome]", { timeout: 15_000 });
+      const said = await page.textContent("#decision-decision");
+      expect(said.includes("resumed this execution"), `the answer is shown (${said})`);
+      await page.waitForSelector("article.execution[data-status=COMPLETED]", { timeout: 30_000 });
+      await page.waitForSelector("#wait-events-decision tr[data-state=taken]");
+
+      const sent = posts.filter((p) => new URL(p.url).pathname === "/v1/events");
+      expectEqual(sent.length, 1, `POST /v1/events requests from a double click (${JSON.stringify(sent)})`);
+      const [event] = sent;
+      expect(/^ui-decide-approve-[0-9a-f-]{36}$/.test(event.key ?? ""), `a browser-generated Idempotency-Key (${event.key})`);
+      expect(/^inspector-[0-9a-f-]{36}$/.test(event.body?.id ?? ""), `a browser-generated event id (${event.body?.id})`);
+      expectEqual(
+        event.body,
+        { name: "refund.decided", match: refundId, id: event.body.id, data: { decision: "approve" } },
+        "the event the button sent",
+      );
+      const took = await page.textContent("#took-decision");
+      expect(took.includes(event.body.id) && took.includes('"decision": "approve"'), `the step shows the event it took (${took})`);
+
+      const done = (await ctx.api("GET", `/v1/executions/${executionId}`)).json;
+      const stateOf = (id) => done.steps.find((s) => s.vertexId === id)?.state;
+      expectEqual([stateOf("decision"), stateOf("refund"), stateOf("decline")], ["COMPLETED", "COMPLETED", "SKIPPED"], "the route taken");
+      expectEqual(
+        done.steps.find((s) => s.vertexId === "decision").wait.events.map((e) => [e.eventId, e.state, e.duplicates]),
+        [[event.body.id, "taken", 0]],
+        "the trace's events of the wait",
+      );
+      // The same event again (a sender's retry, without the key): deduplicated, counted on the event, nothing resumed twice.
+      const again = await ctx.api("POST", "/v1/events", { body: event.body });
+      expectEqual([again.status, again.json?.deduplicated], [200, true], "the same event again");
+      await page.click("#action-refresh");
+      await page.waitForSelector(`#wait-events-decision tr[data-state=taken] td:nth-child(4):text-is("1")`);
+      const after = (await ctx.api("GET", `/v1/executions/${executionId}`)).json.steps.find((s) => s.vertexId === "decision");
+      expectEqual(
+        after.attempts.map((a) => a.outcome),
+        ["slept", "completed"],
+        "the wait's attempts: the one that parked, the one resumed by the event (once)",
+      );
+      await page.context().close();
+    });
+
+    await test("inspector: a decision whose answer was lost is sent again with the same key and event id: one event", async () => {
+      const refundId = `RF-LOST-${ctx.run}`;
+      const started = await ctx.trigger("refund-approval", { refund: { id: refundId, amount: 9 } });
+      const executionId = started.json.executionId;
+      for (let i = 0; i < 100; i++) {
+        const trace = (await ctx.api("GET", `/v1/executions/${executionId}`)).json;
+        if (trace.steps?.find((s) => s.vertexId === "decision")?.parkedUntil) break;
+        await sleep(100);
+      }
+      const page = await newPage("decision-lost-answer", { expected: "Failed to load resource: net::ERR_CONNECTION_RESET" });
+      const sent = [];
+      // The first POST reaches the engine (the event is delivered), then its answer is lost on the way back.
+      let lose = true;
+      await page.route("**/v1/events", async (route) => {
+        const request = route.request();
+        sent.push({ key: request.headers()["idempotency-key"], body: request.postDataJSON() });
+        if (!lose) return route.continue();
+        lose = false;
+        await route.fetch();
+        await route.abort("connectionreset");
+      });
+      await openExecution(page, executionId);
+      await page.click("#decide-decision-reject");
+      await page.waitForSelector("#decision-decision[data-outcome]", { timeout: 15_000 });
+      await page.waitForSelector("article.execution[data-status=COMPLETED]", { timeout: 30_000 });
+      expectEqual(sent.length, 2, "POST /v1/events: the one whose answer was lost, and the automatic resend");
+      expectEqual(sent[1].key, sent[0].key, "the resend's Idempotency-Key");
+      expectEqual(sent[1].body, sent[0].body, "the resend's event (its id included)");
+      const done = (await ctx.api("GET", `/v1/executions/${executionId}`)).json;
+      const decision = done.steps.find((s) => s.vertexId === "decision");
+      expectEqual(
+        decision.wait.events.map((e) => [e.eventId, e.state]),
+        [[sent[0].body.id, "taken"]],
+        "one event on the wait, taken by it",
+      );
+      expectEqual(
+        decision.attempts.map((a) => a.outcome),
+        ["slept", "completed"],
+        "the wait resumed once",
+      );
+      expectEqual(done.steps.find((s) => s.vertexId === "decline")?.state, "COMPLETED", "the reject route");
       await page.context().close();
     });
 

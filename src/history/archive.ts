@@ -74,7 +74,7 @@ export const ARCHIVE_LIMITS: ArchiveLimits = Object.freeze({
 /**
  * D1 queries one archive call sends at most: the size estimate (one statement), then one batch of
  * `TRACE_SET_QUERIES` statements per part. A typical pass (a few hundred traces of a few KB) reads
- * in one part: 1 + 7 = 8 statements; the sweep counts what was actually sent and reserves this.
+ * in one part: 1 + 8 = 9 statements; the sweep counts what was actually sent and reserves this.
  */
 export const ARCHIVE_READ_QUERIES = 1 + TRACE_SET_QUERIES * ARCHIVE_LIMITS.maxParts;
 

@@ -1,8 +1,8 @@
 /**
  * The read model: what the API shows — an execution's trace (the execution, its steps, their
- * events and attempts), the list of executions, one execution, its status, a workflow's scheduled runs. Reads
- * only, always scoped to the caller's workspace in SQL; rows leave as camelCase records through
- * the column maps below (./columns.ts).
+ * events and attempts, the waits of its WAIT_FOR_EVENT steps), the list of executions, one
+ * execution, its status, a workflow's scheduled runs. Reads only, always scoped to the caller's
+ * workspace in SQL; rows leave as camelCase records through the column maps below (./columns.ts).
  */
 import { readAttemptsOfSet, type AttemptRecord } from "./attempts";
 import { LabelledBatch } from "./batch";
@@ -113,6 +113,37 @@ const DUPLICATE_TRIGGER_RECORD = selectList<DuplicateTriggerRecord>({
   identityKind: "d.identity_kind",
 });
 
+/** The most events the trace lists per wait (the newest on its name and correlation value). */
+export const TRACE_WAIT_EVENTS_MAX = 20;
+
+/** An event on a wait's (workspace, name, correlation value), as the trace lists it. */
+export interface WaitEventRecord {
+  eventId: string;
+  receivedAt: number;
+  /** The event source it came through; null for `POST /v1/events`. */
+  source: string | null;
+  duplicates: number;
+  bufferedUntil: number;
+  /** A wait took it (this one or another). */
+  taken: boolean;
+  /** This registration of the wait took it. */
+  takenHere: boolean;
+}
+
+/** A WAIT_FOR_EVENT step's registration (`event_waits`, migrations/0020) and the events on it, newest first. */
+export interface WaitRecord {
+  vertexId: string;
+  name: string;
+  /** The correlation value as canonical JSON. */
+  matchValue: string;
+  consume: "one" | "all";
+  registeredAt: number;
+  timeoutAt: number;
+  timedOut: boolean;
+  /** At most `TRACE_WAIT_EVENTS_MAX`, newest first. */
+  events: WaitEventRecord[];
+}
+
 export interface TraceRecords {
   execution: ExecutionSummaryRecord;
   duplicateTriggers: DuplicateTriggerRecord[];
@@ -129,6 +160,8 @@ export interface TraceRecords {
    * A cancel that released the identity shows here as an end in the past.
    */
   dedupeWindowEnd: number | null;
+  /** The registered waits of the execution's WAIT_FOR_EVENT steps (a step not registered yet has none). */
+  waits: WaitRecord[];
 }
 
 const EXECUTION_COLUMNS = {
@@ -245,9 +278,85 @@ function byExecution<Row>(rows: Array<Owned<Row>>): Map<string, Row[]> {
   return grouped;
 }
 
+/** A row of the waits statement: the wait, and one of its events (all null for a wait with none). */
+interface WaitRow {
+  executionId: string;
+  vertexId: string;
+  name: string;
+  matchValue: string;
+  consume: "one" | "all";
+  registeredAt: number;
+  timeoutAt: number;
+  timedOut: number;
+  eventId: string | null;
+  receivedAt: number | null;
+  source: string | null;
+  duplicates: number | null;
+  bufferedUntil: number | null;
+  taken: number | null;
+  takenHere: number | null;
+}
+
+/**
+ * The registered waits of the set's executions (the primary key of `event_waits`), each with the
+ * newest `TRACE_WAIT_EVENTS_MAX` events on its (workspace, name, correlation hash) — a range of
+ * the `events_match` index walked backwards per wait, never the workspace's events — and whether
+ * a wait took each one (`consumed_at`) and whether this registration did (its consumption row,
+ * by `wait_key`). A wait with no event is one row with the event's columns null.
+ */
+const WAITS_OF_SET = `SELECT w.execution_id AS executionId, w.vertex_id AS vertexId, w.name AS name, w.match_value AS matchValue,
+         w.consume AS consume, w.registered_at AS registeredAt, w.timeout_at AS timeoutAt, w.timed_out AS timedOut,
+         e.event_id AS eventId, e.received_at AS receivedAt, e.source AS source, e.duplicates AS duplicates,
+         e.buffered_until AS bufferedUntil, e.consumed_at IS NOT NULL AS taken,
+         EXISTS (SELECT 1 FROM event_consumptions c WHERE c.wait_key = w.wait_key AND c.event_rowid = e.rowid) AS takenHere
+  FROM event_waits w
+  LEFT JOIN events e ON e.rowid IN (
+    SELECT b.rowid FROM events b
+    WHERE b.workspace = w.workspace AND b.name = w.name AND b.match_hash = w.match_hash
+    ORDER BY b.received_at DESC, b.rowid DESC LIMIT ${TRACE_WAIT_EVENTS_MAX})
+  WHERE w.execution_id IN ${OWNED_IDS}
+  ORDER BY w.execution_id, w.vertex_id, e.received_at DESC, e.rowid DESC`;
+
+/** The waits statement's rows as records: one per wait, its events in the order read (newest first). */
+function waitRecords(rows: WaitRow[]): Map<string, WaitRecord[]> {
+  const out = new Map<string, WaitRecord[]>();
+  let last: WaitRecord | null = null;
+  let lastExecution: string | null = null;
+  for (const r of rows) {
+    if (!last || lastExecution !== r.executionId || last.vertexId !== r.vertexId) {
+      last = {
+        vertexId: r.vertexId,
+        name: r.name,
+        matchValue: r.matchValue,
+        consume: r.consume,
+        registeredAt: r.registeredAt,
+        timeoutAt: r.timeoutAt,
+        timedOut: r.timedOut === 1,
+        events: [],
+      };
+      lastExecution = r.executionId;
+      const list = out.get(r.executionId);
+      if (list) list.push(last);
+      else out.set(r.executionId, [last]);
+    }
+    if (r.eventId !== null && r.receivedAt !== null && r.bufferedUntil !== null) {
+      last.events.push({
+        eventId: r.eventId,
+        receivedAt: r.receivedAt,
+        source: r.source,
+        duplicates: r.duplicates ?? 0,
+        bufferedUntil: r.bufferedUntil,
+        taken: r.taken === 1,
+        takenHere: r.takenHere === 1,
+      });
+    }
+  }
+  return out;
+}
+
 /**
  * `readTraceRecordsForSet`: the trace's records of a set of executions at once — ONE batch of
- * seven statements, each over the same bound JSON array (`json_each(?1)`), however many executions
+ * eight statements, each over the same bound JSON array (`json_each(?1)`), however many executions
  * the set holds: never a statement per execution. `readTraceRecords` (GET's read) is this read for
  * a set of one, so the trace the archive builds is the one `GET /v1/executions/{id}` answers.
  * An execution that is not in its ref's workspace (or no longer exists) is absent from the map.
@@ -317,6 +426,7 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
         )
         .bind(param),
     )
+    .add("waits", db.prepare(WAITS_OF_SET).bind(param))
     .run();
   const duplicates = byExecution(results.rows<Owned<DuplicateTriggerRecord>>("duplicates"));
   const steps = byExecution(results.rows<Owned<StepRecord>>("steps"));
@@ -328,6 +438,7 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       .rows<{ workspace: string; workflowId: string; version: string; definitionJson: string }>("definitions")
       .map((d) => [versionKey(d.workspace, d.workflowId, d.version), d.definitionJson]),
   );
+  const waits = waitRecords(results.rows<WaitRow>("waits"));
   const identities = new Map(
     results.rows<{ executionId: string; expiresAt: number }>("identities").map((i) => [i.executionId, i.expiresAt]),
   );
@@ -340,13 +451,14 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       attempts: attempts.get(execution.id) ?? [],
       definitionJson: definitions.get(versionKey(execution.workspace, execution.workflowId, execution.version)) ?? null,
       dedupeWindowEnd: identities.get(execution.id) ?? null,
+      waits: waits.get(execution.id) ?? [],
     });
   }
   return out;
 }
 
 /** The statements of `readTraceRecordsForSet`'s batch, by label. */
-const TRACE_SET_STATEMENTS = ["execution", "duplicates", "steps", "events", "attempts", "definitions", "identities"] as const;
+const TRACE_SET_STATEMENTS = ["execution", "duplicates", "steps", "events", "attempts", "definitions", "identities", "waits"] as const;
 
 /** D1 statements one `readTraceRecordsForSet` sends (one batch), whatever the size of the set. */
 export const TRACE_SET_QUERIES = TRACE_SET_STATEMENTS.length;
@@ -355,11 +467,20 @@ export const TRACE_SET_QUERIES = TRACE_SET_STATEMENTS.length;
  * What one execution's trace may weigh when read, estimated in SQL without reading the values
  * back: the bytes of the stored values the trace shows (each step's request and output as
  * bounded by `TRACE_VALUE_MAX_BYTES`, its error, every attempt's request, response and error,
- * every event's detail) plus a fixed allowance per row for the members around them. An estimate,
- * not the JSON's exact size (escaping, the summary's own members): the archive uses it to refuse a
- * trace too large to hold in memory before reading it, and to read a set in bounded parts.
+ * every event's detail) plus a fixed allowance per row for the members around them (per registered
+ * wait, room for the events it lists). An estimate, not the JSON's exact size (escaping, the
+ * summary's own members): the archive uses it to refuse a trace too large to hold in memory before
+ * reading it, and to read a set in bounded parts.
  */
-export const TRACE_ROW_ALLOWANCE = { execution: 1_500, step: 700, attempt: 450, event: 150, duplicate: 120 } as const;
+export const TRACE_ROW_ALLOWANCE = {
+  execution: 1_500,
+  step: 700,
+  attempt: 450,
+  event: 150,
+  duplicate: 120,
+  /** A registered wait: its `wait` member and the most events it lists (`TRACE_WAIT_EVENTS_MAX`), counted as if all were there. */
+  wait: 300 + TRACE_WAIT_EVENTS_MAX * 200,
+} as const;
 
 const boundedBytes = (column: string) =>
   `CASE WHEN ${byteLength(column)} <= ${TRACE_VALUE_MAX_BYTES} THEN ${byteLength(column)} ELSE 0 END`;
@@ -383,7 +504,8 @@ export async function readTraceSizes(db: D1Database, refs: readonly ExecutionRef
             FROM step_attempts t WHERE t.execution_id = e.id)
          + (SELECT coalesce(sum(coalesce(${byteLength("ev.detail")}, 0) + ${a.event}), 0)
             FROM step_events ev WHERE ev.execution_id = e.id)
-         + (SELECT count(*) * ${a.duplicate} FROM duplicate_triggers d WHERE d.execution_id = e.id) AS bytes
+         + (SELECT count(*) * ${a.duplicate} FROM duplicate_triggers d WHERE d.execution_id = e.id)
+         + (SELECT count(*) * ${a.wait} FROM event_waits w WHERE w.execution_id = e.id) AS bytes
        FROM executions e WHERE e.id IN ${OWNED_IDS}`,
     )
     .bind(refsParam(refs))

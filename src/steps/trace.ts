@@ -2,11 +2,12 @@
  * The execution trace (SPEC section 4): every step with its state, attempts, epoch, lease, the
  * key it sent, the redacted request summary, the response summary, errors and events
  * (fenced-out writes, failed attempts, expired leases, operator retries, dead letters), every
- * attempt on record (`attempts[]`), and per Gateway step its destination key declaration
- * (./key-trace.ts).
+ * attempt on record (`attempts[]`), per Gateway step its destination key declaration
+ * (./key-trace.ts), and per WAIT_FOR_EVENT step its wait and the events that arrived for it
+ * (./wait-trace.ts).
  * One round trip (src/ledger/read-model.ts `readTraceRecords`); `buildTrace` makes it from the records.
  */
-import type { GatewayVertex } from "../definitions/schema";
+import type { GatewayVertex, WaitForEventVertex } from "../definitions/schema";
 import {
   listExecutionRecords,
   parseKeySends,
@@ -17,9 +18,11 @@ import {
   type ExecutionSummaryRecord,
   type StepRecord,
   type TraceRecords,
+  type WaitRecord,
 } from "../ledger";
 import { isoTime } from "../lib/iso-time";
 import { destinationKeyTrace, gatewayVerticesOf } from "./key-trace";
+import { waitTrace, waitVerticesOf } from "./wait-trace";
 
 /**
  * Milliseconds as an ISO-8601 timestamp (src/lib/iso-time.ts). The engine never stores a time a
@@ -109,7 +112,16 @@ const requestOf = (s: StepRecord): unknown => {
   return over ? { truncated: true, bytes: over.bytes } : parsed(s.requestJson);
 };
 
-function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[], gateway: GatewayVertex | undefined) {
+/** What the trace knows of a step's vertex: its declaration (from the pinned definition) and, for a wait, its registration. */
+interface StepFacts {
+  gateway: GatewayVertex | undefined;
+  wait: WaitForEventVertex | undefined;
+  registered: WaitRecord | undefined;
+  readAt: number;
+}
+
+function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[], facts: StepFacts) {
+  const { gateway } = facts;
   return {
     vertexId: s.vertexId,
     state: s.state,
@@ -132,6 +144,8 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
     // Null, or the output's size when it is too large for the trace (`output` is then null).
     outputOmitted: omitted(s.outputJson, s.outputBytes),
     nextVertices: parsed(s.nextVerticesJson),
+    // A WAIT_FOR_EVENT's wait (docs/steps.md "The trace of a wait"); null for every other step.
+    wait: waitTrace(facts.wait, facts.registered, facts.readAt),
     error: s.error,
     createdAt: iso(s.createdAt),
     finishedAt: iso(s.finishedAt),
@@ -146,29 +160,40 @@ export type Trace = ReturnType<typeof executionSummary> & {
   steps: Array<ReturnType<typeof stepTrace>>;
 };
 
-/** The trace of an execution in `workspace`; `null` when it does not exist there. */
-export async function readTrace(db: D1Database, workspace: string, executionId: string): Promise<Trace | null> {
+/** The trace of an execution in `workspace`; `null` when it does not exist there. `now`: when it is read (see `buildTrace`). */
+export async function readTrace(db: D1Database, workspace: string, executionId: string, now: number = Date.now()): Promise<Trace | null> {
   const rows = await readTraceRecords(db, workspace, executionId);
-  return rows ? buildTrace(rows) : null;
+  return rows ? buildTrace(rows, now) : null;
 }
 
 /**
  * The trace of an execution from its records: pure, so the answer of `GET /v1/executions/{id}`
  * (`readTrace`) and the history archive (src/history/archive.ts, records read for a set at once
- * by `readTraceRecordsForSet`) are one object, built one way.
+ * by `readTraceRecordsForSet`) are one object, built one way. `now` is the one fact not in the
+ * records: whether an event nobody took is still `buffered` or `expired` (a wait's `events`).
  */
-export function buildTrace(rows: TraceRecords): Trace {
+export function buildTrace(rows: TraceRecords, now: number = Date.now()): Trace {
   const events = byVertex(rows.events, (ev): TraceEvent => ({ type: ev.type, epoch: ev.epoch, at: iso(ev.at), detail: ev.detail }));
   const attempts = byVertex(rows.attempts, (a) => a);
   const { workspace: ws, workflowId, version } = rows.execution;
-  const gateways = gatewayVerticesOf(rows.definitionJson, JSON.stringify([ws, workflowId, version]));
+  const versionKey = JSON.stringify([ws, workflowId, version]);
+  const gateways = gatewayVerticesOf(rows.definitionJson, versionKey);
+  const waits = waitVerticesOf(rows.definitionJson, versionKey);
+  const registered = new Map(rows.waits.map((w) => [w.vertexId, w]));
   return {
     ...executionSummary(rows.execution),
     // Until when a trigger with the same identity is a duplicate of this execution (null: no identity held).
     dedupeWindowEnd: iso(rows.dedupeWindowEnd),
     // Each duplicate trigger the execution absorbed (the first 100; `duplicatesStopped.triggers` counts them all).
     duplicateTriggers: rows.duplicateTriggers.map((d) => ({ seq: d.seq, at: iso(d.at), trigger: d.triggerKind, identity: d.identityKind })),
-    steps: rows.steps.map((s) => stepTrace(s, events.get(s.vertexId) ?? [], attempts.get(s.vertexId) ?? [], gateways.get(s.vertexId))),
+    steps: rows.steps.map((s) =>
+      stepTrace(s, events.get(s.vertexId) ?? [], attempts.get(s.vertexId) ?? [], {
+        gateway: gateways.get(s.vertexId),
+        wait: waits.get(s.vertexId),
+        registered: registered.get(s.vertexId),
+        readAt: now,
+      }),
+    ),
   };
 }
 

@@ -7,6 +7,8 @@
  *   graph      the definition, coloured by step state (./graph.js)
  *   timeline   one row per attempt: epoch, lease, key, outcome, duration, error, retry delay
  *   keys       per Gateway step: the key expression, the value, and whether every attempt sent it
+ *   steps      per step its attempts and output; a wait for an event, what it waits for, the events
+ *              that arrived for it, and its decisions as buttons (./wait.js)
  *   events     fenced-out writes, expired leases, dropped redeliveries, operator actions
  *   raw        the trace as JSON
  *
@@ -22,6 +24,7 @@ import { badge, duration, h, json, replace, time } from "../lib/dom.js";
 import { api, apiResponse, followExecution } from "../lib/api.js";
 import { drawGraph } from "./graph.js";
 import { cancelExecution, problemText, retryStep, startOver } from "./actions.js";
+import { sendDecision, waitPanel, waitTag } from "./wait.js";
 
 const POLL_MS = 1500;
 const COALESCE_MS = 150;
@@ -56,6 +59,8 @@ export function showExecution(main, executionId) {
     openPanel: null,
     selected: null,
     left: false,
+    /** Per wait step: its decision in flight or the last one's answer (kept across re-renders: the buttons stay disabled). */
+    decisions: new Map(),
   };
   replace(main, h("p", { class: "muted" }, "Loading…"));
 
@@ -132,6 +137,13 @@ export function showExecution(main, executionId) {
       }),
     // The retry's batch puts the execution back to RUNNING: the read that follows starts following it.
     retry: (step) => retryStep(view.trace, step, () => void read()),
+    decide: (step, decision) =>
+      void sendDecision(view.decisions, step, decision, {
+        rerender: () => {
+          if (!view.left) render(main, view, actions);
+        },
+        refresh: () => void read(),
+      }),
     toggle: (panel) => {
       view.openPanel = view.openPanel === panel ? null : panel;
       render(main, view, actions);
@@ -174,7 +186,7 @@ function render(main, view, actions) {
       h("section", { "aria-labelledby": "graph-title" }, h("h2", { id: "graph-title" }, "Graph"), graphOf(trace, definition, actions)),
       timeline(trace),
       keyPanels(trace, definition),
-      stepsSection(trace, view.selected, actions, trace.archived === true),
+      stepsSection(trace, view, actions, trace.archived === true),
       eventsSection(trace),
       h(
         "details",
@@ -437,7 +449,8 @@ function keyPanels(trace, definition) {
   );
 }
 
-function stepsSection(trace, selected, actions, readOnly) {
+function stepsSection(trace, view, actions, readOnly) {
+  const selected = view.selected;
   return h(
     "section",
     { "aria-labelledby": "steps-title" },
@@ -452,13 +465,25 @@ function stepsSection(trace, selected, actions, readOnly) {
           s.vertexId,
           " ",
           badge(s.state),
-          s.parkedUntil ? h("span", { class: "tag", id: `parked-${s.vertexId}` }, `sleeping until ${time(s.parkedUntil)}`) : null,
+          s.wait
+            ? waitTag(s)
+            : s.parkedUntil
+              ? h("span", { class: "tag", id: `parked-${s.vertexId}` }, `sleeping until ${time(s.parkedUntil)}`)
+              : null,
           h("span", { class: "muted" }, ` attempt ${s.attempt} · epoch ${s.epoch}`),
           s.state === "FAILED" && !readOnly
             ? h("button", { type: "button", id: `action-retry-${s.vertexId}`, onclick: () => actions.retry(s) }, "Retry step…")
             : null,
         ),
         s.error ? h("p", { class: "err" }, s.error) : null,
+        s.wait
+          ? waitPanel(s, {
+              executionId: trace.executionId,
+              sending: view.decisions.get(s.vertexId) ?? null,
+              onDecide: actions.decide,
+              readOnly,
+            })
+          : null,
         s.attempts.map((a) =>
           h(
             "details",
