@@ -11,6 +11,9 @@
  * The engine runs on the shards of wrangler.toml (D1_SHARDS, WORKSPACE_SHARDS: `dev` on shard 0,
  * `other` on shard 1), every one migrated; the shard stories read each shard's local database with
  * `wrangler d1 execute` to check that a workspace's rows are on its shard and on no other.
+ * The demo's payments API confirms a charge by a signed webhook to the engine's event source
+ * (charge-and-confirm): the demo is told the engine's port (chosen before either starts) and the
+ * webhook secret with --var, and the engine gets the same secret and the source as `npm start` does.
  * Prints `N passed, N failed` and exits non-zero on any failure. Bounded: every wait has a cap.
  */
 import { createHash, createHmac, randomBytes } from "node:crypto";
@@ -19,7 +22,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
-import { DEMO_CONFIG, ROOT, applyMigrations, queryD1, runWrangler, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
+import {
+  DEMO_CONFIG,
+  ROOT,
+  applyMigrations,
+  freePorts,
+  queryD1,
+  runWrangler,
+  startWorker,
+  stopAll,
+  waitForHealth,
+} from "./lib/wrangler-dev.mjs";
+import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-source.mjs";
 import { describeShard, migrateShards, readShards } from "./lib/shards.mjs";
 import { openApiChecker } from "./lib/openapi-check.mjs";
 import { browserStories } from "./lib/browser-stories.mjs";
@@ -30,6 +44,8 @@ const OTHER_TOKEN = "other-token";
 const SHARDS = readShards();
 const PAYMENTS_KEY = "sk_e2e_canary_91c3";
 const WEBHOOK_SECRET = "whsec_e2e_canary_5a0e";
+/** The demo payments API signs its confirmations with it (Standard Webhooks: `whsec_` + base64). */
+const PAYMENTS_WEBHOOK_SECRET = `whsec_${randomBytes(32).toString("base64")}`;
 /** Seals workspace secrets (PUT /v1/secrets) in the temporary D1; fresh per run. */
 const SECRETS_MASTER_KEY = randomBytes(32).toString("base64");
 /** Hard cap for the whole run: a hung worker must not hang CI. */
@@ -89,10 +105,19 @@ try {
   await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: stateDir });
 
   const echo = (tag) => (verbose ? (line) => log(`${tag} ${line}`) : undefined);
-  // The demo first: the engine's outbound allowlist names the demo's (free) port.
-  demo = await startWorker({ name: "demo", config: DEMO_CONFIG, persistTo: stateDir, onLine: echo("[demo]") });
+  // The demo first: the engine's outbound allowlist names the demo's (free) port. The engine's port is
+  // chosen now, so the demo knows where to send its charge confirmations.
+  const [enginePort] = await freePorts(1);
+  demo = await startWorker({
+    name: "demo",
+    config: DEMO_CONFIG,
+    persistTo: stateDir,
+    vars: { ENGINE_URL: `http://127.0.0.1:${enginePort}`, PAYMENTS_WEBHOOK_SECRET },
+    onLine: echo("[demo]"),
+  });
   engine = await startWorker({
     name: "engine",
+    port: enginePort,
     persistTo: stateDir,
     testScheduled: true,
     vars: {
@@ -131,6 +156,14 @@ try {
     const rejected = loaded.filter((r) => !r.ok);
     if (rejected.length > 0) throw new Error(`rejected:\n${rejected.map(describeLoadResult).join("\n")}`);
   });
+  // As `npm start` does: the demo payments provider's event source and its secret, in workspace dev.
+  const seeded = await seedPaymentsEventSource(engine.url, TOKEN, {
+    secret: PAYMENTS_WEBHOOK_SECRET,
+    onAnswer: (method, path, res, text) => openapi.check(method, path, res.status, res.headers.get("content-type"), text),
+  });
+  if (seeded.length !== 2 || seeded.some((r) => !r.ok)) {
+    throw new Error(`the payments event source:\n${seeded.map(describeSeedResult).join("\n")}`);
+  }
 } catch (error) {
   log(`\ne2e: setup failed: ${error.message}`);
   for (const w of workers) if (w.exited() || verbose) log(`--- ${w.name} output ---\n${w.recentOutput()}`);
@@ -524,6 +557,48 @@ await test("a signed webhook (v1, hook-bound) starts one execution, a resend ded
   expectEqual(trace.status, "COMPLETED", "signed execution");
 });
 
+await test("charge, then the signed confirmation delivered twice: one event (1 duplicate), the wait resumed once, shipped", async () => {
+  const orderId = `CC-${RUN}`;
+  const started = await trigger("charge-and-confirm", { order: { id: orderId, total: 42 } });
+  expectEqual(started.status, 202, `trigger status (${started.text.slice(0, 300)})`);
+  const id = started.json.executionId;
+  // The demo answers the charge, then two seconds later posts its Standard-Webhooks-signed
+  // confirmation to /events/dev/payments, twice with one webhook-id; the wait parks until then.
+  const trace = await waitForExecution(id, 30_000);
+  expectEqual(trace.status, "COMPLETED", `execution status (steps: ${JSON.stringify(trace.steps)})`);
+  let deliveries = [];
+  for (const deadline = Date.now() + 15_000; deliveries.length < 2 && Date.now() < deadline; await sleep(200)) {
+    deliveries = (await demoGet(`/payments/webhooks?order=${orderId}`)).items;
+  }
+  expectEqual(
+    deliveries.map((d) => d.status),
+    [202, 200],
+    `the demo's two deliveries (${JSON.stringify(deliveries)})`,
+  );
+  // The engine's answers, as the demo received them, match the OpenAPI document too.
+  for (const d of deliveries) openapi.check("POST", "/events/dev/payments", d.status, "application/json", JSON.stringify(d.answer));
+  const [first, second] = deliveries;
+  expectEqual(second.webhookId, first.webhookId, "one webhook-id on both deliveries");
+  expectEqual(first.answer.resumed, [id], "the first delivery resumed the wait");
+  expectEqual([second.answer.deduplicated, second.answer.duplicates], [true, 1], "the second: a duplicate of the one event");
+  expectEqual(second.answer.eventId, first.answer.eventId, "one event");
+  const confirmed = stepOf(trace, "confirmed");
+  expectEqual(confirmed?.output?.id, first.webhookId, "the wait's output is the event");
+  expectEqual(confirmed?.output?.name, "payment.confirmed", "the event's name (the source's expression)");
+  const charges = await demoGet(`/payments/charges?order=${orderId}`);
+  expectEqual(charges.items.length, 1, "charges for the order");
+  expectEqual(confirmed.output.data?.charge, charges.items[0].id, "the event's data names the charge");
+  expectEqual((await demoGet(`/shipping/labels?order=${orderId}`)).items.length, 1, "shipping labels for the order");
+  const waits = await api("GET", `/v1/waits?event=payment.confirmed&match=${orderId}`);
+  expectEqual(waits.json?.waits, [], "no wait left open");
+  // The public route refuses an unsigned delivery, recording nothing.
+  const unsigned = await checkedFetch("POST", "/events/dev/payments", {
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ type: "charge.succeeded", data: { order: orderId } }),
+  });
+  expectEqual([unsigned.status, (await unsigned.json()).code], [401, "event-signature-missing"], "an unsigned delivery");
+});
+
 await test("shards: other's workflow runs on its shard (a queued retry, a duplicate, a replayed key), dev's on its own", async () => {
   const workflowId = `shards-${RUN}`;
   const definition = {
@@ -723,7 +798,13 @@ await test("no secret value appears in any API answer (traces of every execution
   const localSecrets = await readFile(join(ROOT, ".dev.vars"), "utf8")
     .then((text) => [...text.matchAll(/^\s*[A-Z_][A-Z0-9_]*\s*=\s*(\S+)\s*$/gm)].map((m) => m[1]))
     .catch(() => []);
-  const canaries = [PAYMENTS_KEY, WEBHOOK_SECRET, SECRETS_MASTER_KEY, ...localSecrets];
+  const canaries = [PAYMENTS_KEY, WEBHOOK_SECRET, PAYMENTS_WEBHOOK_SECRET, SECRETS_MASTER_KEY, ...localSecrets];
+  const sources = await api("GET", "/v1/event-sources");
+  expectEqual(sources.status, 200, "GET /v1/event-sources");
+  expect(
+    canaries.every((secret) => !sources.text.includes(secret)),
+    "a secret leaked into GET /v1/event-sources",
+  );
   const list = await api("GET", "/v1/executions");
   expectEqual(list.status, 200, "GET /v1/executions");
   expect((list.json?.items ?? []).length > 0, "the execution list is empty");

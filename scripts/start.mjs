@@ -9,7 +9,8 @@
  *      destinations (local state lives in .wrangler/state and survives restarts; `npm run reset` wipes it),
  *   3. starts the engine (`wrangler dev --port 8787 --test-scheduled`: HTTP, queue consumer, cron)
  *      and the demo destinations (`wrangler dev -c demo/wrangler.toml --port 8788`),
- *   4. waits for both /health routes, loads every workflows/*.json into workspace `dev`,
+ *   4. waits for both /health routes, loads every workflows/*.json into workspace `dev`, and gives `dev`
+ *      the demo payments provider's event source (its secret and demo/event-sources/payments.json),
  *   5. prints the URLs, the token, where each workspace lives and the next command. Ctrl-C stops everything it started.
  */
 import { randomBytes } from "node:crypto";
@@ -17,6 +18,7 @@ import { existsSync } from "node:fs";
 import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
+import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-source.mjs";
 import { describeShard, migrateShards, readShards, tokenWorkspaces } from "./lib/shards.mjs";
 import { DEMO_CONFIG, ROOT, WRANGLER, applyMigrations, portInUse, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
 
@@ -132,6 +134,11 @@ const results = await loadWorkflows(engine.url, TOKEN);
 for (const result of results) say(describeLoadResult(result));
 const rejected = results.filter((r) => !r.ok).length;
 if (rejected > 0) say(`  ${rejected} workflow(s) were not loaded (see above); the rest of idemflow keeps running.`);
+
+// The demo payments API confirms charges with signed webhooks (charge-and-confirm): the event source
+// that turns them into `payment.confirmed`, with the secret the demo signs with (demo/wrangler.toml).
+say("creating the event source `payments` in workspace `dev` (the demo's payment confirmations)…");
+for (const result of await seedPaymentsEventSource(engine.url, TOKEN)) say(describeSeedResult(result));
 
 // Miniflare never fires Cron Triggers by itself. Deliver the every-minute tick (reaper, ledger and
 // identity sweeps) through --test-scheduled, so a local engine heals lost messages and expired

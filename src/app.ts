@@ -15,6 +15,7 @@ import { demoRoutes } from "./http/routes/demo";
 import { secretRoutes } from "./http/routes/secrets";
 import { operatorRoutes } from "./http/routes/operator";
 import { eventRoutes, waitRoutes } from "./http/routes/events";
+import { eventSourceRoutes, sourceDeliveryRoutes } from "./http/routes/event-sources";
 import { serveOpenApi } from "./http/openapi/document";
 import { log } from "./lib/log";
 
@@ -34,7 +35,9 @@ app.route("/v1/secrets", secretRoutes);
 app.route("/v1/stats", statsRoutes);
 app.route("/v1/events", eventRoutes);
 app.route("/v1/waits", waitRoutes);
+app.route("/v1/event-sources", eventSourceRoutes);
 app.route("/hooks", hookRoutes);
+app.route("/events", sourceDeliveryRoutes);
 app.route("/demo", demoRoutes);
 
 app.notFound(() => commonProblems.routeNotFound().toResponse());

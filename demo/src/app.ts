@@ -4,6 +4,9 @@
  *
  *   POST /payments/charges   Idempotency-Key + Bearer key required (Idempotency-Key middleware, keys scoped per API key)
  *   GET  /payments/charges   { items: [...] } each with its idempotencyKey (?order=, ?idempotencyKey=)
+ *                            a charge with `"confirmWebhook": true` is confirmed a moment later by a signed webhook to
+ *                            the engine's event source, delivered twice (confirmations.ts)
+ *   GET  /payments/webhooks  { items: [...] } those deliveries, each with the engine's answer (?order=)
  *   POST /forgetful/charges  the same payments API, but it forgets a key after 120 s (a replay after that charges again)
  *   GET  /forgetful/charges  the same list as /payments/charges (one charges table)
  *   POST /shipping/labels    Idempotency-Key required (Idempotency-Key middleware; anonymous, one shared scope)
@@ -20,17 +23,19 @@ import { Hono } from "hono";
 import { ProblemError } from "../../src/lib/problem";
 import { commonProblems } from "../../src/lib/common-problems";
 import { checkoutRoutes } from "./checkout";
-import { FORGETFUL_RETENTION_MS, type DemoAppEnv, type DemoOptions } from "./env";
+import { defaultConfirmations } from "./confirmations";
+import { FORGETFUL_RETENTION_MS, type ConfirmationOptions, type DemoAppEnv, type DemoOptions } from "./env";
 import { faultRoutes } from "./faults";
 import { legacyRoutes } from "./legacy";
 import { paymentRoutes } from "./payments";
 import { shippingRoutes } from "./shipping";
 
 export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
-  const resolved: Required<DemoOptions> = {
+  const resolved: Required<DemoOptions> & { confirmations: ConfirmationOptions } = {
     database: options.database ?? ((env) => env.DB),
     now: options.now ?? (() => Date.now()),
     forgetfulRetentionMs: options.forgetfulRetentionMs ?? FORGETFUL_RETENTION_MS,
+    confirmations: { ...defaultConfirmations, ...options.confirmations },
   };
   const app = new Hono<DemoAppEnv>();
 
@@ -45,7 +50,8 @@ export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
   app.notFound(() =>
     commonProblems
       .routeNotFound(
-        "The demo serves /payments/charges, /forgetful/charges, /shipping/labels, /legacy/orders, /checkout/payments and /faults " +
+        "The demo serves /payments/charges, /payments/webhooks, /forgetful/charges, /shipping/labels, /legacy/orders, " +
+          "/checkout/payments and /faults " +
           "(see docs/walkthrough.md).",
       )
       .toResponse(),

@@ -3,15 +3,20 @@
  * Idempotency-Key; it is served through idemflow's own Idempotency-Key middleware, exactly the way a user
  * would make their own Worker endpoint idempotent. `GET /payments/charges` lists every charge with
  * the key it was created under, so a duplicate charge is visible at a glance.
+ *
+ * A charge whose body says `"confirmWebhook": true` is also confirmed asynchronously: a moment
+ * later a signed `charge.succeeded` webhook goes to the engine's event source, twice
+ * (./confirmations.ts); `GET /payments/webhooks` lists those deliveries and the engine's answers.
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import { idempotency, parseIdempotencyKey } from "../../src/http/idempotency";
 import { sha256Hex } from "../../src/lib/crypto";
-import type { DemoAppEnv, DemoOptions } from "./env";
+import type { ConfirmationOptions, DemoAppEnv, DemoOptions } from "./env";
 import { afterCommitFaults } from "./faults";
 import { identifierOf, readJsonObject } from "./json";
 import { demoProblems } from "./problems";
-import { insertCharge, listCharges } from "./store";
+import { confirmCharge } from "./confirmations";
+import { insertCharge, listCharges, listWebhookDeliveries } from "./store";
 
 /**
  * The ledger's principal for this route: the caller's account, derived on the server from its API
@@ -53,7 +58,10 @@ export function admittedKey(header: string | undefined): string {
   return parsed.key;
 }
 
-export function paymentRoutes(options: Required<DemoOptions>, api: PaymentsApi = { scope: "payments" }): Hono<DemoAppEnv> {
+export function paymentRoutes(
+  options: Required<DemoOptions> & { confirmations: ConfirmationOptions },
+  api: PaymentsApi = { scope: "payments" },
+): Hono<DemoAppEnv> {
   const routes = new Hono<DemoAppEnv>();
   const principal = (request: Request) => paymentsPrincipal(request, api.scope);
 
@@ -77,6 +85,10 @@ export function paymentRoutes(options: Required<DemoOptions>, api: PaymentsApi =
         },
         options.now(),
       );
+      // Only when asked, so every other caller of the demo sees no webhook.
+      if (body.confirmWebhook === true) {
+        c.executionCtx.waitUntil(confirmCharge(c.env, options.database(c.env), options.confirmations, charge, options.now));
+      }
       return c.json({ object: "charge", ...charge }, 201, { location: `/payments/charges/${charge.id}` });
     },
   );
@@ -88,6 +100,10 @@ export function paymentRoutes(options: Required<DemoOptions>, api: PaymentsApi =
         order: c.req.query("order"),
       }),
     }),
+  );
+
+  routes.get("/webhooks", async (c) =>
+    c.json({ items: await listWebhookDeliveries(options.database(c.env), { order: c.req.query("order") }) }),
   );
 
   return routes;

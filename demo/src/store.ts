@@ -190,3 +190,74 @@ export async function disarmFaults(db: D1Database): Promise<number> {
   const result = await db.prepare("UPDATE faults SET remaining = 0 WHERE remaining > 0").run();
   return result.meta.changes ?? 0;
 }
+
+export interface WebhookDeliveryItem {
+  webhookId: string;
+  charge: string;
+  order: string | null;
+  attempt: number;
+  url: string;
+  status: number | null;
+  answer: unknown;
+  sentAt: string;
+}
+
+export async function insertWebhookDelivery(
+  db: D1Database,
+  delivery: {
+    webhookId: string;
+    charge: string;
+    order: string | null;
+    attempt: number;
+    url: string;
+    status: number | null;
+    answer: string;
+  },
+  now: number,
+): Promise<void> {
+  await db
+    .prepare(
+      `INSERT INTO webhook_deliveries (webhook_id, charge_id, order_id, attempt, url, status, answer, sent_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    .bind(delivery.webhookId, delivery.charge, delivery.order, delivery.attempt, delivery.url, delivery.status, delivery.answer, now)
+    .run();
+}
+
+/** Every delivery, oldest first; `answer` parsed when it is JSON (the engine's answers are). */
+export async function listWebhookDeliveries(db: D1Database, filter: { order?: string }): Promise<WebhookDeliveryItem[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT webhook_id, charge_id, order_id, attempt, url, status, answer, sent_at FROM webhook_deliveries
+       WHERE (?1 IS NULL OR order_id = ?1) ORDER BY id`,
+    )
+    .bind(filter.order ?? null)
+    .all<{
+      webhook_id: string;
+      charge_id: string;
+      order_id: string | null;
+      attempt: number;
+      url: string;
+      status: number | null;
+      answer: string | null;
+      sent_at: number;
+    }>();
+  return results.map((r) => {
+    let answer: unknown = r.answer;
+    try {
+      answer = r.answer === null ? null : (JSON.parse(r.answer) as unknown);
+    } catch {
+      // not JSON: the text as sent back (or the error)
+    }
+    return {
+      webhookId: r.webhook_id,
+      charge: r.charge_id,
+      order: r.order_id,
+      attempt: r.attempt,
+      url: r.url,
+      status: r.status,
+      answer,
+      sentAt: iso(r.sent_at),
+    };
+  });
+}

@@ -52,6 +52,7 @@ export type LogEvent =
   | "steps.woken"
   | "events.delivered"
   | "events.duplicate"
+  | "events.source_unavailable"
   // history (retention, archive, erasure)
   | "history.swept"
   | "history.archive_failed"

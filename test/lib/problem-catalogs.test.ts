@@ -16,6 +16,7 @@ import { secretProblems, type SecretProblemCode } from "../../src/secrets/proble
 import { operatorProblems, type OperatorProblemCode } from "../../src/http/routes/operator";
 import { demoProblems, type DemoProblemCode } from "../../demo/src/problems";
 import { shardProblems, type ShardProblemCode } from "../../src/shards/problems";
+import { eventProblems, type EventProblemCode } from "../../src/events/problems";
 
 /** One sample per constructor: a constructor added without a sample here does not compile. */
 type Samples<Catalog extends ProblemCatalog<string>> = { [Name in keyof Catalog]: () => ProblemError };
@@ -127,6 +128,19 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
     } satisfies Samples<typeof shardProblems>,
   },
   {
+    module: "src/events/problems.ts",
+    samples: {
+      invalid: () => eventProblems.invalid("/match", "it is an empty string"),
+      sourceNotFound: () => eventProblems.sourceNotFound("payments"),
+      sourceInvalid: () => eventProblems.sourceInvalid([{ pointer: "/match", message: "the expression does not compile" }]),
+      extractFailed: () => eventProblems.extractFailed("payments", "match", "gave nothing"),
+      signatureMissing: () => eventProblems.signatureMissing("standard-webhooks"),
+      signatureStale: () => eventProblems.signatureStale("v1", "x-idemflow-timestamp", 300),
+      signatureInvalid: () => eventProblems.signatureInvalid("standard-webhooks"),
+      sourceUnavailable: () => eventProblems.sourceUnavailable(),
+    } satisfies Samples<typeof eventProblems>,
+  },
+  {
     module: "src/http/routes/operator.ts",
     samples: {
       operatorTokenRequired: () => operatorProblems.operatorTokenRequired(),
@@ -189,6 +203,7 @@ describe("problem catalogs", () => {
     expectTypeOf<CatalogCode<typeof secretProblems>>().toEqualTypeOf<SecretProblemCode>();
     expectTypeOf<CatalogCode<typeof operatorProblems>>().toEqualTypeOf<OperatorProblemCode>();
     expectTypeOf<CatalogCode<typeof shardProblems>>().toEqualTypeOf<ShardProblemCode>();
+    expectTypeOf<CatalogCode<typeof eventProblems>>().toEqualTypeOf<EventProblemCode>();
     expectTypeOf<CatalogCode<typeof demoProblems>>().toEqualTypeOf<DemoProblemCode>();
   });
 

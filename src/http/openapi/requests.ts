@@ -50,6 +50,9 @@ export const EventBody = z.object({
   data: z.unknown().optional().describe("any JSON (at most 256 KiB): the waiting step's output carries it"),
 });
 
+/** `PUT /v1/event-sources/{name}`: the route validates with this very schema (src/events/source-definition.ts). */
+export { EventSourceDefinition } from "../../events/source-definition";
+
 export const WaitListQuery = z.object({
   event: z.string().min(1).describe("the event name the waits wait for"),
   match: z

@@ -17,6 +17,7 @@ import type { SecretProblemCode } from "../../secrets/problems";
 import type { OperatorProblemCode } from "../routes/operator";
 import type { ShardProblemCode } from "../../shards/problems";
 import type { EventProblemCode } from "../../events/problems";
+import { EventSourceDefinition } from "../../events/source-definition";
 
 /** A time the engine renders with `Date.prototype.toISOString` (UTC, `Z`). */
 const Time = z.iso.datetime();
@@ -112,6 +113,10 @@ export const PROBLEM_CODES = [
   "event-source-not-found",
   "event-source-invalid",
   "event-extract-failed",
+  "event-signature-missing",
+  "event-signature-stale",
+  "event-signature-invalid",
+  "event-source-unavailable",
 ] as const satisfies readonly ProblemCode[];
 
 type MissingProblemCode = Exclude<ProblemCode, (typeof PROBLEM_CODES)[number]>;
@@ -132,6 +137,7 @@ export const Problem = z
     fields: z.array(z.string()).optional().describe("idempotency-field-missing / -empty: the selected paths"),
     pointer: z.string().optional().describe("json-number-out-of-range, event-invalid: where the number or the member is"),
     number: z.string().optional().describe("json-number-out-of-range: the literal as sent"),
+    member: z.string().optional().describe("event-extract-failed: the event source's member that failed (name, match, id, data)"),
     depth: Count.optional().describe("json-too-deep: how deeply the body nests arrays and objects"),
     maxDepth: Count.optional().describe("json-too-deep: the most accepted"),
     bodyBytes: Count.optional().describe("stored-payload-too-large: the body's size"),
@@ -245,7 +251,9 @@ export const StepEvent = z.object({ type: z.string(), epoch: z.int().nullable(),
 export const Attempt = z.object({
   epoch: z.int(),
   attempt: z.int(),
-  outcome: z.enum(["running", "completed", "failed", "retried", "in_progress", "lost", "cancelled", "slept"]),
+  outcome: z
+    .enum(["running", "completed", "failed", "retried", "in_progress", "lost", "cancelled", "slept"])
+    .describe("`slept`: the attempt parked its step (a DELAY's sleep or a WAIT_FOR_EVENT's wait: the step's `wait` tells which)"),
   startedAt: MaybeTime,
   finishedAt: MaybeTime,
   durationMs: z.number().nullable(),
@@ -265,13 +273,41 @@ export const Attempt = z.object({
   retryDelay: z.object({ ms: z.number(), reason: z.enum(["backoff", "retry-after", "in-progress"]), until: MaybeTime }).nullable(),
 });
 
+export const WaitEvent = z.object({
+  eventId: z.string(),
+  receivedAt: MaybeTime,
+  source: z.string().nullable().describe("the event source it came through; null for POST /v1/events"),
+  duplicates: Count.describe("deliveries of the same event after the first"),
+  state: z
+    .enum(["taken", "taken-elsewhere", "buffered", "expired"])
+    .describe(
+      "`taken`: this wait took it; `taken-elsewhere`: another wait did; else nobody: `buffered` until its buffer ends, then `expired`",
+    ),
+});
+
+export const StepWait = z
+  .object({
+    event: z.string().describe("the event's name it waits for"),
+    match: z.union([z.string(), z.number()]).nullable().describe("the correlation value; null before the wait registered"),
+    consume: z.enum(["one", "all"]),
+    registeredAt: MaybeTime.describe("when the wait registered (its first claim); null before that"),
+    timeoutAt: MaybeTime.describe("when it times out; null before it registered"),
+    timedOut: z.boolean(),
+    decisions: z
+      .array(z.string())
+      .nullable()
+      .describe("the decisions the definition offers a person (the inspector's buttons); null: none"),
+    events: z.array(WaitEvent).max(20).describe("the events on its name and correlation value, newest first (at most 20)"),
+  })
+  .describe('a WAIT_FOR_EVENT step\'s wait and the events that arrived for it (docs/steps.md "The trace of a wait")');
+
 export const Step = z.object({
   vertexId: z.string(),
   state: StepState,
   attempt: z.int(),
   epoch: z.int(),
   leaseUntil: MaybeTime,
-  parkedUntil: MaybeTime.describe("a parked step (a DELAY sleeping): when it resumes; null otherwise"),
+  parkedUntil: MaybeTime.describe("a parked step (a DELAY sleeping, a wait for an event): when it resumes on its own; null otherwise"),
   availableAt: MaybeTime,
   resends: Count,
   nextResendAt: MaybeTime,
@@ -284,6 +320,7 @@ export const Step = z.object({
     .nullable()
     .describe("the output's size when it is over `limit` bytes (64 KiB): too large for the trace, so `output` is null; else null"),
   nextVertices: z.array(z.string()).nullable(),
+  wait: StepWait.nullable().describe("a WAIT_FOR_EVENT step's wait; null for every other step"),
   error: z.string().nullable(),
   createdAt: MaybeTime,
   finishedAt: MaybeTime,
@@ -355,6 +392,9 @@ export const Stats = z.object({
   since: Time,
   workflows: z.array(StatsCounts.extend({ workflowId: z.string() })),
   total: StatsCounts,
+  events: z
+    .object({ received: Count, duplicates: Count })
+    .describe("events the workspace received since `since` (POST /v1/events, event sources) and their duplicate deliveries"),
 });
 
 // ---- events and waits (src/http/routes/events.ts) -------------------------------------------------
@@ -383,6 +423,21 @@ export const OpenWait = z.object({
 });
 
 export const WaitList = z.object({ event: z.string(), waits: z.array(OpenWait) });
+
+// ---- event sources (src/http/routes/event-sources.ts) -----------------------------------------------
+
+export const EventSource = z.object({
+  name: z.string(),
+  version: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .describe("SHA-256 of the definition's canonical JSON"),
+  url: z.string().describe("the path the provider posts its webhooks to: /events/{workspace}/{name}"),
+  definition: EventSourceDefinition,
+  createdAt: Time,
+  updatedAt: Time.describe("when the definition last changed (a PUT of the same definition leaves it)"),
+});
+export const EventSourceList = z.object({ items: z.array(EventSource) });
 
 // ---- secrets (src/http/routes/secrets.ts) -----------------------------------------------------------
 
