@@ -37,6 +37,7 @@ import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-so
 import { describeShard, migrateShards, readShards } from "./lib/shards.mjs";
 import { openApiChecker } from "./lib/openapi-check.mjs";
 import { browserStories } from "./lib/browser-stories.mjs";
+import { importTs } from "./import-ts.mjs";
 
 const TOKEN = "dev-token";
 const OTHER_TOKEN = "other-token";
@@ -597,6 +598,48 @@ await test("charge, then the signed confirmation delivered twice: one event (1 d
     body: JSON.stringify({ type: "charge.succeeded", data: { order: orderId } }),
   });
   expectEqual([unsigned.status, (await unsigned.json()).code], [401, "event-signature-missing"], "an unsigned delivery");
+});
+
+await test("the typed client (clients/typescript): a refund waits, is listed, and one decision sent twice with one key", async () => {
+  const { idemflowClient, newIdempotencyKey } = await importTs("clients/typescript/index.ts");
+  // Every answer the client receives is checked against the OpenAPI document like api()'s.
+  const checking = async (request) => {
+    const res = await fetch(request);
+    const path = new URL(request.url).pathname + new URL(request.url).search;
+    openapi.check(request.method, path, res.status, res.headers.get("content-type"), await res.clone().text());
+    return res;
+  };
+  const idemflow = idemflowClient({ baseUrl: engine.url, token: TOKEN, fetch: checking });
+  const refundId = `RF-client-${RUN}`;
+  const started = await idemflow.POST("/v1/workflows/{workflowId}/trigger", {
+    params: { path: { workflowId: "refund-approval" } },
+    body: { refund: { id: refundId, amount: 12 } },
+  });
+  expectEqual(started.response.status, 202, `trigger (${JSON.stringify(started.error ?? started.data)})`);
+  let waits = [];
+  for (const deadline = Date.now() + 15_000; waits.length === 0 && Date.now() < deadline; await sleep(200)) {
+    const listed = await idemflow.GET("/v1/waits", { params: { query: { event: "refund.decided", match: refundId } } });
+    waits = listed.data?.waits ?? [];
+  }
+  expectEqual(
+    waits.map((w) => [w.executionId, w.vertexId]),
+    [[started.data.executionId, "decision"]],
+    "the open wait",
+  );
+  const key = newIdempotencyKey();
+  const send = () =>
+    idemflow.POST("/v1/events", {
+      headers: { "Idempotency-Key": key },
+      body: { name: "refund.decided", match: refundId, id: `client-${RUN}`, data: { decision: "approve" } },
+    });
+  const first = await send();
+  const again = await send();
+  expectEqual([first.response.status, first.data?.resumed], [202, [started.data.executionId]], "the decision resumed the wait");
+  expectEqual([again.response.status, again.response.headers.get("idempotent-replayed")], [202, "true"], "the same key: a replay");
+  const trace = await waitForExecution(started.data.executionId, 30_000);
+  expectEqual(stepOf(trace, "refund")?.state, "COMPLETED", "approved: the refund route ran");
+  const read = await idemflow.GET("/v1/executions/{executionId}", { params: { path: { executionId: started.data.executionId } } });
+  expectEqual(read.data?.status, "COMPLETED", "the trace through the client");
 });
 
 await test("shards: other's workflow runs on its shard (a queued retry, a duplicate, a replayed key), dev's on its own", async () => {

@@ -631,7 +631,50 @@ function componentSchemas(components: Record<string, z.ZodType>, io: "input" | "
     const { $schema: _dialect, $id: _id, ...rest } = schema;
     schemas[id] = rest;
   }
-  return Object.assign(names, { schemas });
+  return Object.assign(names, { schemas: plainJsonValues(schemas, new Set(Object.keys(components))) });
+}
+
+const ANY_JSON = "any JSON value";
+
+/**
+ * A JSON value (`z.json()`: a definition's `JsonValue`, a trigger's payload) is recursive: zod
+ * states it as a union that holds an array and an object of itself, under an auto-generated name
+ * (`schema0`) when no id names it. Common generators emit TypeScript from that union that does not
+ * compile (openapi-typescript 7: TS2502, "referenced directly or indirectly in its own type
+ * annotation"), and the auto-generated name leaks into the public document. To a client such a
+ * schema is what it says — any JSON value — so it is stated as that (`{}` with its description),
+ * and one without a name of ours is inlined where it is used.
+ */
+function plainJsonValues(schemas: JsonSchema, named: ReadonlySet<string>): JsonSchema {
+  const isJsonValue = (name: string, schema: unknown): boolean => {
+    const anyOf = (schema as { anyOf?: unknown } | undefined)?.anyOf;
+    return (
+      Array.isArray(anyOf) &&
+      anyOf.some(
+        (branch: { type?: unknown; items?: { $ref?: unknown } }) =>
+          branch.type === "array" && branch.items?.$ref === `${COMPONENT_PREFIX}${name}`,
+      )
+    );
+  };
+  const recursive = Object.keys(schemas).filter((name) => isJsonValue(name, schemas[name]));
+  const anonymous = new Set(
+    recursive.filter((name) => !named.has(name) && !/^[A-Z]/.test(name)).map((name) => `${COMPONENT_PREFIX}${name}`),
+  );
+  const out: JsonSchema = {};
+  for (const [name, schema] of Object.entries(schemas)) {
+    if (anonymous.has(`${COMPONENT_PREFIX}${name}`)) continue;
+    const description = (schema as { description?: string }).description;
+    out[name] = recursive.includes(name) ? { description: description ?? ANY_JSON } : schema;
+  }
+  // A reference to an inlined one keeps the referrer's own members (its description).
+  const inline = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(inline);
+    if (value === null || typeof value !== "object") return value;
+    const { $ref, ...rest } = value as Record<string, unknown>;
+    if (typeof $ref === "string" && anonymous.has($ref)) return Object.keys(rest).length > 0 ? inline(rest) : { description: ANY_JSON };
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, inline(v)]));
+  };
+  return inline(out) as JsonSchema;
 }
 
 function inlineSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
@@ -743,17 +786,20 @@ function buildDocument(): JsonSchema {
       description:
         "A workflow engine where retries never become double charges. Every error is application/problem+json with a stable `code` " +
         "(docs/problems.md); an unknown route answers 404 `route-not-found`. Generated from the zod schemas of src/http/openapi.",
+      // Not open source (yet): an SPDX custom reference, not a license this project does not grant.
+      license: { name: "Proprietary", identifier: "LicenseRef-idemflow-proprietary" },
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
-    servers: [{ url: "http://localhost:8787", description: "npm start" }],
+    // Relative: the origin that served this document (under `npm start`, http://localhost:8787).
+    servers: [{ url: "/", description: "the engine that served this document (npm start: http://localhost:8787)" }],
     security: [{ bearer: [] }],
     tags: [
-      { name: "meta" },
-      { name: "workflows" },
-      { name: "runs" },
-      { name: "executions" },
+      { name: "meta", description: "liveness and this document; no token" },
+      { name: "workflows", description: "workflow definitions: versioned, validated on save" },
+      { name: "runs", description: "starting executions: production triggers, test runs, streams, signed webhooks" },
+      { name: "executions", description: "traces, lists, operator actions, erasure and the stats of duplicates stopped" },
       { name: "events", description: "events that resume WAIT_FOR_EVENT steps, and the waits open on them" },
-      { name: "secrets" },
+      { name: "secrets", description: "the workspace's secrets: write-only" },
       { name: "operator", description: "the deployment's operator: figures that describe every workspace (an `OPERATOR_TOKENS` token)" },
       { name: "demo", description: "demo endpoints of the engine Worker itself" },
     ],
