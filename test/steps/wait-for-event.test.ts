@@ -8,9 +8,9 @@ import { env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { validateDefinition } from "../../src/definitions/validate";
-import { ingestEvent, type EventInput } from "../../src/events/ingest";
 import { reap } from "../../src/steps/reaper";
 import { countingD1 } from "../helpers/counting-d1";
+import { sendEvent, startParked, waitingWorkflow } from "./wait-helpers";
 import { callApp, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 beforeEach(() => {
@@ -22,25 +22,10 @@ const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const WS = "dev";
 
-/** entry → confirm (WAIT_FOR_EVENT on payload.order) → done (a transform reading the event). */
-function waiting(config: Record<string, unknown> = {}, id = unique("wf")): WorkflowDefinitionInput {
-  return {
-    id,
-    vertices: [
-      { id: "entry", type: "ENTRY_POINT", config: {} },
-      { id: "confirm", type: "WAIT_FOR_EVENT", config: { event: "payment.confirmed", match: "= payload.order", timeout: "3d", ...config } },
-      { id: "done", type: "TRANSFORM", config: { output: { got: "= steps.confirm.data" } } },
-    ],
-    edges: [
-      { from: "entry", to: "confirm" },
-      { from: "confirm", to: "done" },
-    ],
-  } as WorkflowDefinitionInput;
-}
+const waiting = (config: Record<string, unknown> = {}, id?: string): WorkflowDefinitionInput =>
+  waitingWorkflow("payment.confirmed", config, id);
 
-function send(h: Harness, input: EventInput, workspace = WS) {
-  return ingestEvent(input, { db: h.rt.db, queue: h.queue, vars: env as never, workspace, source: null, now: h.clock.now() });
-}
+const send = sendEvent;
 
 async function stepRow(executionId: string, vertexId = "confirm") {
   return env.DB.prepare(
@@ -75,13 +60,7 @@ async function deliverDue(h: Harness): Promise<void> {
 }
 
 /** Starts a waiting execution and delivers its wait's first message: the step registers and parks. */
-async function parkedWait(h: Harness, order: string | number, config: Record<string, unknown> = {}) {
-  const wf = await seedWorkflow(WS, waiting(config));
-  const id = await h.start(wf, { order });
-  const first = h.queue.take().find((m) => m.body.executionId === id)!;
-  await h.deliver([first.body]);
-  return { wf, id };
-}
+const parkedWait = (h: Harness, order: string | number, config: Record<string, unknown> = {}) => startParked(h, waiting(config), order);
 
 describe("saving a WAIT_FOR_EVENT", () => {
   const errors = (config: Record<string, unknown>) => {

@@ -8,11 +8,11 @@
 import { env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { ingestEvent, type EventInput } from "../../src/events/ingest";
 import { readTraceRecordsForSet, readTraceSizes, TRACE_SET_QUERIES, TRACE_WAIT_EVENTS_MAX } from "../../src/ledger";
 import { buildTrace, readTrace, type Trace } from "../../src/steps/trace";
 import refundApproval from "../../workflows/refund-approval.json?raw";
 import { countingD1 } from "../helpers/counting-d1";
+import { sendEvent, startParked, waitingWorkflow } from "./wait-helpers";
 import { callApp, executionStatus, harness, seedWorkflow, unique, type Harness } from "./helpers";
 
 beforeEach(() => {
@@ -24,34 +24,13 @@ const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const WS = "dev";
 
-/** entry → confirm (WAIT_FOR_EVENT on payload.order) → done. */
-function waiting(config: Record<string, unknown> = {}, id = unique("wf")): WorkflowDefinitionInput {
-  return {
-    id,
-    vertices: [
-      { id: "entry", type: "ENTRY_POINT", config: {} },
-      { id: "confirm", type: "WAIT_FOR_EVENT", config: { event: "refund.decided", match: "= payload.order", timeout: "3d", ...config } },
-      { id: "done", type: "TRANSFORM", config: { output: { got: "= steps.confirm.data" } } },
-    ],
-    edges: [
-      { from: "entry", to: "confirm" },
-      { from: "confirm", to: "done" },
-    ],
-  } as WorkflowDefinitionInput;
-}
+const waiting = (config: Record<string, unknown> = {}, id?: string): WorkflowDefinitionInput =>
+  waitingWorkflow("refund.decided", config, id);
 
-function send(h: Harness, input: EventInput, workspace = WS) {
-  return ingestEvent(input, { db: h.rt.db, queue: h.queue, vars: env as never, workspace, source: null, now: h.clock.now() });
-}
+const send = sendEvent;
 
 /** Starts a waiting execution and delivers its wait's first message: the step registers and parks. */
-async function parkedWait(h: Harness, order: string | number, config: Record<string, unknown> = {}) {
-  const wf = await seedWorkflow(WS, waiting(config));
-  const id = await h.start(wf, { order });
-  const first = h.queue.take().find((m) => m.body.executionId === id)!;
-  await h.deliver([first.body]);
-  return { wf, id };
-}
+const parkedWait = (h: Harness, order: string | number, config: Record<string, unknown> = {}) => startParked(h, waiting(config), order);
 
 async function traceAt(h: Harness, id: string): Promise<Trace> {
   return (await readTrace(env.DB, WS, id, h.clock.now()))!;
