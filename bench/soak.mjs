@@ -52,6 +52,7 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { loadDemoConnectors } from "../scripts/lib/load-workflows.mjs";
 import { migrateShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
@@ -178,7 +179,8 @@ function definition(system, id, { retention }) {
   delete body.$schema;
   body.id = id;
   for (const vertex of body.vertices) {
-    if (vertex.type === "GATEWAY")
+    // A step through a connector takes its URL from the connector (saved with the demo's port: saveWorkflow).
+    if (vertex.type === "GATEWAY" && vertex.config.url)
       vertex.config.url = vertex.config.url.replace(/^http:\/\/(localhost|127\.0\.0\.1):8788/, system.demo.url);
     if (vertex.type === "ENTRY_POINT" && retention) vertex.config.dedupeWindow = "1m";
   }
@@ -187,6 +189,11 @@ function definition(system, id, { retention }) {
 }
 
 async function saveWorkflow(system, id, options) {
+  // The demo connectors order-fulfilment goes through, pointed at the demo's port.
+  const connectors = await loadDemoConnectors(system.engine.url, "dev-token", {
+    rewrite: (text) => text.replaceAll("http://localhost:8788", system.demo.url),
+  });
+  for (const c of connectors) if (!c.ok) throw new Error(`connector ${c.file} refused: ${JSON.stringify(c.answer)}`);
   await api(system.engine.url, "PUT", `/v1/workflows/${id}`, definition(system, id, options));
 }
 

@@ -5,17 +5,23 @@ import { readFile, writeFile, mkdir } from "node:fs/promises";
 import { importTs } from "./import-ts.mjs";
 
 const { workflowJsonSchemaText, JSON_SCHEMA_PATH } = await importTs("src/definitions/json-schema.ts");
-const text = workflowJsonSchemaText();
+const { connectorJsonSchemaText, CONNECTOR_JSON_SCHEMA_PATH } = await importTs("src/connectors/json-schema.ts");
 
-if (process.argv.includes("--check")) {
-  const committed = await readFile(JSON_SCHEMA_PATH, "utf8").catch(() => "");
-  if (committed !== text) {
-    console.error(`${JSON_SCHEMA_PATH} is stale: run \`npm run schema\` and commit the result`);
-    process.exit(1);
+let stale = false;
+for (const [path, text] of [
+  [JSON_SCHEMA_PATH, workflowJsonSchemaText()],
+  [CONNECTOR_JSON_SCHEMA_PATH, connectorJsonSchemaText()],
+]) {
+  if (process.argv.includes("--check")) {
+    const committed = await readFile(path, "utf8").catch(() => "");
+    if (committed !== text) {
+      console.error(`${path} is stale: run \`npm run schema\` and commit the result`);
+      stale = true;
+    } else console.error(`${path} is up to date`);
+  } else {
+    await mkdir("schema", { recursive: true });
+    await writeFile(path, text);
+    console.error(`wrote ${path}`);
   }
-  console.error(`${JSON_SCHEMA_PATH} is up to date`);
-} else {
-  await mkdir("schema", { recursive: true });
-  await writeFile(JSON_SCHEMA_PATH, text);
-  console.error(`wrote ${JSON_SCHEMA_PATH}`);
 }
+if (stale) process.exit(1);

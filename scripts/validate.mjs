@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Validate workflow definitions offline: `npm run validate -- workflows/*.json` (no arguments:
-// every workflows/*.json). Prints `file pointer message [code]` per error; exits 1 on any error.
+// Validate workflow definitions and connectors offline: `npm run validate -- workflows/*.json
+// connectors/*.json` (no arguments: every workflows/*.json and connectors/*.json). A workflow that
+// names a connector is resolved against the connector files given, or else those in connectors/.
+// Prints `file pointer message [code]` per error (and per warning, marked); exits 1 on any error.
 // Schedules are checked against the crons in ./wrangler.toml [triggers] when it exists.
 import { readFile, readdir } from "node:fs/promises";
 import { importTs } from "./import-ts.mjs";
@@ -10,13 +12,17 @@ const [{ validateFiles }, { cronsFromWranglerToml }] = await Promise.all([
   importTs("src/definitions/crons.ts"),
 ]);
 
-let paths = process.argv.slice(2);
-if (paths.length === 0) {
-  paths = (await readdir("workflows"))
+const jsonFilesOf = async (dir) =>
+  (await readdir(dir).catch(() => []))
     .filter((f) => f.endsWith(".json"))
     .sort()
-    .map((f) => `workflows/${f}`);
-}
+    .map((f) => `${dir}/${f}`);
+
+let paths = process.argv.slice(2);
+if (paths.length === 0) paths = [...(await jsonFilesOf("workflows")), ...(await jsonFilesOf("connectors"))];
+const connectorFiles = await Promise.all(
+  (await jsonFilesOf("connectors")).map(async (path) => ({ path, text: await readFile(path, "utf8") })),
+);
 
 const files = [];
 let unreadable = 0;
@@ -30,8 +36,9 @@ for (const path of paths) {
 }
 
 const crons = await readFile("wrangler.toml", "utf8").then(cronsFromWranglerToml, () => undefined);
-const report = validateFiles(files, { crons });
+const report = validateFiles(files, { crons, connectors: connectorFiles });
 for (const line of report.lines) console.log(line);
 const failed = report.errorCount + unreadable;
-console.error(failed === 0 ? `${report.fileCount} definition(s) valid` : `${failed} error(s) in ${paths.length} file(s)`);
+const warned = report.warningCount > 0 ? ` (${report.warningCount} warning(s))` : "";
+console.error(failed === 0 ? `${report.fileCount} file(s) valid${warned}` : `${failed} error(s) in ${paths.length} file(s)${warned}`);
 process.exit(failed === 0 ? 0 : 1);

@@ -1,6 +1,9 @@
 /**
  * Loading workflows/*.json into a running engine over HTTP (`PUT /v1/workflows/:id`): `npm start`
- * loads the examples into workspace `dev`, the end-to-end tests check every one is accepted.
+ * loads the examples into workspace `dev`, the end-to-end tests check every one is accepted. The
+ * demo's connectors (connectors/demo-*.json) are saved first (`PUT /v1/connectors/:name`): the
+ * examples that go through them are resolved against them when saved. The other connector files
+ * (Stripe, PayPal, …) are examples of real APIs, not on the local OUTBOUND_ALLOWLIST: not loaded.
  */
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -20,6 +23,7 @@ export async function readWorkflowFiles(dir = join(ROOT, "workflows")) {
  */
 export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text, files, onAnswer } = {}) {
   const results = [];
+  if (!files) results.push(...(await loadDemoConnectors(engineUrl, token, { rewrite, onAnswer })));
   for (const { file, text } of files ?? (await readWorkflowFiles())) {
     let id;
     let body;
@@ -53,6 +57,40 @@ export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text
       results.push({ file, id, ok: res.ok, status: res.status, answer });
     } catch (error) {
       results.push({ file, id, ok: false, status: 0, message: error.message });
+    }
+  }
+  return results;
+}
+
+/** Every `connectors/demo-*.json` as `{ file, text }`, sorted by name. */
+export async function readDemoConnectorFiles(dir = join(ROOT, "connectors")) {
+  const names = (await readdir(dir)).filter((name) => name.startsWith("demo-") && name.endsWith(".json")).sort();
+  return Promise.all(names.map(async (name) => ({ file: `connectors/${name}`, text: await readFile(join(dir, name), "utf8") })));
+}
+
+/** `PUT /v1/connectors/:name` for every demo connector; each result as loadWorkflows' (`id` is the name). */
+export async function loadDemoConnectors(engineUrl, token, { rewrite = (text) => text, onAnswer } = {}) {
+  const results = [];
+  for (const { file, text } of await readDemoConnectorFiles()) {
+    const parsed = JSON.parse(rewrite(text));
+    const path = `/v1/connectors/${encodeURIComponent(parsed.name)}`;
+    try {
+      const res = await fetch(`${engineUrl}${path}`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(parsed),
+      });
+      const answerText = await res.text();
+      onAnswer?.("PUT", path, res, answerText);
+      let answer = null;
+      try {
+        answer = JSON.parse(answerText);
+      } catch {
+        // not JSON
+      }
+      results.push({ file, id: parsed.name, ok: res.ok, status: res.status, answer });
+    } catch (error) {
+      results.push({ file, id: parsed.name, ok: false, status: 0, message: error.message });
     }
   }
   return results;

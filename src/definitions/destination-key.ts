@@ -139,3 +139,13 @@ export function destinationKeyOf(config: GatewayConfig): DestinationKey | null {
   }
   return resolved.key;
 }
+
+/**
+ * The retention guard's destination of a step's key sends (docs/connectors.md): the connector a
+ * step went through (`connector:<name>`) — so a connector whose base URL changes does not blind the
+ * guard to earlier sends — else the URL's origin.
+ */
+export function keySendDestination(config: Pick<GatewayConfig, "connector">, url: URL): string {
+  const connector = config.connector;
+  return connector !== undefined && typeof connector !== "string" ? `connector:${connector.name}` : url.origin;
+}

@@ -215,9 +215,47 @@ export const VerifyProbe = z
   })
   .describe("a GET (no body) run before every re-attempt of this write; when its condition holds, the step completes without writing");
 
+/** A connector's name (src/connectors): what a Gateway step's `connector` names. */
+export const CONNECTOR_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+/** A business field of a connector's key rule: the name a step's `keyFields` supplies it under. */
+export const KEY_FIELD_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+/** A write's operation through a connector: the prefix of the key its rule makes (`charge`). */
+export const OPERATION_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+
+/**
+ * Where a Gateway step that went through a connector came from (src/connectors/resolve.ts): the
+ * saved definition holds the step resolved — URL, headers, key, probe — and this provenance.
+ */
+export const ConnectorProvenance = z.strictObject({
+  name: z.string().regex(CONNECTOR_NAME_PATTERN),
+  version: z.string().regex(/^[0-9a-f]{64}$/),
+  operation: z.string().regex(OPERATION_PATTERN).optional(),
+});
+
 export const GatewayConfig = z.strictObject({
   method: z.enum(HTTP_METHODS),
-  url: z.string().min(1).describe("an http(s) URL on the outbound allowlist, or an expression producing one"),
+  url: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("an http(s) URL on the outbound allowlist, or an expression producing one; with `connector`: none (its base URL and `path`)"),
+  connector: z
+    .union([z.string().regex(CONNECTOR_NAME_PATTERN, "a connector's name"), ConnectorProvenance])
+    .optional()
+    .describe(
+      "a connector of the workspace (PUT /v1/connectors/{name}): the step takes its base URL, headers, key, probe, retry and " +
+        "timeout, and cannot drop or override the key; resolved when the workflow is saved",
+    ),
+  operation: z
+    .string()
+    .regex(OPERATION_PATTERN, "lowercase letters, digits, `_` or `-` (at most 32)")
+    .optional()
+    .describe("with `connector`: the write's operation, the prefix of the key the connector's rule makes (`charge`)"),
+  path: z.string().min(1).optional().describe("with `connector`: the path under its base URL (`/charges`), or an expression producing one"),
+  keyFields: z
+    .record(z.string().regex(KEY_FIELD_PATTERN, "a key field's name"), z.string())
+    .optional()
+    .describe('with `connector`: the business fields its key rule needs, each a literal or an `=` expression (`"= payload.order.id"`)'),
   headers: z
     .record(HeaderName, z.string())
     .optional()
@@ -381,6 +419,7 @@ export type WaitForEventVertex = z.output<typeof WaitForEventVertex>;
 export type Edge = z.output<typeof Edge>;
 export type RetryPolicy = z.output<typeof RetryPolicy>;
 export type GatewayConfig = z.output<typeof GatewayConfig>;
+export type ConnectorProvenance = z.output<typeof ConnectorProvenance>;
 export type DestinationKeyDeclaration = z.output<typeof DestinationKeyDeclaration>;
 export type VerifyProbe = z.output<typeof VerifyProbe>;
 export type EntryPointConfig = z.output<typeof EntryPointConfig>;

@@ -21,6 +21,7 @@ import { checkSecrets } from "./secrets";
 import { checkVerifyProbes } from "./verify-rules";
 import { checkVertexRules } from "./vertex-rules";
 import { checkPrototypeMembers } from "./prototype-members";
+import { checkKeylessWrites } from "./keyless-writes";
 
 export type { ValidationError } from "./errors";
 
@@ -29,7 +30,9 @@ export interface ValidateOptions {
   crons?: readonly string[];
 }
 
-export type ValidationResult = { ok: true; definition: WorkflowDefinition } | { ok: false; errors: ValidationError[] };
+/** A valid definition may still carry warnings (src/definitions/keyless-writes.ts): saved, and said. */
+export type ValidationResult =
+  { ok: true; definition: WorkflowDefinition; warnings: ValidationError[] } | { ok: false; errors: ValidationError[] };
 
 export function validateDefinition(input: unknown, options: ValidateOptions = {}): ValidationResult {
   const errors: ValidationError[] = [];
@@ -51,7 +54,7 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
   // `$schema` is an editor hint: it is not stored and not part of the version, so moving a file
   // (which changes its relative `$schema` path) does not create a new version.
   const { $schema: _editorHint, ...definition } = parsed.data;
-  return { ok: true, definition };
+  return { ok: true, definition, warnings: checkKeylessWrites(input) };
 }
 
 /** Where another rule already refused the member (a strict object's `unknown-key`), that answer is enough. */
@@ -71,7 +74,7 @@ function dedupe(errors: ValidationError[]): ValidationError[] {
 }
 
 /** zod's issues, re-worded so each says what to do, one error per offending value. */
-function fromZodIssue(issue: z.core.$ZodIssue, input: unknown): ValidationError[] {
+export function fromZodIssue(issue: z.core.$ZodIssue, input: unknown): ValidationError[] {
   const path = issue.path.filter((p): p is string | number => typeof p !== "symbol");
   const pointer = toPointer(path);
   const parent = valueAt(input, path.slice(0, -1));

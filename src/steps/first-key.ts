@@ -14,7 +14,7 @@
  * The caller leaves out start overs: their first attempt may have to verify first
  * (./gateway/verify.ts), and a probe that finds the write already done sends nothing.
  */
-import { destinationKeyOf } from "../definitions/destination-key";
+import { destinationKeyOf, keySendDestination } from "../definitions/destination-key";
 import { entryPointOf, type WorkflowDefinition } from "../definitions/schema";
 import { evaluateValue } from "../expressions/evaluate";
 import { MAX_STEP_INPUT_BYTES, type FirstStepKey } from "../ledger";
@@ -48,5 +48,11 @@ export async function firstStepKey(
   if ("error" in checked) return null;
   const key = await evaluateDestinationKey(vertexId, rule.expression, context, rule);
   if ("error" in key) return null;
-  return { executionId: execution.id, vertexId, key: key.key, destination: checked.url.origin, guarded: rule.retentionMs !== null };
+  return {
+    executionId: execution.id,
+    vertexId,
+    key: key.key,
+    destination: keySendDestination(vertex.config, checked.url),
+    guarded: rule.retentionMs !== null,
+  };
 }

@@ -24,7 +24,7 @@ export interface DestinationKeyTrace {
   alphabet: string;
   /** How long the destination remembers a key (declared, or from the profile); null: not declared, not guarded. */
   retentionMs: number | null;
-  /** The URL's origin the key was sent to; null before its first send. */
+  /** Where the key was sent: the URL's origin, or `connector:<name>` for a step through a connector; null before its first send. */
   destination: string | null;
   /** When the key was first sent there (in this workspace, by any execution); null before that. */
   firstSentAt: string | null;

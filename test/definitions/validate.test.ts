@@ -2,8 +2,18 @@
 import { describe, expect, it } from "vitest";
 import { validateDefinition, type ValidationError } from "../../src/definitions/validate";
 import { VERTEX_TYPES } from "../../src/definitions/schema";
+import { resolveConnectors } from "../../src/connectors/resolve";
+import { ConnectorDefinition, type StoredConnector } from "../../src/connectors/schema";
 
 const examples = import.meta.glob<{ default: unknown }>("../../workflows/*.json", { eager: true });
+// An example may go through the demo's connectors (docs/connectors.md): resolved as its save resolves it.
+const connectorFiles = import.meta.glob<{ default: unknown }>("../../connectors/*.json", { eager: true });
+const connectors = new Map<string, StoredConnector>(
+  Object.values(connectorFiles).map(({ default: raw }) => {
+    const c = ConnectorDefinition.parse(raw);
+    return [c.name, { workspace: "dev", name: c.name, version: "0".repeat(64), definition: c, createdAt: 0 }];
+  }),
+);
 const fixtures = import.meta.glob<{ default: unknown }>("../fixtures/workflows/*.json", { eager: true });
 
 function fileName(path: string): string {
@@ -28,7 +38,9 @@ describe("validateDefinition on files", () => {
   it.each(Object.entries(examples).map(([path, mod]) => [fileName(path), mod.default]))(
     "accepts the example workflows/%s.json",
     (_name, doc) => {
-      expect(errorsOf(doc)).toEqual([]);
+      const resolution = resolveConnectors(doc, connectors);
+      expect(resolution.errors).toEqual([]);
+      expect(errorsOf(resolution.document)).toEqual([]);
     },
   );
 

@@ -17,6 +17,7 @@ import { operatorProblems, type OperatorProblemCode } from "../../src/http/route
 import { demoProblems, type DemoProblemCode } from "../../demo/src/problems";
 import { shardProblems, type ShardProblemCode } from "../../src/shards/problems";
 import { eventProblems, type EventProblemCode } from "../../src/events/problems";
+import { connectorProblems, type ConnectorProblemCode } from "../../src/connectors/problems";
 
 /** One sample per constructor: a constructor added without a sample here does not compile. */
 type Samples<Catalog extends ProblemCatalog<string>> = { [Name in keyof Catalog]: () => ProblemError };
@@ -141,6 +142,14 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
     } satisfies Samples<typeof eventProblems>,
   },
   {
+    module: "src/connectors/problems.ts",
+    samples: {
+      invalid: () => connectorProblems.invalid([{ pointer: "/baseUrl", code: "invalid-url", message: "an absolute http(s) URL" }]),
+      keylessWriteRefused: () =>
+        connectorProblems.keylessWriteRefused([{ pointer: "/vertices/1/config", code: "write-without-key", message: "declare a key" }]),
+    } satisfies Samples<typeof connectorProblems>,
+  },
+  {
     module: "src/http/routes/operator.ts",
     samples: {
       operatorTokenRequired: () => operatorProblems.operatorTokenRequired(),
@@ -204,6 +213,7 @@ describe("problem catalogs", () => {
     expectTypeOf<CatalogCode<typeof operatorProblems>>().toEqualTypeOf<OperatorProblemCode>();
     expectTypeOf<CatalogCode<typeof shardProblems>>().toEqualTypeOf<ShardProblemCode>();
     expectTypeOf<CatalogCode<typeof eventProblems>>().toEqualTypeOf<EventProblemCode>();
+    expectTypeOf<CatalogCode<typeof connectorProblems>>().toEqualTypeOf<ConnectorProblemCode>();
     expectTypeOf<CatalogCode<typeof demoProblems>>().toEqualTypeOf<DemoProblemCode>();
   });
 

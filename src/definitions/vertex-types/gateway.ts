@@ -7,6 +7,31 @@ import { durationProblem, literalUrlError, type VertexRules } from "../rule-help
 
 export const gatewayRules: VertexRules = (config, at, _options) => {
   const errors: ValidationError[] = [];
+  // Connectors are resolved before validation (src/connectors/resolve.ts): a name left here was not.
+  const connector = config.connector;
+  if (typeof connector === "string") {
+    errors.push({
+      pointer: at("connector"),
+      code: "connector-unresolved",
+      message:
+        `connector "${connector}" was not resolved: save the workflow with PUT /v1/workflows/{id}, or validate it with ` +
+        "`npm run validate` (which reads connectors/*.json)",
+    });
+  }
+  if (config.url === undefined && connector === undefined) {
+    errors.push({ pointer: at("url"), code: "required", message: "a GATEWAY needs `url`, or `connector` with `path`" });
+  }
+  if (connector === undefined) {
+    for (const member of ["operation", "path", "keyFields"]) {
+      if (config[member] !== undefined) {
+        errors.push({
+          pointer: at(member),
+          code: "connector-member-without-connector",
+          message: `\`${member}\` belongs to a step through a connector; name the \`connector\`, or remove \`${member}\``,
+        });
+      }
+    }
+  }
   const retention = durationProblem(asRecord(config.idempotencyKey)?.retention, "idempotencyKey.retention");
   if (retention) errors.push({ pointer: at("idempotencyKey", "retention"), ...retention });
   const method = asString(config.method);

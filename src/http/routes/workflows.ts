@@ -1,6 +1,9 @@
 /**
  * Workflow definitions over HTTP (SPEC section 7):
- *   PUT /v1/workflows/{workflowId}   save (201 new version, 200 already saved, 422 every error)
+ *   PUT /v1/workflows/{workflowId}   save (201 new version, 200 already saved, 422 every error); the
+ *                                    steps that name a connector are resolved first (docs/connectors.md),
+ *                                    and a write without a key is a warning in the answer (or refused
+ *                                    for a workspace in KEYLESS_WRITES_REFUSED)
  *   GET /v1/workflows/{workflowId}   the latest version, or `?version=`; a scheduled workflow's latest
  *                                    version also shows its recent scheduled runs (`scheduleRuns`)
  *   GET /v1/workflows                list (`?after=` & `?limit=` page by id)
@@ -20,6 +23,10 @@ import { entryPointOf } from "../../definitions/schema";
 import { WorkflowListQuery, WorkflowReadQuery } from "../openapi/requests";
 import { parseQuery } from "../query-params";
 import { recentScheduleRuns, type ScheduleRunRecord } from "../../ledger";
+import { connectorNamesOf, resolveConnectors } from "../../connectors/resolve";
+import { latestConnectors } from "../../connectors/store";
+import { connectorProblems } from "../../connectors/problems";
+import { keylessWritesRefused } from "../../definitions/keyless-writes";
 
 /** How many scheduled runs the workflow read shows (newest minute first). */
 const SCHEDULE_RUNS_SHOWN = 20;
@@ -31,9 +38,14 @@ export const workflowRoutes = new Hono<AppEnv>();
 
 workflowRoutes.put("/:workflowId", requireWorkspace, async (c) => {
   const workflowId = c.req.param("workflowId");
+  const workspace = c.get("workspace");
   const { json } = await readJsonBody(c.req.raw, MAX_DEFINITION_BYTES);
-  const result = validateDefinition(json, { crons: configuredCrons(c.env) });
-  const errors: ValidationError[] = result.ok ? [] : [...result.errors];
+  // Connectors are resolved into the definition before it is validated and hashed (src/connectors/resolve.ts).
+  const allowlist = (c.env as { OUTBOUND_ALLOWLIST?: string }).OUTBOUND_ALLOWLIST ?? "";
+  const connectors = await latestConnectors(c.env.DB, workspace, connectorNamesOf(json));
+  const resolution = resolveConnectors(json, connectors, { allowlist });
+  const result = validateDefinition(resolution.document, { crons: configuredCrons(c.env) });
+  const errors: ValidationError[] = [...resolution.errors, ...(result.ok ? [] : result.errors)];
   const bodyId = asRecord(json)?.id;
   if (bodyId !== workflowId) {
     errors.unshift({
@@ -43,10 +55,17 @@ workflowRoutes.put("/:workflowId", requireWorkspace, async (c) => {
     });
   }
   if (!result.ok || errors.length > 0) throw definitionProblems.invalidDefinition(errors);
+  if (
+    result.warnings.length > 0 &&
+    keylessWritesRefused((c.env as { KEYLESS_WRITES_REFUSED?: string }).KEYLESS_WRITES_REFUSED, workspace)
+  ) {
+    throw connectorProblems.keylessWriteRefused(result.warnings);
+  }
 
-  const { version, created } = await saveWorkflow(c.env.DB, c.get("workspace"), result.definition, Date.now());
+  const { version, created } = await saveWorkflow(c.env.DB, workspace, result.definition, Date.now());
   const location = `/v1/workflows/${encodeURIComponent(workflowId)}?version=${version}`;
-  return c.json({ workflowId, version, created }, created ? 201 : 200, { location });
+  const warnings = result.warnings.length > 0 ? { warnings: result.warnings } : {};
+  return c.json({ workflowId, version, created, ...warnings }, created ? 201 : 200, { location });
 });
 
 workflowRoutes.get("/:workflowId", requireWorkspace, async (c) => {

@@ -7,7 +7,7 @@
  * 2. ./key.ts — the destination key (src/definitions/destination-key.ts: a header of any name or
  *    a JSON body field, ./body-key.ts): persisted by an earlier attempt, else evaluated, validated
  *    against the destination's constraints and persisted BEFORE the first send, its first send to
- *    the destination (the URL's origin) on record; then ./retention.ts refuses a key older than
+ *    the destination (the URL's origin, or the connector it went through) on record; then ./retention.ts refuses a key older than
  *    the destination's declared retention (the retention guard);
  * 3. ./outbound.ts — `{{ secrets.NAME }}` resolved for the execution's workspace, the host checked
  *    against the outbound allowlist;
@@ -17,7 +17,7 @@
  * Before all six, on a re-attempt of a step that declares `verify`: ./verify.ts runs the probe
  * through the same phases; when the write is found already done, the attempt ends there.
  */
-import { destinationKeyOf } from "../../definitions/destination-key";
+import { destinationKeyOf, keySendDestination } from "../../definitions/destination-key";
 import { setOwnMember } from "../../lib/own-member";
 import type { GatewayVertex } from "../../definitions/schema";
 import type { SecretLookup } from "../../secrets/resolve";
@@ -67,7 +67,7 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
 
   let key: string | undefined;
   if (keyRule !== null) {
-    const destination = url.origin;
+    const destination = keySendDestination(vertex.config, url);
     const resolvedKey = await resolveKeyToSend(vertex.id, keyRule.expression, context, deps, keyRule, destination);
     if ("error" in resolvedKey) return { kind: "failed", error: resolvedKey.error };
     key = resolvedKey.key;

@@ -1,0 +1,274 @@
+/**
+ * Resolving connectors at save (SPEC section 15, docs/connectors.md): every GATEWAY step that names
+ * a connector becomes a plain Gateway step — its URL under the connector's base, the connector's
+ * headers, its key as the connector's rule makes it, its probe, its retry and timeout defaults —
+ * plus `connector: { name, version, operation }` saying where it came from. The resolved document
+ * is what is validated, hashed and stored, so a version is self-contained: the start batch's first
+ * key, the step-inputs analysis, the key lint and the archive read it with no extra read, and editing
+ * a connector never changes a saved version (a re-save after the edit is a new version).
+ *
+ * What a step may not do through a connector, each refused here with its pointer: name an unknown
+ * connector; give a `url` (an absolute URL would leave the connector's base), an `idempotencyKey`
+ * or a `verify` (the connector owns them); set a header the connector sets or the key's header; put
+ * a member at the key's body pointer; leave out a business field the key rule needs (a write).
+ *
+ * Works on the raw JSON document, before the schema: the refusals name the author's own pointers,
+ * and what it builds is then checked by `validateDefinition` like any definition.
+ */
+import type { ValidationError } from "../definitions/errors";
+import { resolveDestinationKey } from "../definitions/destination-key";
+import { OPERATION_PATTERN, type DestinationKeyDeclaration, type GatewayConfig } from "../definitions/schema";
+import { pointerTokens } from "../lib/json-pointer";
+import { hasOwnMember, isJsonObject, ownMember } from "../lib/own-member";
+import { isAllowed } from "../steps/allowlist";
+import { KEY_FIELD_PATTERN, type ConnectorDefinition, type StoredConnector } from "./schema";
+
+/** The connector names a document's GATEWAY steps use (the string form: not yet resolved). */
+export function connectorNamesOf(document: unknown): string[] {
+  const names = new Set<string>();
+  for (const { config } of gatewaySteps(document)) {
+    const name = ownMember(config, "connector");
+    if (typeof name === "string") names.add(name);
+  }
+  return [...names];
+}
+
+export interface Resolution {
+  /** The document with every connector step resolved (a copy; the input is not changed). */
+  document: unknown;
+  errors: ValidationError[];
+}
+
+/**
+ * `allowlist`: OUTBOUND_ALLOWLIST, when known — a connector whose base URL is not on it is refused at
+ * the step that names it (the deployment's list may have changed since the connector was saved).
+ */
+export function resolveConnectors(
+  document: unknown,
+  connectors: ReadonlyMap<string, StoredConnector>,
+  options: { allowlist?: string } = {},
+): Resolution {
+  const errors: ValidationError[] = [];
+  if (!isJsonObject(document) || !Array.isArray(document.vertices)) return { document, errors };
+  const vertices = document.vertices.map((raw: unknown, i: number) => {
+    if (
+      !isJsonObject(raw) ||
+      raw.type !== "GATEWAY" ||
+      !isJsonObject(raw.config) ||
+      typeof ownMember(raw.config, "connector") !== "string"
+    ) {
+      return raw;
+    }
+    const at = (...path: Array<string | number>) =>
+      ["", "vertices", i, "config", ...path].map((t) => String(t).replace(/~/g, "~0").replace(/\//g, "~1")).join("/");
+    const name = raw.config.connector as string;
+    const connector = connectors.get(name);
+    if (!connector) {
+      errors.push({
+        pointer: at("connector"),
+        code: "connector-not-found",
+        message: `this workspace has no connector "${name}"; create it with PUT /v1/connectors/${name}, or correct the name`,
+      });
+      return raw;
+    }
+    if (options.allowlist !== undefined && !baseAllowed(connector.definition.baseUrl, options.allowlist)) {
+      errors.push({
+        pointer: at("connector"),
+        code: "host-not-allowed",
+        message: `connector "${name}" calls ${connector.definition.baseUrl}, whose host is not on OUTBOUND_ALLOWLIST; add it there`,
+      });
+    }
+    return { ...raw, config: resolveStep(raw.config, connector, at, errors) };
+  });
+  return { document: { ...document, vertices }, errors };
+}
+
+type At = (...path: Array<string | number>) => string;
+
+/** The schema's default of `writes`, for a connector read without its defaults. */
+const DEFAULT_WRITES: readonly string[] = ["POST", "PUT", "PATCH", "DELETE"];
+
+function resolveStep(step: Record<string, unknown>, stored: StoredConnector, at: At, errors: ValidationError[]): Record<string, unknown> {
+  const c = stored.definition;
+  for (const owned of ["url", "idempotencyKey", "verify"]) {
+    if (hasOwnMember(step, owned)) {
+      errors.push({
+        pointer: at(owned),
+        code: "connector-owns-member",
+        message:
+          `a step through connector "${c.name}" takes ` +
+          (owned === "url" ? "its URL from the connector's base and the step's `path`" : `\`${owned}\` from the connector`) +
+          `; remove \`${owned}\``,
+      });
+    }
+  }
+  const method = typeof step.method === "string" ? step.method : "";
+  const write = ((c.writes as readonly string[] | undefined) ?? DEFAULT_WRITES).includes(method);
+  const url = urlOf(c.baseUrl, step.path, at, errors);
+  const key = write && c.key ? keyOf(c, step, at, errors) : undefined;
+  checkHeaders(c, step, key, at, errors);
+  checkBody(step, key, at, errors);
+
+  const { connector: _name, path: _path, keyFields: _fields, operation, ...rest } = step;
+  const resolved: Record<string, unknown> = { ...rest, url };
+  if (c.headers || isJsonObject(step.headers))
+    resolved.headers = { ...(c.headers ?? {}), ...(isJsonObject(step.headers) ? step.headers : {}) };
+  if (key) resolved.idempotencyKey = key;
+  if (write && !c.key && c.verify) resolved.verify = verifyOf(c);
+  if (!hasOwnMember(step, "retry") && c.retry) resolved.retry = c.retry;
+  if (!hasOwnMember(step, "timeoutMs") && c.timeoutMs !== undefined) resolved.timeoutMs = c.timeoutMs;
+  resolved.connector = { name: c.name, version: stored.version, ...(typeof operation === "string" ? { operation } : {}) };
+  return resolved;
+}
+
+/** The base URL and the step's path: a literal path joined now, an expression joined when it runs. */
+function urlOf(baseUrl: string, path: unknown, at: At, errors: ValidationError[]): string {
+  const base = baseUrl.replace(/\/+$/, "");
+  if (typeof path !== "string" || path === "") {
+    errors.push({
+      pointer: at("path"),
+      code: "connector-path-invalid",
+      message: "give the path under the connector's base URL, e.g. `/charges`",
+    });
+    return base;
+  }
+  if (path.startsWith("=")) return `= ${JSON.stringify(base)} & (${path.slice(1).trim()})`;
+  if (!path.startsWith("/") || path.startsWith("//") || /^[a-z][a-z0-9+.-]*:/i.test(path) || path.includes("://")) {
+    errors.push({
+      pointer: at("path"),
+      code: "connector-path-invalid",
+      message:
+        `"${path.slice(0, 80)}" is not a path under the connector's base URL: ` +
+        "start it with `/` (an absolute URL would leave the connector)",
+    });
+  }
+  return base + path;
+}
+
+/** The destination key declaration the connector's rule makes from the step's operation and business fields. */
+function keyOf(
+  c: ConnectorDefinition,
+  step: Record<string, unknown>,
+  at: At,
+  errors: ValidationError[],
+): DestinationKeyDeclaration | undefined {
+  const { rule, ...where } = c.key!;
+  let value: string;
+  if ("expression" in rule) {
+    value = rule.expression;
+  } else {
+    const operation = step.operation;
+    if (typeof operation !== "string" || !OPERATION_PATTERN.test(operation)) {
+      errors.push({
+        pointer: at("operation"),
+        code: "connector-operation-missing",
+        message:
+          `a write through connector "${c.name}" names its \`operation\` (e.g. "charge"): the key's prefix; ` +
+          "lowercase letters, digits, `_` or `-`",
+      });
+      return undefined;
+    }
+    const fields = isJsonObject(step.keyFields) ? step.keyFields : {};
+    const missing = rule.fields.filter((f) => !hasOwnMember(fields, f));
+    if (missing.length > 0) {
+      errors.push({
+        pointer: at("keyFields"),
+        code: "connector-key-field-missing",
+        message:
+          `connector "${c.name}" derives a write's key from ${rule.fields.map((f) => `\`${f}\``).join(", ")}; ` +
+          `supply ${missing.map((f) => `\`${f}\``).join(", ")} in \`keyFields\` ` +
+          '(an expression over the business data, e.g. "= payload.order.id")',
+      });
+      return undefined;
+    }
+    for (const name of Object.keys(fields)) {
+      if (!rule.fields.includes(name) || !KEY_FIELD_PATTERN.test(name)) {
+        errors.push({
+          pointer: at("keyFields", name),
+          code: "connector-key-field-unknown",
+          message: `connector "${c.name}" derives its key from ${rule.fields.map((f) => `\`${f}\``).join(", ")} only; remove \`${name}\``,
+        });
+      }
+    }
+    const parts = rule.fields.map((f) => operand(ownMember(fields, f)));
+    value =
+      rule.format === "plain"
+        ? `= ${[JSON.stringify(`${operation}-`), ...parts.flatMap((p, i) => (i === 0 ? [p] : ['"-"', p]))].join(" & ")}`
+        : `= $idempotencyKey(${[JSON.stringify(operation), ...parts].join(", ")})`;
+  }
+  return { value, ...where } as DestinationKeyDeclaration;
+}
+
+/** A key field as a JSONata operand: an expression in parentheses, a literal as a string. */
+function operand(value: unknown): string {
+  if (typeof value === "string" && value.startsWith("=")) return `(${value.slice(1).trim()})`;
+  return JSON.stringify(typeof value === "string" ? value : JSON.stringify(value ?? null));
+}
+
+/** A step adds headers: it never sets one the connector sets, nor the key's. */
+function checkHeaders(
+  c: ConnectorDefinition,
+  step: Record<string, unknown>,
+  key: DestinationKeyDeclaration | undefined,
+  at: At,
+  errors: ValidationError[],
+): void {
+  if (!isJsonObject(step.headers)) return;
+  const owned = new Map(Object.keys(c.headers ?? {}).map((h) => [h.toLowerCase(), `the connector sets \`${h}\``]));
+  const location = key ? keyLocationOf(key) : null;
+  if (location && "header" in location) owned.set(location.header.toLowerCase(), `\`${location.header}\` carries the connector's key`);
+  for (const name of Object.keys(step.headers)) {
+    const why = owned.get(name.toLowerCase());
+    if (why) {
+      errors.push({
+        pointer: at("headers", name),
+        code: "connector-header-override",
+        message: `a step through connector "${c.name}" adds headers, never replaces one: ${why}; remove \`${name}\``,
+      });
+    }
+  }
+}
+
+/** A literal body never holds a member at the key's body pointer: the connector puts the key there. */
+function checkBody(step: Record<string, unknown>, key: DestinationKeyDeclaration | undefined, at: At, errors: ValidationError[]): void {
+  const location = key ? keyLocationOf(key) : null;
+  if (!location || !("bodyField" in location) || !isJsonObject(step.body)) return;
+  let current: unknown = step.body;
+  for (const token of pointerTokens(location.bodyField)) {
+    if (!isJsonObject(current) || !hasOwnMember(current, token)) return;
+    current = ownMember(current, token);
+  }
+  errors.push({
+    pointer: at("body", ...pointerTokens(location.bodyField)),
+    code: "connector-key-in-body",
+    message: `the connector puts the key at \`${location.bodyField}\` of the body; remove that member`,
+  });
+}
+
+/** Where a key declaration sends the key (its header, or its body field), as validation resolves it. */
+function keyLocationOf(key: DestinationKeyDeclaration): { header: string } | { bodyField: string } | null {
+  const resolved = resolveDestinationKey({ idempotencyKey: key } as GatewayConfig);
+  return "key" in resolved && resolved.key ? resolved.key.location : null;
+}
+
+function verifyOf(c: ConnectorDefinition): Record<string, unknown> {
+  const v = c.verify!;
+  const base = c.baseUrl.replace(/\/+$/, "");
+  const url = v.path.startsWith("=") ? `= ${JSON.stringify(base)} & (${v.path.slice(1).trim()})` : base + v.path;
+  return { url, ...(v.query ? { query: v.query } : {}), ...(c.headers ? { headers: c.headers } : {}), condition: v.condition };
+}
+
+function baseAllowed(baseUrl: string, allowlist: string): boolean {
+  try {
+    return isAllowed(new URL(baseUrl), allowlist);
+  } catch {
+    return false;
+  }
+}
+
+function gatewaySteps(document: unknown): Array<{ config: Record<string, unknown> }> {
+  if (!isJsonObject(document) || !Array.isArray(document.vertices)) return [];
+  return document.vertices.flatMap((v: unknown) =>
+    isJsonObject(v) && v.type === "GATEWAY" && isJsonObject(v.config) ? [{ config: v.config as Record<string, unknown> }] : [],
+  );
+}
