@@ -6,7 +6,15 @@
  * execution the sweep already removed: its archive objects are deleted and its tombstone says it was
  * erased. The HTTP route (src/http/routes/executions.ts) maps each outcome to its answer.
  */
-import { markTombstoneErased, readTombstone, removeExecutions, selectChainOf, type RemovalReport, type Tombstone } from "../ledger";
+import {
+  forgetIdentityValues,
+  markTombstoneErased,
+  readTombstone,
+  removeExecutions,
+  selectChainOf,
+  type RemovalReport,
+  type Tombstone,
+} from "../ledger";
 import { log } from "../lib/log";
 import { deleteArchivedTrace, deleteArchivedTraces } from "./archive";
 
@@ -66,6 +74,8 @@ async function eraseRemoved(db: D1Database, bucket: R2Bucket | undefined, tombst
   const archiveObjectsDeleted = bucket ? await deleteArchivedTrace(bucket, tombstone) : 0;
   // Erased before and nothing found now: the tombstone keeps the date of the first erasure.
   if (tombstone.reason !== "erased" || archiveObjectsDeleted > 0) await markTombstoneErased(db, tombstone.workspace, tombstone.id, now);
+  // The business values the search by business id still found it by (kept with the tombstone).
+  await forgetIdentityValues(db, tombstone.workspace, tombstone.id);
   logErased(tombstone.id, tombstone.workspace, [tombstone.id], archiveObjectsDeleted, { removedBy: tombstone.reason });
   return { kind: "erased", erased: [tombstone.id], archiveObjectsDeleted };
 }

@@ -43,6 +43,7 @@ import type { StepMessage } from "../steps/messages";
 import { takenSuccessors } from "../steps/graph";
 import { planReadySteps, type ExpressionContext } from "../steps/plan";
 import { deriveIdentity, randomClaimToken, randomExecutionId, windowExecutionId, type IdentityScope } from "./identity";
+import { identityValueHashes } from "./identity-values";
 import { utf8 } from "../lib/crypto";
 import { errorMessage, log } from "../lib/log";
 import { ingressProblems } from "./problems";
@@ -211,6 +212,8 @@ async function startAndRun(
         expiresAt: now + windowMs,
         plans: { first, takeover },
         reuseAfterFailure: entry.config.reusePolicy === "after-failure",
+        // The business values the search by business id finds it by (a fields or client identity only).
+        identityValues: await identityValueHashes(workflow.workspace, identity),
       },
       now,
       offer,

@@ -113,6 +113,11 @@ export type StartMode =
        * execution (not superseded, nothing of its lineage live) is taken over like an expired one.
        */
       reuseAfterFailure?: boolean;
+      /**
+       * The hashes of the identity's business values (src/ingress/identity-values.ts), indexed for
+       * the search by business id by `recordIdentityValues`; none or empty: no statement.
+       */
+      identityValues?: readonly string[];
     };
 
 export type StartOutcome =
@@ -449,7 +454,8 @@ type StartLabel =
   | "chainKey"
   | "chainKeyFollow"
   | "chainKeySend"
-  | "chainSecrets";
+  | "chainSecrets"
+  | "identityValues";
 
 /**
  * `supersede`: after a reuse, the FAILED execution the identity named points at the one that took
@@ -464,6 +470,43 @@ function supersede(db: D1Database, identity: string, claimToken: string, now: nu
        WHERE id = (SELECT previous_execution_id ${mine}) AND status = 'FAILED' AND superseded_by IS NULL`,
     )
     .bind(identity, claimToken, now);
+}
+
+/**
+ * `recordIdentityValues`: the identity's business values (their hashes) indexed under the execution
+ * the claim created, for the search by business id (migrations/0021). ONE statement for every
+ * value (`json_each`), written only for the request whose token the identity row holds — the winner,
+ * whose execution the batch inserted (a claim with my token always inserts one, or the batch
+ * fails); a duplicate's probe of the identity row finds another token and writes nothing, before
+ * `json_each` is read. Binds ?1 workspace, ?2 the hashes (JSON array), ?3 identity, ?4 claim token.
+ */
+function recordIdentityValues(db: D1Database, workspace: string, hashes: readonly string[], identity: string, claimToken: string) {
+  return db
+    .prepare(
+      `INSERT INTO identity_values (workspace, value_hash, execution_id)
+       SELECT ?1, v.value, src.execution_id
+       FROM execution_identities src CROSS JOIN json_each(?2) v
+       WHERE src.identity = ?3 AND src.claim_token = ?4
+       ON CONFLICT DO NOTHING`,
+    )
+    .bind(workspace, JSON.stringify(hashes), identity, claimToken);
+}
+
+/**
+ * `copyIdentityValues`: a start over carries the trigger of the execution it starts over, so it is
+ * found by the same business values: that execution's rows, copied under the new id — only if the
+ * start over was inserted (its gate let it through). Binds ?1 the new id, ?2 workspace, ?3 the id started over from.
+ */
+function copyIdentityValues(db: D1Database, executionId: string, workspace: string, from: string) {
+  return db
+    .prepare(
+      `INSERT INTO identity_values (workspace, value_hash, execution_id)
+       SELECT v.workspace, v.value_hash, ?1 FROM identity_values v
+       WHERE v.execution_id = ?3 AND v.workspace = ?2
+         AND EXISTS (SELECT 1 FROM executions n WHERE n.id = ?1 AND n.started_over_from = ?3)
+       ON CONFLICT DO NOTHING`,
+    )
+    .bind(executionId, workspace, from);
 }
 
 function variantsOf(record: NewExecution, start: StartMode): Variant[] {
@@ -612,6 +655,12 @@ export async function startExecution(
     }
   }
   if (start.mode === "claim" && start.reuseAfterFailure) batch.add("supersede", supersede(db, start.identity, start.claimToken, now));
+  if (start.mode === "claim" && start.identityValues && start.identityValues.length > 0) {
+    batch.add("identityValues", recordIdentityValues(db, record.workspace, start.identityValues, start.identity, start.claimToken));
+  }
+  if (start.mode === "forced" && record.startedOverFrom) {
+    batch.add("identityValues", copyIdentityValues(db, start.executionId, record.workspace, record.startedOverFrom));
+  }
   if (start.mode === "forced" && record.startedOverFrom) {
     // After the inserts: names the live execution of the lineage (ours, if the start went through).
     batch.add(

@@ -232,7 +232,17 @@ export async function removeExecutions(
   if (ids.length === 0) return empty;
   const params = [JSON.stringify(ids), now, reason, JSON.stringify(ids.filter((id) => archived.has(id))), ids.length];
   const del = (sql: string) => db.prepare(`${sql} AND ${removableGuard}`).bind(...params);
-  type Label = "tombstones" | "attempts" | "events" | "duplicates" | "keySends" | "waits" | "erasedEvents" | "consumptions" | "steps";
+  type Label =
+    | "tombstones"
+    | "attempts"
+    | "events"
+    | "duplicates"
+    | "keySends"
+    | "waits"
+    | "erasedEvents"
+    | "consumptions"
+    | "identityValues"
+    | "steps";
   const results = await new LabelledBatch<Label | "executions">(db)
     .add(
       "tombstones",
@@ -260,6 +270,9 @@ export async function removeExecutions(
       del(`DELETE FROM events WHERE ?3 = 'erased' AND rowid IN (SELECT event_rowid FROM event_consumptions WHERE execution_id IN ${IDS})`),
     )
     .add("consumptions", del(`DELETE FROM event_consumptions WHERE ?3 = 'erased' AND execution_id IN ${IDS}`))
+    // The business values the search finds an execution by (migrations/0021): an erasure takes them
+    // now; a retention removal leaves them to name the tombstone, whose sweep takes them (a trigger).
+    .add("identityValues", del(`DELETE FROM identity_values WHERE ?3 = 'erased' AND execution_id IN ${IDS}`))
     .add("steps", del(`DELETE FROM steps WHERE execution_id IN ${IDS}`))
     // RETURNING, not `changes`: D1's count includes the counter trigger's update (migrations/0017).
     .add("executions", db.prepare(`DELETE FROM executions WHERE id IN ${IDS} AND ${removableGuard} RETURNING id`).bind(...params))

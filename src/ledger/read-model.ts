@@ -195,6 +195,21 @@ const EXECUTION_SUMMARY_RECORD = selectList<ExecutionSummaryRecord>(
   Object.fromEntries(Object.entries(EXECUTION_COLUMNS).filter(([field]) => field !== "payloadJson")) as Columns<ExecutionSummaryRecord>,
 );
 
+/**
+ * The summary's column map over the executions table aliased `alias` (the search joins executions
+ * with their tombstones: src/ledger/search.ts), each field's expression overridable.
+ */
+export function executionSummaryColumns(
+  alias: string,
+  overrides: Partial<Columns<ExecutionSummaryRecord>> = {},
+): Columns<ExecutionSummaryRecord> {
+  const columns = Object.entries(EXECUTION_COLUMNS).filter(([field]) => field !== "payloadJson");
+  return {
+    ...Object.fromEntries(columns.map(([field, column]) => [field, `${alias}.${column}`])),
+    ...overrides,
+  } as Columns<ExecutionSummaryRecord>;
+}
+
 /** One execution of a workspace. Binds ?1 execution id, ?2 workspace. */
 const ONE_EXECUTION = `SELECT ${EXECUTION_RECORD} FROM executions WHERE id = ?1 AND workspace = ?2`;
 
@@ -529,10 +544,18 @@ export interface ExecutionListFilter {
   limit: number;
 }
 
-/** "A duplicate was stopped": the same expression as the partial index `executions_with_duplicates` (migrations/0012). */
-const HAD_DUPLICATES = "duplicate_deliveries + redeliveries_stopped + fenced_out_writes + destination_replays > 0";
-/** "Attempts > 1": the same expression as the partial index `executions_retried`. */
-const RETRIED = "max_attempt > 1";
+/**
+ * The two flag filters over columns prefixed `prefix` (`""` for the list, `"e."` for the search):
+ * "a duplicate was stopped" — unprefixed, the same expression as the partial index
+ * `executions_with_duplicates` (migrations/0012) — and "attempts > 1" (`executions_retried`).
+ */
+export const listFlags = (prefix: string) => ({
+  hadDuplicates:
+    ["duplicate_deliveries", "redeliveries_stopped", "fenced_out_writes", "destination_replays"].map((c) => prefix + c).join(" + ") +
+    " > 0",
+  retried: `${prefix}max_attempt > 1`,
+});
+const { hadDuplicates: HAD_DUPLICATES, retried: RETRIED } = listFlags("");
 
 /**
  * Executions of a workspace, newest first, keyset-paginated on (created_at, id): ONE query. Only

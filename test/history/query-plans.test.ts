@@ -33,6 +33,7 @@ const GROWING = [
   "events",
   "event_waits",
   "event_consumptions",
+  "identity_values",
 ];
 
 describe("the history sweep's query plans", () => {
@@ -48,7 +49,7 @@ describe("the history sweep's query plans", () => {
     await sweepKeySendsOnce(db, 0, 10);
     await sweepEventsOnce(db, 0, 10);
     const statements = counted.calls.flatMap((c) => c.sql);
-    expect(statements.length).toBe(18);
+    expect(statements.length).toBe(19);
     for (const sql of statements) {
       const plan = await planOf(sql);
       expect(scansOf(plan, GROWING), `${sql}\n→ ${plan.join("\n  ")}`).toEqual([]);

@@ -54,7 +54,20 @@ describe("GET /v1/openapi.json", () => {
     };
     const param = (name: string) => list.parameters.find((p) => p.name === name)?.schema;
     expect(list.parameters.map((p) => p.name).sort()).toEqual(
-      ["cursor", "hadDuplicates", "limit", "retried", "since", "status", "until", "workflowId"].sort(),
+      [
+        "cursor",
+        "hadDuplicates",
+        "limit",
+        "retried",
+        "since",
+        "status",
+        "until",
+        "workflowId",
+        "identity",
+        "destinationKey",
+        "keyPrefix",
+        "keyValues",
+      ].sort(),
     );
     expect(param("status")?.enum).toEqual(["RUNNING", "COMPLETED", "FAILED", "CANCELLED"]);
     expect([param("limit")?.minimum, param("limit")?.maximum]).toEqual([1, 100]);

@@ -1,10 +1,12 @@
 /**
  * The executions list with the filters of `GET /v1/executions` (workflow, status, since, until,
  * had duplicates, retried), newest first, live: the first page is re-read every few seconds while
- * the tab is visible. Filters live in the URL's hash so a filtered list can be linked.
+ * the tab is visible. Filters live in the URL's hash so a filtered list can be linked. Above them,
+ * one search box for a business id or a destination key (`#/executions?q=…`: ./execution-search.js).
  */
 import { badge, h, replace, time } from "../lib/dom.js";
 import { api } from "../lib/api.js";
+import { showSearch } from "./execution-search.js";
 
 const REFRESH_MS = 3000;
 const STATUSES = ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
@@ -22,6 +24,33 @@ const localOf = (iso) => {
 };
 
 export function showExecutions(main, params) {
+  const q = params.get("q") ?? "";
+  const searchBox = h(
+    "form",
+    { class: "search", role: "search", onsubmit: (e) => find(e) },
+    h(
+      "label",
+      {},
+      h("span", {}, "Business id or destination key"),
+      h("input", { id: "search", name: "q", type: "search", value: q, placeholder: 'A-1001, charge-A-1001 or charge("A-1001")' }),
+    ),
+    h("button", { type: "submit", id: "search-submit" }, "Search"),
+  );
+  function find(e) {
+    e.preventDefault();
+    const text = String(new FormData(searchBox).get("q") ?? "").trim();
+    location.hash = text ? `#/executions?${new URLSearchParams({ q: text })}` : "#/executions";
+  }
+  if (q.trim()) {
+    // A search is a lookup, not a live list: read once.
+    const results = h("section", { id: "search-results", "aria-live": "polite" });
+    replace(
+      main,
+      h("section", {}, h("h1", {}, "Executions"), searchBox, h("p", {}, h("a", { href: "#/executions" }, "All executions")), results),
+    );
+    void showSearch(results, q.trim());
+    return { leave() {} };
+  }
   const filters = {
     workflowId: params.get("workflowId") ?? "",
     status: params.get("status") ?? "",
@@ -83,6 +112,7 @@ export function showExecutions(main, params) {
       "section",
       {},
       h("h1", {}, "Executions"),
+      searchBox,
       form,
       status,
       h(

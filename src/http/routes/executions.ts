@@ -1,5 +1,6 @@
 /**
- * Executions: the trace, the list, the operator actions (SPEC section 7) and erasure (section 12).
+ * Executions: the trace, the list and its search by business id (SPEC section 15), the operator
+ * actions (section 7) and erasure (section 12).
  * Every route is scoped to the bearer's workspace: another workspace's execution answers 404, never
  * 403, so ids do not leak across workspaces. The four mutating routes (retry, start over, cancel,
  * DELETE) sit behind the Idempotency-Key ledger with a required key: an operator's double click
@@ -29,6 +30,8 @@ import { CancelBody, ExecutionEventsQuery, ExecutionListQuery, RetryBody } from 
 import { openExecutionEvents, parseEventId } from "../execution-events";
 import { ProblemError } from "../../lib/problem";
 import { parseOperatorBody, parseQuery, timeOf } from "../query-params";
+import { searchTermOf } from "../../ingress/search-terms";
+import { searchPage } from "../execution-search";
 
 export const executionRoutes = new Hono<AppEnv>();
 
@@ -41,7 +44,8 @@ executionRoutes.get("/", async (c) => {
   const q = parseQuery(ExecutionListQuery, c.req.query());
   const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor);
   if (before === null) throw executionProblems.invalidCursor();
-  const page = await listExecutions(c.env.DB, c.get("workspace"), {
+  const workspace = c.get("workspace");
+  const filter = {
     workflowId: q.workflowId || undefined,
     status: q.status,
     since: timeOf(q.since),
@@ -50,8 +54,10 @@ executionRoutes.get("/", async (c) => {
     retried: q.retried === "true",
     before,
     limit: q.limit,
-  });
-  return c.json(page);
+  };
+  // A search by business id or destination key (src/http/execution-search.ts), else the plain list.
+  const term = await searchTermOf(workspace, q);
+  return c.json(term ? await searchPage(c.env.DB, workspace, term, filter) : await listExecutions(c.env.DB, workspace, filter));
 });
 
 /** The R2 bucket of the archive, when this deployment binds one (reading and erasing need only the binding). */

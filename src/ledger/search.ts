@@ -1,0 +1,224 @@
+/**
+ * The search by business id (SPEC section 15, docs/ingress.md "Search by business id"): which
+ * executions a business value or a destination key leads to — still kept, or removed by the history
+ * sweep and known from their tombstones — and the destination keys they sent.
+ *
+ * Every lookup is by index, never a scan (test/search/query-plans.test.ts):
+ * - a value: `identity_values` by (workspace, value hash) — rows written by the start batch
+ *   (./executions.ts `recordIdentityValues`), kept until the execution's tombstone goes;
+ * - a key: `steps` by (workspace, key) — the partial index `steps_by_key`: every execution whose
+ *   step persisted it, whatever its lineage — and `destination_key_sends` by its primary key (the
+ *   execution that sent it first to each destination: after the sweep, the one left to name);
+ * - then each match's execution, or its tombstone, by primary key.
+ *
+ * The cost grows with the executions a value or key matches (each is read and sorted), not with the
+ * workspace: a business id matches a handful (its windows, retries, start overs, test runs).
+ */
+import { LabelledBatch } from "./batch";
+import { selectList, type Columns } from "./columns";
+import { executionSummaryColumns, listFlags, type ExecutionListFilter, type ExecutionSummaryRecord } from "./read-model";
+import type { RemovalReason } from "./history";
+
+/** What to look for; each list is bound as one JSON array. */
+export type SearchTerm =
+  /** The hashes of a value's readings (src/ingress/identity-values.ts). */
+  | { by: "identity"; hashes: string[] }
+  /** A key as sent, or every shape of a key `$idempotencyKey` makes (src/ingress/search-terms.ts). */
+  | { by: "key"; keys: string[] };
+
+/** A match the history sweep removed: what its tombstone keeps. */
+export interface RemovedExecutionRecord {
+  id: string;
+  workflowId: string;
+  status: "COMPLETED" | "FAILED" | "CANCELLED";
+  createdAt: number;
+  finishedAt: number;
+  removedAt: number;
+  reason: RemovalReason;
+  archived: boolean;
+}
+
+export type SearchHit = { live: ExecutionSummaryRecord } | { removed: RemovedExecutionRecord };
+
+/** A destination key's first send to one destination, and the execution step that made it. */
+export interface KeySendRecord {
+  key: string;
+  destination: string;
+  firstSentAt: number;
+  countedFrom: number;
+  executionId: string;
+  vertexId: string;
+}
+
+export interface SearchRecords {
+  /** The page, newest first: `limit` matches at most. */
+  hits: SearchHit[];
+  /** Whether more matches follow the page (the next page starts after its last hit). */
+  more: boolean;
+  /** The searched key's sends, or the keys the page's executions sent (at most `SEARCH_KEYS_MAX`). */
+  keys: KeySendRecord[];
+}
+
+/** The most key sends one answer lists. */
+export const SEARCH_KEYS_MAX = 100;
+
+interface HitRow extends ExecutionSummaryRecord {
+  live: number;
+  removedAt: number | null;
+  removalReason: RemovalReason | null;
+  archived: number | null;
+}
+
+/** A match's own columns where it lives, its tombstone's where it was removed. */
+const HIT_COLUMNS = selectList<HitRow>({
+  ...executionSummaryColumns("e", {
+    id: "m.id",
+    workflowId: "coalesce(e.workflow_id, t.workflow_id)",
+    status: "coalesce(e.status, t.status)",
+    createdAt: "coalesce(e.created_at, t.created_at)",
+    finishedAt: "coalesce(e.finished_at, t.finished_at)",
+  }),
+  live: "e.id IS NOT NULL",
+  removedAt: "t.removed_at",
+  removalReason: "t.reason",
+  archived: "t.archived",
+} satisfies Columns<HitRow>);
+
+const KEY_SEND_COLUMNS = (alias: string) =>
+  selectList<KeySendRecord>({
+    key: `${alias}.idempotency_key`,
+    destination: `${alias}.destination`,
+    firstSentAt: `${alias}.first_sent_at`,
+    countedFrom: `${alias}.counted_from`,
+    executionId: `${alias}.execution_id`,
+    vertexId: `${alias}.vertex_id`,
+  });
+
+/** The ids a term matches. Binds ?1 workspace, ?2 the term's JSON array. */
+function matchedIds(term: SearchTerm): string {
+  if (term.by === "identity") {
+    return `SELECT DISTINCT v.execution_id AS id FROM identity_values v
+            WHERE v.workspace = ?1 AND v.value_hash IN (SELECT value FROM json_each(?2))`;
+  }
+  // The `IS NOT NULL` lets SQLite prove the partial index's WHERE.
+  return `SELECT s.execution_id AS id FROM steps s
+          WHERE s.workspace = ?1 AND s.idempotency_key IN (SELECT value FROM json_each(?2)) AND s.idempotency_key IS NOT NULL
+          UNION
+          SELECT ks.execution_id FROM destination_key_sends ks
+          WHERE ks.workspace = ?1 AND ks.idempotency_key IN (SELECT value FROM json_each(?2))`;
+}
+
+const termValues = (term: SearchTerm): string => JSON.stringify(term.by === "identity" ? term.hashes : term.keys);
+
+/**
+ * The page of matches, newest first, keyset-paginated on (created_at, id) like the list: ONE
+ * query. The list's other filters apply to what both a kept execution and a tombstone know
+ * (workflow, status, creation time); `hadDuplicates` and `retried` need the execution's counters,
+ * so a removed match never passes them. Exported for the query-plan test.
+ */
+export function searchQuery(workspace: string, term: SearchTerm, f: ExecutionListFilter): { sql: string; params: unknown[] } {
+  const params: unknown[] = [workspace, termValues(term)];
+  const param = (value: unknown) => `?${params.push(value)}`;
+  const created = "coalesce(e.created_at, t.created_at)";
+  const where = ["(e.id IS NOT NULL OR t.id IS NOT NULL)"];
+  if (f.workflowId !== undefined) where.push(`coalesce(e.workflow_id, t.workflow_id) = ${param(f.workflowId)}`);
+  if (f.status !== undefined) where.push(`coalesce(e.status, t.status) = ${param(f.status)}`);
+  if (f.since !== undefined) where.push(`${created} >= ${param(f.since)}`);
+  if (f.until !== undefined) where.push(`${created} < ${param(f.until)}`);
+  // Wrapped in coalesce: a bare test of e's columns would let SQLite turn the LEFT JOIN into an
+  // inner one and walk the workspace's executions by the flag's index instead of the matches.
+  const flags = listFlags("e.");
+  if (f.hadDuplicates) where.push(`coalesce(${flags.hadDuplicates}, 0)`);
+  if (f.retried) where.push(`coalesce(${flags.retried}, 0)`);
+  if (f.before) {
+    const at = param(f.before.createdAt);
+    where.push(`(${created} < ${at} OR (${created} = ${at} AND m.id < ${param(f.before.id)}))`);
+  }
+  const sql =
+    `WITH matched(id) AS (${matchedIds(term)}) ` +
+    `SELECT ${HIT_COLUMNS} FROM matched m ` +
+    `LEFT JOIN executions e ON e.id = m.id AND e.workspace = ?1 ` +
+    `LEFT JOIN execution_tombstones t ON t.id = m.id AND t.workspace = ?1 ` +
+    `WHERE ${where.join(" AND ")} ORDER BY ${created} DESC, m.id DESC LIMIT ${param(f.limit)}`;
+  return { sql, params };
+}
+
+/**
+ * The keys to show beside the page. For a key: its sends on record, by the primary key — they
+ * outlive the executions when the key is guarded. For a value: the keys the page's kept executions
+ * sent (their steps by primary key, each key's sends by theirs). Binds ?1 workspace, ?2 the JSON
+ * array (the keys, or the page's execution ids). Exported for the query-plan test.
+ */
+export function searchKeysQuery(term: SearchTerm): string {
+  if (term.by === "key") {
+    return `SELECT ${KEY_SEND_COLUMNS("ks")} FROM destination_key_sends ks
+            WHERE ks.workspace = ?1 AND ks.idempotency_key IN (SELECT value FROM json_each(?2))
+            ORDER BY ks.first_sent_at, ks.destination LIMIT ${SEARCH_KEYS_MAX}`;
+  }
+  // The page's ids outermost (CROSS JOIN), each execution's steps by their primary key: the unary
+  // `+` keeps SQLite from walking the workspace's every keyed step by steps_by_key instead.
+  return `SELECT DISTINCT ${KEY_SEND_COLUMNS("ks")} FROM json_each(?2) p
+          CROSS JOIN steps s ON s.execution_id = p.value
+          CROSS JOIN destination_key_sends ks ON ks.workspace = ?1 AND ks.idempotency_key = s.idempotency_key
+          WHERE +s.workspace = ?1
+          ORDER BY ks.first_sent_at, ks.destination LIMIT ${SEARCH_KEYS_MAX}`;
+}
+
+/**
+ * `searchExecutions`: a page of what `term` matches in `workspace`, and the keys sent. A key's
+ * search is one round trip (the page and the key's sends in one batch); a value's is two (the keys
+ * of the page's executions need the page), the second only when the page holds a kept execution.
+ */
+export async function searchExecutions(
+  db: D1Database,
+  workspace: string,
+  term: SearchTerm,
+  f: ExecutionListFilter,
+): Promise<SearchRecords> {
+  // One more than the page: whether another page follows.
+  const page = searchQuery(workspace, term, { ...f, limit: f.limit + 1 });
+  const pageStatement = db.prepare(page.sql).bind(...page.params);
+  const pageOf = (rows: HitRow[]) => ({ hits: rows.slice(0, f.limit).map(hitOf), more: rows.length > f.limit });
+  if (term.by === "key") {
+    const results = await new LabelledBatch<"page" | "keys">(db)
+      .add("page", pageStatement)
+      .add("keys", db.prepare(searchKeysQuery(term)).bind(workspace, termValues(term)))
+      .run();
+    return { ...pageOf(results.rows<HitRow>("page")), keys: results.rows<KeySendRecord>("keys") };
+  }
+  const found = pageOf((await pageStatement.all<HitRow>()).results ?? []);
+  const live = found.hits.flatMap((hit) => ("live" in hit ? [hit.live.id] : []));
+  if (live.length === 0) return { ...found, keys: [] };
+  const { results } = await db.prepare(searchKeysQuery(term)).bind(workspace, JSON.stringify(live)).all<KeySendRecord>();
+  return { ...found, keys: results ?? [] };
+}
+
+function hitOf(row: HitRow): SearchHit {
+  const { live, removedAt, removalReason, archived, ...summary } = row;
+  if (live === 1 || removedAt === null || removalReason === null) return { live: summary };
+  return {
+    removed: {
+      id: summary.id,
+      workflowId: summary.workflowId,
+      status: summary.status as RemovedExecutionRecord["status"],
+      createdAt: summary.createdAt,
+      finishedAt: summary.finishedAt as number,
+      removedAt,
+      reason: removalReason,
+      archived: archived === 1,
+    },
+  };
+}
+
+/**
+ * `forgetIdentityValues`: the values of an execution erased after the history sweep had removed it
+ * (its tombstone marked erased: src/history/erase.ts). An execution erased while kept loses them in
+ * the removal batch itself (./history.ts). Returns the rows deleted.
+ */
+export async function forgetIdentityValues(db: D1Database, workspace: string, executionId: string): Promise<number> {
+  const result = await db
+    .prepare(`DELETE FROM identity_values WHERE execution_id = ?1 AND workspace = ?2`)
+    .bind(executionId, workspace)
+    .run();
+  return result.meta.changes ?? 0;
+}
