@@ -1,5 +1,5 @@
 /**
- * Cron: the periodic tasks, one per subsystem, run on every tick by src/lib/periodic-task.ts
+ * Cron: the periodic tasks, one per subsystem (the stats rollup among them), run on every tick by src/lib/periodic-task.ts
  * (independently: one failing does not stop the others), on every shard in turn within one
  * budget (src/shards/cron.ts).
  */
@@ -11,6 +11,7 @@ import { reaperTask, wakeTask } from "./steps/cron";
 import type { AnyPeriodicTask } from "./lib/periodic-task";
 import { placementAuditTask } from "./shards/audit";
 import { runOnEveryShard } from "./shards/cron";
+import { statsRollupTask } from "./stats/rollup-task";
 
 export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [
   idempotencySweepTask,
@@ -20,6 +21,7 @@ export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [
   historyTask,
   storageTask,
   placementAuditTask,
+  statsRollupTask,
 ];
 
 export async function runScheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {

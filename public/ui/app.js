@@ -1,5 +1,6 @@
 /**
- * The inspector: sign-in, then three pages reached by the URL's hash —
+ * The inspector: sign-in, then four pages reached by the URL's hash —
+ *   #/overview?…           what was stopped over time, the page it opens on (views/overview.js)
  *   #/workflows            the workflows (views/workflows.js)
  *   #/executions?…         the executions, with the list filters, live (views/executions.js)
  *   #/executions/{id}      one execution, live (views/execution.js)
@@ -10,6 +11,7 @@ import { api, session, whenUnauthorized } from "./lib/api.js";
 import { showWorkflows } from "./views/workflows.js";
 import { showExecutions } from "./views/executions.js";
 import { showExecution } from "./views/execution.js";
+import { showOverview } from "./views/overview.js";
 
 const main = document.getElementById("main");
 const who = document.getElementById("who");
@@ -24,10 +26,11 @@ function route() {
   replace(who, h("button", { type: "button", class: "link", onclick: signOut }, "Sign out"));
   const [path, query = ""] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(query);
-  const parts = (path || "/executions").split("/").filter(Boolean).map(decodeURIComponent);
+  const parts = (path || "/overview").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "workflows") current = showWorkflows(main);
   else if (parts[0] === "executions" && parts[1]) current = showExecution(main, parts[1]);
-  else current = showExecutions(main, params);
+  else if (parts[0] === "executions") current = showExecutions(main, params);
+  else current = showOverview(main, params);
   main.focus({ preventScroll: true });
 }
 

@@ -2,10 +2,12 @@
  * Cron over shards: one allocator for the tick's budget (SPEC section 13).
  *
  * A cron invocation has 1,000 D1 queries and 6 simultaneous connections for every shard together.
- * The shards run one after another, each with its tasks at once as before (at most five
- * connections), and each shard gets an equal share of `CRON_QUERY_BUDGET`. Every task but the
+ * The shards run one after another, each with its tasks at once as before (eight tasks: past six
+ * open connections the runtime queues the rest until one frees — they wait, never fail), and each
+ * shard gets an equal share of `CRON_QUERY_BUDGET`. Every task but the
  * history sweep is bounded and small (the reaper, the schedules and the identity sweep, the
- * Idempotency-Key sweep, the storage figures, the placement audit: `BOUNDED_TASK_QUERIES` together);
+ * Idempotency-Key sweep, the storage figures, the placement audit, the stats rollup — at most 6
+ * statements, src/stats/rollup-task.ts: `BOUNDED_TASK_QUERIES` together);
  * the history sweep gets the rest of its shard's share, so one busy shard's sweep never starves
  * another shard's reaper. A share too small to sweep in (many shards) hands the sweep to its own
  * queue invocation (the continuation message, with a whole invocation's budget).

@@ -73,6 +73,7 @@ describe("the cron's periodic tasks", () => {
       "history sweep",
       "storage figures",
       "placement audit",
+      "stats rollup",
     ]);
   });
 });

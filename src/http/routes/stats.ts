@@ -5,12 +5,19 @@
  * stopped: `triggers` (the dedupe), `redeliveries` (the claim), `fencedOut` (the fence),
  * `destinationReplays` (the destination's own idempotency store); `events`: the events the workspace
  * received since then and the duplicate deliveries they absorbed (SPEC section 14).
+ *
+ * `GET /v1/stats/series?bucket=&since=&until=&workflowId=`: the same boundaries and the executions
+ * by status per UTC hour or day, from the hourly rollup that outlives the executions (SPEC section
+ * 15; src/stats), with the hours not rolled up yet computed live — one batch (src/ledger
+ * `readStatsSeries`). The overview page of the inspector draws it.
  */
 import { Hono } from "hono";
-import { sumDuplicatesStopped, sumEvents } from "../../ledger";
+import { readStatsSeries, sumDuplicatesStopped, sumEvents } from "../../ledger";
 import { isoTime } from "../../lib/iso-time";
+import { liveFloorAt, seriesAnswer, seriesRange } from "../../stats/series";
+import { executionProblems } from "../../steps/problems";
 import { requireWorkspace, type AppEnv } from "../auth";
-import { StatsQuery } from "../openapi/requests";
+import { StatsQuery, StatsSeriesQuery } from "../openapi/requests";
 import { parseQuery, timeOf } from "../query-params";
 
 export const statsRoutes = new Hono<AppEnv>();
@@ -29,4 +36,21 @@ statsRoutes.get("/", async (c) => {
     for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += w[k];
   }
   return c.json({ since: isoTime(since), workflows, total, events });
+});
+
+statsRoutes.get("/series", async (c) => {
+  const query = parseQuery(StatsSeriesQuery, c.req.query());
+  const now = Date.now();
+  const range = seriesRange({ bucket: query.bucket, since: timeOf(query.since), until: timeOf(query.until) }, now);
+  if ("refused" in range) throw executionProblems.invalidParameter(range.parameter, range.message);
+  const workflowId = query.workflowId ?? null;
+  const records = await readStatsSeries(c.env.DB, {
+    workspace: c.get("workspace"),
+    workflowId,
+    since: range.since,
+    until: range.until,
+    bucketMs: range.bucketMs,
+    liveFloor: liveFloorAt(now),
+  });
+  return c.json(seriesAnswer(range, records, workflowId));
 });
