@@ -58,6 +58,8 @@ const SHARD_1_FILES = [
   "test/http/execution-events.test.ts",
   "test/http/routes/workflows.test.ts",
   "test/history/erase.test.ts",
+  "test/search/identity.test.ts",
+  "test/search/history.test.ts",
   "test/shards/*.test.ts",
 ];
 

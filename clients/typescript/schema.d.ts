@@ -144,7 +144,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List executions, newest first, with filters and a cursor */
+        /** List executions, newest first, with filters and a cursor; or search them by a business id or a destination key */
         get: operations["listExecutions"];
         put?: never;
         post?: never;
@@ -257,6 +257,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/stats/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Duplicates stopped per boundary and executions by status, per hour or day, from the hourly rollup */
+        get: operations["statsSeries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -338,6 +355,42 @@ export interface paths {
         put?: never;
         /** Public: a provider's signed webhook, made an event by the workspace's event source (the signature authenticates) */
         post: operations["deliverSourceEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/connectors/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A connector: its latest version, or `?version=` */
+        get: operations["getConnector"];
+        /** Save a connector: a reusable destination whose key a step through it cannot drop or override */
+        put: operations["putConnector"];
+        post?: never;
+        /** Delete a connector (saved workflow versions keep their resolved steps) */
+        delete: operations["deleteConnector"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/connectors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's connectors (their latest versions) */
+        get: operations["listConnectors"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -442,7 +495,7 @@ export interface components {
              * @description stable: branch on it (docs/problems.md)
              * @enum {string}
              */
-            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable";
+            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable";
             title: string;
             status: number;
             detail?: string;
@@ -514,6 +567,12 @@ export interface components {
             version: string;
             /** @description true: a new version (201); false: this definition was already the saved version (200) */
             created: boolean;
+            /** @description saved, but said: a write with neither a destination key nor a verify probe (`write-without-key`, docs/connectors.md) */
+            warnings?: {
+                pointer: string;
+                code: string;
+                message: string;
+            }[];
         };
         StoredWorkflowRead: {
             workflowId: string;
@@ -578,8 +637,22 @@ export interface components {
                 config: {
                     /** @enum {string} */
                     method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
-                    /** @description an http(s) URL on the outbound allowlist, or an expression producing one */
-                    url: string;
+                    /** @description an http(s) URL on the outbound allowlist, or an expression producing one; with `connector`: none (its base URL and `path`) */
+                    url?: string;
+                    /** @description a connector of the workspace (PUT /v1/connectors/{name}): the step takes its base URL, headers, key, probe, retry and timeout, and cannot drop or override the key; resolved when the workflow is saved */
+                    connector?: string | {
+                        name: string;
+                        version: string;
+                        operation?: string;
+                    };
+                    /** @description with `connector`: the write's operation, the prefix of the key the connector's rule makes (`charge`) */
+                    operation?: string;
+                    /** @description with `connector`: the path under its base URL (`/charges`), or an expression producing one */
+                    path?: string;
+                    /** @description with `connector`: the business fields its key rule needs, each a literal or an `=` expression (`"= payload.order.id"`) */
+                    keyFields?: {
+                        [key: string]: string;
+                    };
                     /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only; `Idempotency-Key` must be an expression over business data (payload, steps) */
                     headers?: {
                         [key: string]: string;
@@ -815,6 +888,36 @@ export interface components {
             items: components["schemas"]["ExecutionSummary"][];
             /** @description pass as `cursor` for the next page; null on the last page */
             nextCursor: string | null;
+            /** @description a search's matches on this page that the history sweep removed (from their tombstones); only with a search */
+            removed?: components["schemas"]["RemovedExecution"][];
+            /** @description only with a search: the searched key's sends, or the keys the page's executions sent (at most 100) */
+            keys?: components["schemas"]["KeySend"][];
+        };
+        /** @description an execution a search matched that the history sweep removed: what its tombstone keeps */
+        RemovedExecution: {
+            executionId: string;
+            workflowId: string;
+            /** @enum {string} */
+            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+            createdAt: string | null;
+            finishedAt: string | null;
+            removedAt: string | null;
+            /** @enum {string} */
+            reason: "retention" | "erased";
+            /** @description true: `GET /v1/executions/{executionId}` answers its archived trace */
+            archived: boolean;
+        };
+        /** @description a destination key's first send to one destination */
+        KeySend: {
+            key: string;
+            /** @description the origin it was sent to */
+            destination: string;
+            firstSentAt: string | null;
+            /** @description where the destination's retention counts from (an acknowledged retry moves it) */
+            countedFrom: string | null;
+            /** @description the execution whose step sent it there first */
+            executionId: string;
+            vertexId: string;
         };
         Trace: {
             executionId: string;
@@ -1041,6 +1144,67 @@ export interface components {
                 duplicates: number;
             };
         };
+        /** @description GET /v1/stats/series: duplicates stopped per boundary and executions by status, per bucket; an hour counts the executions created in it (docs/history.md "The hourly rollup") */
+        StatsSeries: {
+            /** @enum {string} */
+            bucket: "hour" | "day";
+            /** Format: date-time */
+            since: string;
+            /** Format: date-time */
+            until: string;
+            /** @description the workflow asked for; null: every workflow of the workspace */
+            workflowId: string | null;
+            /** @description the hours before this come from the hourly rollup; null: it has not run yet */
+            rolledUpUntil: string | null;
+            /**
+             * Format: date-time
+             * @description the hours from this on are computed live from the executions (the current hour, and any not rolled up)
+             */
+            liveSince: string;
+            /** @description every bucket of [since, until), oldest first, zeros included */
+            buckets: {
+                executions: number;
+                triggers: number;
+                redeliveries: number;
+                fencedOut: number;
+                destinationReplays: number;
+                /** @description the executions counted, by their status when last rolled up (or now, in the live part) */
+                byStatus: {
+                    RUNNING: number;
+                    COMPLETED: number;
+                    FAILED: number;
+                    CANCELLED: number;
+                };
+                /** @description the workspace's events received and their duplicate deliveries; null for one workflow (events are the workspace's) */
+                events: {
+                    received: number;
+                    duplicates: number;
+                } | null;
+                /** Format: date-time */
+                start: string;
+                /** @description some of the bucket's hours were computed live: its figures may still grow */
+                live: boolean;
+            }[];
+            total: {
+                executions: number;
+                triggers: number;
+                redeliveries: number;
+                fencedOut: number;
+                destinationReplays: number;
+                /** @description the executions counted, by their status when last rolled up (or now, in the live part) */
+                byStatus: {
+                    RUNNING: number;
+                    COMPLETED: number;
+                    FAILED: number;
+                    CANCELLED: number;
+                };
+                /** @description the workspace's events received and their duplicate deliveries; null for one workflow (events are the workspace's) */
+                events: {
+                    received: number;
+                    duplicates: number;
+                } | null;
+            };
+        };
         /** @description shard 0's storage figures at the top level, every shard's in `shards`, for an operator token only */
         StorageFigures: {
             /** @description every shard's figures, in shard order: each shard is its own database with its own limit */
@@ -1078,6 +1242,25 @@ export interface components {
         };
         SecretList: {
             items: components["schemas"]["SecretListing"][];
+        };
+        SavedConnector: {
+            name: string;
+            version: string;
+            /** @description true: a new version (201); false: this document was already the saved version (200) */
+            created: boolean;
+        };
+        StoredConnectorRead: {
+            name: string;
+            version: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** @description the connector as saved (docs/connectors.md) */
+            definition: {
+                [key: string]: unknown;
+            };
+        };
+        ConnectorList: {
+            items: components["schemas"]["StoredConnectorRead"][];
         };
         EventSource: {
             name: string;
@@ -1194,8 +1377,22 @@ export interface components {
                 config: {
                     /** @enum {string} */
                     method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
-                    /** @description an http(s) URL on the outbound allowlist, or an expression producing one */
-                    url: string;
+                    /** @description an http(s) URL on the outbound allowlist, or an expression producing one; with `connector`: none (its base URL and `path`) */
+                    url?: string;
+                    /** @description a connector of the workspace (PUT /v1/connectors/{name}): the step takes its base URL, headers, key, probe, retry and timeout, and cannot drop or override the key; resolved when the workflow is saved */
+                    connector?: string | {
+                        name: string;
+                        version: string;
+                        operation?: string;
+                    };
+                    /** @description with `connector`: the write's operation, the prefix of the key the connector's rule makes (`charge`) */
+                    operation?: string;
+                    /** @description with `connector`: the path under its base URL (`/charges`), or an expression producing one */
+                    path?: string;
+                    /** @description with `connector`: the business fields its key rule needs, each a literal or an `=` expression (`"= payload.order.id"`) */
+                    keyFields?: {
+                        [key: string]: string;
+                    };
                     /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only; `Idempotency-Key` must be an expression over business data (payload, steps) */
                     headers?: {
                         [key: string]: string;
@@ -1371,6 +1568,102 @@ export interface components {
         SecretBody: {
             /** @description 1–4096 UTF-8 bytes without control characters; never readable back */
             value: string;
+        };
+        ConnectorDefinition: {
+            /** @description an editor hint; not stored */
+            $schema?: string;
+            name: string;
+            description?: string;
+            /** @description the absolute http(s) URL every path is under, e.g. `https://api.stripe.com/v1`; on OUTBOUND_ALLOWLIST */
+            baseUrl: string;
+            /** @description headers every call carries: literals and `{{ secrets.NAME }}` templates, never a secret's value */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description the key every write carries; a step cannot drop or override it */
+            key?: {
+                /**
+                 * @description a destination whose documented key facts apply (docs/definitions.md); any field below overrides
+                 * @enum {string}
+                 */
+                profile?: "stripe" | "paypal" | "square" | "adyen" | "ietf";
+                /** @description the header that carries the key (default: the profile's, else Idempotency-Key) */
+                header?: string;
+                /** @description the JSON body field that carries the key, as a JSON Pointer, instead of a header */
+                bodyField?: string;
+                /** @description the longest key the destination accepts, in characters */
+                maxLength?: number;
+                /**
+                 * @description the characters the destination accepts (default printable-ascii)
+                 * @enum {string}
+                 */
+                alphabet?: "printable-ascii" | "url-safe" | "alphanumeric";
+                /** @description how long the destination remembers a key, at least (at most 365d); idemflow refuses to re-send a key older than this */
+                retention?: number | string;
+                rule: {
+                    /** @description the business fields every write supplies in its `keyFields`, in key order */
+                    fields: string[];
+                    /**
+                     * @description `hashed`: `$idempotencyKey(operation, …fields)` (a fixed-length key the destination's limits fit); `plain`: `operation-field1-field2` (readable; the destination's limits are checked at send)
+                     * @default hashed
+                     * @enum {string}
+                     */
+                    format: "hashed" | "plain";
+                } | {
+                    /**
+                     * Format: starts_with
+                     * @description the key as one expression over the execution (payload, steps)
+                     */
+                    expression: string;
+                };
+            };
+            verify?: {
+                /** @description a path under the base URL (`/orders`), or an expression producing one */
+                path: string;
+                /** @description query parameters; values are literals or `=` expressions */
+                query?: {
+                    [key: string]: string;
+                };
+                /**
+                 * Format: starts_with
+                 * @description true means the write already happened (docs/definitions.md "Verify before re-attempting")
+                 */
+                condition: string;
+            };
+            /**
+             * @description the methods that change something at the destination: each carries the key (or runs the probe)
+             * @default [
+             *       "POST",
+             *       "PUT",
+             *       "PATCH",
+             *       "DELETE"
+             *     ]
+             */
+            writes: ("GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE")[];
+            /** @description the retry policy of a step that sets none */
+            retry?: {
+                /**
+                 * @description attempts in total, the first included
+                 * @default 3
+                 */
+                maxAttempts: number;
+                /**
+                 * @default exponential
+                 * @enum {string}
+                 */
+                backoff: "fixed" | "exponential";
+                /** @default 1000 */
+                initialDelayMs: number;
+                /**
+                 * @description longest backoff, and the longest Retry-After honoured: a destination asking for more fails the step (except 'in progress')
+                 * @default 300000
+                 */
+                maxDelayMs: number;
+                /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
+                inProgressBudgetMs?: number;
+            };
+            /** @description the timeout of a step that sets none */
+            timeoutMs?: number;
         };
         /** @description an event source: how a provider's signed webhook becomes an event (POST /events/{workspace}/{source}) */
         EventSourceDefinitionInput: {
@@ -1660,7 +1953,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-definition` */
+            /** @description problem+json, `code` one of: `invalid-definition`, `keyless-write-refused` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2198,6 +2491,14 @@ export interface operations {
                 hadDuplicates?: "true" | "false";
                 /** @description true: only executions with a step that needed more than one attempt */
                 retried?: "true" | "false";
+                /** @description search: the executions whose trigger identity was built from this business value (an `idempotencyFields` value or a `clientIdempotencyId`), kept or removed; `1001` finds the number and the string, `"1001"` only the string */
+                identity?: string;
+                /** @description search: the executions whose steps sent this destination key, and its sends on record (they outlive the executions) */
+                destinationKey?: string;
+                /** @description search, with keyValues: the key `$idempotencyKey(keyPrefix, …keyValues)` makes, in any shape a destination's constraints give it */
+                keyPrefix?: string;
+                /** @description with keyPrefix: the business values as a JSON array, e.g. `["A-1001"]` (`[1001]` makes another key) */
+                keyValues?: string;
             };
             header?: never;
             path?: never;
@@ -2927,6 +3228,75 @@ export interface operations {
             };
         };
     };
+    statsSeries: {
+        parameters: {
+            query?: {
+                /** @description the size of a bucket (UTC hours, or UTC days) */
+                bucket?: "hour" | "day";
+                /** @description the first bucket holds this time; default 24 hours (bucket=hour) or 30 days (day) before `until` */
+                since?: string;
+                /** @description the last bucket ends at or after this time; default now */
+                until?: string;
+                /** @description only this workflow's executions; default every workflow of the workspace, and its events */
+                workflowId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description every bucket of the range, and the total */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StatsSeries"];
+                };
+            };
+            /** @description problem+json, `code` one of: `invalid-query` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     sendEvent: {
         parameters: {
             query?: never;
@@ -3576,6 +3946,289 @@ export interface operations {
                 };
             };
             /** @description problem+json, `code` one of: `event-source-unavailable`, `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getConnector: {
+        parameters: {
+            query?: {
+                /** @description a version a PUT returned; default the latest */
+                version?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the connector */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredConnectorRead"];
+                };
+            };
+            /** @description problem+json, `code` one of: `invalid-version` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `not-found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putConnector: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /** @description the connector (docs/connectors.md) */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConnectorDefinition"];
+            };
+        };
+        responses: {
+            /** @description this document was already the saved version */
+            200: {
+                headers: {
+                    /** @description where the created or named resource is read */
+                    location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedConnector"];
+                };
+            };
+            /** @description a new version */
+            201: {
+                headers: {
+                    /** @description where the created or named resource is read */
+                    location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedConnector"];
+                };
+            };
+            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `payload-too-large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `connector-invalid` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteConnector: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `not-found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listConnectors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the connectors */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectorList"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */

@@ -12,7 +12,10 @@
  * read-only (a banner, no action controls); another workspace's execution is
  * a 404 on the page as in the API; Tab reaches every action; no console error (a CSP violation is
  * one); the token never reaches the engine's log. An execution of 200 steps and 1,000 events is
- * rendered and its render time printed (measured, not asserted). `--screenshots` writes
+ * rendered and its render time printed (measured, not asserted). One search box finds an order's
+ * execution by its id and by its keys (as sent, and `$idempotencyKey`'s from its prefix and the
+ * order id), with the keys sent and the duplicates stopped. Sign-in opens the overview, whose
+ * chart holds the duplicates the run stopped (per workflow, per hour or day). `--screenshots` writes
  * docs/img/inspector-*.png for the README.
  */
 import { existsSync } from "node:fs";
@@ -491,6 +494,106 @@ export async function browserStories(ctx) {
         await page.waitForSelector("#executions tbody tr:nth-child(5)");
         await shoot(page, "inspector-executions.png");
       }
+      await page.context().close();
+    });
+
+    await test("inspector: the overview, opened by sign-in, charts the duplicates the run stopped, per workflow, hour or day", async () => {
+      // Sign-in lands on the overview (its latest executions are the #executions newPage waits for).
+      const page = await newPage("overview");
+      expect(/#\/overview|\/ui\/$/.test(page.url()), `sign-in opens the overview (${page.url()})`);
+      await page.waitForSelector("#overview[data-loaded] #chart-duplicates");
+      // The 50 concurrent triggers stopped 49 duplicates this hour: the series counts the current hour live.
+      const triggers = Number(await page.getAttribute("#total-triggers", "data-count"));
+      expect(triggers >= 49, `duplicate triggers on the overview: ${triggers}`);
+      const bars = await page.$$eval("#chart-duplicates g.bar", (gs) => gs.map((g) => Number(g.getAttribute("data-total"))));
+      expectEqual(bars.length, 24, "hourly bars over the last 24 hours");
+      expect(Math.max(...bars) >= 49, `a bar holds them (${bars.join(",")})`);
+      const label = (await page.getAttribute("#chart-duplicates", "aria-label")) ?? "";
+      expect(label.includes(`${triggers} duplicate triggers`), `the chart says its numbers in words (${label})`);
+      expect((await page.$("#total-duplicateEvents")) !== null, "duplicate events are a boundary of the workspace's overview");
+      expect(Number(await page.getAttribute("#status-COMPLETED", "data-count")) > 0, "executions by status: some completed");
+      // The table view holds the chart's numbers.
+      await page.click("#overview-numbers summary");
+      const tableTriggers = await page.$$eval("#overview-table tbody tr", (rows) =>
+        rows.reduce((n, tr) => n + Number(tr.querySelector("td")?.textContent ?? 0), 0),
+      );
+      expectEqual(tableTriggers, triggers, "the table's duplicate triggers, summed");
+      const series = await ctx.api("GET", "/v1/stats/series");
+      expect(
+        series.status === 200 && series.json.total.triggers >= triggers,
+        `GET /v1/stats/series agrees (${series.json?.total?.triggers})`,
+      );
+
+      // One workflow: order-fulfilment stopped them; its view has no events (they are the workspace's).
+      await page.selectOption("#overview-workflow", "order-fulfilment");
+      await page.waitForSelector("#overview[data-workflow='order-fulfilment'][data-loaded]");
+      expect(Number(await page.getAttribute("#total-triggers", "data-count")) >= 49, "order-fulfilment's duplicate triggers");
+      expect((await page.$("#total-duplicateEvents")) === null, "no events boundary for one workflow");
+      // Per day: the bars are days, the filter kept.
+      await page.selectOption("#overview-bucket", "day");
+      await page.waitForSelector("#overview[data-bucket='day'][data-workflow='order-fulfilment'][data-loaded]");
+      expectEqual(await page.$$eval("#chart-duplicates g.bar", (gs) => gs.length), 7, "daily bars over the last 7 days");
+      expect(Number(await page.getAttribute("#total-triggers", "data-count")) >= 49, "the day holds them too");
+      expect(page.url().includes("bucket=day") && page.url().includes("workflowId=order-fulfilment"), `filters in the URL (${page.url()})`);
+      if (ctx.screenshots) {
+        await page.goto(`${ctx.engineUrl}/ui/#/overview`);
+        await page.waitForSelector("#overview[data-bucket='hour'][data-workflow=''][data-loaded] #chart-duplicates");
+        await shoot(page, "inspector-overview.png", { fullPage: true });
+      }
+      await page.context().close();
+    });
+
+    await test("inspector: one search box finds an order by its id and its keys, the keys sent and the duplicates stopped", async () => {
+      const workflowId = `ui-search-${ctx.run}`;
+      const gateway = (path, key) => ({
+        method: "POST",
+        url: `${ctx.demoUrl}${path}`,
+        headers: { Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}" },
+        idempotencyKey: { value: key },
+        body: { order: "= payload.order.id", amount: "= payload.order.total" },
+      });
+      const put = await ctx.api("PUT", `/v1/workflows/${workflowId}`, {
+        body: {
+          id: workflowId,
+          vertices: [
+            { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
+            { id: "charge", type: "GATEWAY", config: gateway("/payments/charges", "= 'charge-' & payload.order.id") },
+            { id: "ship", type: "GATEWAY", config: gateway("/shipping/labels", "= $idempotencyKey('ship', payload.order.id)") },
+          ],
+          edges: [
+            { from: "received", to: "charge" },
+            { from: "charge", to: "ship" },
+          ],
+        },
+      });
+      expectEqual(put.status, 201, `PUT the workflow (${put.text.slice(0, 300)})`);
+      const orderId = `UI-S-${ctx.run}`;
+      const started = await ctx.trigger(workflowId, { order: { id: orderId, total: 4 } });
+      expectEqual((await ctx.trigger(workflowId, { order: { id: orderId, total: 4 } })).json?.deduplicated, true, "the duplicate");
+      const id = started.json.executionId;
+      await ctx.waitForExecution(id);
+      const page = await newPage("search");
+      await page.goto(`${ctx.engineUrl}/ui/#/executions`);
+      /** Searches `text` and waits for its own answer (never the previous search's rows), found `by`. */
+      const search = async (text, by) => {
+        await page.fill("#search", text);
+        await page.click("#search-submit");
+        await page.waitForFunction((t) => document.querySelector("#search-results h2")?.textContent.includes(t), text);
+        if (by) await page.waitForSelector(`#search-executions tr[data-execution='${id}']:has-text('${by}')`);
+      };
+      // The order id: the execution, its duplicate stopped, both keys it sent.
+      await search(orderId, "business id");
+      expect(page.url().includes(`q=${orderId}`), `the search is in the URL (${page.url()})`);
+      expectEqual(await page.getAttribute("#search-stopped", "data-triggers"), "1", "the duplicate trigger stopped for the order");
+      const keys = await page.$$eval("#search-keys tbody tr", (trs) => trs.map((tr) => tr.getAttribute("data-key")));
+      expect(keys.includes(`charge-${orderId}`) && keys.some((k) => k.startsWith("ship-")), `the keys sent (${keys.join(", ")})`);
+      // A key as sent, and the hashed key from its prefix and the order id.
+      await search(`charge-${orderId}`, "destination key");
+      await search(`ship("${orderId}")`, "key");
+      expect(!(await page.textContent("#search-results")).includes("business id"), "the helper's form is a key search only");
+      // Nothing for another order.
+      await search(`UI-NONE-${ctx.run}`);
+      await page.waitForSelector("#search-none");
       await page.context().close();
     });
 

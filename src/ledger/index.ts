@@ -148,6 +148,20 @@ export {
   type WorkflowStats,
 } from "./read-model";
 
+// The search by business id (SPEC section 15): a value's or a key's executions, kept or removed.
+export {
+  forgetIdentityValues,
+  searchExecutions,
+  searchKeysQuery,
+  searchQuery,
+  SEARCH_KEYS_MAX,
+  type KeySendRecord,
+  type RemovedExecutionRecord,
+  type SearchHit,
+  type SearchRecords,
+  type SearchTerm,
+} from "./search";
+
 // Scheduled runs (cron ticks on record).
 export {
   claimScheduleRuns,
@@ -177,6 +191,23 @@ export { sweepInBatches, type SweepReport } from "./sweep";
 
 // The database's storage figures (operator only: they describe every workspace).
 export { D1_MAX_DATABASE_BYTES, readStorage, STORAGE_HIGH_FRACTION, type StorageFigures } from "./storage";
+
+// The hourly rollup of what was stopped (SPEC section 15): rolling closed hours, reading a series.
+export {
+  DAY_MS,
+  HOUR_MS,
+  readStatsSeries,
+  rollHours,
+  ROLLUP_PASSES,
+  startRollupTick,
+  STATS_RETENTION_MS,
+  type HourRange,
+  type RollupPass,
+  type RollupStart,
+  type SeriesQuery,
+  type SeriesRecords,
+  type StatsBucketRecord,
+} from "./stats-rollup";
 
 // History (SPEC section 12): the chains the sweep may remove, their removal, and tombstones.
 export {

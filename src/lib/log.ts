@@ -59,6 +59,8 @@ export type LogEvent =
   | "history.erased"
   // the database's storage figures (operator)
   | "storage.high"
+  // the hourly rollup of what was stopped (src/stats)
+  | "stats.rolled"
   // shards (src/shards)
   | "cron.shard_skipped"
   | "shards.rows_misplaced";

@@ -6,8 +6,9 @@
  * test run's queries (src/ingress/queries.ts, re-exported here).
  */
 import { z } from "zod";
-import { WorkflowDefinition } from "../../definitions/schema";
+import { WORKFLOW_ID_PATTERN, WorkflowDefinition } from "../../definitions/schema";
 import { TestRunQuery, TriggerQuery } from "../../ingress/queries";
+import { MAX_INDEXED_VALUE_BYTES } from "../../ingress/identity-values";
 import { EXECUTION_STATUSES } from "./responses";
 
 export { WorkflowDefinition };
@@ -25,6 +26,34 @@ export const ExecutionListQuery = z.object({
   until: DateTime.optional().describe("created before this time"),
   hadDuplicates: Flag.optional().describe("true: only executions that stopped at least one duplicate"),
   retried: Flag.optional().describe("true: only executions with a step that needed more than one attempt"),
+  // The search by business id (SPEC section 15, docs/ingress.md "Search by business id"): one at a time.
+  identity: z
+    .string()
+    .min(1)
+    .max(MAX_INDEXED_VALUE_BYTES)
+    .optional()
+    .describe(
+      "search: the executions whose trigger identity was built from this business value (an `idempotencyFields` value or a " +
+        '`clientIdempotencyId`), kept or removed; `1001` finds the number and the string, `"1001"` only the string',
+    ),
+  destinationKey: z
+    .string()
+    .min(1)
+    .max(255)
+    .optional()
+    .describe("search: the executions whose steps sent this destination key, and its sends on record (they outlive the executions)"),
+  keyPrefix: z
+    .string()
+    .regex(/^[A-Za-z0-9._:-]{1,64}$/)
+    .optional()
+    .describe(
+      "search, with keyValues: the key `$idempotencyKey(keyPrefix, …keyValues)` makes, in any shape a destination's constraints give it",
+    ),
+  keyValues: z
+    .string()
+    .max(4096)
+    .optional()
+    .describe('with keyPrefix: the business values as a JSON array, e.g. `["A-1001"]` (`[1001]` makes another key)'),
 });
 
 export const ExecutionEventsQuery = z.object({
@@ -37,6 +66,18 @@ export const ExecutionEventsQuery = z.object({
 
 export const StatsQuery = z.object({
   since: DateTime.optional().describe("sum over executions created at or after this time; default 24 hours ago"),
+});
+
+/** `GET /v1/stats/series` (src/http/routes/stats.ts checks the range: bounds, order, buckets at most). */
+export const StatsSeriesQuery = z.object({
+  bucket: z.enum(["hour", "day"]).default("hour").describe("the size of a bucket (UTC hours, or UTC days)"),
+  since: DateTime.optional().describe("the first bucket holds this time; default 24 hours (bucket=hour) or 30 days (day) before `until`"),
+  until: DateTime.optional().describe("the last bucket ends at or after this time; default now"),
+  workflowId: z
+    .string()
+    .regex(WORKFLOW_ID_PATTERN, "letters, digits, `_` or `-` (at most 64)")
+    .optional()
+    .describe("only this workflow's executions; default every workflow of the workspace, and its events"),
 });
 
 /** `POST /v1/events` (SPEC section 14); src/events/ingest.ts checks each member and names the one it refuses. */
@@ -61,6 +102,8 @@ export const WaitListQuery = z.object({
     .describe('only waits on this correlation value: a JSON number (`1001`) or string (`"1001"`), else the text as a string (`A-1001`)'),
   limit: z.int().min(1).max(100).default(50),
 });
+
+export { ConnectorDefinition } from "../../connectors/schema";
 
 export const WorkflowListQuery = z.object({
   after: z.string().optional().describe("the `next` of the previous page"),

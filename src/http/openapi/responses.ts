@@ -17,6 +17,7 @@ import type { SecretProblemCode } from "../../secrets/problems";
 import type { OperatorProblemCode } from "../routes/operator";
 import type { ShardProblemCode } from "../../shards/problems";
 import type { EventProblemCode } from "../../events/problems";
+import type { ConnectorProblemCode } from "../../connectors/problems";
 import { EventSourceDefinition } from "../../events/source-definition";
 
 /** A time the engine renders with `Date.prototype.toISOString` (UTC, `Z`). */
@@ -42,7 +43,8 @@ type ProblemCode =
   | SecretProblemCode
   | OperatorProblemCode
   | ShardProblemCode
-  | EventProblemCode;
+  | EventProblemCode
+  | ConnectorProblemCode;
 
 /**
  * Every code the engine's catalogs answer (docs/problems.md; the demo destinations' own catalog is
@@ -109,6 +111,8 @@ export const PROBLEM_CODES = [
   "shards-misconfigured",
   "shard-schema-behind",
   "workspace-misplaced",
+  "connector-invalid",
+  "keyless-write-refused",
   "event-invalid",
   "event-source-not-found",
   "event-source-invalid",
@@ -172,7 +176,26 @@ export const SavedWorkflow = z.object({
   workflowId: z.string(),
   version: z.string().regex(/^[0-9a-f]{64}$/),
   created: z.boolean().describe("true: a new version (201); false: this definition was already the saved version (200)"),
+  warnings: z
+    .array(z.object({ pointer: z.string(), code: z.string(), message: z.string() }))
+    .optional()
+    .describe("saved, but said: a write with neither a destination key nor a verify probe (`write-without-key`, docs/connectors.md)"),
 });
+
+// ---- connectors (src/http/routes/connectors.ts) ---------------------------------------------------
+
+export const SavedConnector = z.object({
+  name: z.string(),
+  version: z.string().regex(/^[0-9a-f]{64}$/),
+  created: z.boolean().describe("true: a new version (201); false: this document was already the saved version (200)"),
+});
+export const StoredConnectorRead = z.object({
+  name: z.string(),
+  version: z.string().regex(/^[0-9a-f]{64}$/),
+  createdAt: Time,
+  definition: z.record(z.string(), z.unknown()).describe("the connector as saved (docs/connectors.md)"),
+});
+export const ConnectorList = z.object({ items: z.array(StoredConnectorRead) });
 
 export const ScheduleRun = z.object({
   cron: z.string(),
@@ -351,9 +374,41 @@ export const Trace = ExecutionSummary.extend({
 /** `POST …/test-runs` with `Prefer: wait=N`: the trace, and whether the run was a duplicate. */
 export const TestRunTrace = Trace.extend({ deduplicated: z.boolean() });
 
+export const RemovedExecution = z
+  .object({
+    executionId: z.string(),
+    workflowId: z.string(),
+    status: ExecutionStatus,
+    createdAt: MaybeTime,
+    finishedAt: MaybeTime,
+    removedAt: MaybeTime,
+    reason: z.enum(["retention", "erased"]),
+    archived: z.boolean().describe("true: `GET /v1/executions/{executionId}` answers its archived trace"),
+  })
+  .describe("an execution a search matched that the history sweep removed: what its tombstone keeps");
+
+export const KeySend = z
+  .object({
+    key: z.string(),
+    destination: z.string().describe("the origin it was sent to"),
+    firstSentAt: MaybeTime,
+    countedFrom: MaybeTime.describe("where the destination's retention counts from (an acknowledged retry moves it)"),
+    executionId: z.string().describe("the execution whose step sent it there first"),
+    vertexId: z.string(),
+  })
+  .describe("a destination key's first send to one destination");
+
 export const ExecutionPage = z.object({
   items: z.array(ExecutionSummary),
   nextCursor: z.string().nullable().describe("pass as `cursor` for the next page; null on the last page"),
+  removed: z
+    .array(RemovedExecution)
+    .optional()
+    .describe("a search's matches on this page that the history sweep removed (from their tombstones); only with a search"),
+  keys: z
+    .array(KeySend)
+    .optional()
+    .describe("only with a search: the searched key's sends, or the keys the page's executions sent (at most 100)"),
 });
 
 // ---- operator actions (src/http/routes/executions.ts) -------------------------------------------
@@ -396,6 +451,39 @@ export const Stats = z.object({
     .object({ received: Count, duplicates: Count })
     .describe("events the workspace received since `since` (POST /v1/events, event sources) and their duplicate deliveries"),
 });
+
+const StatsBucketCounts = StatsCounts.extend({
+  byStatus: z
+    .object({ RUNNING: Count, COMPLETED: Count, FAILED: Count, CANCELLED: Count })
+    .describe("the executions counted, by their status when last rolled up (or now, in the live part)"),
+  events: z
+    .object({ received: Count, duplicates: Count })
+    .nullable()
+    .describe("the workspace's events received and their duplicate deliveries; null for one workflow (events are the workspace's)"),
+});
+
+export const StatsSeries = z
+  .object({
+    bucket: z.enum(["hour", "day"]),
+    since: Time,
+    until: Time,
+    workflowId: z.string().nullable().describe("the workflow asked for; null: every workflow of the workspace"),
+    rolledUpUntil: MaybeTime.describe("the hours before this come from the hourly rollup; null: it has not run yet"),
+    liveSince: Time.describe("the hours from this on are computed live from the executions (the current hour, and any not rolled up)"),
+    buckets: z
+      .array(
+        StatsBucketCounts.extend({
+          start: Time,
+          live: z.boolean().describe("some of the bucket's hours were computed live: its figures may still grow"),
+        }),
+      )
+      .describe("every bucket of [since, until), oldest first, zeros included"),
+    total: StatsBucketCounts,
+  })
+  .describe(
+    "GET /v1/stats/series: duplicates stopped per boundary and executions by status, per bucket; an hour counts the executions " +
+      'created in it (docs/history.md "The hourly rollup")',
+  );
 
 // ---- events and waits (src/http/routes/events.ts) -------------------------------------------------
 
