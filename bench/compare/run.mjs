@@ -130,7 +130,7 @@ async function snapshot({ tmp, logs, name, config, main }) {
     buildConfig,
     source
       .replace(/^main\s*=.*$/m, `main = ${JSON.stringify(entry)}`)
-      .replace(/^migrations_dir\s*=\s*"([^"]+)"/m, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`)
+      .replace(/^migrations_dir\s*=\s*"([^"]+)"/gm, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`)
       // [assets] directory (the inspector's files), made absolute like the migrations.
       .replace(/^directory\s*=\s*"([^"]+)"/m, (_, dir) => `directory = ${JSON.stringify(resolve(configDir, dir))}`),
   );
