@@ -15,9 +15,10 @@
 import { createHash, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
-import { basename, join, resolve, dirname } from "node:path";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { DEMO_CONFIG, ROOT, applyMigrations, runWrangler, startWorker, stopAll, waitForHealth } from "../../scripts/lib/wrangler-dev.mjs";
+import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../../scripts/lib/wrangler-dev.mjs";
+import { snapshotConfig } from "../lib/snapshot.mjs";
 import { migrateShards } from "../../scripts/lib/shards.mjs";
 import { percentile, runLoad, shuffle } from "../lib/load.mjs";
 import { startProfile, summarizeProfile } from "../lib/profile.mjs";
@@ -117,33 +118,9 @@ async function setup() {
   };
 }
 
-/**
- * Bundle a Worker once and write a config that serves that bundle: `main` → the bundle,
- * `no_bundle = true`, and `migrations_dir` made absolute (the config lives in the temp dir).
- */
-async function snapshot({ tmp, logs, name, config, main }) {
-  const source = readFileSync(config, "utf8");
-  const configDir = dirname(config);
-  const entry = main ?? resolve(configDir, /^main\s*=\s*"([^"]+)"/m.exec(source)[1]);
-  const buildConfig = join(tmp, `${name}.build.wrangler.toml`);
-  writeFileSync(
-    buildConfig,
-    source
-      .replace(/^main\s*=.*$/m, `main = ${JSON.stringify(entry)}`)
-      .replace(/^migrations_dir\s*=\s*"([^"]+)"/gm, (_, dir) => `migrations_dir = ${JSON.stringify(resolve(configDir, dir))}`)
-      // [assets] directory (the inspector's files), made absolute like the migrations.
-      .replace(/^directory\s*=\s*"([^"]+)"/m, (_, dir) => `directory = ${JSON.stringify(resolve(configDir, dir))}`),
-  );
-  const outdir = join(tmp, `${name}-build`);
-  await runWrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", buildConfig], { logFile: join(logs, `${name}-build.log`) });
-  const bundle = join(outdir, basename(entry).replace(/\.ts$/, ".js"));
-  const devConfig = join(tmp, `${name}.wrangler.toml`);
-  writeFileSync(
-    devConfig,
-    readFileSync(buildConfig, "utf8").replace(/^main\s*=.*$/m, `main = ${JSON.stringify(bundle)}\nno_bundle = true`),
-  );
-  return devConfig;
-}
+/** Bundle a Worker once and serve that bundle (bench/lib/snapshot.mjs, shared with every bench). */
+const snapshot = ({ tmp, logs, name, config, main }) =>
+  snapshotConfig({ dir: tmp, logFile: join(logs, `${name}-build.log`), name, config, main });
 
 // ---------------------------------------------------------------------------------------------
 // The two systems behind one interface: trigger requests, completion, destination key.

@@ -20,7 +20,7 @@ import { resolveDestinationKey } from "../definitions/destination-key";
 import { OPERATION_PATTERN, type DestinationKeyDeclaration, type GatewayConfig } from "../definitions/schema";
 import { pointerTokens } from "../lib/json-pointer";
 import { hasOwnMember, isJsonObject, ownMember } from "../lib/own-member";
-import { isAllowed } from "../steps/allowlist";
+import { isAllowed } from "../lib/allowlist";
 import { KEY_FIELD_PATTERN, type ConnectorDefinition, type StoredConnector } from "./schema";
 
 /** The connector names a document's GATEWAY steps use (the string form: not yet resolved). */

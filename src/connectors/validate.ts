@@ -10,7 +10,7 @@
 import type { ValidationError } from "../definitions/errors";
 import { fromZodIssue, validateDefinition } from "../definitions/validate";
 import { isExpression } from "../definitions/schema";
-import { hostPortOf, isAllowed } from "../steps/allowlist";
+import { hostPortOf, isAllowed } from "../lib/allowlist";
 import { resolveConnectors } from "./resolve";
 import { ConnectorDefinition, type StoredConnector } from "./schema";
 

@@ -140,7 +140,7 @@ describe("Gateway URLs", () => {
   });
 
   it("the allowlist compares the parsed host and port: userinfo tricks, other ports, IPv6 and mapped forms are refused", async () => {
-    const { isAllowed } = await import("../../src/steps/allowlist");
+    const { isAllowed } = await import("../../src/lib/allowlist");
     const spec = "localhost:8788,127.0.0.1:8788";
     expect(isAllowed(new URL("http://localhost:8788/x"), spec)).toBe(true);
     for (const u of [

@@ -6,7 +6,7 @@
 import { isExpression } from "../../definitions/schema";
 import { MasterKeyError, SecretUnreadableError } from "../../secrets/crypto";
 import type { SecretLookup } from "../../secrets/resolve";
-import { isAllowed } from "../allowlist";
+import { isAllowed } from "../../lib/allowlist";
 import { MissingSecretError, resolveSecrets, secretNamesIn, type ResolvedHeaders } from "../secrets";
 
 /**
