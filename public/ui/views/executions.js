@@ -7,6 +7,7 @@
 import { badge, h, replace, time } from "../lib/dom.js";
 import { api } from "../lib/api.js";
 import { showSearch } from "./execution-search.js";
+import { pollWhileVisible } from "../lib/poll.js";
 
 const REFRESH_MS = 3000;
 const STATUSES = ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
@@ -163,14 +164,11 @@ export function showExecutions(main, params) {
     nextCursor = page.nextCursor;
     draw();
   };
-  void refresh();
-  const timer = setInterval(() => {
-    if (document.visibilityState === "visible") void refresh();
-  }, REFRESH_MS);
+  const polling = pollWhileVisible(refresh, REFRESH_MS);
   return {
     leave() {
       left = true;
-      clearInterval(timer);
+      polling.stop();
     },
   };
 }

@@ -12,6 +12,7 @@
 import { badge, h, replace, time } from "../lib/dom.js";
 import { api } from "../lib/api.js";
 import { drawBars } from "./chart.js";
+import { pollWhileVisible } from "../lib/poll.js";
 
 const REFRESH_MS = 30_000;
 const SIZE = { hour: 3_600_000, day: 86_400_000 };
@@ -324,14 +325,11 @@ export function showOverview(main, params) {
     if (page.status === "fulfilled") drawLatest(page.value.items);
     else replace(latest, h("tr", {}, h("td", { colspan: 5, class: "error" }, `Could not load the executions: ${page.reason?.message}`)));
   };
-  void refresh();
-  const timer = setInterval(() => {
-    if (document.visibilityState === "visible") void refresh();
-  }, REFRESH_MS);
+  const polling = pollWhileVisible(refresh, REFRESH_MS);
   return {
     leave() {
       left = true;
-      clearInterval(timer);
+      polling.stop();
     },
   };
 }
