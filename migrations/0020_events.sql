@@ -32,7 +32,6 @@ CREATE TABLE events (
 -- for this wait" (every event on the wait's name and correlation value).
 CREATE INDEX events_match ON events (workspace, name, match_hash, received_at);
 CREATE INDEX events_received ON events (received_at);
-CREATE INDEX events_by_id ON events (workspace, event_id);
 
 -- event_waits: the wait a WAIT_FOR_EVENT step registered, one per (execution, vertex). `retry_base`
 -- is the step's (an operator retry moves it): `wait_key` = execution/vertex/retry_base names ONE

@@ -6,14 +6,12 @@
  *   (an event with an id deduplicates as long as its row is kept);
  * - EVENT_HISTORY (default 7d, never shorter than the other two): how long an event's row is kept
  *   after it arrived — its duplicates are recognised until then.
- * Each is a duration (1m to 365d); an invalid one takes its default and is logged once per isolate
- * and value (`config.invalid_var`).
+ * Each is a duration var (src/definitions/duration-vars.ts: 1m to 365d; an invalid one takes its
+ * default and is logged once per isolate and value as `config.invalid_var`).
  */
-import { DURATION_PATTERN, durationMs, MAX_DURATION_MS } from "../definitions/schema";
-import { log } from "../lib/log";
+import { durationVar } from "../definitions/duration-vars";
 
 const HOUR_MS = 3_600_000;
-const MIN_MS = 60_000;
 
 export interface EventSettings {
   bufferMs: number;
@@ -33,23 +31,9 @@ export interface EventVars {
   EVENT_HISTORY?: string;
 }
 
-const reported = new Set<string>();
-
-function parsed(variable: keyof EventVars, value: string | undefined, fallback: number): number {
-  if (value === undefined || value === "") return fallback;
-  const ms = DURATION_PATTERN.test(value) ? durationMs(value) : NaN;
-  if (Number.isFinite(ms) && ms >= MIN_MS && ms <= MAX_DURATION_MS) return ms;
-  const seen = `${variable}\0${value}`;
-  if (!reported.has(seen) && reported.size < 64) {
-    reported.add(seen);
-    log.warn("config.invalid_var", { variable, value, message: `not a duration from 1m to 365d; using ${fallback} ms` });
-  }
-  return fallback;
-}
-
 export function eventSettings(vars: EventVars): EventSettings {
-  const bufferMs = parsed("EVENT_BUFFER", vars.EVENT_BUFFER, DEFAULT_EVENT_SETTINGS.bufferMs);
-  const dedupeWindowMs = parsed("EVENT_DEDUPE_WINDOW", vars.EVENT_DEDUPE_WINDOW, DEFAULT_EVENT_SETTINGS.dedupeWindowMs);
-  const historyMs = Math.max(parsed("EVENT_HISTORY", vars.EVENT_HISTORY, DEFAULT_EVENT_SETTINGS.historyMs), bufferMs, dedupeWindowMs);
+  const bufferMs = durationVar("EVENT_BUFFER", vars.EVENT_BUFFER, DEFAULT_EVENT_SETTINGS.bufferMs);
+  const dedupeWindowMs = durationVar("EVENT_DEDUPE_WINDOW", vars.EVENT_DEDUPE_WINDOW, DEFAULT_EVENT_SETTINGS.dedupeWindowMs);
+  const historyMs = Math.max(durationVar("EVENT_HISTORY", vars.EVENT_HISTORY, DEFAULT_EVENT_SETTINGS.historyMs), bufferMs, dedupeWindowMs);
   return { bufferMs, dedupeWindowMs, historyMs };
 }

@@ -23,7 +23,7 @@ import {
   type WorkflowDefinition,
 } from "../definitions/schema";
 import type { ExecutionRetention } from "../ledger";
-import { log } from "../lib/log";
+import { durationVar, reportOnce } from "../definitions/duration-vars";
 import { ownMember } from "../lib/own-member";
 
 /** Retention in ms per final status: what the start batch writes into the execution row. */
@@ -47,23 +47,10 @@ const STATUSES = [
   { variable: "HISTORY_CANCELLED", member: "cancelledMs", override: "cancelled" },
 ] as const;
 
-/** Per isolate: each var value met, parsed (a number of ms, or why it is refused). Bounded: vars have a handful of values. */
-const parsedValues = new Map<string, number | string>();
-/** Per isolate: the `variable\0value` pairs already logged as invalid. */
-const reportedValues = new Set<string>();
-const MAX_REMEMBERED = 64;
-
 /** The deployment's default from its vars, each parsed once per isolate per value; an unset or empty var takes the default. */
 export function deploymentRetention(vars: HistoryVars): Retention {
   const retention = { ...DEFAULT_RETENTION };
-  for (const { variable, member } of STATUSES) {
-    const value: unknown = vars[variable];
-    if (value === undefined || value === null || value === "") continue;
-    const text = String(value);
-    const parsed = parseVar(text);
-    if (typeof parsed === "number") retention[member] = parsed;
-    else reportInvalid(variable, text, parsed, DEFAULT_RETENTION[member]);
-  }
+  for (const { variable, member } of STATUSES) retention[member] = durationVar(variable, vars[variable], DEFAULT_RETENTION[member]);
   return retention;
 }
 
@@ -114,55 +101,15 @@ export function keySendHorizonMs(vars: { HISTORY_KEY_SENDS?: string }): number |
   if (value === undefined || value === null || value === "" || value === "forever") return null;
   const text = String(value);
   if (DURATION_PATTERN.test(text) && durationMs(text) >= MIN_KEY_SEND_HORIZON_MS) return durationMs(text);
-  const key = `HISTORY_KEY_SENDS\u0000${text}`;
-  if (!reportedValues.has(key)) {
-    if (reportedValues.size >= MAX_REMEMBERED) reportedValues.clear();
-    reportedValues.add(key);
-    log.warn("config.invalid_var", {
-      variable: "HISTORY_KEY_SENDS",
-      value: text.length > 100 ? `${text.slice(0, 100)}…` : text,
-      fallback: "forever",
-      message:
-        `HISTORY_KEY_SENDS ${JSON.stringify(text)} is neither "forever" nor a duration of at least 30d; ` +
-        "keeping guarded key sends forever",
-    });
-  }
-  return null;
-}
-
-/** A var's value in ms, or why it is refused; remembered per value. */
-function parseVar(value: string): number | string {
-  const known = parsedValues.get(value);
-  if (known !== undefined) return known;
-  const parsed = parseDuration(value);
-  if (parsedValues.size >= MAX_REMEMBERED) parsedValues.clear();
-  parsedValues.set(value, parsed);
-  return parsed;
-}
-
-function parseDuration(value: string): number | string {
-  if (!DURATION_PATTERN.test(value)) return "is not a duration (such as `90s`, `30m`, `24h` or `7d`)";
-  const ms = durationMs(value);
-  if (ms < MIN_HISTORY_MS) return "is shorter than one minute, the shortest retention";
-  if (ms > MAX_DURATION_MS) return "is longer than 365 days, the longest retention";
-  return ms;
-}
-
-function reportInvalid(variable: string, value: string, why: string, fallbackMs: number): void {
-  const key = `${variable}\u0000${value}`;
-  if (reportedValues.has(key)) return;
-  if (reportedValues.size >= MAX_REMEMBERED) reportedValues.clear();
-  reportedValues.add(key);
-  const shown = value.length > 100 ? `${value.slice(0, 100)}…` : value;
-  const fallback = formatDuration(fallbackMs);
-  log.warn("config.invalid_var", {
-    variable,
-    value: shown,
-    fallback,
+  reportOnce("HISTORY_KEY_SENDS", text, {
+    variable: "HISTORY_KEY_SENDS",
+    value: text.length > 100 ? `${text.slice(0, 100)}…` : text,
+    fallback: "forever",
     message:
-      `${variable} ${JSON.stringify(shown)} ${why}; using the default ${fallback}. ` +
-      "Set it to a duration from 1m to 365d in wrangler.toml [vars]",
+      `HISTORY_KEY_SENDS ${JSON.stringify(text)} is neither "forever" nor a duration of at least 30d; ` +
+      "keeping guarded key sends forever",
   });
+  return null;
 }
 
 /** A `history` member in ms, held to 1 minute–365 days; null when absent or not a duration. */
@@ -172,17 +119,4 @@ function overrideMs(value: unknown): number | null {
   else if (typeof value === "string" && DURATION_PATTERN.test(value)) ms = durationMs(value);
   else return null;
   return Math.min(Math.max(ms, MIN_HISTORY_MS), MAX_DURATION_MS);
-}
-
-/** `604800000` → `7d`: the largest unit that divides it. */
-function formatDuration(ms: number): string {
-  for (const [unit, size] of [
-    ["d", DAY_MS],
-    ["h", 3_600_000],
-    ["m", 60_000],
-    ["s", 1_000],
-  ] as const) {
-    if (ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms}ms`;
 }

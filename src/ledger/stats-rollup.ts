@@ -243,7 +243,7 @@ export async function readStatsSeries(db: D1Database, q: SeriesQuery): Promise<S
         .bind(q.workspace, q.since, q.until, q.bucketMs, q.liveFloor),
     );
     // The same binds: the workspace's events received in the live part. `+workspace` keeps SQLite off
-    // `events_by_id (workspace)`, every event the workspace keeps: `events_received`'s range is a few hours.
+    // the indexes that lead with the workspace (every event it keeps): `events_received`'s range is a few hours.
     batch.add(
       "events",
       db
