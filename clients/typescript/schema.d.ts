@@ -3455,7 +3455,7 @@ export interface operations {
             query: {
                 /** @description the event name the waits wait for */
                 event: string;
-                /** @description only waits on this correlation value: a JSON number (`1001`) or string (`"1001"`), else the text as a string (`A-1001`) */
+                /** @description only waits on this value: the text as a string and, when it is JSON, as that value too (`1001`: "1001" or 1001); `"1001"` only the string */
                 match?: string;
                 limit?: number;
             };

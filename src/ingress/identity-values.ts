@@ -18,7 +18,7 @@
  */
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex, utf8 } from "../lib/crypto";
-import { findUnsafeNumber } from "../lib/json-numbers";
+import { queryReadings } from "../lib/query-readings";
 import { ownMember } from "../lib/own-member";
 import type { IdentityKind } from "../ledger";
 
@@ -78,23 +78,11 @@ function indexable(value: unknown): string | null {
  * Empty when no reading fits the index's size bound (the route answers 400 naming the parameter).
  */
 export async function identitySearchHashes(workspace: string, text: string): Promise<string[]> {
-  const parsed = parseJson(text);
-  const readings = typeof parsed === "string" ? [parsed] : parsed === undefined || parsed === null ? [text] : [text, parsed];
+  const readings = queryReadings(text);
   const kept = new Map<string, unknown>();
   for (const value of readings) {
     const canonical = indexable(value);
     if (canonical !== null) kept.set(canonical, value);
   }
   return Promise.all([...kept.values()].map((value) => identityValueHash(workspace, value)));
-}
-
-/** The text as JSON, or undefined when it is not JSON or holds a number the identity refuses. */
-function parseJson(text: string): unknown {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  return findUnsafeNumber(value) ? undefined : value;
 }

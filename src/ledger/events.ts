@@ -312,23 +312,23 @@ export interface OpenWait {
 }
 
 /**
- * The open waits of a workspace on one event name (and one correlation value, when given), oldest
- * first: registered, unserved, not timed out, their step still waiting. Binds ?1 workspace, ?2
- * name, ?3 match hash (or NULL), ?4 limit.
+ * The open waits of a workspace on one event name (and its correlation values, when given: the
+ * readings of one typed value), oldest first: registered, unserved, not timed out, their step still
+ * waiting. Binds ?1 workspace, ?2 name, ?3 the match hashes (a JSON array, or NULL for any), ?4 limit.
  */
 export async function listOpenWaits(
   db: D1Database,
-  q: { workspace: string; name: string; matchHash: string | null; limit: number },
+  q: { workspace: string; name: string; matchHashes: readonly string[] | null; limit: number },
 ): Promise<OpenWait[]> {
   const { results } = await db
     .prepare(
       `SELECT w.execution_id, w.vertex_id, x.workflow_id, w.name, w.match_value, w.consume, w.registered_at, w.timeout_at
        FROM event_waits w JOIN executions x ON x.id = w.execution_id
-       WHERE w.workspace = ?1 AND w.name = ?2 AND (?3 IS NULL OR w.match_hash = ?3) AND w.timed_out = 0
+       WHERE w.workspace = ?1 AND w.name = ?2 AND (?3 IS NULL OR w.match_hash IN (SELECT value FROM json_each(?3))) AND w.timed_out = 0
          AND ${UNSERVED("w")} AND ${STILL_WAITING("w")}
        ORDER BY w.registered_at, w.rowid LIMIT ?4`,
     )
-    .bind(q.workspace, q.name, q.matchHash, q.limit)
+    .bind(q.workspace, q.name, q.matchHashes === null ? null : JSON.stringify(q.matchHashes), q.limit)
     .all<{
       execution_id: string;
       vertex_id: string;

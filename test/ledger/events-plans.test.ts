@@ -44,7 +44,7 @@ describe("the events' query plans", () => {
       now: 1,
     });
     await parkStep(db, fence, { now: 1, until: 2, waitKey: "x/v/0" });
-    await listOpenWaits(db, { workspace: "w", name: "n", matchHash: hash, limit: 10 });
+    await listOpenWaits(db, { workspace: "w", name: "n", matchHashes: [hash], limit: 10 });
     await sumEvents(db, "w", 0);
     const statements = counted.calls.flatMap((c) => c.sql);
     expect(statements.length).toBeGreaterThanOrEqual(14);

@@ -458,6 +458,16 @@ describe("POST /v1/events and GET /v1/waits", () => {
     expect(await dup.json()).toMatchObject({ resumed: [id], deduplicated: true });
     const after = await callApp(h, "GET", `/v1/waits?event=payment.confirmed&match=${order}`);
     expect(((await after.json()) as { waits: unknown[] }).waits).toEqual([]);
+    // A typed value is read as a string and, when it is JSON, as that value too (as ?identity= reads it).
+    const numeric = await parkedWait(h, 4242);
+    const listed4242 = async (match: string) =>
+      (
+        (await (await callApp(h, "GET", `/v1/waits?event=payment.confirmed&match=${encodeURIComponent(match)}`)).json()) as {
+          waits: Array<{ executionId: string }>;
+        }
+      ).waits.map((w) => w.executionId);
+    expect(await listed4242("4242")).toEqual([numeric.id]);
+    expect(await listed4242('"4242"')).toEqual([]);
     // The stats count the workspace's events and the duplicates they absorbed.
     const stats = (await (await callApp(h, "GET", "/v1/stats")).json()) as { events: { received: number; duplicates: number } };
     expect(stats.events.received).toBeGreaterThanOrEqual(1);

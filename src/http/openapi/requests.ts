@@ -99,7 +99,9 @@ export const WaitListQuery = z.object({
   match: z
     .string()
     .optional()
-    .describe('only waits on this correlation value: a JSON number (`1001`) or string (`"1001"`), else the text as a string (`A-1001`)'),
+    .describe(
+      'only waits on this value: the text as a string and, when it is JSON, as that value too (`1001`: "1001" or 1001); `"1001"` only the string',
+    ),
   limit: z.int().min(1).max(100).default(50),
 });
 

@@ -20,6 +20,7 @@ import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
 import { WaitListQuery } from "../openapi/requests";
 import { parseQuery } from "../query-params";
+import { queryReadings } from "../../lib/query-readings";
 import type { StepQueue } from "../../steps/runtime";
 
 /** The data's bound and room for the other members. */
@@ -56,26 +57,18 @@ eventRoutes.post("/", optionalIdempotencyKey, async (c) => {
   return c.json(answer, answer.deduplicated ? 200 : 202);
 });
 
-/** `?match=`: a JSON number or a quoted JSON string as such, any other text as a string. */
-function matchOf(text: string): string | number {
-  try {
-    const value: unknown = JSON.parse(text);
-    if (typeof value === "number" || typeof value === "string") return value;
-  } catch {
-    // not JSON: the text itself
-  }
-  return text;
-}
-
 waitRoutes.get("/", async (c) => {
   const q = parseQuery(WaitListQuery, c.req.query());
-  let matchHash: string | null = null;
+  // `?match=1001` finds a wait on the string "1001" and one on the number 1001; `"1001"` only the string.
+  let matchHashes: string[] | null = null;
   if (q.match !== undefined) {
-    const correlation = await correlationOf(matchOf(q.match));
-    if ("problem" in correlation) throw eventProblems.invalid("?match", correlation.problem);
-    matchHash = correlation.hash;
+    const correlations = await Promise.all(queryReadings(q.match).map((value) => correlationOf(value)));
+    const usable = correlations.flatMap((c) => ("problem" in c ? [] : [c.hash]));
+    const refused = correlations.find((c) => "problem" in c);
+    if (usable.length === 0) throw eventProblems.invalid("?match", refused && "problem" in refused ? refused.problem : "no value");
+    matchHashes = usable;
   }
-  const waits = await listOpenWaits(c.env.DB, { workspace: c.get("workspace"), name: q.event, matchHash, limit: q.limit });
+  const waits = await listOpenWaits(c.env.DB, { workspace: c.get("workspace"), name: q.event, matchHashes, limit: q.limit });
   const iso = (ms: number) => new Date(ms).toISOString();
   return c.json({
     event: q.event,
