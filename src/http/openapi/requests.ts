@@ -100,7 +100,8 @@ export const WaitListQuery = z.object({
     .string()
     .optional()
     .describe(
-      'only waits on this value: the text as a string and, when it is JSON, as that value too (`1001`: "1001" or 1001); `"1001"` only the string',
+      "only waits on this value: the text as a string and, when it is JSON, as that value too " +
+        '(`1001`: "1001" or 1001); `"1001"` only the string',
     ),
   limit: z.int().min(1).max(100).default(50),
 });
