@@ -712,7 +712,7 @@ await test("shards: other's workflow runs on its shard (a queued retry, a duplic
       steps: `steps WHERE execution_id = ${id}`,
       step_attempts: `step_attempts WHERE execution_id = ${id}`,
       step_events: `step_events WHERE execution_id = ${id}`,
-      duplicate_triggers: `duplicate_triggers WHERE execution_id = ${id}`,
+      duplicates_logged: `executions, json_each(executions.duplicate_log) WHERE executions.id = ${id}`,
       workflows: `workflows WHERE ${scope}`,
       workflow_versions: `workflow_versions WHERE ${scope}`,
       idempotency_keys: `idempotency_keys WHERE principal = ${sqlText(workspace)} AND idem_key = ${sqlText(key)}`,
@@ -728,7 +728,7 @@ await test("shards: other's workflow runs on its shard (a queued retry, a duplic
           one.every((table) => counts[table] === 1),
           `${where} (expected 1 each of ${one.join(", ")})`,
         );
-        expect(counts.steps >= 2 && counts.step_attempts >= 2 && counts.duplicate_triggers >= 1, where);
+        expect(counts.steps >= 2 && counts.step_attempts >= 2 && counts.duplicates_logged >= 1, where);
       } else {
         expect(
           Object.values(counts).every((n) => n === 0),

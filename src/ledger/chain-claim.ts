@@ -1,13 +1,13 @@
 /**
- * The chained claim: a batch that already runs — the settle of a step (./steps.ts
- * `settleAndDispatch`) or the start of an execution (./executions.ts `startExecution`) — also
- * claims ONE of the steps it made ready, so the same invocation runs it at once instead of
- * sending it a queue message (src/steps/chain.ts).
+ * The chained claim: the settle of a step (./steps.ts `settleAndDispatch`) also claims ONE of the
+ * steps it made ready, so the same invocation runs it at once instead of sending it a queue message
+ * (src/steps/chain.ts). (The start of an execution needs no claim: it inserts its first step
+ * claimed, ./executions.ts `insertStartSteps`; `ChainedClaim` and `FirstStepKey` serve both.)
  *
  * Only a fresh step is claimed this way: DISPATCHED, due, never attempted (`attempt = 0`), so it
  * has no destination key, no key sends and no attempts on record yet. The claim is the same
  * transition as `claimStep` (epoch and attempt +1, lease set), guarded by the batch's own
- * success (the settle held its fence; the start won its identity), and it opens the attempt's row
+ * success (the settle held its fence), and it opens the attempt's row
  * like the claim batch does (./attempts.ts `openAttempt`). Of several candidates the first one in
  * the given order that is claimable is taken, in one statement.
  *
@@ -31,7 +31,7 @@ export interface ChainedClaim {
   attempt: number;
   retryBase: number;
   leaseUntil: number;
-  /** Null for a fresh step, unless the start batch persisted its key with the claim (`chainedKeyStatements`). */
+  /** Null for a fresh step, unless the start batch inserted it with its key (`insertStartSteps`). */
   idempotencyKey: string | null;
   /** When the step row was created (the first send of its key can be no earlier). */
   createdAt: number;
@@ -41,8 +41,8 @@ export interface ChainedClaim {
 
 /**
  * The destination key of a first step, computed before the start batch (src/steps/first-key.ts):
- * the batch persists it with the step's chained claim, as the key persist of the first attempt
- * would (`persistIdempotencyKey`), so the inline run sends it without a round trip of its own.
+ * the batch inserts the step claimed with it, as the key persist of the first attempt would leave
+ * it (`persistIdempotencyKey`), so the inline run sends it without a round trip of its own.
  */
 export interface FirstStepKey {
   /** The execution id the key was computed for (a key expression may read `execution.id`). */
@@ -86,20 +86,6 @@ export function settledGuard(vertexId: string, epoch: number): ChainGuard {
   };
 }
 
-/** The start won its identity claim: the identity row holds my token and names this execution. */
-export function identityGuard(identity: string, claimToken: string): ChainGuard {
-  return {
-    sql: `EXISTS (SELECT 1 FROM execution_identities g WHERE g.identity = ?5 AND g.claim_token = ?6 AND g.execution_id = ?1)`,
-    params: [identity, claimToken],
-  };
-}
-
-/** A forced start wrote its execution: the row exists and was created now. */
-export const createdNowGuard: ChainGuard = {
-  sql: "EXISTS (SELECT 1 FROM executions g WHERE g.id = ?1 AND g.created_at = ?3)",
-  params: [],
-};
-
 /**
  * `claimChainedStep`: the first candidate that is DISPATCHED, due and never attempted → EXECUTING,
  * epoch and attempt +1, lease set, RETURNING the claim. Binds ?1 execution id, ?2 JSON array of
@@ -123,74 +109,9 @@ function claimChainedStep(db: D1Database, executionId: string, offer: ChainOffer
 }
 
 /**
- * `countChainedAttempt`: the execution's `max_attempt` counts the chained claim's attempt, as
- * `countClaim` does for a claim batch. Binds ?1 execution id, ?2 candidates, ?3 now.
- */
-function countChainedAttempt(db: D1Database, executionId: string, offer: ChainOffer, now: number): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE executions SET max_attempt = 1
-       WHERE id = ?1 AND max_attempt < 1
-         AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id IN (SELECT value FROM json_each(?2))
-                       AND s.state = 'EXECUTING' AND s.attempt = 1 AND s.updated_at = ?3)`,
-    )
-    .bind(executionId, JSON.stringify(offer.candidates), now);
-}
-
-/** The step this batch claimed, fresh: EXECUTING under epoch 1, claimed now. Binds ?1, ?2 vertex id, ?3 now. */
-const CLAIMED_NOW = "execution_id = ?1 AND vertex_id = ?2 AND epoch = 1 AND state = 'EXECUTING' AND updated_at = ?3";
-
-/**
- * The key persist of a chained claim's first attempt, in the start batch after the claim and its
- * attempt row: the three writes of `persistIdempotencyKey` (the key on the step, on the attempt's
- * row, its first send to the destination), each only for the step this batch claimed and only
- * while the batch's own guard holds (its identity claim, or its forced execution) — so a step of
- * another execution, even one claimed in the same millisecond, is never written. If the claim took
- * another candidate, or none, they write nothing and the step persists its key when it runs.
- * Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the key or the destination, the guard from ?5.
- */
-export function chainedKeyStatements(
-  db: D1Database,
-  prepared: FirstStepKey,
-  now: number,
-  guard: ChainGuard,
-): { key: D1PreparedStatement; follow: D1PreparedStatement[]; send: D1PreparedStatement } {
-  const { executionId, vertexId } = prepared;
-  return {
-    key: db
-      .prepare(
-        `UPDATE steps SET idempotency_key = coalesce(idempotency_key, ?4)
-         WHERE ${CLAIMED_NOW} AND ${guard.sql}
-         RETURNING vertex_id AS vertexId, idempotency_key AS idempotencyKey`,
-      )
-      .bind(executionId, vertexId, now, prepared.key, ...guard.params),
-    follow: [
-      db
-        .prepare(
-          `UPDATE step_attempts SET idempotency_key = ?4
-           WHERE execution_id = ?1 AND vertex_id = ?2 AND epoch = 1 AND outcome = 'running'
-             AND EXISTS (SELECT 1 FROM steps WHERE ${CLAIMED_NOW} AND idempotency_key = ?4) AND ${guard.sql}`,
-        )
-        .bind(executionId, vertexId, now, prepared.key, ...guard.params),
-    ],
-    send: db
-      .prepare(
-        `INSERT INTO destination_key_sends
-           (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id, guarded)
-         SELECT workspace, idempotency_key, ?4, ?3, ?3, execution_id, vertex_id, ${prepared.guarded ? 1 : 0}
-         FROM steps WHERE ${CLAIMED_NOW} AND idempotency_key IS NOT NULL AND ${guard.sql}
-         ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET guarded = max(guarded, excluded.guarded)
-         RETURNING destination, first_sent_at AS firstSentAt, counted_from AS countedFrom`,
-      )
-      .bind(executionId, vertexId, now, prepared.destination, ...guard.params),
-  };
-}
-
-/**
  * The statements of a chained claim, to add to a batch under their labels: the claim first, then
- * its counter (`countAttempt`: only the start batch's; in a settle batch the settling step's own
- * claim has already raised `max_attempt` to at least 1, the only value a chained claim reaches) and
- * attempt rows.
+ * its attempt rows. (No counter: the settling step's own claim has already raised `max_attempt` to
+ * at least 1, the only value a chained claim reaches.)
  */
 export function chainedClaimStatements(
   db: D1Database,
@@ -198,13 +119,11 @@ export function chainedClaimStatements(
   offer: ChainOffer,
   now: number,
   guard: ChainGuard,
-  { countAttempt }: { countAttempt: boolean },
 ): { claim: D1PreparedStatement; follow: D1PreparedStatement[] } {
   const bounded = { ...offer, candidates: offer.candidates.slice(0, MAX_CHAIN_CANDIDATES) };
   return {
     claim: claimChainedStep(db, executionId, bounded, now, guard),
     follow: [
-      ...(countAttempt ? [countChainedAttempt(db, executionId, bounded, now)] : []),
       // Opens the row only for the step this batch claimed (EXECUTING, updated now); a no-op for the others.
       ...bounded.candidates.map((vertexId) => openAttempt(db, { executionId, vertexId }, now)),
     ],

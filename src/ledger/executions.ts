@@ -13,17 +13,9 @@
  * Never a read followed by a write: the caller does not look first; it claims and learns from
  * what the batch returned.
  */
-import { LabelledBatch, type BatchResults } from "./batch";
-import {
-  chainedClaimStatements,
-  chainedKeyStatements,
-  createdNowGuard,
-  identityGuard,
-  type ChainedClaim,
-  type ChainGuard,
-  type ChainOffer,
-  type FirstStepKey,
-} from "./chain-claim";
+import { LabelledBatch } from "./batch";
+import type { ChainedClaim, ChainOffer, FirstStepKey } from "./chain-claim";
+import { selectList } from "./columns";
 import { sealedSecretsColumn } from "../secrets/store";
 import { runBoundedDelete, sweepInBatches, type SweepReport, type SweepSpec } from "./sweep";
 
@@ -173,9 +165,10 @@ function liveOfIdentity(identity: string, named: string): string {
  * - no row: insert it; the execution id is the identity itself, unless an execution with that id
  *   already exists (an earlier window whose identity row was swept) or its tombstone does (it was
  *   removed by the history sweep: ./history.ts), then the takeover id;
- * - fresh row (`expires_at > now`): a duplicate; count it (counter + last time, same statement);
- * - expired row: take it over for a new window — new execution id, my token, new expiry,
- *   counter reset (the old execution keeps its own count);
+ * - fresh row (`expires_at > now`): a duplicate. The claim writes NOTHING (its `DO UPDATE` is
+ *   guarded out): the duplicate is counted on the execution the row names, by the execution
+ *   statement of the same batch (`startExecutionRow`), so it costs one row, not two;
+ * - expired row: take it over for a new window — new execution id, my token, new expiry;
  * - a fresh row of a FAILED execution, when the entry point reuses after failure (`reusable`):
  *   taken over the same way, and `previous_execution_id` keeps the failed execution's id so the
  *   start batch links the new one to it. Still one statement: of N concurrent such triggers,
@@ -186,7 +179,9 @@ function liveOfIdentity(identity: string, named: string): string {
  *   as it was, ended), so the duplicate is counted on it and the sender gets its id and status.
  *   With no row, the row inserted names the live execution, under a token no request holds and
  *   a window that ends 1 ms after it began. Once nothing is live, the next trigger takes it over.
- * RETURNING tells the caller whose token the row holds.
+ * The row also carries the identity's business values (`value_hashes`), which the execution's
+ * insert indexes for the search (migrations/0024, trigger `executions_identity_values`).
+ * RETURNING tells the caller whose token the row holds — when it wrote one.
  */
 function claimIdentity(
   db: D1Database,
@@ -199,6 +194,7 @@ function claimIdentity(
     expiresAt: number;
     gateVersion: string | null;
     reuseAfterFailure: boolean;
+    valueHashes: string | null;
   },
   now: number,
 ): D1PreparedStatement {
@@ -216,24 +212,24 @@ function claimIdentity(
   return db
     .prepare(
       `INSERT INTO execution_identities
-         (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, duplicate_deliveries, last_duplicate_at)
+         (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, duplicate_deliveries, last_duplicate_at,
+          value_hashes)
        SELECT ?1, ?2, ?3,
               coalesce(${liveWithoutRow}, CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1)
                                           OR EXISTS (SELECT 1 FROM execution_tombstones WHERE id = ?1) THEN ?4 ELSE ?1 END),
               CASE WHEN ${liveWithoutRow} IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
-              ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, 0, NULL
+              ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, 0, NULL, ?10
        WHERE ${latestVersionGate("?2", "?3", "?8")}
        ON CONFLICT (identity) DO UPDATE SET
-         execution_id         = CASE WHEN ${takeover} THEN excluded.execution_id WHEN ${held} THEN ${live}
-                                     ELSE execution_identities.execution_id END,
+         execution_id         = CASE WHEN ${takeover} THEN excluded.execution_id ELSE ${live} END,
          claim_token          = CASE WHEN ${takeover} THEN excluded.claim_token  ELSE execution_identities.claim_token END,
          window_start         = CASE WHEN ${takeover} THEN excluded.window_start ELSE execution_identities.window_start END,
          expires_at           = CASE WHEN ${takeover} THEN excluded.expires_at   ELSE execution_identities.expires_at END,
-         duplicate_deliveries = CASE WHEN ${takeover} THEN 0    ELSE execution_identities.duplicate_deliveries + 1 END,
-         last_duplicate_at    = CASE WHEN ${takeover} THEN NULL ELSE ?6 END,
+         value_hashes         = CASE WHEN ${takeover} THEN excluded.value_hashes ELSE execution_identities.value_hashes END,
          previous_execution_id = CASE WHEN ${takeover} AND ${reusable} THEN execution_identities.execution_id
                                       WHEN ${takeover} THEN NULL ELSE execution_identities.previous_execution_id END
-       RETURNING execution_id, claim_token, duplicate_deliveries`,
+       WHERE ${takeover} OR ${held}
+       RETURNING execution_id, claim_token`,
     )
     .bind(
       c.identity,
@@ -245,83 +241,53 @@ function claimIdentity(
       c.expiresAt,
       c.gateVersion,
       c.reuseAfterFailure ? 1 : 0,
+      c.valueHashes,
     );
 }
 
-/**
- * A duplicate's visible side: the execution the identity names counts the delivery too (its count
- * outlives the identity row), and RETURNs its current status for the 200 answer. Matches zero
- * rows for the winner, whose token the identity row holds.
- */
-function recordDuplicateDelivery(
-  db: D1Database,
-  d: { identity: string; claimToken: string; workspace: string; workflowId: string; gateVersion: string | null },
-  now: number,
-): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE executions
-         SET duplicate_deliveries = duplicate_deliveries + 1, last_duplicate_at = ?3
-       WHERE id = (SELECT execution_id FROM execution_identities WHERE identity = ?1 AND claim_token <> ?2)
-         AND ${latestVersionGate("?4", "?5", "?6")}
-       RETURNING id, status, duplicate_deliveries, last_duplicate_at`,
-    )
-    .bind(d.identity, d.claimToken, now, d.workspace, d.workflowId, d.gateVersion);
-}
-
-/** How many duplicates of one execution are kept one by one (migrations/0013); the count goes on. */
+/** How many duplicates of one execution are kept one by one (its `duplicate_log`, migrations/0024); the count goes on. */
 export const MAX_DUPLICATE_TRIGGERS_KEPT = 100;
 
 /**
- * `recordDuplicateTrigger`: right after `recordDuplicateDelivery` counted it, the duplicate as an
- * event of the execution it joined — its number, time, how it arrived and what made it the same
- * trigger — while the execution has kept fewer than MAX_DUPLICATE_TRIGGERS_KEPT. Zero rows for the
- * winner. Binds ?1 identity, ?2 claim token, ?3 now, ?4 trigger kind, ?5 the bound, ?6 identity kind (the
- * trigger's own: the execution it joined may be a start over, whose kind is `forced`).
- */
-function recordDuplicateTrigger(
-  db: D1Database,
-  d: { identity: string; claimToken: string; triggerKind: string; identityKind: IdentityKind },
-  now: number,
-) {
-  return db
-    .prepare(
-      `INSERT INTO duplicate_triggers (execution_id, seq, at, trigger_kind, identity_kind)
-       SELECT e.id, e.duplicate_deliveries, ?3, ?4, ?6 FROM executions e
-       WHERE e.id = (SELECT execution_id FROM execution_identities WHERE identity = ?1 AND claim_token <> ?2)
-         AND e.duplicate_deliveries BETWEEN 1 AND ?5
-       ON CONFLICT (execution_id, seq) DO NOTHING`,
-    )
-    .bind(d.identity, d.claimToken, now, d.triggerKind, MAX_DUPLICATE_TRIGGERS_KEPT, d.identityKind);
-}
-
-/**
- * Where the execution id of the start inserts comes from. For a claim: the identity row, only if
- * it holds my token (and, when the plans per candidate id differ, only if it names this
- * candidate). For a forced start: the given id, unconditionally (but for the version gate).
+ * Where the execution id of the start's two inserts comes from: a table expression named `src`
+ * with an `execution_id` column, and the condition under which a row of it starts an execution.
+ * For a claim: the identity row, only if it holds my token. For a forced start: the given id,
+ * unconditionally but for the version gate and the start-over gate.
  *
- * A source's parameters are bound after the statement's own; `from(n)` numbers them from `?n`.
+ * A source's parameters are bound after the statement's own; `at(n)` numbers them from `?n`.
  */
 interface Source {
-  from: (n: number) => string;
+  at: (n: number) => {
+    table: string;
+    /** This request's execution: my claim, or the forced start's gates. */
+    mine: string;
+    /** My claim, or another request's that names an existing execution (the duplicate's count). */
+    mineOrNamed: string;
+    /** In a `DO UPDATE`: the identity row holds another request's token. */
+    another: string;
+  };
   params: unknown[];
 }
 
-function claimSource(identity: string, claimToken: string, candidate: string | null): Source {
+function claimSource(identity: string, claimToken: string): Source {
   return {
-    from: (n) =>
-      `FROM execution_identities src
-       WHERE src.identity = ?${n} AND src.claim_token = ?${n + 1} AND (?${n + 2} IS NULL OR src.execution_id = ?${n + 2})`,
-    params: [identity, claimToken, candidate],
+    at: (n) => ({
+      table: "execution_identities src",
+      mine: `src.identity = ?${n} AND src.claim_token = ?${n + 1}`,
+      mineOrNamed: `src.identity = ?${n}
+        AND (src.claim_token = ?${n + 1} OR EXISTS (SELECT 1 FROM executions x WHERE x.id = src.execution_id))`,
+      another: `(SELECT g.claim_token FROM execution_identities g WHERE g.identity = ?${n}) IS NOT ?${n + 1}`,
+    }),
+    params: [identity, claimToken],
   };
 }
 
 function forcedSource(executionId: string, record: NewExecution): Source {
-  // The WHERE is required anyway: without one, SQLite would parse `ON CONFLICT` as a join clause.
   return {
-    from: (n) =>
-      `FROM (SELECT ?${n} AS execution_id) src
-       WHERE ${latestVersionGate(`?${n + 1}`, `?${n + 2}`, `?${n + 3}`)} AND ${startOverGate(`?${n}`, `?${n + 1}`, `?${n + 4}`)}`,
+    at: (n) => {
+      const gates = `${latestVersionGate(`?${n + 1}`, `?${n + 2}`, `?${n + 3}`)} AND ${startOverGate(`?${n}`, `?${n + 1}`, `?${n + 4}`)}`;
+      return { table: `(SELECT ?${n} AS execution_id) src`, mine: gates, mineOrNamed: gates, another: "0" };
+    },
     params: [executionId, record.workspace, record.workflowId, gateVersionOf(record), record.startedOverFrom ?? null],
   };
 }
@@ -347,35 +313,73 @@ function gateVersionOf(record: NewExecution): string | null {
   return record.requireLatestVersion ? record.version : null;
 }
 
+/** What the execution row of a start differs in between its candidate ids (`Variant`). */
+interface VariantFacts {
+  /** The candidate id the first facts are for; null: one set of facts whatever the id. */
+  first: string | null;
+  status: [ExecutionStatus, ExecutionStatus];
+  /** 1 when the start claims a first step for that candidate (the chained claim counts its attempt). */
+  maxAttempt: [number, number];
+}
+
 /**
- * `insertExecution`: the execution row (the winner's only), RETURNING its id and status. A start
- * over joins the lineage of the execution it starts over, a reuse after failure that of the
- * execution it follows (`exprs.previous`), any other execution of a trigger that of the trigger's
- * first execution (the one whose id is the identity: a later window, or a trigger after a release,
- * is the same trigger again, and the one-live-execution gates look at the lineage). The first
- * execution of a trigger, and a test run, begins its own.
- * Binds ?1–?14 the row, then the source from ?15.
+ * `startExecutionRow`: the execution row — and, in claim mode, the duplicate's count. ONE statement
+ * for both sides of the claim, decided by the identity row the claim left:
+ * - it holds my token: the execution is inserted (the winner's only write here);
+ * - it holds another's and names an existing execution: the insert conflicts on that id, and
+ *   `DO UPDATE` counts the duplicate on it — counter, time, and the duplicate as an event in the
+ *   row's `duplicate_log` (its number, time, how it arrived and what made it the same trigger:
+ *   the trigger's own kinds, since the execution it joined may be a start over, whose kind is
+ *   `forced`), the first MAX_DUPLICATE_TRIGGERS_KEPT of them. One row written.
+ * - it names an execution that no longer exists (erased inside its window): nothing; the caller
+ *   answers from the tombstone.
+ * A start over joins the lineage of the execution it starts over, a reuse after failure that of
+ * the execution it follows (`src.previous_execution_id`), any other execution of a trigger that of
+ * the trigger's first execution (the one whose id is the identity). The first execution of a
+ * trigger, and a test run, begins its own. RETURNING the row, its duplicate count (0: inserted now)
+ * and, when `withSecrets`, the sealed secrets the definition names (the chained run's `StepRun`).
  */
-function insertExecution(
+function startExecutionRow(
   db: D1Database,
   source: Source,
   record: NewExecution,
-  exprs: { identity: string; previous: string },
-  status: ExecutionStatus,
+  start: StartMode,
+  facts: VariantFacts,
+  withSecrets: boolean,
   now: number,
 ): D1PreparedStatement {
+  const claim = start.mode === "claim";
+  const identity = claim ? "src.identity" : "NULL";
+  const previous = claim ? "src.previous_execution_id" : "NULL";
+  const { table, mine, mineOrNamed, another } = source.at(20);
+  const pick = (a: string, b: string) => `CASE WHEN ?14 IS NULL OR src.execution_id = ?14 THEN ${a} ELSE ${b} END`;
+  const secrets = `(SELECT ${sealedSecretsColumn("?1", "v.definition")}
+                    FROM workflow_versions v WHERE v.workspace = ?1 AND v.workflow_id = ?2 AND v.version = ?3)`;
+  // A claim's SELECT also yields the row another request's claim left, so the insert conflicts and
+  // counts the duplicate — unless that row holds my token (then a conflict is a collision: nothing).
+  const duplicate = claim
+    ? `ON CONFLICT (id) DO UPDATE SET
+         duplicate_deliveries = duplicate_deliveries + 1, last_duplicate_at = ?9,
+         duplicate_log = CASE WHEN duplicate_deliveries < ${MAX_DUPLICATE_TRIGGERS_KEPT}
+                              THEN json_insert(coalesce(duplicate_log, '[]'), '$[#]', json_array(duplicate_deliveries + 1, ?9, ?5, ?6))
+                              ELSE duplicate_log END
+       WHERE ${another}`
+    : "";
   return db
     .prepare(
       `INSERT INTO executions
          (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
           started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at,
-          retain_completed_ms, retain_failed_ms, retain_cancelled_ms)
-       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${exprs.identity}, ?7, ?8, ?9, ${exprs.previous},
-              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?9, ${exprs.previous})),
-                       (SELECT x.lineage_id FROM executions x WHERE x.id = ${exprs.identity}), src.execution_id),
-              ?10, ?10, ?11, ?12, ?13, ?14
-       ${source.from(15)}
-       RETURNING id, status`,
+          retain_completed_ms, retain_failed_ms, retain_cancelled_ms, max_attempt)
+       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identity}, ${pick("?15", "?16")}, ?7, ?8, ${previous},
+              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?8, ${previous})),
+                       (SELECT x.lineage_id FROM executions x WHERE x.id = ${identity}), src.execution_id),
+              ?9, ?9, CASE WHEN ${pick("?15", "?16")} = 'RUNNING' THEN NULL ELSE ?9 END, ?10, ?11, ?12, ${pick("?17", "?18")}
+       FROM ${table}
+       WHERE ${claim ? `${mineOrNamed} AND ${latestVersionGate("?1", "?2", "?19")}` : mine}
+       ${duplicate}
+       RETURNING id, status, duplicate_deliveries, last_duplicate_at,
+                 CASE WHEN ?13 = 1 AND duplicate_deliveries = 0 THEN ${secrets} END AS sealed`,
     )
     .bind(
       record.workspace,
@@ -384,113 +388,113 @@ function insertExecution(
       record.entryVertexId,
       record.triggerKind,
       record.identityKind,
-      status,
       record.payloadJson,
       record.startedOverFrom ?? null,
       now,
-      status === "RUNNING" ? null : now,
       record.retention.completedMs,
       record.retention.failedMs,
       record.retention.cancelledMs,
+      withSecrets ? 1 : 0,
+      facts.first,
+      facts.status[0],
+      facts.status[1],
+      facts.maxAttempt[0],
+      facts.maxAttempt[1],
+      gateVersionOf(record),
       ...source.params,
     );
 }
 
 /**
- * `insertStartStep`: a step row decided at start — the entry (COMPLETED, its output the payload,
- * epoch 0 and attempt 0: it never ran on a worker, but the trace shows it), or a successor
- * (DISPATCHED available now, or SKIPPED finished now). Insert-if-absent on (execution_id,
- * vertex_id). Binds ?1–?7 the row, then the source from ?8.
+ * One start step as `insertStartSteps` reads it from its JSON parameter: the candidate execution id
+ * it belongs to (`x`, null: any), the vertex, its state, the entry's `next_vertices` (`n`), and for
+ * a step claimed at its insert (`c` = 1, state EXECUTING) the destination key computed for it
+ * (`k`, for execution id `kx`), where the key goes (`d`) and whether it declares a retention (`g`).
  */
-function insertStartStep(
+interface StartStepRow {
+  x: string | null;
+  v: string;
+  s: "COMPLETED" | "DISPATCHED" | "SKIPPED" | "EXECUTING";
+  c: 0 | 1;
+  n?: string;
+  k?: string;
+  kx?: string;
+  d?: string;
+  g?: 0 | 1;
+}
+
+/**
+ * `insertStartSteps`: every step decided at start, in ONE statement — the entry (COMPLETED, its
+ * output the payload, read back from the execution row so the payload is bound once; epoch 0 and
+ * attempt 0: it never ran on a worker, but the trace shows it), each successor (DISPATCHED available
+ * now, or SKIPPED finished now), and with chaining the first step the caller runs at once, inserted
+ * claimed: EXECUTING under epoch 1 and attempt 1 with its lease — the same row a claim would leave,
+ * with no claim to run. Its attempt's row and its key's first send are written by the triggers of
+ * migrations/0024 (`steps_claimed_at_insert`, `steps_key_sent_at_insert`). Only for the source's
+ * own execution (my claim, or the forced start's gates): a duplicate's copy inserts nothing.
+ * RETURNING the rows inserted, each with the key's earlier first send to that destination, if any
+ * (RETURNING sees the database before the row's triggers ran: the send the trigger keeps).
+ * Binds ?1 workspace, ?2 now, ?3 lease ms, ?4 entry vertex, ?5 the rows, the source from ?6.
+ */
+function insertStartSteps(
   db: D1Database,
   source: Source,
-  step: { vertexId: string; workspace: string; state: "COMPLETED" | "DISPATCHED" | "SKIPPED"; output: string | null; next: string | null },
+  workspace: string,
+  entryVertexId: string,
+  rows: StartStepRow[],
+  leaseMs: number,
   now: number,
 ): D1PreparedStatement {
+  const { table, mine } = source.at(6);
+  const keyed = (field: string) => `CASE WHEN j.value ->> 'kx' = src.execution_id THEN j.value ->> '${field}' END`;
+  const prior = (column: string) =>
+    `(SELECT ks.${column} FROM destination_key_sends ks
+       WHERE ks.workspace = steps.workspace AND ks.idempotency_key = steps.idempotency_key AND ks.destination = steps.key_destination)`;
   return db
     .prepare(
-      `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, output, next_vertices,
-                          created_at, updated_at, finished_at)
-       SELECT src.execution_id, ?1, ?2, ?3, 0, 0, ?4, ?5, ?6, ?4, ?4, ?7
-       ${source.from(8)}
-       ON CONFLICT (execution_id, vertex_id) DO NOTHING`,
+      `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until, idempotency_key,
+                          key_destination, key_guarded, output, next_vertices, created_at, updated_at, finished_at)
+       SELECT src.execution_id, j.value ->> 'v', ?1, j.value ->> 's', j.value ->> 'c', j.value ->> 'c', ?2,
+              CASE WHEN j.value ->> 'c' = 1 THEN ?2 + ?3 END, ${keyed("k")}, ${keyed("d")}, ${keyed("g")},
+              CASE WHEN j.value ->> 'v' = ?4 THEN (SELECT e.payload FROM executions e WHERE e.id = src.execution_id) END,
+              j.value ->> 'n', ?2, ?2, CASE WHEN j.value ->> 's' IN ('COMPLETED', 'SKIPPED') THEN ?2 END
+       FROM ${table} CROSS JOIN json_each(?5) j
+       WHERE ${mine} AND (j.value ->> 'x' IS NULL OR j.value ->> 'x' = src.execution_id)
+       ON CONFLICT (execution_id, vertex_id) DO NOTHING
+       RETURNING ${CHAINED_CLAIM_COLUMNS}, state, key_destination AS keyDestination,
+                 ${prior("first_sent_at")} AS priorFirstSentAt, ${prior("counted_from")} AS priorCountedFrom`,
     )
-    .bind(
-      step.vertexId,
-      step.workspace,
-      step.state,
-      now,
-      step.output,
-      step.next,
-      step.state === "DISPATCHED" ? null : now,
-      ...source.params,
-    );
+    .bind(workspace, now, leaseMs, entryVertexId, JSON.stringify(rows), ...source.params);
+}
+
+const CHAINED_CLAIM_COLUMNS = selectList<Omit<ChainedClaim, "keySendsJson">>({
+  vertexId: "vertex_id",
+  epoch: "epoch",
+  attempt: "attempt",
+  retryBase: "retry_base",
+  leaseUntil: "lease_until",
+  idempotencyKey: "idempotency_key",
+  createdAt: "created_at",
+});
+
+interface StartStepReturned extends Omit<ChainedClaim, "keySendsJson"> {
+  state: string;
+  keyDestination: string | null;
+  priorFirstSentAt: number | null;
+  priorCountedFrom: number | null;
 }
 
 function samePlan(a: StartPlan, b: StartPlan): boolean {
   return JSON.stringify([a.steps, a.entryNext]) === JSON.stringify([b.steps, b.entryNext]);
 }
 
-/** One candidate execution of a start: where its id comes from, its plan, and the label of its row's insert. */
+/** One candidate execution of a start: its id (null: whichever the claim gives), its plan. */
 interface Variant {
-  label: StartLabel;
-  source: Source;
+  executionId: string | null;
   plan: StartPlan;
 }
 
-type StartLabel =
-  | "claim"
-  | "duplicate"
-  | "duplicateEvent"
-  | "firstExecution"
-  | "takeoverExecution"
-  | "forcedExecution"
-  | "steps"
-  | "supersede"
-  | "startOverFrom"
-  | "chainClaim"
-  | "chainFollow"
-  | "chainKey"
-  | "chainKeyFollow"
-  | "chainKeySend"
-  | "chainSecrets"
-  | "identityValues";
-
-/**
- * `supersede`: after a reuse, the FAILED execution the identity named points at the one that took
- * it (`superseded_by`), so it is no longer retried or started over. Zero rows unless this request
- * won a reuse. Binds ?1 identity, ?2 claim token, ?3 now.
- */
-function supersede(db: D1Database, identity: string, claimToken: string, now: number): D1PreparedStatement {
-  const mine = "FROM execution_identities WHERE identity = ?1 AND claim_token = ?2";
-  return db
-    .prepare(
-      `UPDATE executions SET superseded_by = (SELECT execution_id ${mine}), updated_at = ?3
-       WHERE id = (SELECT previous_execution_id ${mine}) AND status = 'FAILED' AND superseded_by IS NULL`,
-    )
-    .bind(identity, claimToken, now);
-}
-
-/**
- * `recordIdentityValues`: the identity's business values (their hashes) indexed under the execution
- * the claim created, for the search by business id (migrations/0021). ONE statement for every
- * value (`json_each`), written only for the request whose token the identity row holds — the winner,
- * whose execution the batch inserted (a claim with my token always inserts one, or the batch
- * fails); a duplicate's probe of the identity row finds another token and writes nothing, before
- * `json_each` is read. Binds ?1 workspace, ?2 the hashes (JSON array), ?3 identity, ?4 claim token.
- */
-function recordIdentityValues(db: D1Database, workspace: string, hashes: readonly string[], identity: string, claimToken: string) {
-  return db
-    .prepare(
-      `INSERT INTO identity_values (workspace, value_hash, execution_id)
-       SELECT ?1, v.value, src.execution_id
-       FROM execution_identities src CROSS JOIN json_each(?2) v
-       WHERE src.identity = ?3 AND src.claim_token = ?4
-       ON CONFLICT DO NOTHING`,
-    )
-    .bind(workspace, JSON.stringify(hashes), identity, claimToken);
-}
+type StartLabel = "claim" | "execution" | "steps" | "startOverFrom" | "identityValues";
 
 /**
  * `copyIdentityValues`: a start over carries the trigger of the execution it starts over, so it is
@@ -509,83 +513,65 @@ function copyIdentityValues(db: D1Database, executionId: string, workspace: stri
     .bind(executionId, workspace, from);
 }
 
-function variantsOf(record: NewExecution, start: StartMode): Variant[] {
-  if (start.mode === "forced") return [{ label: "forcedExecution", source: forcedSource(start.executionId, record), plan: start.plan }];
-  if (samePlan(start.plans.first, start.plans.takeover)) {
-    return [{ label: "firstExecution", source: claimSource(start.identity, start.claimToken, null), plan: start.plans.first }];
-  }
+function variantsOf(start: StartMode): Variant[] {
+  if (start.mode === "forced") return [{ executionId: start.executionId, plan: start.plan }];
+  if (samePlan(start.plans.first, start.plans.takeover)) return [{ executionId: null, plan: start.plans.first }];
   return [
-    { label: "firstExecution", source: claimSource(start.identity, start.claimToken, start.identity), plan: start.plans.first },
-    {
-      label: "takeoverExecution",
-      source: claimSource(start.identity, start.claimToken, start.takeoverExecutionId),
-      plan: start.plans.takeover,
-    },
+    { executionId: start.identity, plan: start.plans.first },
+    { executionId: start.takeoverExecutionId, plan: start.plans.takeover },
   ];
 }
 
-interface ExecutionIdRow {
-  id: string;
-  status: ExecutionStatus;
-}
-interface DuplicateRow extends ExecutionIdRow {
-  duplicate_deliveries: number;
-  last_duplicate_at: number;
+/** The first step of `plan` the chain may claim: the first candidate, in the offer's order, the plan dispatches. */
+function chainedVertexOf(plan: StartPlan, offer: ChainOffer | null): string | null {
+  if (!offer) return null;
+  const dispatched = new Set(plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => s.vertexId));
+  return offer.candidates.find((id) => dispatched.has(id)) ?? null;
 }
 
-/**
- * The chained claim of the start batch (./chain-claim.ts), after the step inserts: per candidate
- * execution id, guarded by the identity claim (or, forced, by the execution created now), with the
- * key persist of the first step's first attempt when its key was computed for that execution id;
- * and the sealed secrets the first step's run needs (the claim batch's `readStepRun` reads the same).
- */
-function addStartChain(
-  batch: LabelledBatch<StartLabel>,
-  db: D1Database,
-  record: NewExecution,
-  start: StartMode,
-  offer: ChainOffer,
-  now: number,
-  firstKey: FirstStepKey | null,
-) {
-  const targets: Array<{ executionId: string; guard: ChainGuard }> =
-    start.mode === "forced"
-      ? [{ executionId: start.executionId, guard: createdNowGuard }]
-      : [...new Set([start.identity, start.takeoverExecutionId])].map((executionId) => ({
-          executionId,
-          guard: identityGuard(start.identity, start.claimToken),
-        }));
-  for (const { executionId, guard } of targets) {
-    const chained = chainedClaimStatements(db, executionId, offer, now, guard, { countAttempt: true });
-    batch.add("chainClaim", chained.claim);
-    for (const statement of chained.follow) batch.add("chainFollow", statement);
-    if (firstKey?.executionId === executionId) {
-      const persist = chainedKeyStatements(db, firstKey, now, guard);
-      batch.add("chainKey", persist.key);
-      for (const statement of persist.follow) batch.add("chainKeyFollow", statement);
-      batch.add("chainKeySend", persist.send);
+/** The start steps of every variant, as `insertStartSteps` reads them. */
+function startStepRows(record: NewExecution, variants: Variant[], offer: ChainOffer | null, firstKey: FirstStepKey | null): StartStepRow[] {
+  const rows: StartStepRow[] = [];
+  const tagged = variants.length > 1;
+  for (const { executionId, plan } of variants) {
+    const x = tagged ? executionId : null;
+    rows.push({ x, v: record.entryVertexId, s: "COMPLETED", c: 0, n: JSON.stringify(plan.entryNext) });
+    const chained = chainedVertexOf(plan, offer);
+    for (const step of plan.steps) {
+      if (step.vertexId !== chained) {
+        rows.push({ x, v: step.vertexId, s: step.state, c: 0 });
+        continue;
+      }
+      const row: StartStepRow = { x, v: step.vertexId, s: "EXECUTING", c: 1 };
+      // The key computed for one candidate id only: on another id, the step persists its key when it runs.
+      if (firstKey && firstKey.vertexId === step.vertexId && (executionId === null || executionId === firstKey.executionId)) {
+        Object.assign(row, { k: firstKey.key, kx: firstKey.executionId, d: firstKey.destination, g: firstKey.guarded ? 1 : 0 });
+      }
+      rows.push(row);
     }
   }
-  batch.add(
-    "chainSecrets",
-    db
-      .prepare(
-        `SELECT ${sealedSecretsColumn("?1", "v.definition")} AS sealed
-         FROM workflow_versions v WHERE v.workspace = ?1 AND v.workflow_id = ?2 AND v.version = ?3`,
-      )
-      .bind(record.workspace, record.workflowId, record.version),
-  );
+  return rows;
+}
+
+interface ExecutionRow {
+  id: string;
+  status: ExecutionStatus;
+  duplicate_deliveries: number;
+  last_duplicate_at: number | null;
+  sealed: string | null;
 }
 
 /**
  * Start an execution: ONE batch, one round trip, one transaction — and say what happened:
- * created (this request won) or a duplicate. With `chain`, the batch also claims one of the
- * first steps for the caller to run at once (its result's `chained`); with `firstKey` too, it
- * persists that step's destination key with the claim (the claimed step's `idempotencyKey`).
+ * created (this request won) or a duplicate. With `chain`, the batch also inserts one of the
+ * first steps claimed, for the caller to run at once (its result's `chained`); with `firstKey` too,
+ * with that step's destination key persisted (the claimed step's `idempotencyKey`).
  *
- * claim mode: the identity claim, the duplicate's count, then per candidate plan: the execution
- * row, the entry step, the successor steps. The duplicate statement and the winner's inserts are
- * mutually exclusive by the token, so exactly one side writes.
+ * claim mode, three statements whoever wins (docs/ledger.md "The start batch"): the identity
+ * claim, the execution row (the winner's insert, or the duplicate's count), the start steps. A
+ * duplicate writes one row (two on the first duplicate: the execution enters the duplicates index).
+ * forced mode, two: the execution row and the start steps (a start over adds its values' copy and
+ * the read of why it was refused).
  */
 export async function startExecution(
   db: D1Database,
@@ -597,71 +583,51 @@ export async function startExecution(
 ): Promise<StartOutcome> {
   const batch = new LabelledBatch<StartLabel>(db);
   const gateVersion = gateVersionOf(record);
+  const offer = chain && chain.candidates.length > 0 ? chain : null;
   if (start.mode === "claim") {
     const { workspace, workflowId } = record;
-    batch
-      .add(
-        "claim",
-        claimIdentity(
-          db,
-          {
-            identity: start.identity,
-            workspace,
-            workflowId,
-            takeoverExecutionId: start.takeoverExecutionId,
-            claimToken: start.claimToken,
-            expiresAt: start.expiresAt,
-            gateVersion,
-            reuseAfterFailure: start.reuseAfterFailure === true,
-          },
-          now,
-        ),
-      )
-      .add(
-        "duplicate",
-        recordDuplicateDelivery(db, { identity: start.identity, claimToken: start.claimToken, workspace, workflowId, gateVersion }, now),
-      )
-      .add(
-        "duplicateEvent",
-        recordDuplicateTrigger(
-          db,
-          { identity: start.identity, claimToken: start.claimToken, triggerKind: record.triggerKind, identityKind: record.identityKind },
-          now,
-        ),
-      );
+    const values = start.identityValues && start.identityValues.length > 0 ? JSON.stringify(start.identityValues) : null;
+    batch.add(
+      "claim",
+      claimIdentity(
+        db,
+        {
+          identity: start.identity,
+          workspace,
+          workflowId,
+          takeoverExecutionId: start.takeoverExecutionId,
+          claimToken: start.claimToken,
+          expiresAt: start.expiresAt,
+          gateVersion,
+          reuseAfterFailure: start.reuseAfterFailure === true,
+          valueHashes: values,
+        },
+        now,
+      ),
+    );
   }
-  const variants = variantsOf(record, start);
-  const exprs =
-    start.mode === "forced" ? { identity: "NULL", previous: "NULL" } : { identity: "src.identity", previous: "src.previous_execution_id" };
-  for (const { label, source, plan } of variants) {
-    batch.add(label, insertExecution(db, source, record, exprs, startStatus(plan), now));
-    const entry = {
-      vertexId: record.entryVertexId,
-      state: "COMPLETED" as const,
-      output: record.payloadJson,
-      next: JSON.stringify(plan.entryNext),
-    };
-    batch.add("steps", insertStartStep(db, source, { ...entry, workspace: record.workspace }, now));
-    for (const step of plan.steps) {
-      batch.add(
-        "steps",
-        insertStartStep(
-          db,
-          source,
-          { vertexId: step.vertexId, workspace: record.workspace, state: step.state, output: null, next: null },
-          now,
-        ),
-      );
-    }
-  }
-  if (start.mode === "claim" && start.reuseAfterFailure) batch.add("supersede", supersede(db, start.identity, start.claimToken, now));
-  if (start.mode === "claim" && start.identityValues && start.identityValues.length > 0) {
-    batch.add("identityValues", recordIdentityValues(db, record.workspace, start.identityValues, start.identity, start.claimToken));
-  }
+  const variants = variantsOf(start);
+  const source = start.mode === "forced" ? forcedSource(start.executionId, record) : claimSource(start.identity, start.claimToken);
+  const facts: VariantFacts = {
+    first: variants.length > 1 ? variants[0]!.executionId : null,
+    status: [startStatus(variants[0]!.plan), startStatus(variants.at(-1)!.plan)],
+    maxAttempt: [chainedVertexOf(variants[0]!.plan, offer) ? 1 : 0, chainedVertexOf(variants.at(-1)!.plan, offer) ? 1 : 0],
+  };
+  batch.add("execution", startExecutionRow(db, source, record, start, facts, offer !== null, now));
+  batch.add(
+    "steps",
+    insertStartSteps(
+      db,
+      source,
+      record.workspace,
+      record.entryVertexId,
+      startStepRows(record, variants, offer, firstKey),
+      offer?.leaseMs ?? 0,
+      now,
+    ),
+  );
   if (start.mode === "forced" && record.startedOverFrom) {
     batch.add("identityValues", copyIdentityValues(db, start.executionId, record.workspace, record.startedOverFrom));
-  }
-  if (start.mode === "forced" && record.startedOverFrom) {
     // After the inserts: names the live execution of the lineage (ours, if the start went through).
     batch.add(
       "startOverFrom",
@@ -674,50 +640,47 @@ export async function startExecution(
         .bind(record.startedOverFrom, record.workspace),
     );
   }
-  if (chain && chain.candidates.length > 0) addStartChain(batch, db, record, start, chain, now, firstKey);
   const results = await batch.run();
 
-  // A claim always RETURNs its row (inserted, counted or taken over) unless the version gate vetoed it.
-  if (start.mode === "claim" && results.first("claim") === null) {
-    throw new WorkflowVersionChanged(record.workspace, record.workflowId, record.version);
+  const row = results.first<ExecutionRow>("execution");
+  if (row && row.duplicate_deliveries === 0) {
+    const variant = variants.find((v) => v.executionId === null || v.executionId === row.id) ?? variants[0]!;
+    const chained = chainedOf(results.rows<StartStepReturned>("steps"), now);
+    return {
+      created: true,
+      executionId: row.id,
+      status: row.status,
+      plan: variant.plan,
+      chained,
+      sealedSecretsJson: chained ? row.sealed : null,
+    };
   }
-  for (const { label, plan } of variants) {
-    const inserted = results.first<ExecutionIdRow>(label);
-    if (inserted) {
-      const chained = withPersistedKey(results.first<ChainedClaim>("chainClaim"), results);
-      const sealedSecretsJson = chained ? (results.first<{ sealed: string | null }>("chainSecrets")?.sealed ?? null) : null;
-      return { created: true, executionId: inserted.id, status: inserted.status, plan, chained, sealedSecretsJson };
-    }
-  }
-  const duplicate = start.mode === "claim" ? results.first<DuplicateRow>("duplicate") : null;
-  if (duplicate) {
+  if (row) {
     return {
       created: false,
-      executionId: duplicate.id,
-      status: duplicate.status,
-      duplicateDeliveries: duplicate.duplicate_deliveries,
-      lastDuplicateAt: duplicate.last_duplicate_at,
+      executionId: row.id,
+      status: row.status,
+      duplicateDeliveries: row.duplicate_deliveries,
+      lastDuplicateAt: row.last_duplicate_at ?? now,
     };
   }
   if (start.mode === "claim") {
+    // Nothing started and nothing counted. Under a version gate, the gate said no (or, rarely, what
+    // follows: the caller re-reads the workflow and starts again without the gate, which tells).
+    if (gateVersion !== null) throw new WorkflowVersionChanged(record.workspace, record.workflowId, record.version);
     // The identity names an execution that was erased on request inside its window (./history.ts):
     // still a duplicate — the trigger must not run the erased work again — answered from its
     // tombstone. Rare, so read after the batch rather than in every start.
-    const claim = results.first<{ execution_id: string; claim_token: string; duplicate_deliveries: number }>("claim");
-    if (claim && claim.claim_token !== start.claimToken) {
-      const removed = await db
-        .prepare(`SELECT status FROM execution_tombstones WHERE id = ?1 AND workspace = ?2`)
-        .bind(claim.execution_id, record.workspace)
-        .first<{ status: ExecutionStatus }>();
-      if (removed) {
-        return {
-          created: false,
-          executionId: claim.execution_id,
-          status: removed.status,
-          duplicateDeliveries: claim.duplicate_deliveries,
-          lastDuplicateAt: now,
-        };
-      }
+    const removed = await db
+      .prepare(
+        `SELECT i.execution_id AS executionId, t.status AS status FROM execution_identities i
+         JOIN execution_tombstones t ON t.id = i.execution_id AND t.workspace = ?2
+         WHERE i.identity = ?1`,
+      )
+      .bind(start.identity, record.workspace)
+      .first<{ executionId: string; status: ExecutionStatus }>();
+    if (removed) {
+      return { created: false, executionId: removed.executionId, status: removed.status, duplicateDeliveries: 0, lastDuplicateAt: now };
     }
   }
   if (start.mode === "forced" && record.startedOverFrom) {
@@ -741,13 +704,14 @@ export async function startExecution(
   throw new Error(`start of an execution of ${record.workspace}/${record.workflowId} wrote nothing (mode ${start.mode})`);
 }
 
-/** The chained claim with the key the batch persisted for it (and the key's first send), if it did. */
-function withPersistedKey(chained: ChainedClaim | null, results: BatchResults<StartLabel>): ChainedClaim | null {
-  const persisted = results.first<{ vertexId: string; idempotencyKey: string }>("chainKey");
-  const send = results.first<{ destination: string; firstSentAt: number; countedFrom: number }>("chainKeySend");
-  if (!chained || !persisted || !send || persisted.vertexId !== chained.vertexId) return chained;
-  const keySendsJson = JSON.stringify({ [send.destination]: [send.firstSentAt, send.countedFrom] });
-  return { ...chained, idempotencyKey: persisted.idempotencyKey, keySendsJson };
+/** The step the start inserted claimed, with its key's first send when the batch recorded one. */
+function chainedOf(rows: StartStepReturned[], now: number): ChainedClaim | null {
+  const row = rows.find((r) => r.state === "EXECUTING");
+  if (!row) return null;
+  const { state: _state, keyDestination, priorFirstSentAt, priorCountedFrom, ...claim } = row;
+  if (keyDestination === null || claim.idempotencyKey === null) return claim;
+  // The send the trigger kept: an earlier one to the same destination, else this one (now).
+  return { ...claim, keySendsJson: JSON.stringify({ [keyDestination]: [priorFirstSentAt ?? now, priorCountedFrom ?? now] }) };
 }
 
 /** Expired identities, oldest first. An expired row is also taken over by a claim; either is fine. */

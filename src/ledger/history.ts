@@ -232,17 +232,7 @@ export async function removeExecutions(
   if (ids.length === 0) return empty;
   const params = [JSON.stringify(ids), now, reason, JSON.stringify(ids.filter((id) => archived.has(id))), ids.length];
   const del = (sql: string) => db.prepare(`${sql} AND ${removableGuard}`).bind(...params);
-  type Label =
-    | "tombstones"
-    | "attempts"
-    | "events"
-    | "duplicates"
-    | "keySends"
-    | "waits"
-    | "erasedEvents"
-    | "consumptions"
-    | "identityValues"
-    | "steps";
+  type Label = "tombstones" | "attempts" | "events" | "keySends" | "waits" | "erasedEvents" | "consumptions" | "identityValues" | "steps";
   const results = await new LabelledBatch<Label | "executions">(db)
     .add(
       "tombstones",
@@ -262,7 +252,6 @@ export async function removeExecutions(
     )
     .add("attempts", del(`DELETE FROM step_attempts WHERE execution_id IN ${IDS}`))
     .add("events", del(`DELETE FROM step_events WHERE execution_id IN ${IDS}`))
-    .add("duplicates", del(`DELETE FROM duplicate_triggers WHERE execution_id IN ${IDS}`))
     .add("keySends", del(`DELETE FROM destination_key_sends WHERE guarded = 0 AND execution_id IN ${IDS}`))
     .add("waits", del(`DELETE FROM event_waits WHERE execution_id IN ${IDS}`))
     .add(
@@ -275,14 +264,23 @@ export async function removeExecutions(
     .add("identityValues", del(`DELETE FROM identity_values WHERE ?3 = 'erased' AND execution_id IN ${IDS}`))
     .add("steps", del(`DELETE FROM steps WHERE execution_id IN ${IDS}`))
     // RETURNING, not `changes`: D1's count includes the counter trigger's update (migrations/0017).
-    .add("executions", db.prepare(`DELETE FROM executions WHERE id IN ${IDS} AND ${removableGuard} RETURNING id`).bind(...params))
+    .add(
+      "executions",
+      db
+        .prepare(
+          `DELETE FROM executions WHERE id IN ${IDS} AND ${removableGuard}
+           RETURNING id, coalesce(json_array_length(duplicate_log), 0) AS duplicates`,
+        )
+        .bind(...params),
+    )
     .run();
   return {
     executions: results.rows("executions").length,
     steps: results.changes("steps"),
     attempts: results.changes("attempts"),
     events: results.changes("events"),
-    duplicates: results.changes("duplicates"),
+    // Kept in the execution's row (migrations/0024): gone with it.
+    duplicates: results.rows<{ duplicates: number }>("executions").reduce((n, r) => n + r.duplicates, 0),
     keySends: results.changes("keySends"),
   };
 }

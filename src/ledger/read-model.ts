@@ -107,10 +107,10 @@ export interface DuplicateTriggerRecord {
 }
 
 const DUPLICATE_TRIGGER_RECORD = selectList<DuplicateTriggerRecord>({
-  seq: "d.seq",
-  at: "d.at",
-  triggerKind: "d.trigger_kind",
-  identityKind: "d.identity_kind",
+  seq: "d.value ->> 0",
+  at: "d.value ->> 1",
+  triggerKind: "d.value ->> 2",
+  identityKind: "d.value ->> 3",
 });
 
 /** The most events the trace lists per wait (the newest on its name and correlation value). */
@@ -396,8 +396,8 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       "duplicates",
       db
         .prepare(
-          `SELECT d.execution_id AS executionId, ${DUPLICATE_TRIGGER_RECORD} FROM duplicate_triggers d
-           WHERE d.execution_id IN ${OWNED_IDS} ORDER BY d.execution_id, d.seq`,
+          `SELECT e.id AS executionId, ${DUPLICATE_TRIGGER_RECORD} FROM executions e CROSS JOIN json_each(e.duplicate_log) d
+           WHERE e.id IN ${OWNED_IDS} ORDER BY e.id, d.key`,
         )
         .bind(param),
     )
@@ -519,7 +519,7 @@ export async function readTraceSizes(db: D1Database, refs: readonly ExecutionRef
             FROM step_attempts t WHERE t.execution_id = e.id)
          + (SELECT coalesce(sum(coalesce(${byteLength("ev.detail")}, 0) + ${a.event}), 0)
             FROM step_events ev WHERE ev.execution_id = e.id)
-         + (SELECT count(*) * ${a.duplicate} FROM duplicate_triggers d WHERE d.execution_id = e.id)
+         + coalesce(json_array_length(e.duplicate_log), 0) * ${a.duplicate}
          + (SELECT count(*) * ${a.wait} FROM event_waits w WHERE w.execution_id = e.id) AS bytes
        FROM executions e WHERE e.id IN ${OWNED_IDS}`,
     )

@@ -634,9 +634,7 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
     for (const b of input.backfill) batch.add("backfill", backfillNextVertices(db, fence.executionId, b.vertexId, b.nextVertices));
     for (const d of input.descendants) batch.add("decide", decideStep(db, fence.executionId, d, now));
     if (input.chain && input.chain.candidates.length > 0) {
-      const chained = chainedClaimStatements(db, fence.executionId, input.chain, now, settledGuard(fence.vertexId, fence.epoch), {
-        countAttempt: false,
-      });
+      const chained = chainedClaimStatements(db, fence.executionId, input.chain, now, settledGuard(fence.vertexId, fence.epoch));
       batch.add("chainClaim", chained.claim);
       for (const statement of chained.follow) batch.add("chainFollow", statement);
     }

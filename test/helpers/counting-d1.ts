@@ -16,6 +16,8 @@ import { limitedD1 } from "./d1-limits";
 export interface D1Call {
   kind: "statement" | "batch" | "exec";
   sql: string[];
+  /** Per statement: the rows D1 reported it wrote and read (`meta.rows_written` / `meta.rows_read`; indexes included). */
+  rows?: Array<{ written: number; read: number }>;
 }
 
 export interface CountingD1 {
@@ -27,6 +29,10 @@ export interface CountingD1 {
   statements(): number;
   /** Bytes of the values D1 returned since the last reset. */
   bytesRead(): number;
+  /** Rows D1 reported written since the last reset (`meta.rows_written`: what D1 bills, index entries and trigger writes included). */
+  rowsWritten(): number;
+  /** Rows D1 reported read since the last reset (`meta.rows_read`). */
+  rowsRead(): number;
   reset(): void;
 }
 
@@ -61,6 +67,12 @@ interface Tally {
   bytes: number;
 }
 
+/** The rows one statement's result says it wrote and read (absent meta: none). */
+function rowsOf(result: unknown): { written: number; read: number } {
+  const meta = (result as { meta?: { rows_written?: number; rows_read?: number } } | null)?.meta;
+  return { written: meta?.rows_written ?? 0, read: meta?.rows_read ?? 0 };
+}
+
 const REAL = Symbol("real statement");
 type Wrapped = D1PreparedStatement & { [REAL]: D1PreparedStatement; sqlText: string };
 
@@ -87,20 +99,26 @@ class CountedStatement {
     return new CountedStatement(this[REAL].bind(...values), this.sqlText, this.calls, this.tally);
   }
   async first(column?: string): Promise<unknown> {
-    this.calls.push({ kind: "statement", sql: [this.sqlText] });
-    const row = await (column === undefined ? this[REAL].first() : this[REAL].first(column));
-    this.tally.bytes += rowBytes(row);
-    return row;
+    // Through `all()`, the same statement, for its `meta` (a `first()` returns the row alone).
+    const result = await this.all();
+    const row = (result.results[0] as Record<string, unknown> | undefined) ?? null;
+    if (column === undefined || row === null) return row;
+    if (!Object.hasOwn(row, column)) throw new Error(`D1_COLUMN_NOTFOUND: ${column}`);
+    return row[column];
   }
   async run(): Promise<D1Result> {
-    this.calls.push({ kind: "statement", sql: [this.sqlText] });
+    const call: D1Call = { kind: "statement", sql: [this.sqlText] };
+    this.calls.push(call);
     const result = await this[REAL].run();
+    call.rows = [rowsOf(result)];
     this.tally.bytes += resultBytes(result);
     return result;
   }
   async all(): Promise<D1Result> {
-    this.calls.push({ kind: "statement", sql: [this.sqlText] });
+    const call: D1Call = { kind: "statement", sql: [this.sqlText] };
+    this.calls.push(call);
     const result = await this[REAL].all();
+    call.rows = [rowsOf(result)];
     this.tally.bytes += resultBytes(result);
     return result;
   }
@@ -122,8 +140,10 @@ export function countingD1(database: D1Database, { enforceLimits = true }: Count
   const db = {
     prepare: (sql: string) => wrap(real.prepare(sql), sql),
     batch: async (statements: D1PreparedStatement[]) => {
-      calls.push({ kind: "batch", sql: statements.map((s) => (s as Wrapped).sqlText ?? "?") });
+      const call: D1Call = { kind: "batch", sql: statements.map((s) => (s as Wrapped).sqlText ?? "?") };
+      calls.push(call);
       const results = await real.batch(statements.map((s) => (s as Wrapped)[REAL] ?? s));
+      call.rows = results.map(rowsOf);
       for (const result of results) tally.bytes += resultBytes(result);
       return results;
     },
@@ -141,6 +161,8 @@ export function countingD1(database: D1Database, { enforceLimits = true }: Count
     roundTrips: () => calls.length,
     statements: () => calls.reduce((n, c) => n + c.sql.length, 0),
     bytesRead: () => tally.bytes,
+    rowsWritten: () => calls.reduce((n, c) => n + (c.rows ?? []).reduce((m, r) => m + r.written, 0), 0),
+    rowsRead: () => calls.reduce((n, c) => n + (c.rows ?? []).reduce((m, r) => m + r.read, 0), 0),
     reset: () => {
       calls.length = 0;
       tally.bytes = 0;

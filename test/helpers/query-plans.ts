@@ -17,3 +17,30 @@ export async function planOf(sql: string, bind: string = "[]"): Promise<string[]
 export function scansOf(plan: readonly string[], tables: readonly string[]): string[] {
   return plan.filter((line) => tables.some((table) => new RegExp(`^SCAN ${table}( |$)`).test(line)));
 }
+
+/**
+ * The body of each named trigger (or every trigger) as a statement whose plan can be read: its
+ * `NEW.x` and `OLD.x` become numbered parameters. Every trigger body is one statement
+ * (migrations/0017, 0021, 0024: the shape wrangler's splitter keeps whole).
+ */
+export async function triggerBodies(names?: readonly string[]): Promise<Array<{ name: string; table: string; sql: string }>> {
+  const { results } = await env.DB.prepare(
+    "SELECT name, tbl_name AS \"table\", sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name",
+  ).all<{
+    name: string;
+    table: string;
+    sql: string;
+  }>();
+  const wanted = names ? results.filter((r) => names.includes(r.name)) : results;
+  return wanted.map(({ name, table, sql }) => {
+    const body = /\bBEGIN\s+([\s\S]*?);\s*END\s*$/.exec(sql)?.[1];
+    if (!body) throw new Error(`trigger ${name}: no one-statement body in ${sql}`);
+    let n = 0;
+    const params = new Map<string, string>();
+    const statement = body.replace(/\b(NEW|OLD|new|old)\.(\w+)/g, (ref) => {
+      if (!params.has(ref)) params.set(ref, `?${++n}`);
+      return params.get(ref)!;
+    });
+    return { name, table, sql: statement };
+  });
+}

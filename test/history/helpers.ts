@@ -51,7 +51,7 @@ export async function rowsOf(
     steps: await count("SELECT count(*) AS n FROM steps WHERE execution_id = ?1"),
     attempts: await count("SELECT count(*) AS n FROM step_attempts WHERE execution_id = ?1"),
     events: await count("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1"),
-    duplicates: await count("SELECT count(*) AS n FROM duplicate_triggers WHERE execution_id = ?1"),
+    duplicates: await count("SELECT count(*) AS n FROM executions e, json_each(e.duplicate_log) WHERE e.id = ?1"),
     keySends: await count("SELECT count(*) AS n FROM destination_key_sends WHERE execution_id = ?1"),
   };
 }

@@ -25,7 +25,6 @@ const GROWING = [
   "steps",
   "step_attempts",
   "step_events",
-  "duplicate_triggers",
   "destination_key_sends",
   "execution_tombstones",
   "dead_letters",
@@ -49,7 +48,7 @@ describe("the history sweep's query plans", () => {
     await sweepKeySendsOnce(db, 0, 10);
     await sweepEventsOnce(db, 0, 10);
     const statements = counted.calls.flatMap((c) => c.sql);
-    expect(statements.length).toBe(19);
+    expect(statements.length).toBe(18);
     for (const sql of statements) {
       const plan = await planOf(sql);
       expect(scansOf(plan, GROWING), `${sql}\n→ ${plan.join("\n  ")}`).toEqual([]);

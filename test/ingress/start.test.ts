@@ -56,7 +56,8 @@ describe("the start service", () => {
     const duplicate = await h.fire(id, { order: 1 });
     expect(duplicate).toEqual({ ...created, deduplicated: true });
     expect(h.counted.roundTrips()).toBe(1);
-    // Of the batch, only the claim and the duplicate counter write; the rest match zero rows.
+    // Three statements; of them only the execution's count writes (test/ingress/cost-budgets.test.ts).
+    expect(h.counted.statements()).toBe(3);
     expect(h.sent).toEqual([]);
   });
 
@@ -86,9 +87,11 @@ describe("the start service", () => {
     expect(new Set(results.map((r) => r.executionId)).size).toBe(1);
     expect(h.sent).toEqual([{ executionId: results[0]!.executionId, vertexId: "shape" }]);
     expect(await countRows("SELECT duplicate_deliveries AS n FROM executions WHERE id = ?", results[0]!.executionId)).toBe(49);
+    // Each duplicate wrote its count and its log entry on the execution's row, and nothing on the identity's (migrations/0024).
+    expect(await countRows("SELECT json_array_length(duplicate_log) AS n FROM executions WHERE id = ?", results[0]!.executionId)).toBe(49);
     expect(
       await countRows("SELECT duplicate_deliveries AS n FROM execution_identities WHERE execution_id = ?", results[0]!.executionId),
-    ).toBe(49);
+    ).toBe(0);
   });
 
   it("starts a new execution for the same trigger after the dedupe window, once its backdated identity is swept", async () => {

@@ -1,5 +1,5 @@
 /**
- * Two ledger rules of the settle and start batches, tested directly against the real D1 with rows
+ * Two ledger rules of the settle batch, tested directly against the real D1 with rows
  * the engine wrote: the chained claim takes only a step never attempted (src/ledger/chain-claim.ts),
  * and a fan-in decision made again is a no-op, never a batch error (src/ledger/steps.ts `decideStep`).
  */
@@ -13,13 +13,11 @@ import { chargeWorkflow, harness, seedWorkflow, stepsOf, unique } from "../steps
 
 const WS = "steps-chaining"; // granted the charge's Worker secret (vitest.config.ts)
 
-/** The batch's own success (its settle's fence, its start's identity), taken as held: only the step's conditions decide. */
+/** The batch's own success (its settle's fence), taken as held: only the step's conditions decide. */
 const HELD: ChainGuard = { sql: "1 = 1", params: [] };
 
 async function chainedClaim(executionId: string, vertexId: string, now: number): Promise<ChainedClaim | null> {
-  const { claim } = chainedClaimStatements(env.DB, executionId, { candidates: [vertexId], leaseMs: 30_000 }, now, HELD, {
-    countAttempt: false,
-  });
+  const { claim } = chainedClaimStatements(env.DB, executionId, { candidates: [vertexId], leaseMs: 30_000 }, now, HELD);
   return claim.first<ChainedClaim>();
 }
 

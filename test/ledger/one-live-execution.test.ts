@@ -135,7 +135,10 @@ describe("a released identity (cancel with releaseIdentity)", () => {
       .bind(restarted.executionId)
       .first<{ n: number }>();
     expect(counted!.n).toBe(1);
-    const event = await env.DB.prepare("SELECT trigger_kind, identity_kind FROM duplicate_triggers WHERE execution_id = ?1")
+    const event = await env.DB.prepare(
+      `SELECT d.value ->> 2 AS trigger_kind, d.value ->> 3 AS identity_kind
+       FROM executions e, json_each(e.duplicate_log) d WHERE e.id = ?1`,
+    )
       .bind(restarted.executionId)
       .all();
     expect(event.results).toEqual([{ trigger_kind: "webhook", identity_kind: "client" }]);

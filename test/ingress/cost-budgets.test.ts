@@ -1,0 +1,164 @@
+/**
+ * What one execution and one duplicate cost the database (issue 31, docs/ledger.md "The start
+ * batch"), counted on the wire by the counting wrapper and in the rows D1 reports written and read
+ * (`meta.rows_written` / `meta.rows_read`: what D1 bills, index entries and trigger writes
+ * included; exact locally). The bench's job: entry → charge (a Gateway with a business key) → a
+ * TRANSFORM, a `fields` identity, chaining on.
+ */
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
+import { triggerFromRequest } from "../../src/ingress/trigger";
+import type { IngressDeps } from "../../src/ingress/start";
+import type { StoredWorkflow } from "../../src/definitions/store";
+import type { StepMessage } from "../../src/steps/messages";
+import { countingD1, type CountingD1 } from "../helpers/counting-d1";
+import { planOf, scansOf, triggerBodies } from "../helpers/query-plans";
+import { chargeWorkflow, executionStatus, harness, seedWorkflow, unique, type Harness } from "../steps/helpers";
+import { BASE, jsonRequest } from "./helpers";
+
+const WS = "steps-chaining"; // granted the charge's Worker secret (vitest.config.ts)
+
+/** The bench's workflow: the charge workflow whose trigger is deduplicated by the order id. */
+function orderWorkflow(id: string): WorkflowDefinitionInput {
+  const workflow = chargeWorkflow(id);
+  workflow.vertices[0]!.config = { idempotencyFields: "order.id" };
+  return workflow;
+}
+
+/** A trigger through the production route's service, chaining on, its inline run awaited. */
+function triggers(h: Harness, counting: CountingD1, workflow: StoredWorkflow) {
+  const inline: Array<Promise<unknown>> = [];
+  const deps: IngressDeps = {
+    db: counting.db,
+    queue: h.queue as unknown as Queue<StepMessage>,
+    now: h.clock.now,
+    chain: { runtime: { ...h.rt, db: counting.db }, waitUntil: (work) => inline.push(work) },
+  };
+  return async (order: string) => {
+    const result = await triggerFromRequest(deps, {
+      workspace: WS,
+      workflowId: workflow.workflowId,
+      invocation: "production",
+      workflow,
+      request: jsonRequest(`${BASE}/v1/workflows/${workflow.workflowId}/trigger`, { order: { id: order, total: 42 } }),
+    });
+    await Promise.all(inline.splice(0));
+    return result;
+  };
+}
+
+const written = (c: CountingD1) => c.calls.map((call) => (call.rows ?? []).reduce((n, r) => n + r.written, 0));
+
+describe("what an execution and a duplicate cost", () => {
+  it("a duplicate trigger: one round trip, three statements, two rows written, nothing on the identity", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({}, { chain: true });
+    const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
+    const fire = triggers(h, counting, workflow);
+    const order = unique("O");
+    const created = await fire(order);
+    expect(created.deduplicated).toBe(false);
+    expect(await executionStatus(created.executionId)).toBe("COMPLETED");
+
+    counting.reset();
+    const first = await fire(order);
+    expect(first).toMatchObject({ executionId: created.executionId, deduplicated: true, status: "COMPLETED" });
+    expect(counting.roundTrips()).toBe(1);
+    expect(counting.statements()).toBe(3);
+    // The execution's row (counter, time, log) and its entry in `executions_with_duplicates`
+    // (rewritten by every duplicate: the count is in that partial index's WHERE).
+    expect(counting.rowsWritten()).toBe(2);
+    expect(counting.rowsRead()).toBeLessThanOrEqual(30);
+
+    counting.reset();
+    await fire(order);
+    expect(counting.statements()).toBe(3);
+    expect(counting.rowsWritten()).toBe(2);
+
+    const row = await env.DB.prepare(
+      `SELECT e.duplicate_deliveries AS counted, e.duplicate_log AS log, i.duplicate_deliveries AS onIdentity
+       FROM executions e JOIN execution_identities i ON i.execution_id = e.id WHERE e.id = ?1`,
+    )
+      .bind(created.executionId)
+      .first<{ counted: number; log: string; onIdentity: number }>();
+    expect(row!.counted).toBe(2);
+    expect(JSON.parse(row!.log).map((d: unknown[]) => [d[0], d[2], d[3]])).toEqual([
+      [1, "webhook", "fields"],
+      [2, "webhook", "fields"],
+    ]);
+    expect(row!.onIdentity).toBe(0);
+    expect(h.dest.effects).toHaveLength(1);
+  });
+
+  it("a new trigger of the bench's job: 3 round trips, 3 + 8 + 5 statements, the rows written per batch", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({}, { chain: true });
+    const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
+    const fire = triggers(h, counting, workflow);
+    await fire(unique("warm"));
+    counting.reset();
+    const created = await fire(unique("O"));
+    expect(await executionStatus(created.executionId)).toBe("COMPLETED");
+    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 8, 5]);
+    // Start: the identity (row, key, expiry), the execution (row, key, four indexes, the history
+    // counter; its two business values), the entry and the claimed charge (with its attempt and its
+    // key's first send). Then the charge's settle with done's chained claim, and done's settle.
+    expect(written(counting)).toEqual([22, 11, 6]);
+    expect(counting.rowsWritten()).toBe(39);
+    expect(counting.rowsRead()).toBeLessThanOrEqual(120);
+  });
+
+  it("the harness's trigger → settle path: at most 15 statements in 3 round trips, everything still recorded", async () => {
+    const counting = countingD1(env.DB);
+    const h = harness({ db: counting.db }, { chain: true });
+    const workflow = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    await h.start(workflow, { order: { id: unique("warm"), total: 1 } });
+    counting.reset();
+    const id = await h.start(workflow, { order: { id: unique("O"), total: 42 } });
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 8, 5]);
+    expect(counting.statements()).toBeLessThanOrEqual(15);
+    expect(written(counting)).toEqual([17, 11, 6]);
+    // Everything still on record: each step's attempt (numbered in the change stream), the key and its first send, the counters.
+    const record = await env.DB.prepare(
+      `SELECT (SELECT count(*) FROM step_attempts a
+               WHERE a.execution_id = e.id AND a.outcome = 'completed' AND a.seq IS NOT NULL) AS attempts,
+              (SELECT count(*) FROM destination_key_sends k WHERE k.execution_id = e.id) AS sends,
+              (SELECT a.idempotency_key FROM step_attempts a WHERE a.execution_id = e.id AND a.vertex_id = 'charge') AS attemptKey,
+              (SELECT s.idempotency_key FROM steps s WHERE s.execution_id = e.id AND s.vertex_id = 'charge') AS stepKey,
+              e.max_attempt AS maxAttempt, e.redeliveries_stopped + e.fenced_out_writes + e.destination_replays AS stopped
+       FROM executions e WHERE e.id = ?1`,
+    )
+      .bind(id)
+      .first<{ attempts: number; sends: number; attemptKey: string; stepKey: string; maxAttempt: number; stopped: number }>();
+    expect(record).toMatchObject({ attempts: 2, sends: 1, maxAttempt: 1, stopped: 0 });
+    expect(record!.attemptKey).toBe(record!.stepKey);
+  });
+
+  it("every trigger body is one statement that scans no table growing with the executions", async () => {
+    const growing = [
+      "executions",
+      "steps",
+      "step_attempts",
+      "step_events",
+      "destination_key_sends",
+      "identity_values",
+      "execution_identities",
+    ];
+    const bodies = await triggerBodies();
+    expect(bodies.map((b) => b.name)).toEqual(
+      expect.arrayContaining([
+        "executions_identity_values",
+        "executions_supersede_failed",
+        "steps_claimed_at_insert",
+        "steps_key_sent_at_insert",
+      ]),
+    );
+    for (const { name, sql } of bodies) {
+      const plan = await planOf(sql);
+      expect(scansOf(plan, growing), `${name}: ${sql}\n→ ${plan.join("\n  ")}`).toEqual([]);
+    }
+  });
+});
