@@ -9,9 +9,31 @@
 -- shape wrangler's statement splitter keeps whole on a remote apply (workers-sdk #4998, #14991,
 -- #15178).
 
--- The identity's business values (their hashes, src/ingress/identity-values.ts) travel with the
--- claim, so the execution's insert can index them for the search without a statement of its own.
-ALTER TABLE execution_identities ADD COLUMN value_hashes TEXT;
+-- The identity rows, rebuilt WITHOUT ROWID: the identity is the key (a rowid table kept a second
+-- b-tree for it, a row written more on every claim). The rows live for the dedupe window, so the
+-- copy is bounded. Duplicates are no longer counted here (see `duplicate_log` below): the two
+-- counter columns go. New: `value_hashes`, the identity's business values (their hashes,
+-- src/ingress/identity-values.ts), which travel with the claim so the execution's insert indexes
+-- them for the search without a statement of its own (trigger `executions_identity_values`).
+CREATE TABLE execution_identities_new (
+  identity              TEXT PRIMARY KEY CHECK (length(identity) = 64),
+  workspace             TEXT NOT NULL,
+  workflow_id           TEXT NOT NULL,
+  execution_id          TEXT NOT NULL,
+  claim_token           TEXT NOT NULL,
+  window_start          INTEGER NOT NULL,
+  expires_at            INTEGER NOT NULL,
+  previous_execution_id TEXT,
+  value_hashes          TEXT,
+  CHECK (expires_at > window_start)
+) WITHOUT ROWID;
+INSERT INTO execution_identities_new
+  (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, previous_execution_id, value_hashes)
+SELECT identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, previous_execution_id, NULL
+FROM execution_identities;
+DROP TABLE execution_identities;
+ALTER TABLE execution_identities_new RENAME TO execution_identities;
+CREATE INDEX execution_identities_expiry ON execution_identities (expires_at);
 
 -- A first step claimed at its insert (a chained first step) records the first send of its
 -- destination key there too: where the key goes (the URL's origin, or `connector:<name>`) and
@@ -21,8 +43,9 @@ ALTER TABLE steps ADD COLUMN key_guarded INTEGER;
 
 -- The duplicates of a trigger, one by one, on the execution they joined (the first 100): a JSON
 -- array of [seq, at, trigger_kind, identity_kind]. The counter and the log are written by the same
--- update of the same row, so a duplicate writes one row (two for the first: the row enters the
--- `executions_with_duplicates` index) instead of three. Replaces the duplicate_triggers table.
+-- update of the same row, so a duplicate writes two rows — the execution's, and its entry in
+-- `executions_with_duplicates`, whose WHERE reads the count — instead of five (the identity row and
+-- its index, the execution's two, a duplicate_triggers row). Replaces the duplicate_triggers table.
 ALTER TABLE executions ADD COLUMN duplicate_log TEXT;
 UPDATE executions SET duplicate_log = (
   SELECT json_group_array(json_array(d.seq, d.at, d.trigger_kind, d.identity_kind))
@@ -45,3 +68,14 @@ CREATE TRIGGER executions_identity_values AFTER INSERT ON executions WHEN NEW.id
 -- execution it follows, so that one is no longer retried or started over: was a statement of every
 -- such start batch, duplicates included.
 CREATE TRIGGER executions_supersede_failed AFTER INSERT ON executions WHEN NEW.previous_execution_id IS NOT NULL BEGIN UPDATE executions SET superseded_by = NEW.id, updated_at = NEW.created_at WHERE id = NEW.previous_execution_id AND status = 'FAILED' AND superseded_by IS NULL; END;
+
+-- Nothing reads DISPATCHED steps by `available_at` alone: the reaper's re-send reads
+-- `steps_first_resend_due` and `steps_next_resend_due` (src/ledger/step-recovery.ts), every other
+-- statement a step by its key. The index cost a row written on every dispatch and every claim.
+DROP INDEX steps_dispatched_due;
+
+-- The change stream of attempts reads one execution's attempts (src/ledger/execution-changes.ts):
+-- by the primary key's execution prefix, at most 20 per step, sorted. Its own index cost a row
+-- written when an attempt opened and another when it ended — 4 of an execution's writes, each
+-- billed at a thousand times a row read.
+DROP INDEX step_attempts_changes;

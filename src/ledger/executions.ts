@@ -212,13 +212,12 @@ function claimIdentity(
   return db
     .prepare(
       `INSERT INTO execution_identities
-         (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, duplicate_deliveries, last_duplicate_at,
-          value_hashes)
+         (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, value_hashes)
        SELECT ?1, ?2, ?3,
               coalesce(${liveWithoutRow}, CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1)
                                           OR EXISTS (SELECT 1 FROM execution_tombstones WHERE id = ?1) THEN ?4 ELSE ?1 END),
               CASE WHEN ${liveWithoutRow} IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
-              ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, 0, NULL, ?10
+              ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, ?10
        WHERE ${latestVersionGate("?2", "?3", "?8")}
        ON CONFLICT (identity) DO UPDATE SET
          execution_id         = CASE WHEN ${takeover} THEN excluded.execution_id ELSE ${live} END,
@@ -715,7 +714,12 @@ function chainedOf(rows: StartStepReturned[], now: number): ChainedClaim | null 
 }
 
 /** Expired identities, oldest first. An expired row is also taken over by a claim; either is fine. */
-const EXPIRED_IDENTITIES: SweepSpec = { table: "execution_identities", where: "expires_at <= ?1", orderBy: "expires_at" };
+const EXPIRED_IDENTITIES: SweepSpec = {
+  table: "execution_identities",
+  key: "identity",
+  where: "expires_at <= ?1",
+  orderBy: "expires_at",
+};
 
 /** One bounded batch of the identity sweep. */
 function sweepExpiredIdentitiesOnce(db: D1Database, now: number, limit: number): Promise<number> {

@@ -19,7 +19,7 @@ import {
   type RetryDelayReason,
 } from "./attempts";
 import { LabelledBatch } from "./batch";
-import { chainedClaimStatements, settledGuard, type ChainedClaim, type ChainOffer } from "./chain-claim";
+import { MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer } from "./chain-claim";
 import type { ExecutionStatus } from "./executions";
 import { selectList } from "./columns";
 import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
@@ -565,29 +565,78 @@ function backfillNextVertices(db: D1Database, executionId: string, vertexId: str
  * settling concurrently, the second batch to commit sees both settled and decides; the first sees
  * one still running and writes nothing. Insert-if-absent makes a repeated decision a no-op.
  * Statements later in the same batch see a SKIPPED row inserted here, so skips propagate.
+ *
+ * With `claim` (the step is a candidate of the chain's offer, src/steps/chain.ts), a DISPATCHED
+ * decision is inserted claimed instead — EXECUTING under epoch 1 and attempt 1 with the offer's
+ * lease, the row a claim would leave, its attempt's row opened by the insert's trigger
+ * (migrations/0024 `steps_claimed_at_insert`) — while the batch's own settle held its fence (the
+ * settled step is COMPLETED under its epoch, finished now) and no earlier decision of this batch
+ * already took the claim (one chained step per settle). Only a row inserted now is ever claimed
+ * this way: a fresh step, never attempted, with no key, sends or attempts on record.
+ * Binds ?1 execution id, ?2 vertex id, ?3 predecessors, ?4 now, ?5 their count, ?6 the lease ms
+ * or NULL (no claim), ?7 the settled vertex, ?8 its epoch.
  */
-function decideStep(db: D1Database, executionId: string, d: DescendantPlan, now: number): D1PreparedStatement {
+function decideStep(
+  db: D1Database,
+  executionId: string,
+  d: DescendantPlan,
+  now: number,
+  claim: { leaseMs: number; settled: Fence } | null,
+): D1PreparedStatement {
   return db
     .prepare(
-      `INSERT INTO steps (execution_id, vertex_id, workspace, state, available_at, created_at, updated_at, finished_at)
+      `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until,
+                          created_at, updated_at, finished_at)
        SELECT e.id, ?2, e.workspace,
-              CASE WHEN t.taken THEN 'DISPATCHED' ELSE 'SKIPPED' END,
-              ?4, ?4, ?4,
+              CASE WHEN NOT t.taken THEN 'SKIPPED' WHEN c.claim THEN 'EXECUTING' ELSE 'DISPATCHED' END,
+              t.taken AND c.claim, t.taken AND c.claim, ?4,
+              CASE WHEN t.taken AND c.claim THEN ?4 + ?6 END,
+              ?4, ?4,
               CASE WHEN t.taken THEN NULL ELSE ?4 END
        FROM executions e,
             (SELECT EXISTS (
                SELECT 1 FROM steps p, json_each(p.next_vertices) j
                WHERE p.execution_id = ?1 AND p.state = 'COMPLETED'
-                 AND p.vertex_id IN (SELECT value FROM json_each(?3)) AND j.value = ?2) AS taken) t
+                 AND p.vertex_id IN (SELECT value FROM json_each(?3)) AND j.value = ?2) AS taken) t,
+            (SELECT ?6 IS NOT NULL
+               AND EXISTS (SELECT 1 FROM steps g WHERE g.execution_id = ?1 AND g.vertex_id = ?7 AND g.epoch = ?8
+                             AND g.state = 'COMPLETED' AND g.finished_at = ?4)
+               AND NOT EXISTS (SELECT 1 FROM steps n WHERE n.execution_id = ?1 AND n.state = 'EXECUTING'
+                                 AND n.epoch = 1 AND n.attempt = 1 AND n.created_at = ?4 AND n.updated_at = ?4) AS claim) c
        WHERE e.id = ?1
          AND (SELECT count(*) FROM steps p
               WHERE p.execution_id = ?1 AND p.state IN ('COMPLETED', 'SKIPPED')
                 AND p.vertex_id IN (SELECT value FROM json_each(?3))) = ?5
        ON CONFLICT (execution_id, vertex_id) DO NOTHING
-       RETURNING vertex_id, state`,
+       RETURNING ${DECIDED}`,
     )
-    .bind(executionId, d.vertexId, JSON.stringify(d.predecessors), now, d.predecessors.length);
+    .bind(
+      executionId,
+      d.vertexId,
+      JSON.stringify(d.predecessors),
+      now,
+      d.predecessors.length,
+      claim?.leaseMs ?? null,
+      claim?.settled.vertexId ?? null,
+      claim?.settled.epoch ?? null,
+    );
 }
+
+/** What a decision returns: the state it decided, and for a step inserted claimed, the claim. */
+interface Decided extends Omit<ChainedClaim, "keySendsJson"> {
+  state: "DISPATCHED" | "SKIPPED" | "EXECUTING";
+}
+
+const DECIDED = selectList<Decided>({
+  vertexId: "vertex_id",
+  state: "state",
+  epoch: "epoch",
+  attempt: "attempt",
+  retryBase: "retry_base",
+  leaseUntil: "lease_until",
+  idempotencyKey: "idempotency_key",
+  createdAt: "created_at",
+});
 
 /**
  * `finishExecution`: RUNNING → COMPLETED | FAILED once nothing is dispatched or executing.
@@ -623,31 +672,41 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
     error: o.state === "FAILED" ? o.error : null,
     delay: null,
   };
-  const batch = new LabelledBatch<
-    "fencedOut" | "counters" | "attempt" | "settle" | "backfill" | "decide" | "chainClaim" | "chainFollow" | "finish"
-  >(db)
+  const batch = new LabelledBatch<"fencedOut" | "counters" | "attempt" | "settle" | "backfill" | "decide" | "finish">(db)
     .add("fencedOut", recordFencedOut(db, fence, now, `late ${o.state.toLowerCase()} rejected: the step was taken over or re-dispatched`))
     .add("counters", countAttemptEnd(db, fence, isReplayed(input.response?.headers)))
     .add("attempt", finishAttempt(db, fence, now, attempt))
     .add("settle", settleStep(db, input));
   if (input.outcome.state === "COMPLETED") {
     for (const b of input.backfill) batch.add("backfill", backfillNextVertices(db, fence.executionId, b.vertexId, b.nextVertices));
-    for (const d of input.descendants) batch.add("decide", decideStep(db, fence.executionId, d, now));
-    if (input.chain && input.chain.candidates.length > 0) {
-      const chained = chainedClaimStatements(db, fence.executionId, input.chain, now, settledGuard(fence.vertexId, fence.epoch));
-      batch.add("chainClaim", chained.claim);
-      for (const statement of chained.follow) batch.add("chainFollow", statement);
+    // The chain's candidates are claimed at their insert (`decideStep`): the first one this batch
+    // decides DISPATCHED, in the order the decisions run (a fan-in's order: skips propagate).
+    const candidates = new Set(input.chain?.candidates.slice(0, MAX_CHAIN_CANDIDATES) ?? []);
+    for (const d of input.descendants) {
+      const claim = input.chain && candidates.has(d.vertexId) ? { leaseMs: input.chain.leaseMs, settled: fence } : null;
+      batch.add("decide", decideStep(db, fence.executionId, d, now, claim));
     }
   }
   batch.add("finish", finishExecution(db, fence.executionId, now));
   const results = await batch.run();
-  const decided = results.rows<{ vertex_id: string; state: "DISPATCHED" | "SKIPPED" }>("decide");
-  const chained = results.first<ChainedClaim>("chainClaim");
+  const decided = results.rows<Decided>("decide");
+  const claimed = decided.find((row) => row.state === "EXECUTING");
+  const chained: ChainedClaim | null = claimed
+    ? {
+        vertexId: claimed.vertexId,
+        epoch: claimed.epoch,
+        attempt: claimed.attempt,
+        retryBase: claimed.retryBase,
+        leaseUntil: claimed.leaseUntil,
+        idempotencyKey: claimed.idempotencyKey,
+        createdAt: claimed.createdAt,
+      }
+    : null;
   return {
     settled: results.first("settle") !== null,
     chained,
-    dispatched: decided.filter((row) => row.state === "DISPATCHED" && row.vertex_id !== chained?.vertexId).map((row) => row.vertex_id),
-    skipped: decided.filter((row) => row.state === "SKIPPED").map((row) => row.vertex_id),
+    dispatched: decided.filter((row) => row.state === "DISPATCHED").map((row) => row.vertexId),
+    skipped: decided.filter((row) => row.state === "SKIPPED").map((row) => row.vertexId),
     executionStatus: results.first<{ status: "COMPLETED" | "FAILED" }>("finish")?.status ?? null,
   };
 }

@@ -1,7 +1,8 @@
 /**
  * Bounded sweeps: the one shape every retention / cleanup delete in idemflow takes.
  *
- * A sweep is a single `DELETE … WHERE rowid IN (SELECT rowid … LIMIT n)` statement (SQLite has
+ * A sweep is a single `DELETE … WHERE rowid IN (SELECT rowid … LIMIT n)` statement (the key for a
+ * WITHOUT ROWID table; SQLite has
  * no `DELETE … LIMIT` on D1), so one call deletes at most `n` rows, holds the write lock for a
  * bounded time, and can run opportunistically after a response or from cron. Callers loop with
  * `sweepInBatches` when they want more than one batch, and always stop at a batch ceiling.
@@ -10,8 +11,10 @@
  */
 
 export interface SweepSpec {
-  /** Table to sweep (a rowid table). */
+  /** Table to sweep. */
   table: string;
+  /** What names one of its rows: `rowid` (the default), or a WITHOUT ROWID table's primary key column. */
+  key?: string;
   /** SQL predicate naming the rows that may go, with `?1`, `?2`… bound from `params`. */
   where: string;
   /** Which rows go first, e.g. `expires_at`. Index it. */
@@ -22,9 +25,10 @@ export interface SweepSpec {
 function boundedDelete(db: D1Database, spec: SweepSpec, params: unknown[], limit: number): D1PreparedStatement {
   if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`sweep limit must be a positive integer, got ${limit}`);
   const limitParam = `?${params.length + 1}`;
+  const key = spec.key ?? "rowid";
   const sql =
-    `DELETE FROM ${spec.table} WHERE rowid IN (` +
-    `SELECT rowid FROM ${spec.table} WHERE ${spec.where} ORDER BY ${spec.orderBy} LIMIT ${limitParam})`;
+    `DELETE FROM ${spec.table} WHERE ${key} IN (` +
+    `SELECT ${key} FROM ${spec.table} WHERE ${spec.where} ORDER BY ${spec.orderBy} LIMIT ${limitParam})`;
   return db.prepare(sql).bind(...params, limit);
 }
 

@@ -51,7 +51,7 @@ function triggers(h: Harness, counting: CountingD1, workflow: StoredWorkflow) {
 const written = (c: CountingD1) => c.calls.map((call) => (call.rows ?? []).reduce((n, r) => n + r.written, 0));
 
 describe("what an execution and a duplicate cost", () => {
-  it("a duplicate trigger: one round trip, three statements, two rows written, nothing on the identity", async () => {
+  it("a duplicate trigger: one round trip, three statements, two rows written, the identity row untouched", async () => {
     const counting = countingD1(env.DB);
     const h = harness({}, { chain: true });
     const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
@@ -61,6 +61,11 @@ describe("what an execution and a duplicate cost", () => {
     expect(created.deduplicated).toBe(false);
     expect(await executionStatus(created.executionId)).toBe("COMPLETED");
 
+    const identityBefore = await env.DB.prepare(
+      "SELECT window_start AS windowStart, claim_token AS token FROM execution_identities WHERE execution_id = ?1",
+    )
+      .bind(created.executionId)
+      .first<{ windowStart: number; token: string }>();
     counting.reset();
     const first = await fire(order);
     expect(first).toMatchObject({ executionId: created.executionId, deduplicated: true, status: "COMPLETED" });
@@ -77,21 +82,23 @@ describe("what an execution and a duplicate cost", () => {
     expect(counting.rowsWritten()).toBe(2);
 
     const row = await env.DB.prepare(
-      `SELECT e.duplicate_deliveries AS counted, e.duplicate_log AS log, i.duplicate_deliveries AS onIdentity
+      `SELECT e.duplicate_deliveries AS counted, e.duplicate_log AS log, i.window_start AS windowStart, i.claim_token AS token
        FROM executions e JOIN execution_identities i ON i.execution_id = e.id WHERE e.id = ?1`,
     )
       .bind(created.executionId)
-      .first<{ counted: number; log: string; onIdentity: number }>();
+      .first<{ counted: number; log: string; windowStart: number; token: string }>();
     expect(row!.counted).toBe(2);
     expect(JSON.parse(row!.log).map((d: unknown[]) => [d[0], d[2], d[3]])).toEqual([
       [1, "webhook", "fields"],
       [2, "webhook", "fields"],
     ]);
-    expect(row!.onIdentity).toBe(0);
+    // The identity row is the winner's, as it wrote it.
+    expect(row!.windowStart).toBe(identityBefore!.windowStart);
+    expect(row!.token).toBe(identityBefore!.token);
     expect(h.dest.effects).toHaveLength(1);
   });
 
-  it("a new trigger of the bench's job: 3 round trips, 3 + 8 + 5 statements, the rows written per batch", async () => {
+  it("a new trigger of the bench's job: 3 round trips, 3 + 6 + 5 statements, 31 rows written (45 before issue 31)", async () => {
     const counting = countingD1(env.DB);
     const h = harness({}, { chain: true });
     const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
@@ -101,16 +108,17 @@ describe("what an execution and a duplicate cost", () => {
     const created = await fire(unique("O"));
     expect(await executionStatus(created.executionId)).toBe("COMPLETED");
     expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
-    expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 8, 5]);
-    // Start: the identity (row, key, expiry), the execution (row, key, four indexes, the history
-    // counter; its two business values), the entry and the claimed charge (with its attempt and its
-    // key's first send). Then the charge's settle with done's chained claim, and done's settle.
-    expect(written(counting)).toEqual([22, 11, 6]);
-    expect(counting.rowsWritten()).toBe(39);
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 6, 5]);
+    // Start: the identity (row, expiry index), the execution (row, key, four indexes, the history
+    // counter) and its two business values, the entry (row, key) and the claimed charge (row, key,
+    // lease and key indexes, its attempt, its key's first send and its index). Then the charge's
+    // settle with done inserted claimed (its attempt opened), and done's settle with the finish.
+    expect(written(counting)).toEqual([20, 6, 5]);
+    expect(counting.rowsWritten()).toBe(31);
     expect(counting.rowsRead()).toBeLessThanOrEqual(120);
   });
 
-  it("the harness's trigger → settle path: at most 15 statements in 3 round trips, everything still recorded", async () => {
+  it("the harness trigger → settle path: 13 statements in 3 round trips (23 before), 27 rows written (40), all recorded", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db }, { chain: true });
     const workflow = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
@@ -118,9 +126,9 @@ describe("what an execution and a duplicate cost", () => {
     counting.reset();
     const id = await h.start(workflow, { order: { id: unique("O"), total: 42 } });
     expect(await executionStatus(id)).toBe("COMPLETED");
-    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 8, 5]);
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 6, 5]);
     expect(counting.statements()).toBeLessThanOrEqual(15);
-    expect(written(counting)).toEqual([17, 11, 6]);
+    expect(written(counting)).toEqual([16, 6, 5]);
     // Everything still on record: each step's attempt (numbered in the change stream), the key and its first send, the counters.
     const record = await env.DB.prepare(
       `SELECT (SELECT count(*) FROM step_attempts a

@@ -1,51 +1,52 @@
 /**
  * Two ledger rules of the settle batch, tested directly against the real D1 with rows
- * the engine wrote: the chained claim takes only a step never attempted (src/ledger/chain-claim.ts),
+ * the engine wrote: the chained claim takes only a step the settle inserts (src/ledger/steps.ts `decideStep`),
  * and a fan-in decision made again is a no-op, never a batch error (src/ledger/steps.ts `decideStep`).
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { claimAndLoad, settleAndDispatch, type ChainedClaim } from "../../src/ledger";
-import { chainedClaimStatements, type ChainGuard } from "../../src/ledger/chain-claim";
+import { claimAndLoad, settleAndDispatch } from "../../src/ledger";
 import { descendantsInOrder } from "../../src/steps/graph";
 import { chargeWorkflow, harness, seedWorkflow, stepsOf, unique } from "../steps/helpers";
 
 const WS = "steps-chaining"; // granted the charge's Worker secret (vitest.config.ts)
 
-/** The batch's own success (its settle's fence), taken as held: only the step's conditions decide. */
-const HELD: ChainGuard = { sql: "1 = 1", params: [] };
-
-async function chainedClaim(executionId: string, vertexId: string, now: number): Promise<ChainedClaim | null> {
-  const { claim } = chainedClaimStatements(env.DB, executionId, { candidates: [vertexId], leaseMs: 30_000 }, now, HELD);
-  return claim.first<ChainedClaim>();
-}
-
-describe("the chained claim", () => {
-  it("refuses a due DISPATCHED step that already ran once (attempt ≥ 1): only a fresh step is claimed inline", async () => {
+describe("the chained claim of a settle", () => {
+  it("claims only a successor the settle inserts now, under its own fence: never a row on record, never for a stale twin", async () => {
     const h = harness();
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     const id = await h.start(wf, { order: { id: unique("O"), total: 4 } });
-    // Its first attempt answered 503: back to DISPATCHED for a retry, with its key persisted.
-    h.dest.fault("/payments/charges", 503);
-    const [message] = h.queue.take();
-    await h.deliver([message!.body]);
-    const before = (await stepsOf(id)).charge!;
-    expect(before).toMatchObject({ state: "DISPATCHED", epoch: 1, attempt: 1 });
-    expect(before.idempotency_key).not.toBeNull();
-    // Past its backoff, so due: everything the chained claim asks of a step holds but `attempt = 0`.
-    const now = h.clock.now() + 60_000;
-    const { due } = (await env.DB.prepare("SELECT available_at <= ?3 AS due FROM steps WHERE execution_id = ?1 AND vertex_id = ?2")
-      .bind(id, "charge", now)
-      .first<{ due: number }>())!;
-    expect(due).toBe(1);
-    expect(await chainedClaim(id, "charge", now)).toBeNull();
-    expect((await stepsOf(id)).charge).toEqual(before);
-
-    // The same step, fresh, is claimed by the same statement.
-    const fresh = await h.start(wf, { order: { id: unique("O"), total: 5 } });
     h.queue.take();
-    expect(await chainedClaim(fresh, "charge", h.clock.now())).toMatchObject({ vertexId: "charge", epoch: 1, attempt: 1 });
+    // charge claimed (epoch 1); its worker stalls, the lease expires, a takeover claims it (epoch 2).
+    expect((await claimAndLoad(env.DB, { executionId: id, vertexId: "charge" }, h.clock.now(), 1_000)).claimed).toMatchObject({ epoch: 1 });
+    h.clock.advance(5_000);
+    expect((await claimAndLoad(env.DB, { executionId: id, vertexId: "charge" }, h.clock.now(), 1_000)).claimed).toMatchObject({ epoch: 2 });
+    const settle = (epoch: number) =>
+      settleAndDispatch(env.DB, {
+        fence: { executionId: id, vertexId: "charge", epoch },
+        now: h.clock.now(),
+        outcome: { state: "COMPLETED", output: "{}", nextVertices: ["done"] },
+        request: null,
+        backfill: [],
+        descendants: descendantsInOrder(wf.definition, "charge"),
+        chain: { candidates: ["done"], leaseMs: 30_000 },
+      });
+    const current = await settle(2);
+    expect(current).toMatchObject({ settled: true, dispatched: [], chained: { vertexId: "done", epoch: 1, attempt: 1 } });
+    const done = (await stepsOf(id)).done!;
+    expect(done).toMatchObject({ state: "EXECUTING", epoch: 1, attempt: 1 });
+    // Its attempt's row, opened by the insert's trigger (migrations/0024), numbered in the change stream.
+    const attempt = await env.DB.prepare("SELECT outcome, seq FROM step_attempts WHERE execution_id = ?1 AND vertex_id = 'done'")
+      .bind(id)
+      .first<{ outcome: string; seq: number }>();
+    expect(attempt).toMatchObject({ outcome: "running" });
+    expect(attempt!.seq).toBeGreaterThan(0);
+    // The stale worker settles after: fenced out; its decision finds done on record and claims nothing.
+    expect(await settle(1)).toMatchObject({ settled: false, chained: null, dispatched: [] });
+    // The current settle replayed at the same instant (the guard holds): done is on record, nothing is claimed.
+    expect((await settle(2)).chained).toBeNull();
+    expect((await stepsOf(id)).done).toEqual(done);
   });
 });
 

@@ -53,7 +53,7 @@ describe("step chaining", () => {
     expect(counting.roundTrips()).toBe(3);
     // The statements of each batch (D1 runs every one of them, guarded out or not): the start is the
     // execution row and one insert of every start step (issue 31: at most 15 in all, from 23).
-    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 8, 5]);
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 6, 5]);
     expect(h.queue.sends).toBe(0);
     expect(h.queue.pending).toHaveLength(0);
     const { max_attempt } = (await env.DB.prepare("SELECT max_attempt FROM executions WHERE id = ?1")
