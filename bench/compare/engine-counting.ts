@@ -50,12 +50,17 @@ function idempotencyKeyOf(input: RequestInfo | URL, init?: RequestInit): string 
   return input instanceof Request ? input.headers.get("idempotency-key") : null;
 }
 
+/** One counted env per env the runtime hands in (the same object per isolate): the engine's per-env caches keep working. */
+const countedEnvs = new WeakMap<Env, Env>();
+
 function counted(env: Env): Env {
   // Count only: the tests enforce D1's limits (test/helpers/d1-limits.ts); measuring every bound
   // value here would bill the engine for the instrument.
   counter ??= countingD1(env.DB, { enforceLimits: false });
   countedQueue ??= countingQueue(env.QUEUE, (n) => (queueMessages += n));
-  return { ...env, DB: counter.db, QUEUE: countedQueue };
+  let wrapped = countedEnvs.get(env);
+  if (!wrapped) countedEnvs.set(env, (wrapped = { ...env, DB: counter.db, QUEUE: countedQueue }));
+  return wrapped;
 }
 
 /** Statement counts grouped by the first words of their SQL, to show where the statements go. */
@@ -78,6 +83,9 @@ async function benchRoute(request: Request, env: Env): Promise<Response> {
       roundTrips: counter?.roundTrips() ?? 0,
       statements: counter?.statements() ?? 0,
       batches: calls.filter((c) => c.kind === "batch").length,
+      // What D1 reports each statement wrote and read (`meta`): what it bills, indexes and triggers included.
+      rowsWritten: counter?.rowsWritten() ?? 0,
+      rowsRead: counter?.rowsRead() ?? 0,
       queueMessages,
       bySql: url.searchParams.has("detail") ? statementsBySql(calls) : undefined,
     });

@@ -41,7 +41,10 @@ const PAYMENTS_KEY = "sk_bench_local";
 const RUN = Date.now().toString(36);
 /** BENCH_ONLY=idemflow|Workflows runs one side (development); the published table runs both. */
 const ONLY = process.env.BENCH_ONLY;
-/** BENCH_PROFILE=c16-d0 (a throughput scenario, or "latency") writes a CPU profile of the engine's isolate for it (development). */
+/**
+ * BENCH_PROFILE=c16-d0 (a throughput scenario, "latency", or "dupcost-0" / "dupcost-16384") writes a
+ * CPU profile of the engine's isolate for it (development).
+ */
 const PROFILE = process.env.BENCH_PROFILE;
 /**
  * BENCH_PIN=1 runs each scenario with the measured system's Worker alone on CPU 0 and the
@@ -155,13 +158,13 @@ function makeIdemflow(ctx) {
       if (!response.ok) throw new Error(`PUT /v1/workflows/${body.id} → ${response.status} ${await response.text()}`);
       await fetch(`${ctx.engine}/__bench/d1/reset`, { method: "POST" });
     },
-    trigger(scenario, orderId) {
+    trigger(scenario, orderId, extra = {}) {
       return {
         url: `${ctx.engine}/v1/workflows/bench-${scenario}/trigger`,
         init: {
           method: "POST",
           headers: { ...auth, "content-type": "application/json" },
-          body: JSON.stringify({ order: { id: orderId, total: 42 } }),
+          body: JSON.stringify({ order: { id: orderId, total: 42 }, ...extra }),
         },
       };
     },
@@ -349,6 +352,8 @@ async function throughput(system, ctx, { concurrency, duplicateShare, total, see
     completedPerSecond: completion.completed > 0 && e2eSeconds > 0 ? completion.completed / e2eSeconds : 0,
     d1StatementsPerExecution: d1 && completion.completed > 0 ? d1.statements / completion.completed : undefined,
     d1RoundTripsPerExecution: d1 && completion.completed > 0 ? d1.roundTrips / completion.completed : undefined,
+    d1RowsWrittenPerExecution: d1 && completion.completed > 0 ? d1.rowsWritten / completion.completed : undefined,
+    d1RowsReadPerExecution: d1 && completion.completed > 0 ? d1.rowsRead / completion.completed : undefined,
     queueMessagesPerExecution:
       d1?.queueMessages !== undefined && completion.completed > 0 ? d1.queueMessages / completion.completed : undefined,
     d1BySql: d1?.bySql,
@@ -388,6 +393,64 @@ async function singleExecutionLatency(system, _ctx) {
   }
   if (profiling) await writeProfile(_ctx, scenario, await profiling());
   return { runs: LATENCY_RUNS, completed: latencies.length, p50: percentile(latencies, 0.5), max: Math.max(...latencies) };
+}
+
+/** Duplicates per payload size in `duplicateCost`, and the sizes (bytes of padding added to the small order). */
+const DUPLICATE_COST_ORDERS = QUICK ? 16 : 64;
+const DUPLICATE_COST_PADS = [0, 16 * 1024];
+
+/**
+ * What a duplicate trigger costs, apart from everything else: the orders of one scenario are
+ * started and finished first, then each is triggered again — once with the bench's small order,
+ * once padded by 16 KiB (the padding is outside the identity, so it is the same trigger) — eight at
+ * a time. Per duplicate: the system's Worker CPU (its process tree), and for idemflow the D1
+ * statements, round trips and rows the duplicates cost (counted from a reset, nothing else running).
+ */
+async function duplicateCost(system, ctx) {
+  const scenario = "dupcost";
+  await system.prepare(scenario);
+  const prefix = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-dupcost-`;
+  const orders = Array.from({ length: DUPLICATE_COST_ORDERS }, (_, i) => `${prefix}${i}`);
+  const first = await runLoad({
+    concurrency: 8,
+    maxRequests: orders.length,
+    request: (i) => system.trigger(scenario, orders[i]),
+    keepResults: true,
+  });
+  const started = first.results.map((r) => r.body?.executionId).filter(Boolean);
+  await system.awaitCompletion(scenario, started, Date.now() + COMPLETION_TIMEOUT_MS);
+  const roots = rootsFor(system, ctx);
+  const bySize = [];
+  for (const padBytes of DUPLICATE_COST_PADS) {
+    const extra = padBytes > 0 ? { pad: "x".repeat(padBytes) } : {};
+    if (system.name === "idemflow") await fetch(`${ctx.engine}/__bench/d1/reset`, { method: "POST" });
+    const profiling = system.name === "idemflow" && PROFILE === `${scenario}-${padBytes}` ? await startProfile(ctx.engineInspector) : null;
+    const cpuBefore = treeCpuMs(roots);
+    const load = await runLoad({
+      concurrency: 8,
+      maxRequests: orders.length,
+      request: (i) => system.trigger(scenario, orders[i], extra),
+      keepResults: true,
+    });
+    const cpuAfter = treeCpuMs(roots);
+    if (profiling) await writeProfile(ctx, `${scenario}-${padBytes}`, await profiling());
+    const d1 = system.d1 ? await system.d1() : undefined;
+    const n = orders.length;
+    bySize.push({
+      padBytes,
+      duplicates: load.results.filter((r) => r.status === 200 || r.status === 409).length,
+      p50: percentile(
+        load.results.map((r) => r.ms),
+        0.5,
+      ),
+      cpuMsPerDuplicate: cpuBefore && cpuAfter ? (cpuAfter.system - cpuBefore.system) / n : undefined,
+      statements: d1 ? d1.statements / n : undefined,
+      roundTrips: d1 ? d1.roundTrips / n : undefined,
+      rowsWritten: d1 ? d1.rowsWritten / n : undefined,
+      rowsRead: d1 ? d1.rowsRead / n : undefined,
+    });
+  }
+  return bySize;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -478,7 +541,7 @@ async function runToCompletion(system, ctx, scenario, orderId, request) {
 const fmt = (n, digits = 0) => (n === undefined || Number.isNaN(n) ? "–" : n.toFixed(digits));
 
 /** One table: a row per metric, the two systems side by side. */
-function table(rows, correctness, latency, meta) {
+function table(rows, correctness, latency, meta, duplicates = {}) {
   const lines = [];
   lines.push(
     `idemflow vs Cloudflare Workflows (local) — ${meta.triggers} triggers per cell, loopback, ${meta.date}, ` +
@@ -516,6 +579,11 @@ function table(rows, correctness, latency, meta) {
             ? "no D1 (instance storage)"
             : `${fmt(r.d1StatementsPerExecution, 1)} (${fmt(r.d1RoundTripsPerExecution, 1)})`,
       );
+      both(`${scenario}: D1 rows written / read per execution`, (r) =>
+        !r || r.d1RowsWrittenPerExecution === undefined
+          ? "–"
+          : `${fmt(r.d1RowsWrittenPerExecution, 1)} / ${fmt(r.d1RowsReadPerExecution, 1)}`,
+      );
       both(`${scenario}: CPU ms per execution: the system's Worker / the destination / the driver`, (r) =>
         !r?.cpuMsPerExecution
           ? "–"
@@ -525,6 +593,19 @@ function table(rows, correctness, latency, meta) {
         !r || r.queueMessagesPerExecution === undefined ? "–" : fmt(r.queueMessagesPerExecution, 2),
       );
     }
+  }
+  for (const padBytes of DUPLICATE_COST_PADS) {
+    const of = (system) => duplicates[system]?.find((d) => d.padBytes === padBytes);
+    const label = `a duplicate trigger${padBytes ? ` padded by ${padBytes / 1024} KiB` : ""}`;
+    const cost = (d) =>
+      !d
+        ? "–"
+        : `${fmt(d.cpuMsPerDuplicate, 2)} ms CPU, p50 ${fmt(d.p50)} ms` +
+          (d.statements === undefined
+            ? ""
+            : `; ${fmt(d.statements, 1)} statements (${fmt(d.roundTrips, 1)} round trips), ` +
+              `${fmt(d.rowsWritten, 1)} rows written / ${fmt(d.rowsRead, 1)} read`);
+    lines.push(`| ${label}: the system's Worker CPU, latency, D1 | ${cost(of("idemflow"))} | ${cost(of("Workflows"))} |`);
   }
   const c = correctness;
   const dup = (d) =>
@@ -597,6 +678,17 @@ async function main() {
     }
   }
 
+  log("duplicate cost…");
+  const duplicates = {};
+  for (const system of order(0)) {
+    try {
+      if (PIN) pinSystem(rootsFor(system, ctx));
+      duplicates[system.name] = await duplicateCost(system, ctx);
+    } catch (error) {
+      log(`  ${system.name} duplicate cost failed: ${error.message}`);
+    }
+  }
+
   log("correctness…");
   const correctness = {};
   for (const system of order(0)) {
@@ -626,10 +718,10 @@ async function main() {
     loadBefore,
     loadAfter: loadavg()[0].toFixed(1),
   };
-  const output = table(rows, correctness, latency, meta);
+  const output = table(rows, correctness, latency, meta, duplicates);
   console.log(output);
   const resultsFile = join(ctx.tmp, "results.json");
-  writeFileSync(resultsFile, JSON.stringify({ meta, latency, rows, correctness, lastScenarioD1: d1Detail }, null, 2));
+  writeFileSync(resultsFile, JSON.stringify({ meta, latency, rows, duplicates, correctness, lastScenarioD1: d1Detail }, null, 2));
   log(`raw results: ${resultsFile} (logs in ${ctx.logs}); total ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
 

@@ -19,6 +19,12 @@ import { selectList } from "./columns";
 import { sealedSecretsColumn } from "../secrets/store";
 import { runBoundedDelete, sweepInBatches, type SweepReport, type SweepSpec } from "./sweep";
 
+/** `build()`, called once: the start batch's SQL texts are constants, built on first use (not on every trigger). */
+function once<T>(build: () => T): () => T {
+  let value: { v: T } | null = null;
+  return () => (value ??= { v: build() }).v;
+}
+
 export type TriggerKind = "webhook" | "test" | "stream" | "schedule" | "start_over";
 export type IdentityKind = "content" | "fields" | "client" | "schedule" | "forced";
 export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
@@ -160,6 +166,41 @@ function liveOfIdentity(identity: string, named: string): string {
      LIMIT 1)`;
 }
 
+/** The claim's SQL text (the same for every claim: built once per isolate). */
+const CLAIM_SQL = once(claimSql);
+
+function claimSql(): string {
+  // Reusable: the entry point allows it (?9), and the execution the identity names FAILED and was
+  // not superseded (nothing of the trigger live either: `takeover`).
+  const reusable = `(?9 = 1 AND EXISTS (SELECT 1 FROM executions x
+       WHERE x.id = execution_identities.execution_id AND x.status = 'FAILED' AND x.superseded_by IS NULL))`;
+  const expired = `(execution_identities.expires_at <= ?6)`;
+  const live = liveOfIdentity("?1", "execution_identities.execution_id");
+  const takeover = `((${expired} OR ${reusable}) AND ${live} IS NULL)`;
+  // An expired row whose trigger is still live: it names the live execution from now on.
+  const held = `(${expired} AND ${live} IS NOT NULL)`;
+  const liveWithoutRow = liveOfIdentity("?1", "NULL");
+  // INSERT … SELECT … WHERE (not VALUES) so the version gate can veto the whole claim.
+  return `INSERT INTO execution_identities
+         (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, value_hashes)
+       SELECT ?1, ?2, ?3,
+              coalesce(${liveWithoutRow}, CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1)
+                                          OR EXISTS (SELECT 1 FROM execution_tombstones WHERE id = ?1) THEN ?4 ELSE ?1 END),
+              CASE WHEN ${liveWithoutRow} IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
+              ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, ?10
+       WHERE ${latestVersionGate("?2", "?3", "?8")}
+       ON CONFLICT (identity) DO UPDATE SET
+         execution_id         = CASE WHEN ${takeover} THEN excluded.execution_id ELSE ${live} END,
+         claim_token          = CASE WHEN ${takeover} THEN excluded.claim_token  ELSE execution_identities.claim_token END,
+         window_start         = CASE WHEN ${takeover} THEN excluded.window_start ELSE execution_identities.window_start END,
+         expires_at           = CASE WHEN ${takeover} THEN excluded.expires_at   ELSE execution_identities.expires_at END,
+         value_hashes         = CASE WHEN ${takeover} THEN excluded.value_hashes ELSE execution_identities.value_hashes END,
+         previous_execution_id = CASE WHEN ${takeover} AND ${reusable} THEN execution_identities.execution_id
+                                      WHEN ${takeover} THEN NULL ELSE execution_identities.previous_execution_id END
+       WHERE ${takeover} OR ${held}
+       RETURNING execution_id, claim_token`;
+}
+
 /**
  * The claim. Its outcomes, in one statement, decided by SQLite under its write lock:
  * - no row: insert it; the execution id is the identity itself, unless an execution with that id
@@ -198,38 +239,8 @@ function claimIdentity(
   },
   now: number,
 ): D1PreparedStatement {
-  // Reusable: the entry point allows it (?9), and the execution the identity names FAILED and was
-  // not superseded (nothing of the trigger live either: `takeover`).
-  const reusable = `(?9 = 1 AND EXISTS (SELECT 1 FROM executions x
-       WHERE x.id = execution_identities.execution_id AND x.status = 'FAILED' AND x.superseded_by IS NULL))`;
-  const expired = `(execution_identities.expires_at <= ?6)`;
-  const live = liveOfIdentity("?1", "execution_identities.execution_id");
-  const takeover = `((${expired} OR ${reusable}) AND ${live} IS NULL)`;
-  // An expired row whose trigger is still live: it names the live execution from now on.
-  const held = `(${expired} AND ${live} IS NOT NULL)`;
-  const liveWithoutRow = liveOfIdentity("?1", "NULL");
-  // INSERT … SELECT … WHERE (not VALUES) so the version gate can veto the whole claim.
   return db
-    .prepare(
-      `INSERT INTO execution_identities
-         (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, value_hashes)
-       SELECT ?1, ?2, ?3,
-              coalesce(${liveWithoutRow}, CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1)
-                                          OR EXISTS (SELECT 1 FROM execution_tombstones WHERE id = ?1) THEN ?4 ELSE ?1 END),
-              CASE WHEN ${liveWithoutRow} IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
-              ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, ?10
-       WHERE ${latestVersionGate("?2", "?3", "?8")}
-       ON CONFLICT (identity) DO UPDATE SET
-         execution_id         = CASE WHEN ${takeover} THEN excluded.execution_id ELSE ${live} END,
-         claim_token          = CASE WHEN ${takeover} THEN excluded.claim_token  ELSE execution_identities.claim_token END,
-         window_start         = CASE WHEN ${takeover} THEN excluded.window_start ELSE execution_identities.window_start END,
-         expires_at           = CASE WHEN ${takeover} THEN excluded.expires_at   ELSE execution_identities.expires_at END,
-         value_hashes         = CASE WHEN ${takeover} THEN excluded.value_hashes ELSE execution_identities.value_hashes END,
-         previous_execution_id = CASE WHEN ${takeover} AND ${reusable} THEN execution_identities.execution_id
-                                      WHEN ${takeover} THEN NULL ELSE execution_identities.previous_execution_id END
-       WHERE ${takeover} OR ${held}
-       RETURNING execution_id, claim_token`,
-    )
+    .prepare(CLAIM_SQL())
     .bind(
       c.identity,
       c.workspace,
@@ -256,6 +267,8 @@ export const MAX_DUPLICATE_TRIGGERS_KEPT = 100;
  * A source's parameters are bound after the statement's own; `at(n)` numbers them from `?n`.
  */
 interface Source {
+  /** A claim's source (the identity row), or a forced start's (the given id): the SQL differs only by that. */
+  claim: boolean;
   at: (n: number) => {
     table: string;
     /** This request's execution: my claim, or the forced start's gates. */
@@ -270,6 +283,7 @@ interface Source {
 
 function claimSource(identity: string, claimToken: string): Source {
   return {
+    claim: true,
     at: (n) => ({
       table: "execution_identities src",
       mine: `src.identity = ?${n} AND src.claim_token = ?${n + 1}`,
@@ -283,6 +297,7 @@ function claimSource(identity: string, claimToken: string): Source {
 
 function forcedSource(executionId: string, record: NewExecution): Source {
   return {
+    claim: false,
     at: (n) => {
       const gates = `${latestVersionGate(`?${n + 1}`, `?${n + 2}`, `?${n + 3}`)} AND ${startOverGate(`?${n}`, `?${n + 1}`, `?${n + 4}`)}`;
       return { table: `(SELECT ?${n} AS execution_id) src`, mine: gates, mineOrNamed: gates, another: "0" };
@@ -321,6 +336,46 @@ interface VariantFacts {
   maxAttempt: [number, number];
 }
 
+/** The execution row's SQL text, per kind of source (built once each). */
+const EXECUTION_ROW_SQL = new Map<boolean, string>();
+
+function executionRowSql(source: Source): string {
+  const { claim } = source;
+  const cached = EXECUTION_ROW_SQL.get(claim);
+  if (cached !== undefined) return cached;
+  const identity = claim ? "src.identity" : "NULL";
+  const previous = claim ? "src.previous_execution_id" : "NULL";
+  const { table, mine, mineOrNamed, another } = source.at(20);
+  const pick = (a: string, b: string) => `CASE WHEN ?14 IS NULL OR src.execution_id = ?14 THEN ${a} ELSE ${b} END`;
+  const secrets = `(SELECT ${sealedSecretsColumn("?1", "v.definition")}
+                    FROM workflow_versions v WHERE v.workspace = ?1 AND v.workflow_id = ?2 AND v.version = ?3)`;
+  // A claim's SELECT also yields the row another request's claim left, so the insert conflicts and
+  // counts the duplicate — unless that row holds my token (then a conflict is a collision: nothing).
+  const duplicate = claim
+    ? `ON CONFLICT (id) DO UPDATE SET
+         duplicate_deliveries = duplicate_deliveries + 1, last_duplicate_at = ?9,
+         duplicate_log = CASE WHEN duplicate_deliveries < ${MAX_DUPLICATE_TRIGGERS_KEPT}
+                              THEN json_insert(coalesce(duplicate_log, '[]'), '$[#]', json_array(duplicate_deliveries + 1, ?9, ?5, ?6))
+                              ELSE duplicate_log END
+       WHERE ${another}`
+    : "";
+  const sql = `INSERT INTO executions
+         (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
+          started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at,
+          retain_completed_ms, retain_failed_ms, retain_cancelled_ms, max_attempt)
+       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identity}, ${pick("?15", "?16")}, ?7, ?8, ${previous},
+              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?8, ${previous})),
+                       (SELECT x.lineage_id FROM executions x WHERE x.id = ${identity}), src.execution_id),
+              ?9, ?9, CASE WHEN ${pick("?15", "?16")} = 'RUNNING' THEN NULL ELSE ?9 END, ?10, ?11, ?12, ${pick("?17", "?18")}
+       FROM ${table}
+       WHERE ${claim ? `${mineOrNamed} AND ${latestVersionGate("?1", "?2", "?19")}` : mine}
+       ${duplicate}
+       RETURNING id, status, duplicate_deliveries, last_duplicate_at,
+                 CASE WHEN ?13 = 1 AND duplicate_deliveries = 0 THEN ${secrets} END AS sealed`;
+  EXECUTION_ROW_SQL.set(claim, sql);
+  return sql;
+}
+
 /**
  * `startExecutionRow`: the execution row — and, in claim mode, the duplicate's count. ONE statement
  * for both sides of the claim, decided by the identity row the claim left:
@@ -342,44 +397,12 @@ function startExecutionRow(
   db: D1Database,
   source: Source,
   record: NewExecution,
-  start: StartMode,
   facts: VariantFacts,
   withSecrets: boolean,
   now: number,
 ): D1PreparedStatement {
-  const claim = start.mode === "claim";
-  const identity = claim ? "src.identity" : "NULL";
-  const previous = claim ? "src.previous_execution_id" : "NULL";
-  const { table, mine, mineOrNamed, another } = source.at(20);
-  const pick = (a: string, b: string) => `CASE WHEN ?14 IS NULL OR src.execution_id = ?14 THEN ${a} ELSE ${b} END`;
-  const secrets = `(SELECT ${sealedSecretsColumn("?1", "v.definition")}
-                    FROM workflow_versions v WHERE v.workspace = ?1 AND v.workflow_id = ?2 AND v.version = ?3)`;
-  // A claim's SELECT also yields the row another request's claim left, so the insert conflicts and
-  // counts the duplicate — unless that row holds my token (then a conflict is a collision: nothing).
-  const duplicate = claim
-    ? `ON CONFLICT (id) DO UPDATE SET
-         duplicate_deliveries = duplicate_deliveries + 1, last_duplicate_at = ?9,
-         duplicate_log = CASE WHEN duplicate_deliveries < ${MAX_DUPLICATE_TRIGGERS_KEPT}
-                              THEN json_insert(coalesce(duplicate_log, '[]'), '$[#]', json_array(duplicate_deliveries + 1, ?9, ?5, ?6))
-                              ELSE duplicate_log END
-       WHERE ${another}`
-    : "";
   return db
-    .prepare(
-      `INSERT INTO executions
-         (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
-          started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at,
-          retain_completed_ms, retain_failed_ms, retain_cancelled_ms, max_attempt)
-       SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identity}, ${pick("?15", "?16")}, ?7, ?8, ${previous},
-              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?8, ${previous})),
-                       (SELECT x.lineage_id FROM executions x WHERE x.id = ${identity}), src.execution_id),
-              ?9, ?9, CASE WHEN ${pick("?15", "?16")} = 'RUNNING' THEN NULL ELSE ?9 END, ?10, ?11, ?12, ${pick("?17", "?18")}
-       FROM ${table}
-       WHERE ${claim ? `${mineOrNamed} AND ${latestVersionGate("?1", "?2", "?19")}` : mine}
-       ${duplicate}
-       RETURNING id, status, duplicate_deliveries, last_duplicate_at,
-                 CASE WHEN ?13 = 1 AND duplicate_deliveries = 0 THEN ${secrets} END AS sealed`,
-    )
+    .prepare(executionRowSql(source))
     .bind(
       record.workspace,
       record.workflowId,
@@ -422,6 +445,32 @@ interface StartStepRow {
   g?: 0 | 1;
 }
 
+/** The start steps' SQL text, per kind of source (built once each). */
+const START_STEPS_SQL = new Map<boolean, string>();
+
+function startStepsSql(source: Source): string {
+  const cached = START_STEPS_SQL.get(source.claim);
+  if (cached !== undefined) return cached;
+  const { table, mine } = source.at(6);
+  const keyed = (field: string) => `CASE WHEN j.value ->> 'kx' = src.execution_id THEN j.value ->> '${field}' END`;
+  const prior = (column: string) =>
+    `(SELECT ks.${column} FROM destination_key_sends ks
+       WHERE ks.workspace = steps.workspace AND ks.idempotency_key = steps.idempotency_key AND ks.destination = steps.key_destination)`;
+  const sql = `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until, idempotency_key,
+                          key_destination, key_guarded, output, next_vertices, created_at, updated_at, finished_at)
+       SELECT src.execution_id, j.value ->> 'v', ?1, j.value ->> 's', j.value ->> 'c', j.value ->> 'c', ?2,
+              CASE WHEN j.value ->> 'c' = 1 THEN ?2 + ?3 END, ${keyed("k")}, ${keyed("d")}, ${keyed("g")},
+              CASE WHEN j.value ->> 'v' = ?4 THEN (SELECT e.payload FROM executions e WHERE e.id = src.execution_id) END,
+              j.value ->> 'n', ?2, ?2, CASE WHEN j.value ->> 's' IN ('COMPLETED', 'SKIPPED') THEN ?2 END
+       FROM ${table} CROSS JOIN json_each(?5) j
+       WHERE ${mine} AND (j.value ->> 'x' IS NULL OR j.value ->> 'x' = src.execution_id)
+       ON CONFLICT (execution_id, vertex_id) DO NOTHING
+       RETURNING ${CHAINED_CLAIM_COLUMNS}, state, key_destination AS keyDestination,
+                 ${prior("first_sent_at")} AS priorFirstSentAt, ${prior("counted_from")} AS priorCountedFrom`;
+  START_STEPS_SQL.set(source.claim, sql);
+  return sql;
+}
+
 /**
  * `insertStartSteps`: every step decided at start, in ONE statement — the entry (COMPLETED, its
  * output the payload, read back from the execution row so the payload is bound once; epoch 0 and
@@ -444,26 +493,7 @@ function insertStartSteps(
   leaseMs: number,
   now: number,
 ): D1PreparedStatement {
-  const { table, mine } = source.at(6);
-  const keyed = (field: string) => `CASE WHEN j.value ->> 'kx' = src.execution_id THEN j.value ->> '${field}' END`;
-  const prior = (column: string) =>
-    `(SELECT ks.${column} FROM destination_key_sends ks
-       WHERE ks.workspace = steps.workspace AND ks.idempotency_key = steps.idempotency_key AND ks.destination = steps.key_destination)`;
-  return db
-    .prepare(
-      `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until, idempotency_key,
-                          key_destination, key_guarded, output, next_vertices, created_at, updated_at, finished_at)
-       SELECT src.execution_id, j.value ->> 'v', ?1, j.value ->> 's', j.value ->> 'c', j.value ->> 'c', ?2,
-              CASE WHEN j.value ->> 'c' = 1 THEN ?2 + ?3 END, ${keyed("k")}, ${keyed("d")}, ${keyed("g")},
-              CASE WHEN j.value ->> 'v' = ?4 THEN (SELECT e.payload FROM executions e WHERE e.id = src.execution_id) END,
-              j.value ->> 'n', ?2, ?2, CASE WHEN j.value ->> 's' IN ('COMPLETED', 'SKIPPED') THEN ?2 END
-       FROM ${table} CROSS JOIN json_each(?5) j
-       WHERE ${mine} AND (j.value ->> 'x' IS NULL OR j.value ->> 'x' = src.execution_id)
-       ON CONFLICT (execution_id, vertex_id) DO NOTHING
-       RETURNING ${CHAINED_CLAIM_COLUMNS}, state, key_destination AS keyDestination,
-                 ${prior("first_sent_at")} AS priorFirstSentAt, ${prior("counted_from")} AS priorCountedFrom`,
-    )
-    .bind(workspace, now, leaseMs, entryVertexId, JSON.stringify(rows), ...source.params);
+  return db.prepare(startStepsSql(source)).bind(workspace, now, leaseMs, entryVertexId, JSON.stringify(rows), ...source.params);
 }
 
 const CHAINED_CLAIM_COLUMNS = selectList<Omit<ChainedClaim, "keySendsJson">>({
@@ -612,7 +642,7 @@ export async function startExecution(
     status: [startStatus(variants[0]!.plan), startStatus(variants.at(-1)!.plan)],
     maxAttempt: [chainedVertexOf(variants[0]!.plan, offer) ? 1 : 0, chainedVertexOf(variants.at(-1)!.plan, offer) ? 1 : 0],
   };
-  batch.add("execution", startExecutionRow(db, source, record, start, facts, offer !== null, now));
+  batch.add("execution", startExecutionRow(db, source, record, facts, offer !== null, now));
   batch.add(
     "steps",
     insertStartSteps(

@@ -105,9 +105,19 @@ function positive(value: string | undefined, fallback: number): number {
   return value !== undefined && value !== "" && Number.isFinite(n) && n >= 0 ? Math.floor(n) : fallback;
 }
 
+/** Read once per `env` object (an isolate keeps its own): every trigger and every queue batch asks. */
+const chainConfigs = new WeakMap<object, ChainConfig | null>();
+
 /** Chaining's configuration from the Worker's vars; null when `CHAIN_STEPS` is "off" (on by default). */
 export function chainConfigFromEnv(env: unknown): ChainConfig | null {
-  const vars = (env ?? {}) as ChainVars;
+  if (env === null || typeof env !== "object") return readChainConfig({});
+  if (chainConfigs.has(env)) return chainConfigs.get(env)!;
+  const config = readChainConfig(env as ChainVars);
+  chainConfigs.set(env, config);
+  return config;
+}
+
+function readChainConfig(vars: ChainVars): ChainConfig | null {
   if ((vars.CHAIN_STEPS ?? "on").toLowerCase() === "off") return null;
   return {
     maxSteps: positive(vars.CHAIN_MAX_STEPS, DEFAULT_CHAIN.maxSteps),
