@@ -113,7 +113,7 @@ export type StartMode =
       reuseAfterFailure?: boolean;
       /**
        * The hashes of the identity's business values (src/ingress/identity-values.ts), indexed for
-       * the search by business id by `recordIdentityValues`; none or empty: no statement.
+       * the search by business id (carried by the claim, written by the execution insert's trigger: migrations/0024).
        */
       identityValues?: readonly string[];
     };
@@ -152,7 +152,7 @@ function startStatus(plan: StartPlan): ExecutionStatus {
  * The live execution of an identity's trigger, if any: a RUNNING execution of the lineage of the
  * identity's first execution (whose id is the identity itself) or of the execution `named` (the
  * one the identity row names; NULL when there is no row). Every execution a trigger starts joins
- * its first execution's lineage (`insertExecution`), and so does every start over of any of them,
+ * its first execution's lineage (`startExecutionRow`), and so does every start over of any of them,
  * so this is "another execution of this trigger is live" — and at most one is, by the gates of the
  * start over (`startOverGate`), the operator retry (./operator.ts) and the claim itself. The
  * second lineage covers executions started before triggers joined lineages (migrations/0015).

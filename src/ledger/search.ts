@@ -5,7 +5,7 @@
  *
  * Every lookup is by index, never a scan (test/search/query-plans.test.ts):
  * - a value: `identity_values` by (workspace, value hash) — rows written by the start batch
- *   (./executions.ts `recordIdentityValues`), kept until the execution's tombstone goes;
+ *   (migrations/0024 `executions_identity_values`), kept until the execution's tombstone goes;
  * - a key: `steps` by (workspace, key) — the partial index `steps_by_key`: every execution whose
  *   step persisted it, whatever its lineage — and `destination_key_sends` by its primary key (the
  *   execution that sent it first to each destination: after the sweep, the one left to name);
