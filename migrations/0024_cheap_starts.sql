@@ -79,3 +79,13 @@ DROP INDEX steps_dispatched_due;
 -- written when an attempt opened and another when it ended — 4 of an execution's writes, each
 -- billed at a thousand times a row read.
 DROP INDEX step_attempts_changes;
+
+-- The operator's count of executions (migrations/0017) was kept exact by two triggers: one hot row
+-- written on every execution's insert and again on its removal — two of its rows written, a
+-- dollar per million executions each. The storage task now recounts it at most hourly
+-- (src/ledger/storage.ts `recountExecutions`: one `count(*)` of the table's smallest index, billed
+-- as rows read at a thousandth of a write), and the figures say when it counted. The count as
+-- of this migration stays; `executions_counted_at` 0 makes the first tick recount.
+DROP TRIGGER executions_counted_in;
+DROP TRIGGER executions_counted_out;
+INSERT INTO history_counters (name, value) VALUES ('executions_counted_at', 0) ON CONFLICT (name) DO NOTHING;

@@ -1216,6 +1216,7 @@ export interface components {
                 sizeBytes: number;
                 limitBytes: number;
                 executionsRetained: number;
+                executionsCountedAt: number | null;
                 bytesPerExecution: number | null;
                 usedFraction: number;
             }[];
@@ -1223,8 +1224,10 @@ export interface components {
             sizeBytes: number;
             /** @description D1's maximum database size: 10 GB, read as 10^10 bytes */
             limitBytes: number;
-            /** @description the rows of `executions` (a counter kept by triggers, not a scan) */
+            /** @description the rows of `executions` when the storage task last counted them (at most hourly) */
             executionsRetained: number;
+            /** @description when that count was taken (ms since the epoch); null before the first one */
+            executionsCountedAt: number | null;
             /** @description sizeBytes / executionsRetained, rounded; null with no execution */
             bytesPerExecution: number | null;
             /** @description sizeBytes / limitBytes; at 0.8 and above the engine logs `storage.high` */

@@ -190,7 +190,15 @@ export {
 export { sweepInBatches, type SweepReport } from "./sweep";
 
 // The database's storage figures (operator only: they describe every workspace).
-export { D1_MAX_DATABASE_BYTES, readStorage, STORAGE_HIGH_FRACTION, type StorageFigures } from "./storage";
+export {
+  D1_MAX_DATABASE_BYTES,
+  EXECUTIONS_RECOUNT_MS,
+  readStorage,
+  recountDue,
+  recountExecutions,
+  STORAGE_HIGH_FRACTION,
+  type StorageFigures,
+} from "./storage";
 
 // The hourly rollup of what was stopped (SPEC section 15): rolling closed hours, reading a series.
 export {

@@ -1,13 +1,20 @@
 /**
  * GET /v1/operator/storage (src/http/routes/operator.ts): the database's storage figures, served to
- * an OPERATOR_TOKENS token only, over the real D1 of this test file. The executions counter
- * (migrations/0017) stays equal to the rows of `executions` across inserts and deletes, and the
- * storage task's log line is `storage.high` from 80 % of the limit up.
+ * an OPERATOR_TOKENS token only, over the real D1 of this test file. The count of executions is
+ * taken again when an hour old (migrations/0024: no trigger writes a row per execution any more),
+ * and the storage task's log line is `storage.high` from 80 % of the limit up.
  */
 import { env, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { storageHighLine, storageTask } from "../../src/history/storage-task";
-import { D1_MAX_DATABASE_BYTES, readStorage, STORAGE_HIGH_FRACTION, type StorageFigures } from "../../src/ledger";
+import {
+  D1_MAX_DATABASE_BYTES,
+  EXECUTIONS_RECOUNT_MS,
+  readStorage,
+  recountExecutions,
+  STORAGE_HIGH_FRACTION,
+  type StorageFigures,
+} from "../../src/ledger";
 import { jsonRequest, seedWorkflow, transformWorkflow, unique } from "../ingress/helpers";
 
 const BASE = "http://idemflow.test";
@@ -37,15 +44,6 @@ function bareExecution(id: string, payload = "{}") {
   ).bind(id, payload);
 }
 
-/** A COMPLETED step of a bare execution: it references the execution, so it must go first. */
-function bareStep(executionId: string) {
-  return env.DB.prepare(
-    `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, retry_base, available_at,
-                        created_at, updated_at, finished_at)
-     VALUES (?1, 'shape', 'storage-test', 'COMPLETED', 1, 1, 0, 1, 1, 2, 2)`,
-  ).bind(executionId);
-}
-
 describe("GET /v1/operator/storage", () => {
   it("answers an operator token the figures: the size from D1, the 10 GB limit, the executions counted, the note", async () => {
     const workflowId = unique("storage");
@@ -64,7 +62,16 @@ describe("GET /v1/operator/storage", () => {
     expect(response.headers.get("content-type")).toMatch(/^application\/json/);
     const body = await response.json<Figures>();
     expect(Object.keys(body).sort()).toEqual(
-      ["bytesPerExecution", "executionsRetained", "limitBytes", "note", "shards", "sizeBytes", "usedFraction"].sort(),
+      [
+        "bytesPerExecution",
+        "executionsCountedAt",
+        "executionsRetained",
+        "limitBytes",
+        "note",
+        "shards",
+        "sizeBytes",
+        "usedFraction",
+      ].sort(),
     );
     // Every shard is its own database with its own figures, in shard order; shard 0's are also the top level.
     expect(body.shards.map((s) => [s.shard, s.binding])).toEqual([
@@ -99,7 +106,7 @@ describe("GET /v1/operator/storage", () => {
     expect(after.executionsRetained).toBe(before.executionsRetained);
   });
 
-  it("reads the figures with one statement, one row", async () => {
+  it("reads the figures with one statement and no count; an hour-old count is taken again in one more", async () => {
     const statements: string[] = [];
     const db = new Proxy(env.DB, {
       get(target, name, receiver) {
@@ -113,7 +120,18 @@ describe("GET /v1/operator/storage", () => {
     const read = await readStorage(db);
     expect(statements).toHaveLength(1);
     expect(statements[0]).not.toMatch(/count\(/i);
-    expect(read.executionsRetained).toBe(await executionRows());
+    const now = Date.now();
+    const counted = await recountExecutions(db, now);
+    expect(statements).toHaveLength(2);
+    expect(counted).toEqual({
+      ...read,
+      executionsRetained: await executionRows(),
+      executionsCountedAt: now,
+      bytesPerExecution: counted.bytesPerExecution,
+      sizeBytes: counted.sizeBytes,
+      usedFraction: counted.usedFraction,
+    });
+    expect(await readStorage(env.DB)).toMatchObject({ executionsRetained: counted.executionsRetained, executionsCountedAt: now });
   });
 
   it("answers a workspace token 403 operator-token-required: the figures describe every workspace", async () => {
@@ -150,37 +168,24 @@ describe("GET /v1/operator/storage", () => {
     expect((await SELF.fetch(`${BASE}/v1/executions`, { headers: DEV })).status).toBe(200);
   });
 
-  it("keeps the executions counter exact across inserts and deletes", async () => {
-    const before = await figures();
-    expect(before.executionsRetained).toBe(await executionRows());
-
+  it("counts the executions exactly when it counts, across inserts and deletes; no row is written per execution", async () => {
+    const count = async () => (await recountExecutions(env.DB, Date.now())).executionsRetained;
+    const before = await count();
+    expect(before).toBe(await executionRows());
     const ids = Array.from({ length: 5 }, () => unique("bare"));
-    await env.DB.batch(ids.map((id) => bareExecution(id)));
-    const added = await figures();
-    expect(added.executionsRetained).toBe(before.executionsRetained + 5);
-    expect(added.executionsRetained).toBe(await executionRows());
-
+    // An insert writes the execution's row and its indexes, nothing more (no counter row).
+    const inserted = await env.DB.batch(ids.map((id) => bareExecution(id)));
+    expect(inserted.map((r) => r.meta.rows_written)).toEqual(ids.map(() => inserted[0]!.meta.rows_written));
+    expect(await count()).toBe(before + 5);
     await env.DB.prepare("DELETE FROM executions WHERE id IN (SELECT value FROM json_each(?1))")
       .bind(JSON.stringify(ids.slice(0, 3)))
       .run();
-    const removed = await figures();
-    expect(removed.executionsRetained).toBe(before.executionsRetained + 2);
-    expect(removed.executionsRetained).toBe(await executionRows());
-
-    // An execution with steps goes children first: `steps.execution_id` references it.
-    const parent = unique("parent");
-    await env.DB.batch([bareExecution(parent), bareStep(parent)]);
-    expect((await figures()).executionsRetained).toBe(before.executionsRetained + 3);
-    // Parent first is refused, and the refused statement's trigger leaves the counter as it was.
-    await expect(env.DB.prepare("DELETE FROM executions WHERE id = ?1").bind(parent).run()).rejects.toThrow(/FOREIGN KEY/);
-    expect((await figures()).executionsRetained).toBe(before.executionsRetained + 3);
-    await env.DB.batch([
-      env.DB.prepare("DELETE FROM steps WHERE execution_id = ?1").bind(parent),
-      env.DB.prepare("DELETE FROM executions WHERE id = ?1").bind(parent),
-    ]);
-    const afterChain = await figures();
-    expect(afterChain.executionsRetained).toBe(before.executionsRetained + 2);
-    expect(afterChain.executionsRetained).toBe(await executionRows());
+    expect(await count()).toBe(before + 2);
+    expect(await count()).toBe(await executionRows());
+    const triggers = await env.DB.prepare(
+      "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'executions_counted%'",
+    ).all();
+    expect(triggers.results).toEqual([]);
   });
 });
 
@@ -191,6 +196,7 @@ describe("storageTask", () => {
       sizeBytes,
       limitBytes: D1_MAX_DATABASE_BYTES,
       executionsRetained: 1000,
+      executionsCountedAt: 1,
       bytesPerExecution: sizeBytes / 1000,
       usedFraction,
       shard: 0,
@@ -211,10 +217,19 @@ describe("storageTask", () => {
     expect(storageHighLine(at(0.8), "operator")?.fields.trigger).toBe("operator");
   });
 
-  it("reads the figures of the database it runs on", async () => {
-    const report = await storageTask.run(env, { cron: "* * * * *", scheduledTime: Date.now() }, {} as ExecutionContext);
+  it("reads the figures of the database it runs on, and counts the executions again once the count is an hour old", async () => {
+    const tick = (at: number) => storageTask.run(env, { cron: "* * * * *", scheduledTime: at }, {} as ExecutionContext);
+    const start = Date.now() + 10 * EXECUTIONS_RECOUNT_MS; // past any count an earlier test took
+    const report = await tick(start);
     expect(report.executionsRetained).toBe(await executionRows());
+    expect(report.executionsCountedAt).toBe(start);
     expect(report.sizeBytes).toBeGreaterThan(0);
     expect(storageTask.logLine(report)).toBeNull(); // a test database is far from 8 GB
+
+    await env.DB.batch([bareExecution(unique("counted"))]);
+    const soon = await tick(start + EXECUTIONS_RECOUNT_MS - 1);
+    expect(soon).toMatchObject({ executionsRetained: report.executionsRetained, executionsCountedAt: start });
+    const later = await tick(start + EXECUTIONS_RECOUNT_MS);
+    expect(later).toMatchObject({ executionsRetained: report.executionsRetained + 1, executionsCountedAt: start + EXECUTIONS_RECOUNT_MS });
   });
 });

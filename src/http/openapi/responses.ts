@@ -540,6 +540,7 @@ const ShardStorage = z.object({
   sizeBytes: Count,
   limitBytes: Count,
   executionsRetained: Count,
+  executionsCountedAt: Count.nullable(),
   bytesPerExecution: Count.nullable(),
   usedFraction: z.number().min(0),
 });
@@ -549,7 +550,8 @@ export const StorageFigures = z
     shards: z.array(ShardStorage).describe("every shard's figures, in shard order: each shard is its own database with its own limit"),
     sizeBytes: Count.describe("the database's size in bytes (D1's `meta.size_after`: its pages in use), every workspace, indexes included"),
     limitBytes: Count.describe("D1's maximum database size: 10 GB, read as 10^10 bytes"),
-    executionsRetained: Count.describe("the rows of `executions` (a counter kept by triggers, not a scan)"),
+    executionsRetained: Count.describe("the rows of `executions` when the storage task last counted them (at most hourly)"),
+    executionsCountedAt: Count.nullable().describe("when that count was taken (ms since the epoch); null before the first one"),
     bytesPerExecution: Count.nullable().describe("sizeBytes / executionsRetained, rounded; null with no execution"),
     usedFraction: z.number().min(0).describe("sizeBytes / limitBytes; at 0.8 and above the engine logs `storage.high`"),
     note: z.string().describe("how to read the size: production D1 reclaims deleted rows' space; locally the SQLite file never shrinks"),
