@@ -13,6 +13,8 @@
  * (src/steps/reaper.ts).
  */
 
+import { selectList } from "./columns";
+
 export interface ChainOffer {
   /** The steps the batch may claim, in order of preference (at most `MAX_CHAIN_CANDIDATES` are tried). */
   candidates: string[];
@@ -50,6 +52,17 @@ export interface FirstStepKey {
   /** The key declares a retention: its send is kept for the retention guard (migrations/0017). */
   guarded: boolean;
 }
+
+/** A claimed step's row as a `ChainedClaim` (the start's and the settle's inserts RETURN it). */
+export const CHAINED_CLAIM_COLUMNS = selectList<Omit<ChainedClaim, "keySendsJson">>({
+  vertexId: "vertex_id",
+  epoch: "epoch",
+  attempt: "attempt",
+  retryBase: "retry_base",
+  leaseUntil: "lease_until",
+  idempotencyKey: "idempotency_key",
+  createdAt: "created_at",
+});
 
 /** Candidates a settle tries, in its decisions' order (more would only lengthen the decisions). */
 export const MAX_CHAIN_CANDIDATES = 4;

@@ -14,8 +14,7 @@
  * what the batch returned.
  */
 import { LabelledBatch } from "./batch";
-import type { ChainedClaim, ChainOffer, FirstStepKey } from "./chain-claim";
-import { selectList } from "./columns";
+import { CHAINED_CLAIM_COLUMNS, type ChainedClaim, type ChainOffer, type FirstStepKey } from "./chain-claim";
 import { sealedSecretsColumn } from "../secrets/store";
 import { runBoundedDelete, sweepInBatches, type SweepReport, type SweepSpec } from "./sweep";
 
@@ -384,7 +383,8 @@ function executionRowSql(source: Source): string {
  *   `DO UPDATE` counts the duplicate on it — counter, time, and the duplicate as an event in the
  *   row's `duplicate_log` (its number, time, how it arrived and what made it the same trigger:
  *   the trigger's own kinds, since the execution it joined may be a start over, whose kind is
- *   `forced`), the first MAX_DUPLICATE_TRIGGERS_KEPT of them. One row written.
+ *   `forced`), the first MAX_DUPLICATE_TRIGGERS_KEPT of them. One row written (with its entry in
+ *   `executions_with_duplicates`, whose WHERE reads the count).
  * - it names an execution that no longer exists (erased inside its window): nothing; the caller
  *   answers from the tombstone.
  * A start over joins the lineage of the execution it starts over, a reuse after failure that of
@@ -495,16 +495,6 @@ function insertStartSteps(
 ): D1PreparedStatement {
   return db.prepare(startStepsSql(source)).bind(workspace, now, leaseMs, entryVertexId, JSON.stringify(rows), ...source.params);
 }
-
-const CHAINED_CLAIM_COLUMNS = selectList<Omit<ChainedClaim, "keySendsJson">>({
-  vertexId: "vertex_id",
-  epoch: "epoch",
-  attempt: "attempt",
-  retryBase: "retry_base",
-  leaseUntil: "lease_until",
-  idempotencyKey: "idempotency_key",
-  createdAt: "created_at",
-});
 
 interface StartStepReturned extends Omit<ChainedClaim, "keySendsJson"> {
   state: string;

@@ -19,7 +19,7 @@ import {
   type RetryDelayReason,
 } from "./attempts";
 import { LabelledBatch } from "./batch";
-import { MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer } from "./chain-claim";
+import { CHAINED_CLAIM_COLUMNS, MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer } from "./chain-claim";
 import type { ExecutionStatus } from "./executions";
 import { selectList } from "./columns";
 import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
@@ -627,16 +627,7 @@ interface Decided extends Omit<ChainedClaim, "keySendsJson"> {
   state: "DISPATCHED" | "SKIPPED" | "EXECUTING";
 }
 
-const DECIDED = selectList<Decided>({
-  vertexId: "vertex_id",
-  state: "state",
-  epoch: "epoch",
-  attempt: "attempt",
-  retryBase: "retry_base",
-  leaseUntil: "lease_until",
-  idempotencyKey: "idempotency_key",
-  createdAt: "created_at",
-});
+const DECIDED = `${CHAINED_CLAIM_COLUMNS}, state`;
 
 /**
  * `finishExecution`: RUNNING → COMPLETED | FAILED once nothing is dispatched or executing.

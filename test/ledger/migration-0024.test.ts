@@ -7,6 +7,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
+import { readTraceRecordsForSet } from "../../src/ledger/read-model";
 import { statementsOf } from "../helpers/demo-tables";
 
 const migrations = import.meta.glob<string>("../../migrations/*.sql", { query: "?raw", import: "default", eager: true });
@@ -75,6 +76,13 @@ describe("migration 0024 on a populated database", () => {
     ]);
     const table = await env.DB.prepare("SELECT name FROM sqlite_master WHERE name = 'duplicate_triggers'").all();
     expect(table.results).toEqual([]);
+    // The trace lists them as it did from the table: number, time, how they came, what made them the same.
+    const traces = await readTraceRecordsForSet(env.DB, [{ id: "m-dup", workspace: "mig" }]);
+    expect(traces.get("m-dup")!.duplicateTriggers).toEqual([
+      { seq: 1, at: 101, triggerKind: "webhook", identityKind: "fields" },
+      { seq: 2, at: 102, triggerKind: "schedule", identityKind: "fields" },
+      { seq: 3, at: 103, triggerKind: "webhook", identityKind: "fields" },
+    ]);
   });
 
   it("keeps every identity claim (WITHOUT ROWID, its duplicate counters gone): a trigger in its window stays a duplicate", async () => {
