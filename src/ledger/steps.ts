@@ -573,6 +573,11 @@ function backfillNextVertices(db: D1Database, executionId: string, vertexId: str
  * settled step is COMPLETED under its epoch, finished now) and no earlier decision of this batch
  * already took the claim (one chained step per settle). Only a row inserted now is ever claimed
  * this way: a fresh step, never attempted, with no key, sends or attempts on record.
+ * The fence condition is defence in depth, not a reachable branch: a row is inserted only by the
+ * batch that settles its last predecessor, and a fenced-out batch settles nothing (every COMPLETED
+ * settle decides all its descendants in its own transaction), so a stale worker's decision always
+ * finds the row on record. Planting its removal turns no test red, for that reason
+ * (test/ledger/chain-claim.test.ts shows the stale twin claiming nothing).
  * Binds ?1 execution id, ?2 vertex id, ?3 predecessors, ?4 now, ?5 their count, ?6 the lease ms
  * or NULL (no claim), ?7 the settled vertex, ?8 its epoch.
  */

@@ -9,14 +9,9 @@
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { statementsOf } from "../helpers/demo-tables";
+import { migrations, migrationSql, runMigration as run, schemaBefore } from "../helpers/migrations";
 
-const migrations = import.meta.glob<string>("../../migrations/*.sql", { query: "?raw", import: "default", eager: true });
-const numbered = Object.keys(migrations)
-  .sort()
-  .map((name) => ({ number: Number(/\/(\d{4})_/.exec(name)![1]), sql: migrations[name]! }));
-const migration = numbered.find((m) => m.number === 9)!.sql;
-
-const run = (sql: string) => env.DB.batch(statementsOf(sql).map((s) => env.DB.prepare(s)));
+const migration = migrationSql(9);
 
 const execution = (id: string, status: string, from: string | null, at: number) =>
   env.DB.prepare(
@@ -50,15 +45,7 @@ const dump = async (table: string, order: string) =>
   ).results;
 
 beforeAll(async () => {
-  const tables = await env.DB.prepare(
-    `SELECT name FROM sqlite_master
-     WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'`,
-  ).all<{ name: string }>();
-  await env.DB.batch([
-    env.DB.prepare("PRAGMA defer_foreign_keys = on"),
-    ...tables.results.map((t) => env.DB.prepare(`DROP TABLE "${t.name}"`)),
-  ]);
-  for (const m of numbered.filter((m) => m.number < 9)) await run(m.sql);
+  await schemaBefore(9);
   await env.DB.batch([
     execution("m-a", "COMPLETED", null, 1),
     execution("m-b", "FAILED", "m-a", 2),
@@ -118,7 +105,7 @@ describe("migration 0009 on a populated database", () => {
       "steps_next_resend_due",
     ]);
     expect((await env.DB.prepare("SELECT name FROM sqlite_master WHERE name LIKE '%_0008'").all()).results).toEqual([]);
-    for (const m of numbered.filter((m) => m.number > 9)) await run(m.sql);
+    for (const m of migrations.filter((m) => m.number > 9)) await run(m.sql);
   });
 
   it("the rebuilt constraints take CANCELLED and still refuse what they refused", async () => {

@@ -8,27 +8,13 @@
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readTraceRecordsForSet } from "../../src/ledger/read-model";
-import { statementsOf } from "../helpers/demo-tables";
+import { migrationSql, runMigration as run, schemaBefore } from "../helpers/migrations";
 
-const migrations = import.meta.glob<string>("../../migrations/*.sql", { query: "?raw", import: "default", eager: true });
-const numbered = Object.keys(migrations)
-  .sort()
-  .map((name) => ({ number: Number(/\/(\d{4})_/.exec(name)![1]), sql: migrations[name]! }));
-const migration = numbered.find((m) => m.number === 24)!.sql;
-
-const run = (sql: string) => env.DB.batch(statementsOf(sql).map((s) => env.DB.prepare(s)));
+const migration = migrationSql(24);
 const IDENTITY = "a".repeat(64);
 
 beforeAll(async () => {
-  const tables = await env.DB.prepare(
-    `SELECT name FROM sqlite_master
-     WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'`,
-  ).all<{ name: string }>();
-  await env.DB.batch([
-    env.DB.prepare("PRAGMA defer_foreign_keys = on"),
-    ...tables.results.map((t) => env.DB.prepare(`DROP TABLE "${t.name}"`)),
-  ]);
-  for (const m of numbered.filter((m) => m.number < 24)) await run(m.sql);
+  await schemaBefore(24);
   const execution = (id: string, duplicates: number) =>
     env.DB.prepare(
       `INSERT INTO executions (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status,

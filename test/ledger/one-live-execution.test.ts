@@ -12,7 +12,7 @@ import type { StoredWorkflow } from "../../src/definitions/store";
 import { startWorkflowExecution, type StartResult } from "../../src/ingress/start";
 import { cancelExecution, retryFailedStep, sweepExpiredIdentities } from "../../src/ledger";
 import type { StepMessage } from "../../src/steps/messages";
-import { statementsOf } from "../helpers/demo-tables";
+import { migrationSql, runMigration } from "../helpers/migrations";
 import { callApp, chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "../steps/helpers";
 
 const WS = "dev"; // dev-token's workspace
@@ -305,8 +305,7 @@ async function deliverHeldCharge(h: Harness, id: string) {
 }
 
 describe("migrations/0015: executions of one trigger started before it joined them into one lineage", () => {
-  const migrations = import.meta.glob<string>("../../migrations/*.sql", { query: "?raw", import: "default", eager: true });
-  const migration = migrations[Object.keys(migrations).find((name) => name.includes("/0015_"))!]!;
+  const migration = migrationSql(15);
   const hash = (c: string) => c.repeat(64);
 
   const execution = (id: string, identity: string | null, status: string, lineage: string, from: string | null = null) =>
@@ -342,7 +341,7 @@ describe("migrations/0015: executions of one trigger started before it joined th
       );
     const expected = { [first]: first, [later]: first, [laterRestart]: first, [other]: other, [testRun]: testRun };
     for (let run = 0; run < 2; run++) {
-      await env.DB.batch(statementsOf(migration).map((s) => env.DB.prepare(s)));
+      await runMigration(migration);
       expect(await lineages()).toEqual(expected);
     }
   });
