@@ -52,7 +52,8 @@ export async function rowsOf(
     attempts: await count("SELECT count(*) AS n FROM step_attempts WHERE execution_id = ?1"),
     events: await count("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1"),
     duplicates: await count("SELECT count(*) AS n FROM executions e, json_each(e.duplicate_log) WHERE e.id = ?1"),
-    keySends: await count("SELECT count(*) AS n FROM destination_key_sends WHERE execution_id = ?1"),
+    // The sends that go with the execution: a sweep keeps every send for the retention guard (marked guarded).
+    keySends: await count("SELECT count(*) AS n FROM destination_key_sends WHERE execution_id = ?1 AND guarded = 0"),
   };
 }
 

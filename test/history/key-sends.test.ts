@@ -86,16 +86,34 @@ describe("key sends after the sweep", () => {
     expect(await keySend(key)).toMatchObject({ execution_id: guarded, guarded: 1 });
   });
 
-  it("an unguarded key's send goes with its execution", async () => {
+  it("unguarded → guarded: an unguarded key's send is kept when its execution is swept, so a later version that declares a retention refuses the same key: one charge", async () => {
     const h = setup();
-    const wf = await seedWorkflow(WS, workflow(false));
-    const id = await h.start(wf, { order: { id: unique("U"), total: 4 } });
+    const order = unique("U");
+    const id = unique("wf");
+    const version = (guarded: boolean): WorkflowDefinitionInput => ({ ...workflow(guarded), id });
+    const v1 = await seedWorkflow(WS, version(false));
+    const first = await h.start(v1, { order: { id: order, total: 4 } });
     await h.drain();
-    const key = (await stepsOf(id)).charge!.idempotency_key!;
-    expect(await keySend(key)).toMatchObject({ execution_id: id, guarded: 0 });
+    expect(await executionStatus(first)).toBe("COMPLETED");
+    const key = (await stepsOf(first)).charge!.idempotency_key!;
+    const sent = await keySend(key);
+    expect(sent).toMatchObject({ execution_id: first, guarded: 0 });
     h.clock.advance(8 * DAY);
     await sweepAt(h.clock.now());
-    expect(await keySend(key)).toBeNull();
+    expect(await executionStatus(first)).toBeUndefined(); // swept
+    // Kept, and from now on aged like a guarded send (HISTORY_KEY_SENDS).
+    expect(await keySend(key)).toEqual({ ...sent, guarded: 1 });
+
+    // The workflow saved again, now declaring the destination's retention; the same order a week later.
+    const v2 = await seedWorkflow(WS, version(true));
+    expect(v2.version).not.toBe(v1.version);
+    const second = await h.start(v2, { order: { id: order, total: 4 } });
+    await h.drain();
+    const step = (await stepsOf(second)).charge!;
+    expect(step.idempotency_key).toBe(key);
+    expect(step.state).toBe("FAILED");
+    expect(step.error).toContain(KEY_MAY_BE_FORGOTTEN_MARK);
+    expect(await charges(order)).toBe(1);
   });
 
   it("HISTORY_KEY_SENDS: forever by default; a horizon drops guarded sends counted from before it, and only those", async () => {
