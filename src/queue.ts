@@ -12,6 +12,7 @@ import { historyLogLine, isHistorySweepMessage, runHistorySweep } from "./histor
 import { ChainBudget, chainConfigFromEnv } from "./steps/chain";
 import { handleStepBatch, isDeadLetterQueue } from "./steps/consumer";
 import { errorMessage, log } from "./lib/log";
+import { nowOf } from "./lib/clock";
 import { InvocationShards } from "./shards/invocation";
 import { byShard } from "./shards/messages";
 import { ready } from "./shards/placement";
@@ -26,7 +27,7 @@ export async function handleQueueBatch(batch: MessageBatch<unknown>, env: Env, c
   const chain = deadLetters ? null : chainConfigFromEnv(shards.worker);
   let budget: ChainBudget | undefined;
   const budgetFor = (shardEnv: ShardEnv) =>
-    chain ? (budget ??= new ChainBudget(chain, shardEnv.DB, Date.now() + chain.maxMs)) : undefined;
+    chain ? (budget ??= new ChainBudget(chain, shardEnv.DB, nowOf(env) + chain.maxMs)) : undefined;
   await Promise.all(
     Array.from(byShard(batch.messages), async ([shard, messages]) => {
       // A dead letter is recorded whatever shard it names; one that names none it can use is recorded on shard 0.
@@ -71,7 +72,7 @@ function unavailable(messages: ReadonlyArray<Message<unknown>>, shard: number | 
 /** One sweep however many continuations arrived together (they all ask for the same work). */
 async function continueSweep(messages: ReadonlyArray<Message<unknown>>, env: ShardEnv): Promise<void> {
   try {
-    log.line(historyLogLine(await runHistorySweep(env, { now: Date.now(), via: "queue" })));
+    log.line(historyLogLine(await runHistorySweep(env, { now: nowOf(env), via: "queue" })));
   } catch (error) {
     // The next cron tick sweeps again; a retried continuation would only race it.
     log.error("cron.task_failed", { task: "history sweep", shard: env.shard, error: errorMessage(error) });

@@ -12,6 +12,7 @@ import type { AnyPeriodicTask } from "./lib/periodic-task";
 import { placementAuditTask } from "./shards/audit";
 import { runOnEveryShard } from "./shards/cron";
 import { statsRollupTask } from "./stats/rollup-task";
+import { tickTimeOf } from "./lib/clock";
 
 export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [
   idempotencySweepTask,
@@ -25,5 +26,5 @@ export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [
 ];
 
 export async function runScheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
-  await runOnEveryShard(PERIODIC_TASKS, env, controller, ctx);
+  await runOnEveryShard(PERIODIC_TASKS, env, { cron: controller.cron, scheduledTime: tickTimeOf(env, controller.scheduledTime) }, ctx);
 }

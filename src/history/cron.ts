@@ -53,6 +53,7 @@ export async function runHistorySweep(env: Env, options: HistoryRunOptions): Pro
   const db = counted.db;
   const base = counted.queries();
   const holder = crypto.randomUUID();
+  // Wall time, not the env's clock: the sweep's time budget measures real elapsed time.
   const started = Date.now();
   const { now, via } = options;
   if (!(await claimSweepLease(db, LEASE, holder, now, now + LEASE_MS))) {

@@ -45,6 +45,7 @@ import { planReadySteps, type ExpressionContext } from "../steps/plan";
 import { deriveIdentity, randomClaimToken, randomExecutionId, windowExecutionId, type IdentityScope } from "./identity";
 import { identityValueHashes } from "./identity-values";
 import { utf8 } from "../lib/crypto";
+import { clockOf } from "../lib/clock";
 import { errorMessage, log } from "../lib/log";
 import { ingressProblems } from "./problems";
 import { commonProblems } from "../lib/common-problems";
@@ -73,7 +74,7 @@ export function ingressDeps(env: Env, ctx?: ExecutionContext): IngressDeps {
   const deps: IngressDeps = {
     db: env.DB,
     queue: env.QUEUE as Queue<StepMessage>,
-    now: () => Date.now(),
+    now: clockOf(env),
     retention: deploymentRetention(env),
   };
   // With chaining off (the default) a trigger builds no step runtime.

@@ -7,6 +7,7 @@
 import { chainConfigFromEnv, type ChainBudget, type ChainConfig } from "./chain";
 import type { QueryReservation } from "../lib/query-count";
 import type { StepMessage } from "./messages";
+import { clockOf } from "../lib/clock";
 
 export interface StepQueue {
   send(body: StepMessage, options?: QueueSendOptions): Promise<void>;
@@ -63,7 +64,7 @@ export function defaultRuntime(env: Env, overrides: Partial<StepRuntime> = {}): 
     queue: env.QUEUE as unknown as StepQueue,
     env,
     fetch: (input, init) => fetch(input, init),
-    now: () => Date.now(),
+    now: clockOf(env),
     random: Math.random,
     leaseMs: DEFAULT_LEASE_MS,
     overdueMs: DEFAULT_OVERDUE_MS,

@@ -21,6 +21,7 @@ import { readJsonBody } from "../../lib/request-body";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { WorkflowReadQuery } from "../openapi/requests";
 import { parseQuery } from "../query-params";
+import { nowOf } from "../../lib/clock";
 
 /** A connector is a short document: headers, a key rule, a probe. */
 export const MAX_CONNECTOR_BYTES = 64 * 1024;
@@ -47,7 +48,7 @@ connectorRoutes.put("/:name", async (c) => {
   }
   if (!result.ok || errors.length > 0) throw connectorProblems.invalid(errors);
   const { $schema: _editorHint, ...definition } = result.definition;
-  const { version, created } = await putConnector(c.env.DB, c.get("workspace"), definition, Date.now());
+  const { version, created } = await putConnector(c.env.DB, c.get("workspace"), definition, nowOf(c.env));
   return c.json({ name, version, created }, created ? 201 : 200, { location: `/v1/connectors/${name}?version=${version}` });
 });
 

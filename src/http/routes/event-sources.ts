@@ -40,6 +40,7 @@ import { secretLookup } from "../../secrets/resolve";
 import { placeWorkspace } from "../../shards/placement";
 import type { StepQueue } from "../../steps/runtime";
 import { requireWorkspace, type AppEnv } from "../auth";
+import { nowOf } from "../../lib/clock";
 
 /**
  * A provider's webhook is its own shape, often larger than the part a workflow needs; the event's
@@ -81,7 +82,7 @@ eventSourceRoutes.put("/:name", async (c) => {
     });
   }
   if (!result.ok || errors.length > 0) throw eventProblems.sourceInvalid(errors);
-  const { stored, created } = await putEventSource(c.env.DB, c.get("workspace"), name, result, Date.now());
+  const { stored, created } = await putEventSource(c.env.DB, c.get("workspace"), name, result, nowOf(c.env));
   return c.json(present(stored), created ? 201 : 200, { location: `/v1/event-sources/${name}` });
 });
 
@@ -120,7 +121,7 @@ sourceDeliveryRoutes.post("/:workspaceId/:source", async (c) => {
   const lookup = secretLookup({ workspace, stored: secrets, env: c.env as unknown as Record<string, unknown> });
   const secret = await resolveSourceSecret(source.definition, lookup, target);
   const raw = await readRawBody(c.req.raw, MAX_SOURCE_BODY_BYTES);
-  const now = Date.now();
+  const now = nowOf(c.env);
   const delivery = await verifySourceDelivery({
     definition: source.definition,
     secret,

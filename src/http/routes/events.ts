@@ -22,6 +22,7 @@ import { WaitListQuery } from "../openapi/requests";
 import { parseQuery } from "../query-params";
 import { queryReadings } from "../../lib/query-readings";
 import type { StepQueue } from "../../steps/runtime";
+import { nowOf } from "../../lib/clock";
 
 /** The data's bound and room for the other members. */
 export const MAX_EVENT_BODY_BYTES = MAX_EVENT_DATA_BYTES + 8192;
@@ -51,7 +52,7 @@ eventRoutes.post("/", optionalIdempotencyKey, async (c) => {
       vars: c.env as unknown as Record<string, unknown>,
       workspace: c.get("workspace"),
       source: null,
-      now: Date.now(),
+      now: nowOf(c.env),
     },
   );
   return c.json(answer, answer.deduplicated ? 200 : 202);

@@ -32,6 +32,7 @@ import { ProblemError } from "../../lib/problem";
 import { parseOperatorBody, parseQuery, timeOf } from "../query-params";
 import { searchTermOf } from "../../ingress/search-terms";
 import { searchPage } from "../execution-search";
+import { nowOf } from "../../lib/clock";
 
 export const executionRoutes = new Hono<AppEnv>();
 
@@ -76,7 +77,7 @@ export const REMOVED_AT_HEADER = "execution-removed-at";
 executionRoutes.get("/:executionId", async (c) => {
   const workspace = c.get("workspace");
   const executionId = c.req.param("executionId");
-  const trace = await readTrace(c.env.DB, workspace, executionId);
+  const trace = await readTrace(c.env.DB, workspace, executionId, nowOf(c.env));
   if (trace) return c.json(trace);
   const tombstone = await readTombstone(c.env.DB, workspace, executionId);
   if (!tombstone) {
@@ -97,7 +98,7 @@ executionRoutes.get("/:executionId", async (c) => {
 /** Erasure (SPEC section 12, src/history/erase.ts): the execution and its chain, from D1 and the archive. */
 executionRoutes.delete("/:executionId", operatorKey, async (c) => {
   const executionId = c.req.param("executionId");
-  const outcome = await eraseExecution(c.env.DB, archiveOf(c.env), c.get("workspace"), executionId, () => Date.now());
+  const outcome = await eraseExecution(c.env.DB, archiveOf(c.env), c.get("workspace"), executionId, () => nowOf(c.env));
   switch (outcome.kind) {
     case "erased":
       return c.json({ erased: outcome.erased, archiveObjectsDeleted: outcome.archiveObjectsDeleted });
@@ -139,7 +140,7 @@ const invalidEventId = () =>
 executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (c) => {
   const ref = { executionId: c.req.param("executionId"), vertexId: c.req.param("vertexId") };
   const { acknowledgeForgottenKey } = await parseOperatorBody(c.req.raw, RetryBody, executionProblems.retryBodyInvalid);
-  const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, Date.now(), { acknowledgeForgottenKey });
+  const result = await retryFailedStep(c.env.DB, c.get("workspace"), ref, nowOf(c.env), { acknowledgeForgottenKey });
   if (!result.retried) {
     switch (result.reason) {
       case "not-found":
@@ -186,7 +187,7 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
 executionRoutes.post("/:executionId/cancel", operatorKey, async (c) => {
   const executionId = c.req.param("executionId");
   const { releaseIdentity } = await parseOperatorBody(c.req.raw, CancelBody, executionProblems.cancelBodyInvalid);
-  const result = await cancelExecution(c.env.DB, c.get("workspace"), executionId, Date.now(), { releaseIdentity });
+  const result = await cancelExecution(c.env.DB, c.get("workspace"), executionId, nowOf(c.env), { releaseIdentity });
   if (result.cancelled) {
     return c.json({ executionId, status: "CANCELLED", cancelledSteps: result.inFlight, identityReleased: result.identityReleased }, 200);
   }

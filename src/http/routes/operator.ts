@@ -21,6 +21,7 @@ import { equalDigests, sha256 } from "../../lib/crypto";
 import { log } from "../../lib/log";
 import { ProblemError, type ProblemCatalog } from "../../lib/problem";
 import { workspaceForToken, type AppEnv } from "../auth";
+import { nowOf } from "../../lib/clock";
 
 export type OperatorProblemCode = "operator-token-required";
 
@@ -99,7 +100,7 @@ operatorRoutes.get("/storage", async (c) => {
       const db = shards.env(shard).DB;
       const read = await readStorage(db);
       // An hour-old count is taken again here as by the storage task (one more statement, at most hourly).
-      const now = Date.now();
+      const now = nowOf(c.env);
       return { shard, binding, ...(recountDue(read, now) ? await recountExecutions(db, now) : read) };
     }),
   );

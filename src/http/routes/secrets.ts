@@ -21,6 +21,7 @@ import { RESERVED_SECRETS } from "../../secrets/resolve";
 import { secretProblems } from "../../secrets/problems";
 import { deleteSecret, listSecrets, putSealedSecret, type SecretListing } from "../../secrets/store";
 import { log } from "../../lib/log";
+import { nowOf } from "../../lib/clock";
 
 /** A credential, not a document: 4 KiB of UTF-8 covers every API key and signing secret we know. */
 export { MAX_SECRET_VALUE_BYTES };
@@ -62,7 +63,7 @@ secretRoutes.put("/:name", async (c) => {
   }
   const workspace = c.get("workspace");
   const sealed = await sealSecret(keyring, workspace, name, value);
-  const stored = await putSealedSecret(c.env.DB, workspace, name, sealed, Date.now());
+  const stored = await putSealedSecret(c.env.DB, workspace, name, sealed, nowOf(c.env));
   return c.json(present(stored), 200, { "cache-control": "no-store" });
 });
 

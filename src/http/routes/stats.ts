@@ -19,6 +19,7 @@ import { executionProblems } from "../../steps/problems";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { StatsQuery, StatsSeriesQuery } from "../openapi/requests";
 import { parseQuery, timeOf } from "../query-params";
+import { nowOf } from "../../lib/clock";
 
 export const statsRoutes = new Hono<AppEnv>();
 
@@ -27,7 +28,7 @@ statsRoutes.use("*", requireWorkspace);
 const DEFAULT_WINDOW_MS = 24 * 3_600_000;
 
 statsRoutes.get("/", async (c) => {
-  const since = timeOf(parseQuery(StatsQuery, c.req.query()).since) ?? Date.now() - DEFAULT_WINDOW_MS;
+  const since = timeOf(parseQuery(StatsQuery, c.req.query()).since) ?? nowOf(c.env) - DEFAULT_WINDOW_MS;
   const workflows = await sumDuplicatesStopped(c.env.DB, c.get("workspace"), since);
   // Events are the workspace's, not an execution's: received since, and the duplicates they absorbed.
   const events = await sumEvents(c.env.DB, c.get("workspace"), since);
@@ -40,7 +41,7 @@ statsRoutes.get("/", async (c) => {
 
 statsRoutes.get("/series", async (c) => {
   const query = parseQuery(StatsSeriesQuery, c.req.query());
-  const now = Date.now();
+  const now = nowOf(c.env);
   const range = seriesRange({ bucket: query.bucket, since: timeOf(query.since), until: timeOf(query.until) }, now);
   if ("refused" in range) throw executionProblems.invalidParameter(range.parameter, range.message);
   const workflowId = query.workflowId ?? null;

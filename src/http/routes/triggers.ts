@@ -88,7 +88,7 @@ triggerRoutes.post("/:workflowId/test-runs", requireWorkspace, healAfterResponse
   if (wait === undefined) return startResponse(result);
   // 200 with the finished trace, or 202 with the trace so far when it is still running.
   const finished = await waitForExecution(deps.db, workspace, result.executionId, wait * 1000);
-  const trace = await readTrace(deps.db, workspace, result.executionId);
+  const trace = await readTrace(deps.db, workspace, result.executionId, deps.now());
   return new Response(JSON.stringify({ ...trace, deduplicated: result.deduplicated }), {
     status: finished ? 200 : 202,
     headers: { "content-type": "application/json", "preference-applied": `wait=${wait}`, location: `/v1/executions/${result.executionId}` },

@@ -27,6 +27,7 @@ import { connectorNamesOf, resolveConnectors } from "../../connectors/resolve";
 import { latestConnectors } from "../../connectors/store";
 import { connectorProblems } from "../../connectors/problems";
 import { keylessWritesRefused } from "../../definitions/keyless-writes";
+import { nowOf } from "../../lib/clock";
 
 /** How many scheduled runs the workflow read shows (newest minute first). */
 const SCHEDULE_RUNS_SHOWN = 20;
@@ -62,7 +63,7 @@ workflowRoutes.put("/:workflowId", requireWorkspace, async (c) => {
     throw connectorProblems.keylessWriteRefused(result.warnings);
   }
 
-  const { version, created } = await saveWorkflow(c.env.DB, workspace, result.definition, Date.now());
+  const { version, created } = await saveWorkflow(c.env.DB, workspace, result.definition, nowOf(c.env));
   const location = `/v1/workflows/${encodeURIComponent(workflowId)}?version=${version}`;
   const warnings = result.warnings.length > 0 ? { warnings: result.warnings } : {};
   return c.json({ workflowId, version, created, ...warnings }, created ? 201 : 200, { location });
