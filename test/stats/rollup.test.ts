@@ -7,12 +7,12 @@
  */
 import { createExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { removeExecutions, rollHours, STATS_RETENTION_MS } from "../../src/ledger";
+import { removeExecutions, rollHours, startRollupTick, STATS_RETENTION_MS } from "../../src/ledger";
 import { PERIODIC_TASKS } from "../../src/scheduled";
 import { runOnEveryShard } from "../../src/shards/cron";
 import { shardEnv } from "../../src/shards/shard-env";
 import { BACKFILL_HOURS, MAX_HOURS_PER_ROLL } from "../../src/stats/rollup-plan";
-import { ROLLUP_TASK_QUERIES, rollupLogLine, runRollup, statsRollupTask } from "../../src/stats/rollup-task";
+import { ROLLUP_SWEEP_LIMIT, ROLLUP_TASK_QUERIES, rollupLogLine, runRollup, statsRollupTask } from "../../src/stats/rollup-task";
 import { countingD1 } from "../helpers/counting-d1";
 import { createdIn, HOUR_MS, marksOf, MINUTE_MS, real, rollupRows, row, setMarks, shardDb, statsWorkspace, trigger } from "./helpers";
 
@@ -226,6 +226,34 @@ describe("retention", () => {
     expect(report.swept).toBeGreaterThanOrEqual(1);
     expect((await rollupRows(real.DB, workspace)).map((r) => r.hour)).toEqual([kept]);
     expect(STATS_RETENTION_MS).toBe(400 * 86_400_000);
+  });
+});
+
+describe("the retention sweep's bound", () => {
+  it("one tick deletes at most ROLLUP_SWEEP_LIMIT rows, oldest first; the rest go on later ticks", async () => {
+    const workspace = `bound-${crypto.randomUUID().slice(0, 8)}`;
+    // Older than every other row of this file: the sweep, oldest first, reaches these first.
+    const first = Date.UTC(2019, 0, 1);
+    const rows = ROLLUP_SWEEP_LIMIT + 5;
+    await real.DB.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?3 - 1)
+       INSERT INTO stats_hourly (workspace, workflow_id, hour, executions, rolled_at) SELECT ?1, 'wf', ?2 + i * 3600000, 1, ?2 FROM n`,
+    )
+      .bind(workspace, first, rows)
+      .run();
+    const now = hourOn(11);
+    await setMarks(real.DB, Math.floor(now / HOUR_MS) * HOUR_MS);
+    const report = await runRollup(real.DB, now);
+    expect(report.swept).toBe(ROLLUP_SWEEP_LIMIT);
+    // The five newest are left for the next tick.
+    expect((await rollupRows(real.DB, workspace)).map((r) => r.hour)).toEqual(
+      Array.from({ length: 5 }, (_, i) => first + (ROLLUP_SWEEP_LIMIT + i) * HOUR_MS),
+    );
+    // The ledger's statement takes the bound it is given.
+    expect((await startRollupTick(real.DB, first + rows * HOUR_MS, 2)).swept).toBe(2);
+    expect((await rollupRows(real.DB, workspace)).map((r) => r.hour)).toEqual(
+      Array.from({ length: 3 }, (_, i) => first + (ROLLUP_SWEEP_LIMIT + 2 + i) * HOUR_MS),
+    );
   });
 });
 

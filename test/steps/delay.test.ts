@@ -131,6 +131,36 @@ describe("a DELAY sleeps parked and resumes once", () => {
     expect((await stepRow(id, "nap"))?.parked_until).toBeNull();
   });
 
+  it("`for` counts from the step's dispatch, not from its claim: a first message delivered late wakes at dispatch + for", async () => {
+    const h = harness();
+    const dispatchedAt = h.clock.now();
+    const wf = await seedWorkflow(WS, napping({ for: "2h" }));
+    const id = await h.start(wf, {});
+    const [first] = h.queue.take();
+    // The queue is slow: the first claim comes 90 minutes after the dispatch.
+    h.clock.advance(90 * 60_000);
+    await h.deliver([first!.body]);
+    expect(await stepRow(id, "nap")).toMatchObject({
+      state: "EXECUTING",
+      wake_at: dispatchedAt + 2 * HOUR,
+      parked_until: dispatchedAt + 2 * HOUR,
+    });
+    expect(h.queue.pending).toEqual([
+      { body: expect.objectContaining({ executionId: id, vertexId: "nap" }), dueAt: dispatchedAt + 2 * HOUR },
+    ]);
+    // A claim later than the whole sleep completes at once, woken at dispatch + for.
+    const late = await seedWorkflow(WS, napping({ for: "30m" }));
+    const lateDispatch = h.clock.now();
+    const lateId = await h.start(late, {});
+    const [lateFirst] = h.queue.take().filter((m) => (m.body as { executionId: string }).executionId === lateId);
+    h.clock.advance(HOUR);
+    await h.deliver([lateFirst!.body]);
+    expect(JSON.parse((await stepsOf(lateId)).nap!.output!)).toEqual({
+      wakeAt: new Date(lateDispatch + 30 * 60_000).toISOString(),
+      wokeAt: new Date(lateDispatch + HOUR).toISOString(),
+    });
+  });
+
   it("a wake-up delivered twice at once (message and cron, or a redelivery) resumes it once", async () => {
     const h = harness();
     const { id } = await parked(h, { for: "30m" });
