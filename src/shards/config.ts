@@ -85,17 +85,19 @@ export function parseShardList(spec: string): string[] {
   return names;
 }
 
-/** `"dev:0,other:1,*:0"` → the map and the default shard; every shard must exist. */
+/** `"dev:0,other:1,*:0"` → the map and the default shard; every shard must exist. Spaces around a name or number are dropped. */
 export function parsePlacement(spec: string, shardCount: number): { placed: Map<string, number>; defaultShard: number } {
   const placed = new Map<string, number>();
   let defaultShard = 0;
   for (const entry of spec.split(",").map((pair) => pair.trim())) {
     if (entry.length === 0) continue;
     const at = entry.lastIndexOf(":");
-    const workspace = entry.slice(0, at);
-    const shardText = entry.slice(at + 1);
+    // Spaces around either part are layout ("acme-eu : 1"), never part of the name: a name kept
+    // with its space would place "acme-eu " and leave the real acme-eu on the default shard.
+    const workspace = entry.slice(0, Math.max(at, 0)).trim();
+    const shardText = entry.slice(at + 1).trim();
     const shard = /^\d{1,4}$/.test(shardText) ? Number(shardText) : NaN;
-    if (at <= 0 || !Number.isInteger(shard)) {
+    if (at <= 0 || workspace.length === 0 || !Number.isInteger(shard)) {
       throw shardProblems.misconfigured(
         `WORKSPACE_SHARDS entry "${entry}" is not \`workspace:shard\` (e.g. "other:1", or "*:1" for the default).`,
       );

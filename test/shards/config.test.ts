@@ -99,12 +99,25 @@ describe("parsing", () => {
       ["team:eu", 1],
     ]);
     expect(defaultShard).toBe(1);
-    for (const bad of ["a", "a:", ":1", "a:x", "a:-1", "a:2", "*:2", "a:1,a:0", "a:1.5"]) {
+    for (const bad of ["a", "a:", ":1", " :1", "a:x", "a:-1", "a:2", "*:2", "a:1,a:0", "a:1.5", "a:1,a :0"]) {
       expect(
         problemCode(() => parsePlacement(bad, 2)),
         bad,
       ).toBe("shards-misconfigured");
     }
+  });
+
+  it("WORKSPACE_SHARDS: spaces around a name or a shard are layout, not part of the name", () => {
+    // "acme-eu :1" once placed "acme-eu " — and the real acme-eu landed on the default shard.
+    const { placed } = parsePlacement("acme-eu :1, acme-us: 1 ,\tacme-ap\t:\t1", 2);
+    expect([...placed]).toEqual([
+      ["acme-eu", 1],
+      ["acme-us", 1],
+      ["acme-ap", 1],
+    ]);
+    const config = { bindings: ["DB", "DB_1"], placed, defaultShard: 0, key: "" };
+    expect(shardOf(config, "acme-eu")).toBe(1);
+    expect(parsePlacement(" * : 1", 2).defaultShard).toBe(1);
   });
 
   it("user-named workspaces are map keys, never object members", () => {
