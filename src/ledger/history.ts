@@ -196,6 +196,7 @@ export interface RemovalReport {
   attempts: number;
   events: number;
   duplicates: number;
+  /** Key sends kept past their execution: unguarded ones marked kept (none is deleted). */
   keySends: number;
 }
 
@@ -214,8 +215,7 @@ const removableGuard = `(
 /**
  * `removeExecutions`: chains removed, children first — the tombstones, attempts, events,
  * duplicate records, the waits' registrations, steps, then the executions. Key sends stay (the
- * retention guard reads them: a sweep keeps the unguarded ones too), but an erasure deletes the
- * unguarded ones. An erasure also deletes the
+ * retention guard reads them): the unguarded ones are marked kept. An erasure also deletes the
  * events its executions took (their data may be personal) with their consumption records; a
  * retention sweep leaves both to the events sweep (`sweepEventsOnce`), so a sender's duplicate
  * still answers with the first delivery's outcome until the event itself goes. ONE batch; every statement carries the guard, so the
@@ -233,17 +233,7 @@ export async function removeExecutions(
   if (ids.length === 0) return empty;
   const params = [JSON.stringify(ids), now, reason, JSON.stringify(ids.filter((id) => archived.has(id))), ids.length];
   const del = (sql: string) => db.prepare(`${sql} AND ${removableGuard}`).bind(...params);
-  type Label =
-    | "tombstones"
-    | "attempts"
-    | "events"
-    | "keySendsKept"
-    | "keySends"
-    | "waits"
-    | "erasedEvents"
-    | "consumptions"
-    | "identityValues"
-    | "steps";
+  type Label = "tombstones" | "attempts" | "events" | "keySends" | "waits" | "erasedEvents" | "consumptions" | "identityValues" | "steps";
   const results = await new LabelledBatch<Label | "executions">(db)
     .add(
       "tombstones",
@@ -263,15 +253,11 @@ export async function removeExecutions(
     )
     .add("attempts", del(`DELETE FROM step_attempts WHERE execution_id IN ${IDS}`))
     .add("events", del(`DELETE FROM step_events WHERE execution_id IN ${IDS}`))
-    // Key sends outlive a swept execution, guarded or not: a later version that declares a retention
+    // Key sends outlive their execution, guarded or not: a later version that declares a retention
     // must still find the first send (docs/history.md "Destination key sends outlive their executions").
-    // The sweep marks the unguarded ones kept (`guarded = 1`: out of the unguarded index, aged by
-    // HISTORY_KEY_SENDS like the rest); an erasure deletes them (their key may hold the business value).
-    .add(
-      "keySendsKept",
-      del(`UPDATE destination_key_sends SET guarded = 1 WHERE guarded = 0 AND ?3 = 'retention' AND execution_id IN ${IDS}`),
-    )
-    .add("keySends", del(`DELETE FROM destination_key_sends WHERE guarded = 0 AND ?3 = 'erased' AND execution_id IN ${IDS}`))
+    // The unguarded ones are marked kept (`guarded = 1`: out of the unguarded index, aged by
+    // HISTORY_KEY_SENDS like the rest), by a sweep and an erasure alike.
+    .add("keySends", del(`UPDATE destination_key_sends SET guarded = 1 WHERE guarded = 0 AND execution_id IN ${IDS}`))
     .add("waits", del(`DELETE FROM event_waits WHERE execution_id IN ${IDS}`))
     .add(
       "erasedEvents",
