@@ -86,7 +86,7 @@ describe("key sends after the sweep", () => {
     expect(await keySend(key)).toMatchObject({ execution_id: guarded, guarded: 1 });
   });
 
-  it("unguarded → guarded: an unguarded key's send is kept when its execution is swept, so a later version that declares a retention refuses the same key: one charge", async () => {
+  it("unguarded → guarded: an unguarded key's send is kept past the sweep; a later version with a retention refuses it", async () => {
     const h = setup();
     const order = unique("U");
     const id = unique("wf");
