@@ -19,7 +19,7 @@ export const ingressTask: PeriodicTask<IngressCronReport> = {
     const deps = ingressDeps(env);
     // Independent jobs: a failing schedule listing must not stop the sweep, nor the reverse.
     const [schedules, sweep] = await Promise.allSettled([
-      fireSchedules(deps, tick.cron, tick.scheduledTime, { placedHere: tick.placedHere }),
+      fireSchedules(deps, tick.cron, tick.scheduledTime, { scheduleRefusal: tick.scheduleRefusal }),
       sweepExpiredIdentities(deps.db, deps.now()),
     ]);
     if (schedules.status === "rejected") log.error("cron.schedules_failed", { cron: tick.cron, error: errorMessage(schedules.reason) });

@@ -41,11 +41,13 @@ const SWEEP_LIMIT = 500;
 export interface ScheduleOptions {
   startsPerTick?: number;
   /**
-   * Whether WORKSPACE_SHARDS places `workspace` on this tick's shard (src/shards/cron.ts). A run
-   * of a workspace placed elsewhere — being moved, or fenced — is skipped with the reason, never
-   * started here: the map, not leftover rows, decides where a workspace's schedules fire.
+   * Why `workspace`'s schedules must not fire on this tick's shard, or null when they may
+   * (src/shards/placement.ts `scheduleRefusal`). A run of a workspace placed elsewhere, or fenced
+   * (the map moved it, the record did not: a move under way), is skipped with the reason, never
+   * started here: the map and the placement record, not leftover or copied rows, decide where a
+   * workspace's schedules fire. A refusal that throws (a database error) fails the run: retried.
    */
-  placedHere?: (workspace: string) => boolean;
+  scheduleRefusal?: (workspace: string) => Promise<string | null>;
 }
 
 export interface ScheduleReport {
@@ -82,7 +84,7 @@ export async function fireSchedules(
   const outcomes: ScheduleRunOutcome[] = [];
   for (let i = 0; i < claimed.length; i += START_CONCURRENCY) {
     const chunk = claimed.slice(i, i + START_CONCURRENCY);
-    outcomes.push(...(await Promise.all(chunk.map((run) => startRun(deps, run, report, options.placedHere)))));
+    outcomes.push(...(await Promise.all(chunk.map((run) => startRun(deps, run, report, options.scheduleRefusal)))));
   }
   const swept = await finishScheduleRuns(deps.db, outcomes, {
     now,
@@ -99,15 +101,11 @@ async function startRun(
   deps: IngressDeps,
   run: ClaimedScheduleRun,
   report: ScheduleReport,
-  placedHere?: (workspace: string) => boolean,
+  scheduleRefusal?: (workspace: string) => Promise<string | null>,
 ): Promise<ScheduleRunOutcome> {
   if (!run.workflow) {
     report.skipped++;
     return { rowid: run.rowid, status: "SKIPPED", error: `the workflow no longer has the schedule "${run.cron}"` };
-  }
-  if (placedHere && !placedHere(run.workspace)) {
-    report.skipped++;
-    return { rowid: run.rowid, status: "SKIPPED", error: `workspace "${run.workspace}" is placed on another shard (WORKSPACE_SHARDS)` };
   }
   const workflow: StoredWorkflow = {
     workspace: run.workspace,
@@ -118,6 +116,11 @@ async function startRun(
     createdAt: run.workflow.createdAt,
   };
   try {
+    const refused = scheduleRefusal ? await scheduleRefusal(run.workspace) : null;
+    if (refused !== null) {
+      report.skipped++;
+      return { rowid: run.rowid, status: "SKIPPED", error: refused };
+    }
     const result = await startWorkflowExecution(deps, {
       workflow,
       triggerKind: "schedule",

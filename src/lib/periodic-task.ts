@@ -12,13 +12,16 @@ import { errorMessage, log, type LogLine } from "./log";
  * What a tick hands every task: the cron string it was delivered for and its scheduled time (the
  * task's clock), and — when cron runs the tasks per shard (src/shards/cron.ts) — the shard, the
  * D1 queries the tick's allocator gives this shard's unbounded task (the history sweep), and
- * which workspaces the map places on it.
+ * whose schedules may fire on it.
  */
 export type Tick = Pick<ScheduledController, "cron" | "scheduledTime"> & {
   shard?: number;
   sweepQueries?: number;
-  /** Whether WORKSPACE_SHARDS places `workspace` on this shard (the schedules fire only there). */
-  placedHere?: (workspace: string) => boolean;
+  /**
+   * Why `workspace`'s schedules must not fire on this shard (placed elsewhere by WORKSPACE_SHARDS,
+   * or fenced: src/shards/placement.ts `scheduleRefusal`), or null when they may.
+   */
+  scheduleRefusal?: (workspace: string) => Promise<string | null>;
 };
 
 export interface PeriodicTask<Report> {

@@ -14,9 +14,8 @@
  */
 import { runPeriodicTasks, type AnyPeriodicTask, type Tick } from "../lib/periodic-task";
 import { errorMessage, log } from "../lib/log";
-import { shardOf } from "./config";
 import { InvocationShards } from "./invocation";
-import { ready } from "./placement";
+import { ready, scheduleRefusal as scheduleRefusalOf } from "./placement";
 
 /** The queries a tick spends over every shard (Workers allow 1,000; the rest is headroom). */
 export const CRON_QUERY_BUDGET = 900;
@@ -42,11 +41,12 @@ export async function runOnEveryShard(tasks: ReadonlyArray<AnyPeriodicTask>, env
       log.error("cron.shard_skipped", { shard, error: errorMessage(error) });
       continue;
     }
-    const placedHere = (workspace: string) => shardOf(shards.config, workspace) === shard;
+    // The schedules of a workspace fire only on its shard, and only once the placement fence passes.
+    const scheduleRefusal = (workspace: string) => scheduleRefusalOf(shards.worker, workspace, shard);
     await runPeriodicTasks(
       tasks,
       shards.env(shard),
-      { cron: tick.cron, scheduledTime: tick.scheduledTime, shard, sweepQueries, placedHere },
+      { cron: tick.cron, scheduledTime: tick.scheduledTime, shard, sweepQueries, scheduleRefusal },
       ctx,
     );
   }

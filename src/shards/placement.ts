@@ -10,29 +10,35 @@
  *
  * A passed fence is kept per isolate per var value, so the cost is one statement pair on shard 0
  * the first time an isolate serves a workspace; a failed one is asked again after `RECHECK_MS`.
+ * Only a recorded workspace is kept: the public routes read the record of any name anyone sends,
+ * and a name without a record is never kept, so junk names can neither fill the cache nor evict
+ * real workspaces from it.
+ *
+ * Cron applies the same fence before it starts a schedule (`scheduleRefusal`): a workspace frozen
+ * for a move starts nothing on the shard the map now names.
  */
+import { ProblemError } from "../lib/problem";
 import { databaseOf, shardConfig, shardOf, type ShardConfig } from "./config";
 import { shardProblems } from "./problems";
 import { shardSchemaReady } from "./schema";
 import { shardEnv, workerEnv, type ShardEnv } from "./shard-env";
 
 const RECHECK_MS = 5_000;
-/** How long the hook route trusts "no record yet" before reading the record again. */
-const UNRECORDED_RECHECK_MS = 60_000;
-/** Workspaces whose fence passed, per var value; cleared when full (each entry costs one check to regain). */
-const MAX_REMEMBERED = 10_000;
-
 /**
- * `recorded: false`: read by the hook route, no record yet — a recording request still records it,
- * and the hook route reads it again after `until` (a record made meanwhile by another isolate).
+ * Recorded workspaces whose fence was checked, per var value; cleared when full (each entry costs
+ * one check to regain). Only names with a record on shard 0 get here — created by an authenticated
+ * request or by cron — never a name an anonymous caller made up.
  */
-type Fence = { ok: true; recorded: true } | { ok: true; recorded: false; until: number } | { ok: false; until: number; error: unknown };
+export const MAX_REMEMBERED = 10_000;
+
+type Fence = { ok: true } | { ok: false; until: number; error: unknown };
 let fences: { key: string; entries: Map<string, Fence> } = { key: "", entries: new Map() };
 
 export interface PlaceOptions {
   /**
-   * Record a workspace seen for the first time (default). The public hook route does not: anyone
-   * may name any workspace there, and a name must not become a row. It reads the record, fenced.
+   * Record a workspace seen for the first time (default). The public routes (hooks, event
+   * deliveries) do not: anyone may name any workspace there, and a name must become neither a row
+   * nor an entry of this isolate's cache. They read the record, fenced.
    */
   record?: boolean;
   now?: number;
@@ -59,25 +65,53 @@ export function ready(worker: Env, config: ShardConfig, shard: number, now = Dat
 async function fence(worker: Env, config: ShardConfig, workspace: string, shard: number, now: number, record: boolean): Promise<void> {
   if (fences.key !== config.key) fences = { key: config.key, entries: new Map() };
   const known = fences.entries.get(workspace);
-  if (known?.ok && (known.recorded || (!record && now < known.until))) return;
-  if (known && !known.ok && now < known.until) throw known.error;
+  if (known?.ok) return;
+  if (known && now < known.until) throw known.error;
   // The placements record lives on shard 0: it must have the table before it can fence.
   await ready(worker, config, 0, now);
   const recorded = record ? await recordPlacement(worker, config, workspace, shard, now) : await readPlacement(worker, config, workspace);
+  // Unrecorded and not recording (a public route): nothing says the data is elsewhere, and the route
+  // finds its workflow or source only where the map points — it can start nothing on a shard
+  // holding none. Nothing is kept: the next request reads the record again (a record made
+  // meanwhile by another isolate fences it at once), and a made-up name takes no place in the cache.
+  if (recorded === null) return;
   if (fences.entries.size >= MAX_REMEMBERED) fences.entries.clear();
-  // Unrecorded and not recording (the hook route): nothing says the data is elsewhere, and a hook
-  // finds its workflow only where the map points — it can start nothing on a shard holding none.
   if (recorded === shard) {
-    fences.entries.set(workspace, { ok: true, recorded: true });
-    return;
-  }
-  if (recorded === null) {
-    fences.entries.set(workspace, { ok: true, recorded: false, until: now + UNRECORDED_RECHECK_MS });
+    fences.entries.set(workspace, { ok: true });
     return;
   }
   const error = shardProblems.workspaceMisplaced(workspace, shard, recorded);
   fences.entries.set(workspace, { ok: false, until: now + RECHECK_MS, error });
   throw error;
+}
+
+/**
+ * Why cron must not start `workspace`'s schedules on shard `shard`, or null when it may: the map
+ * places the workspace there and the fence the HTTP routes use passes (recording a workspace seen
+ * for the first time, as they do). A frozen workspace — the map moved, the record not yet — starts
+ * nothing on the shard the map names, whatever rows were copied there. Throws what is not an
+ * answer (a database error): the run is then retried like any failed start.
+ */
+export async function scheduleRefusal(env: Env, workspace: string, shard: number, now = Date.now()): Promise<string | null> {
+  const worker = workerEnv(env);
+  const config = shardConfig(worker);
+  if (shardOf(config, workspace) !== shard) return `workspace "${workspace}" is placed on another shard (WORKSPACE_SHARDS)`;
+  try {
+    await fence(worker, config, workspace, shard, now, true);
+    return null;
+  } catch (error) {
+    if (!(error instanceof ProblemError) || error.code !== "workspace-misplaced") throw error;
+    const { recorded } = error.extensions;
+    return (
+      `workspace "${workspace}" is fenced: WORKSPACE_SHARDS places it on shard ${shard}, its data is recorded on shard ${recorded} ` +
+      `(a move under way, docs/shards.md "Move a workspace")`
+    );
+  }
+}
+
+/** Tests: how many workspaces this isolate's fence remembers. */
+export function rememberedPlacements(): number {
+  return fences.entries.size;
 }
 
 /**

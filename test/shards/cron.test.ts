@@ -8,12 +8,14 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { WorkflowDefinition } from "../../src/definitions/schema";
 import { saveWorkflow } from "../../src/definitions/store";
 import { historyTask } from "../../src/history/cron";
+import { ingressTask } from "../../src/ingress/cron";
 import { fireSchedules } from "../../src/ingress/schedule";
 import type { StepMessage } from "../../src/steps/messages";
 import type { PeriodicTask, Tick } from "../../src/lib/periodic-task";
 import { auditShard, placementAuditTask } from "../../src/shards/audit";
 import { MAX_SHARDS } from "../../src/shards/config";
 import { BOUNDED_TASK_QUERIES, CRON_QUERY_BUDGET, runOnEveryShard, sweepShare } from "../../src/shards/cron";
+import { forgetPlacements } from "../../src/shards/placement";
 import { forgetSchemaChecks, LATEST_MIGRATION } from "../../src/shards/schema";
 import { shardEnv, shardOfEnv } from "../../src/shards/shard-env";
 import { reaperTask } from "../../src/steps/cron";
@@ -72,15 +74,20 @@ describe("the cron allocator", () => {
       [1, "one"],
     ]);
     expect(runs.map((r) => r.tick)).toEqual([
-      { ...TICK, shard: 0, sweepQueries: sweepShare(2), placedHere: expect.any(Function) },
-      { ...TICK, shard: 1, sweepQueries: sweepShare(2), placedHere: expect.any(Function) },
+      { ...TICK, shard: 0, sweepQueries: sweepShare(2), scheduleRefusal: expect.any(Function) },
+      { ...TICK, shard: 1, sweepQueries: sweepShare(2), scheduleRefusal: expect.any(Function) },
     ]);
     // The map decides, per shard, which workspaces' schedules fire there.
-    const e = { ...real, WORKSPACE_SHARDS: "far:1" } as unknown as Env;
+    const far = `far-${crypto.randomUUID().slice(0, 8)}`;
+    const near = `near-${crypto.randomUUID().slice(0, 8)}`;
+    const e = { ...real, WORKSPACE_SHARDS: `${far}:1` } as unknown as Env;
     const placed: Array<[number, boolean, boolean]> = [];
     const probe: PeriodicTask<null> = {
       name: "probe",
-      run: async (_e, tick) => (placed.push([tick.shard!, tick.placedHere!("far"), tick.placedHere!("near")]), null),
+      run: async (_e, tick) => (
+        placed.push([tick.shard!, (await tick.scheduleRefusal!(far)) === null, (await tick.scheduleRefusal!(near)) === null]),
+        null
+      ),
       logLine: () => null,
     };
     await runOnEveryShard([probe], e, TICK, createExecutionContext());
@@ -88,6 +95,53 @@ describe("the cron allocator", () => {
       [0, false, true],
       [1, true, false],
     ]);
+  });
+
+  it("a frozen workspace (the map moved it, its placement record did not) starts no schedule on the shard the map names", async () => {
+    // A cron both of whose day fields are set: every delivery is the minute it falls in (src/ingress/tick.ts).
+    // acme runs on shard 0; the operator froze it for a move (map: shard 1) and copied its workflow there.
+    const ws = `frozen-${crypto.randomUUID().slice(0, 8)}`;
+    const id = `sched-${crypto.randomUUID().slice(0, 8)}`;
+    const definition = WorkflowDefinition.parse({
+      id,
+      vertices: [
+        { id: "entry", type: "ENTRY_POINT", config: { schedule: "30 6 1 1 MON" } },
+        { id: "shape", type: "TRANSFORM", config: { output: "= payload" } },
+      ],
+      edges: [{ from: "entry", to: "shape" }],
+    });
+    await real.DB.prepare("INSERT INTO workspace_placements (workspace, shard, placed_at) VALUES (?1, 0, ?2)").bind(ws, Date.now()).run();
+    for (const db of [real.DB, real.DB_1]) await saveWorkflow(db, ws, definition, Date.now());
+    forgetPlacements();
+    const sent: unknown[] = [];
+    const e = {
+      ...real,
+      D1_SHARDS: "DB,DB_1",
+      WORKSPACE_SHARDS: `${ws}:1`,
+      QUEUE: { send: async (body: unknown) => void sent.push(body), sendBatch: async () => {} },
+    } as unknown as Env;
+    const ctx = createExecutionContext();
+    await runOnEveryShard([ingressTask], e, { cron: "30 6 1 1 MON", scheduledTime: Date.now() - 120_000 }, ctx);
+    await waitOnExecutionContext(ctx);
+    const runs = async (db: D1Database) =>
+      (
+        await db
+          .prepare("SELECT status, error FROM schedule_runs WHERE workspace = ?1 AND workflow_id = ?2")
+          .bind(ws, id)
+          .all<{ status: string; error: string }>()
+      ).results;
+    // Shard 1 (the map's): fenced, skipped with the reason; shard 0 (the record's): placed elsewhere, skipped.
+    expect(await runs(real.DB_1)).toEqual([{ status: "SKIPPED", error: expect.stringMatching(/is fenced: .*recorded on shard 0/) }]);
+    expect(await runs(real.DB)).toEqual([{ status: "SKIPPED", error: expect.stringMatching(/placed on another shard/) }]);
+    for (const db of [real.DB, real.DB_1]) {
+      expect(await db.prepare("SELECT count(*) AS n FROM executions WHERE workspace = ?1").bind(ws).first("n")).toBe(0);
+    }
+    // The move recorded: the next tick starts it on shard 1, and only there.
+    await real.DB.prepare("UPDATE workspace_placements SET shard = 1 WHERE workspace = ?1").bind(ws).run();
+    forgetPlacements();
+    await runOnEveryShard([ingressTask], e, { cron: "30 6 1 1 MON", scheduledTime: Date.now() - 60_000 }, createExecutionContext());
+    expect(await real.DB_1.prepare("SELECT count(*) AS n FROM executions WHERE workspace = ?1").bind(ws).first("n")).toBe(1);
+    expect(await real.DB.prepare("SELECT count(*) AS n FROM executions WHERE workspace = ?1").bind(ws).first("n")).toBe(0);
   });
 
   it("a schedule of a workspace the map places on another shard is skipped with the reason, never started here", async () => {
@@ -103,7 +157,8 @@ describe("the cron allocator", () => {
     await saveWorkflow(env.DB, "moving", definition, Date.now());
     const queue = { sendBatch: async () => {}, send: async () => {} } as unknown as Queue<StepMessage>;
     const report = await fireSchedules({ db: env.DB, queue, now: () => Date.now() }, "0 9 * * *", Date.UTC(2026, 11, 6, 9, 0), {
-      placedHere: (workspace) => workspace !== "moving",
+      scheduleRefusal: async (workspace) =>
+        workspace === "moving" ? 'workspace "moving" is placed on another shard (WORKSPACE_SHARDS)' : null,
     });
     expect(report.started).toEqual([]);
     expect(report.skipped).toBeGreaterThanOrEqual(1);

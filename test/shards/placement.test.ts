@@ -7,8 +7,9 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
-import { forgetPlacements, placeWorkspace } from "../../src/shards/placement";
+import { forgetPlacements, MAX_REMEMBERED, placeWorkspace, rememberedPlacements } from "../../src/shards/placement";
 import { forgetSchemaChecks, LATEST_MIGRATION } from "../../src/shards/schema";
+import { countingD1 } from "../helpers/counting-d1";
 import { deliveredEnv } from "../helpers/shards";
 
 beforeEach(() => {
@@ -147,16 +148,45 @@ describe("the placement fence", () => {
     expect(await recorded(ws)).toBeNull();
   });
 
-  it('the hook route trusts "no record yet" for a minute only: a record made meanwhile elsewhere fences it', async () => {
+  it('the public routes keep nothing for "no record yet": a record made meanwhile elsewhere fences the next request', async () => {
     const ws = workspaceName("hooked");
     const e = envWith(`${ws}:1`, [ws]);
     const t = Date.now();
     await expect(placeWorkspace(e, ws, { record: false, now: t })).resolves.toMatchObject({ shard: 1 });
     expect(await recorded(ws)).toBeNull();
+    expect(rememberedPlacements()).toBe(0);
     // Another isolate records the workspace on shard 0 (its data is there).
     await real.DB.prepare("INSERT INTO workspace_placements (workspace, shard, placed_at) VALUES (?1, 0, ?2)").bind(ws, t).run();
-    await expect(placeWorkspace(e, ws, { record: false, now: t + 1_000 })).resolves.toMatchObject({ shard: 1 });
-    await expect(placeWorkspace(e, ws, { record: false, now: t + 61_000 })).rejects.toMatchObject({ code: "workspace-misplaced" });
+    await expect(placeWorkspace(e, ws, { record: false, now: t + 1_000 })).rejects.toMatchObject({ code: "workspace-misplaced" });
+  });
+
+  it("anonymous requests naming unknown workspaces neither fill the fence cache nor evict a real workspace from it", async () => {
+    const ws = workspaceName("real");
+    const e = envWith(`${ws}:1`, [ws]);
+    expect((await call(e, ws, "PUT", "/v1/workflows/wf", WORKFLOW("wf"))).status).toBe(201);
+    expect(rememberedPlacements()).toBe(1);
+    const anonymous = async (path: string) => {
+      const ctx = createExecutionContext();
+      const res = await app.fetch(
+        new Request(`http://idemflow.test${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }),
+        e,
+        ctx,
+      );
+      await waitOnExecutionContext(ctx);
+      return res.status;
+    };
+    for (let i = 0; i < 40; i++) {
+      expect(await anonymous(`/hooks/junk-${i}-${crypto.randomUUID()}/wf`)).toBeLessThan(500);
+      expect(await anonymous(`/events/junk-${i}-${crypto.randomUUID()}/source`)).toBeLessThan(500);
+    }
+    // Nothing was kept for the junk names, and nothing recorded; the real workspace is still remembered.
+    expect(rememberedPlacements()).toBe(1);
+    expect(await count(real.DB, "SELECT count(*) AS n FROM workspace_placements WHERE workspace LIKE 'junk-%'")).toBe(0);
+    // So its next request asks shard 0 nothing.
+    const counted = countingD1(real.DB);
+    expect((await call({ ...e, DB: counted.db } as unknown as Env, ws, "GET", "/v1/workflows")).status).toBe(200);
+    expect(counted.statements()).toBe(0);
+    expect(MAX_REMEMBERED).toBeGreaterThan(0);
   });
 
   it("user-named workspaces are keys of the map and the record, never object members", async () => {
