@@ -9,6 +9,9 @@ const TEST_SECRETS = {
   // 32 fixed test bytes (base64) sealing workspace secrets.
   SECRETS_MASTER_KEY: "dGVzdC1vbmx5LW1hc3Rlci1rZXktMzItYnl0ZXMhISE=",
 };
+  // The local tokens (scripts/lib/local-tokens.mjs): secrets, never wrangler.toml [vars] (test/http/surface.test.ts).
+  API_TOKENS: "dev-token:dev,other-token:other",
+  OPERATOR_TOKENS: "operator-token",
 // wrangler checks `[secrets] required` against process.env (or .dev.vars) once per test file;
 // giving it the test values keeps it from warning 53 times about secrets the pool does bind.
 for (const [name, value] of Object.entries(TEST_SECRETS)) process.env[name] ??= value;

@@ -20,6 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ROOT, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
 import { migrateShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
@@ -136,7 +137,7 @@ async function main() {
         name: `engine-${mode}`,
         persistTo,
         envFile,
-        vars: { CHAIN_STEPS: mode },
+        vars: { ...LOCAL_TOKENS, CHAIN_STEPS: mode },
         logLevel: "warn",
         logFile: join(dir, `engine-${mode}.log`),
       });

@@ -6,6 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
 import { migrateShards } from "../scripts/lib/shards.mjs";
 import { benchLedger, formatLedger } from "./ledger.mjs";
 import { benchTriggers, formatTriggers } from "./triggers.mjs";
@@ -45,6 +46,8 @@ try {
     name: "engine",
     persistTo,
     main: "bench/baseline-worker.ts",
+    // The local tokens (wrangler.toml holds none): not the user's .dev.vars, which may not exist.
+    vars: { ...LOCAL_TOKENS },
     logLevel: "warn",
     logFile: join(dir, "wrangler.log"),
   });

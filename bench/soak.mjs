@@ -52,6 +52,7 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
 import { loadDemoConnectors } from "../scripts/lib/load-workflows.mjs";
 import { migrateShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
@@ -147,7 +148,7 @@ async function startSystem(dir, tag, vars) {
     config: snapshots.engine,
     persistTo: enginePersist,
     envFile,
-    vars: { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, ...vars },
+    vars: { ...LOCAL_TOKENS, OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, ...vars },
     // "log": the Worker's own lines (the sweep's report) come through, with wrangler's request lines.
     logLevel: "log",
     logFile: join(logs, `${tag}-engine.log`),

@@ -23,6 +23,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { importTs } from "../scripts/import-ts.mjs";
 import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
 import { migrateShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
@@ -350,7 +351,15 @@ async function countStatements(demoPort) {
       payloadJson: "{}",
       requireLatestVersion: true,
     },
-    { mode: "claim", identity: "i", claimToken: "t", takeoverExecutionId: "x", expiresAt: 1, plans: { first: plan, takeover: plan } },
+    {
+      mode: "claim",
+      identity: "i",
+      claimToken: "t",
+      executionId: "x",
+      alternateExecutionId: "y",
+      expiresAt: 1,
+      plans: { first: plan, alternate: plan },
+    },
     0,
   ).catch(() => undefined);
   const start = take().statements;
@@ -458,7 +467,7 @@ async function main() {
       name: "engine",
       persistTo: enginePersist,
       envFile: engineEnv,
-      vars: { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
+      vars: { ...LOCAL_TOKENS, OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
       logLevel: LOG_LEVEL,
       logFile: join(dir, "engine.log"),
     });

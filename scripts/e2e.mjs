@@ -36,6 +36,7 @@ import {
 import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-source.mjs";
 import { describeShard, migrateShards, readShards } from "./lib/shards.mjs";
 import { openApiChecker } from "./lib/openapi-check.mjs";
+import { LOCAL_TOKENS } from "./lib/local-tokens.mjs";
 import { browserStories } from "./lib/browser-stories.mjs";
 import { importTs } from "./import-ts.mjs";
 
@@ -126,6 +127,8 @@ try {
       PAYMENTS_KEY,
       WEBHOOK_SECRET,
       SECRETS_MASTER_KEY,
+      // The local tokens: wrangler.toml holds none, and a CI checkout has no .dev.vars.
+      ...LOCAL_TOKENS,
     },
     onLine: (line) => {
       engineLines.push(line);
@@ -151,6 +154,7 @@ try {
 
   const loaded = await loadWorkflows(engine.url, TOKEN, {
     rewrite: (text) => text.replaceAll("localhost:8788", `localhost:${demo.port}`),
+    onRequest: (method, path, request) => openapi.checkRequest(method, path, request),
     onAnswer: (method, path, res, text) => openapi.check(method, path, res.status, res.headers.get("content-type"), text),
   });
   await test("every example in workflows/ is accepted by PUT /v1/workflows/:id", async () => {
@@ -160,6 +164,7 @@ try {
   // As `npm start` does: the demo payments provider's event source and its secret, in workspace dev.
   const seeded = await seedPaymentsEventSource(engine.url, TOKEN, {
     secret: PAYMENTS_WEBHOOK_SECRET,
+    onRequest: (method, path, request) => openapi.checkRequest(method, path, request),
     onAnswer: (method, path, res, text) => openapi.check(method, path, res.status, res.headers.get("content-type"), text),
   });
   if (seeded.length !== 2 || seeded.some((r) => !r.ok)) {
@@ -175,13 +180,16 @@ try {
 // ---------------------------------------------------------------------------------------------
 // HTTP helpers (the only way these tests touch idemflow)
 
-async function api(method, path, { body, headers = {}, raw } = {}) {
-  const res = await fetch(`${engine.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
-    body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
-    signal: AbortSignal.timeout(40_000),
-  });
+/**
+ * One request to the engine, checked against the OpenAPI document before it is sent (a request the
+ * document does not accept fails the story) and its answer after. `invalid`: why this request is
+ * deliberately outside the document (a negative test); it must then be invalid.
+ */
+async function api(method, path, { body, headers = {}, raw, invalid } = {}) {
+  const sent = { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers };
+  const payload = raw ?? (body === undefined ? undefined : JSON.stringify(body));
+  openapi.checkRequest(method, path, { headers: sent, body: payload, invalid });
+  const res = await fetch(`${engine.url}${path}`, { method, headers: sent, body: payload, signal: AbortSignal.timeout(40_000) });
   const text = await res.text();
   openapi.check(method, path, res.status, res.headers.get("content-type"), text);
   let json = null;
@@ -193,8 +201,12 @@ async function api(method, path, { body, headers = {}, raw } = {}) {
   return { status: res.status, headers: res.headers, json, text };
 }
 
-/** A request `api()` cannot make (no token, a stream): the answer is checked against the document all the same. */
-async function checkedFetch(method, path, init) {
+/**
+ * A request `api()` cannot make (no token, a stream): the request and the answer are checked against the
+ * document all the same. `invalid` as api()'s.
+ */
+async function checkedFetch(method, path, init, { invalid } = {}) {
+  openapi.checkRequest(method, path, { headers: init.headers ?? {}, body: init.body, invalid });
   const res = await fetch(`${engine.url}${path}`, { method, signal: AbortSignal.timeout(30_000), ...init });
   openapi.check(method, path, res.status, res.headers.get("content-type"), await res.clone().text());
   return res;
@@ -604,8 +616,10 @@ await test("the typed client (clients/typescript): a refund waits, is listed, an
   const { idemflowClient, newIdempotencyKey } = await importTs("clients/typescript/index.ts");
   // Every answer the client receives is checked against the OpenAPI document like api()'s.
   const checking = async (request) => {
-    const res = await fetch(request);
     const path = new URL(request.url).pathname + new URL(request.url).search;
+    const body = request.body === null ? undefined : await request.clone().text();
+    openapi.checkRequest(request.method, path, { headers: Object.fromEntries(request.headers), body });
+    const res = await fetch(request);
     openapi.check(request.method, path, res.status, res.headers.get("content-type"), await res.clone().text());
     return res;
   };
@@ -835,11 +849,36 @@ await test("the storage figures answer an operator token only", async () => {
   expectEqual(workspace.status, 403, "a workspace token");
 });
 
+await test("the /v1 surface refuses what the document does not: a misspelt filter, a bad Idempotency-Key, an unserved method", async () => {
+  const misspelt = await api("GET", "/v1/executions?staus=FAILED", { invalid: "`staus` is not a parameter of the list" });
+  expectEqual([misspelt.status, misspelt.json?.code, misspelt.json?.unknown], [400, "query-parameter-unknown", ["staus"]], "?staus=");
+  expect(misspelt.json?.known?.includes("status"), `the known parameters: ${JSON.stringify(misspelt.json?.known)}`);
+  const listed = await api("GET", "/v1/executions?status=FAILED&limit=1");
+  expectEqual(listed.status, 200, "?status= spelt right");
+  const badKey = await api("POST", "/v1/events", {
+    body: { name: "surface.check", match: `surface-${RUN}` },
+    headers: { "idempotency-key": "a,b" },
+    invalid: "a bare Idempotency-Key holds no comma",
+  });
+  expectEqual([badKey.status, badKey.json?.code], [400, "idempotency-key-invalid"], "Idempotency-Key: a,b");
+  // A method no operation has is outside the document altogether: fetched raw, its answer read here.
+  const unserved = await fetch(`${engine.url}/v1/workflows/order-fulfilment`, {
+    method: "DELETE",
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
+  expectEqual(
+    [unserved.status, unserved.headers.get("allow"), (await unserved.json()).code],
+    [405, "PUT, GET, HEAD", "method-not-allowed"],
+    "DELETE /v1/workflows/{id}",
+  );
+});
+
 await test("no secret value appears in any API answer (traces of every execution)", async () => {
   // The --var values win over .dev.vars (the signed-webhook story verifies with the e2e secret);
   // scan for the local .dev.vars values too, in case a build ever picked those up instead.
   const localSecrets = await readFile(join(ROOT, ".dev.vars"), "utf8")
-    .then((text) => [...text.matchAll(/^\s*[A-Z_][A-Z0-9_]*\s*=\s*(\S+)\s*$/gm)].map((m) => m[1]))
+    // Not the local tokens (API_TOKENS, OPERATOR_TOKENS): their public local values are in the docs and problem details.
+    .then((text) => [...text.matchAll(/^\s*([A-Z_][A-Z0-9_]*)\s*=\s*(\S+)\s*$/gm)].filter((m) => !(m[1] in LOCAL_TOKENS)).map((m) => m[2]))
     .catch(() => []);
   const canaries = [PAYMENTS_KEY, WEBHOOK_SECRET, PAYMENTS_WEBHOOK_SECRET, SECRETS_MASTER_KEY, ...localSecrets];
   const sources = await api("GET", "/v1/event-sources");
@@ -984,6 +1023,8 @@ await test("shards: after the whole run, every workspace's rows are on its shard
 
 await test("every answer of the engine matched its OpenAPI document", async () => {
   log(`      ${openapi.count()} answers validated against GET /v1/openapi.json`);
+  const { requests, expectedInvalid } = openapi.requestCount();
+  log(`      ${requests} requests validated against it before they were sent (${expectedInvalid} deliberately invalid, marked so)`);
   expect(openapi.count() > 100, `only ${openapi.count()} answers were validated`);
 });
 

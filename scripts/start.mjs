@@ -2,8 +2,9 @@
 /**
  * `npm start`: the whole of idemflow on your laptop.
  *
- *   1. creates .dev.vars (local secrets) when it does not exist, and adds a random
- *      SECRETS_MASTER_KEY to it when it has none (older files),
+ *   1. creates .dev.vars (local secrets: the local tokens, demo secrets, a random SECRETS_MASTER_KEY) when it
+ *      does not exist, and appends the names an older file lacks (API_TOKENS, OPERATOR_TOKENS, SECRETS_MASTER_KEY):
+ *      wrangler.toml holds no token, so a deploy never serves the local ones (scripts/lib/local-tokens.mjs),
  *   2. applies the D1 migrations of the engine to every shard of D1_SHARDS (locally two databases,
  *      each its own SQLite file: workspace `dev` on shard 0, `other` on shard 1) and of the demo
  *      destinations (local state lives in .wrangler/state and survives restarts; `npm run reset` wipes it),
@@ -19,12 +20,12 @@ import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
 import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-source.mjs";
+import { LOCAL_TOKENS, parseEnvText } from "./lib/local-tokens.mjs";
 import { describeShard, migrateShards, readShards, tokenWorkspaces } from "./lib/shards.mjs";
 import { DEMO_CONFIG, ROOT, WRANGLER, applyMigrations, portInUse, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
 
 const ENGINE_PORT = 8787;
 const DEMO_PORT = 8788;
-const TOKEN = "dev-token";
 /** Both Workers keep their local D1 here (the engine's default; the demo is pointed at it too). */
 const STATE_DIR = join(ROOT, ".wrangler", "state");
 const DEV_VARS = join(ROOT, ".dev.vars");
@@ -38,6 +39,14 @@ WEBHOOK_SECRET=whsec_local_demo
 const masterKeyLine = () =>
   `# Seals workspace secrets stored in D1. Losing it makes them unreadable: PUT them ` +
   `again.\nSECRETS_MASTER_KEY=${randomBytes(32).toString("base64")}\n`;
+/** The lines .dev.vars needs, by name: an older file lacking one gets it appended. */
+const REQUIRED_LINES = {
+  API_TOKENS: () =>
+    `# Bearer tokens of the local workspaces (token:workspace). Production sets its own: wrangler secret put API_TOKENS.\n` +
+    `API_TOKENS=${LOCAL_TOKENS.API_TOKENS}\n`,
+  OPERATOR_TOKENS: () => `# The local operator token (GET /v1/operator/storage).\nOPERATOR_TOKENS=${LOCAL_TOKENS.OPERATOR_TOKENS}\n`,
+  SECRETS_MASTER_KEY: masterKeyLine,
+};
 
 const say = (line = "") => process.stdout.write(`${line}\n`);
 const fail = (message) => {
@@ -59,16 +68,31 @@ for (const [port, what] of [
 }
 
 if (!existsSync(DEV_VARS)) {
-  await writeFile(DEV_VARS, DEV_VARS_CONTENT + masterKeyLine());
-  say(
-    "created .dev.vars with local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo, and a random " +
-      "SECRETS_MASTER_KEY",
+  await writeFile(
+    DEV_VARS,
+    DEV_VARS_CONTENT +
+      Object.values(REQUIRED_LINES)
+        .map((line) => line())
+        .join(""),
   );
-} else if (!/^\s*SECRETS_MASTER_KEY\s*=/m.test(await readFile(DEV_VARS, "utf8"))) {
+  say(
+    `created .dev.vars with the local tokens (API_TOKENS=${LOCAL_TOKENS.API_TOKENS}, OPERATOR_TOKENS=${LOCAL_TOKENS.OPERATOR_TOKENS}), ` +
+      "local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo, and a random SECRETS_MASTER_KEY",
+  );
+} else {
   const text = await readFile(DEV_VARS, "utf8");
-  await appendFile(DEV_VARS, `${text.endsWith("\n") || text === "" ? "" : "\n"}${masterKeyLine()}`);
-  say("added a random SECRETS_MASTER_KEY to .dev.vars (it seals workspace secrets in the local D1)");
+  const present = parseEnvText(text);
+  const missing = Object.keys(REQUIRED_LINES).filter((name) => !Object.hasOwn(present, name));
+  if (missing.length > 0) {
+    const lines = missing.map((name) => REQUIRED_LINES[name]()).join("");
+    await appendFile(DEV_VARS, `${text.endsWith("\n") || text === "" ? "" : "\n"}${lines}`);
+    say(`added ${missing.join(", ")} to .dev.vars (local values; wrangler.toml holds no token)`);
+  }
 }
+const devVars = parseEnvText(await readFile(DEV_VARS, "utf8"));
+const TOKEN = tokenWorkspaces(devVars).find(({ workspace }) => workspace === "dev")?.token;
+if (!TOKEN)
+  fail("API_TOKENS in .dev.vars gives no token for workspace `dev`: add `dev-token:dev` to it (or delete .dev.vars to start afresh).");
 
 let config;
 try {
@@ -86,7 +110,7 @@ try {
   fail(`migrations failed.\n${error.message}\nIf the local state is from an older build, \`npm run reset\` wipes it.`);
 }
 /** Where each workspace of the local API_TOKENS lives: "dev (dev-token) on shard 0 (DB → idemflow)". */
-const placements = tokenWorkspaces(config.vars).map(
+const placements = tokenWorkspaces(devVars).map(
   ({ token, workspace }) => `${workspace} (${token}) on ${describeShard(config.shards[config.placement.shardOf(workspace)])}`,
 );
 

@@ -3,7 +3,8 @@
  * `application/problem+json` here (src/lib/problem.ts), whatever layer threw it.
  */
 import { Hono } from "hono";
-import type { AppEnv } from "./http/auth";
+import { requireConfiguredTokens, type AppEnv } from "./http/auth";
+import { checkRoute } from "./http/route-check";
 import { ProblemError } from "./lib/problem";
 import { commonProblems } from "./lib/common-problems";
 import { workflowRoutes } from "./http/routes/workflows";
@@ -24,7 +25,11 @@ export const app = new Hono<AppEnv>();
 
 app.get("/health", (c) => c.json({ ok: true, service: "idemflow" }));
 
+// Every /v1 request's method and query names against the document's operations (405, 400), then
+// the public document, then no /v1 route at all without configured tokens (503).
+app.use("/v1/*", checkRoute);
 app.get("/v1/openapi.json", () => serveOpenApi());
+app.use("/v1/*", requireConfiguredTokens);
 // The operator's routes (an OPERATOR_TOKENS token, never a workspace's): mounted before the
 // workspace groups. Each group applies the workspace middleware to its own paths only (no `/v1/*`
 // middleware), so it never sees /v1/operator, and an operator token grants no workspace route.

@@ -18,6 +18,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../../scripts/lib/wrangler-dev.mjs";
+import { LOCAL_TOKENS } from "../../scripts/lib/local-tokens.mjs";
 import { snapshotConfig } from "../lib/snapshot.mjs";
 import { migrateShards } from "../../scripts/lib/shards.mjs";
 import { percentile, runLoad, shuffle } from "../lib/load.mjs";
@@ -105,7 +106,12 @@ async function setup() {
   // CHAIN_STEPS=off (or any CHAIN_* var) in the environment overrides the engine's step chaining
   // configuration (docs/steps.md "Chaining").
   const chain = Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("CHAIN_")));
-  const engine = await worker("engine", engineConfig, { OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`, PAYMENTS_KEY, ...chain });
+  const engine = await worker("engine", engineConfig, {
+    ...LOCAL_TOKENS,
+    OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}`,
+    PAYMENTS_KEY,
+    ...chain,
+  });
   const wf = await worker("workflows", wfConfig, { PAYMENTS_URL: demo.url, PAYMENTS_KEY });
   await Promise.all([demo, engine, wf].map((w) => waitForHealth(w)));
   return {

@@ -495,7 +495,7 @@ export interface components {
              * @description stable: branch on it (docs/problems.md)
              * @enum {string}
              */
-            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable";
+            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable" | "tokens-not-configured" | "method-not-allowed" | "query-parameter-unknown";
             title: string;
             status: number;
             detail?: string;
@@ -1700,7 +1700,7 @@ export interface components {
              */
             toleranceSeconds: number;
         };
-        /** @description any JSON value */
+        /** @description any JSON value; every number in it at most 9007199254740991 (2^53 − 1) in magnitude and finite, else 422 json-number-out-of-range */
         JsonPayload: unknown;
     };
     responses: never;
@@ -1749,6 +1749,15 @@ export interface operations {
                     "application/json": components["schemas"]["OpenApiDocument"];
                 };
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listWorkflows: {
@@ -1773,7 +1782,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowList"];
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-limit` */
+            /** @description problem+json, `code` one of: `invalid-limit`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1802,7 +1811,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -1838,7 +1847,7 @@ export interface operations {
                     "application/json": components["schemas"]["StoredWorkflowRead"];
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-version` */
+            /** @description problem+json, `code` one of: `invalid-version`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1876,7 +1885,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -1927,7 +1936,7 @@ export interface operations {
                     "application/json": components["schemas"]["SavedWorkflow"];
                 };
             };
-            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep` */
+            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1974,7 +1983,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2031,7 +2040,7 @@ export interface operations {
                     "application/json": components["schemas"]["StartResult"];
                 };
             };
-            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `malformed-json`, `json-too-deep`, `force-new-execution-not-allowed`, `client-idempotency-id-invalid` */
+            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `malformed-json`, `json-too-deep`, `force-new-execution-not-allowed`, `client-idempotency-id-invalid`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2107,7 +2116,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2164,7 +2173,7 @@ export interface operations {
                     "application/json": components["schemas"]["StartResult"] | components["schemas"]["TestRunTrace"];
                 };
             };
-            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `force-new-execution-not-allowed`, `client-idempotency-id-invalid`, `force-new-execution-invalid` */
+            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `force-new-execution-not-allowed`, `client-idempotency-id-invalid`, `force-new-execution-invalid`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2229,7 +2238,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2279,7 +2288,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `force-new-execution-not-allowed`, `client-idempotency-id-invalid`, `force-new-execution-invalid` */
+            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `force-new-execution-not-allowed`, `client-idempotency-id-invalid`, `force-new-execution-invalid`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2344,7 +2353,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2518,7 +2527,7 @@ export interface operations {
                     "application/json": components["schemas"]["ExecutionPage"];
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-query`, `invalid-cursor` */
+            /** @description problem+json, `code` one of: `invalid-query`, `invalid-cursor`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2547,7 +2556,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2582,6 +2591,15 @@ export interface operations {
                     "application/json": components["schemas"]["Trace"];
                 };
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json, `code` one of: `unauthorized` */
             401: {
                 headers: {
@@ -2611,7 +2629,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2649,7 +2667,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErasureResult"];
                 };
             };
-            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing` */
+            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2716,7 +2734,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `archive-unbound` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `archive-unbound`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2755,7 +2773,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-query`, `invalid-cursor` */
+            /** @description problem+json, `code` one of: `invalid-query`, `invalid-cursor`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2802,7 +2820,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2846,7 +2864,7 @@ export interface operations {
                     "application/json": components["schemas"]["RetryAccepted"];
                 };
             };
-            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing`, `malformed-json`, `json-too-deep`, `invalid-retry-body` */
+            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing`, `malformed-json`, `json-too-deep`, `invalid-retry-body`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2922,7 +2940,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -2960,7 +2978,7 @@ export interface operations {
                     "application/json": components["schemas"]["StartOverResult"];
                 };
             };
-            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing` */
+            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3036,7 +3054,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3079,7 +3097,7 @@ export interface operations {
                     "application/json": components["schemas"]["CancelResult"];
                 };
             };
-            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing`, `malformed-json`, `json-too-deep`, `invalid-cancel-body` */
+            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing`, `malformed-json`, `json-too-deep`, `invalid-cancel-body`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3155,7 +3173,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3189,7 +3207,7 @@ export interface operations {
                     "application/json": components["schemas"]["Stats"];
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-query` */
+            /** @description problem+json, `code` one of: `invalid-query`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3218,7 +3236,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3258,7 +3276,7 @@ export interface operations {
                     "application/json": components["schemas"]["StatsSeries"];
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-query` */
+            /** @description problem+json, `code` one of: `invalid-query`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3287,7 +3305,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3318,9 +3336,9 @@ export interface operations {
                     name: string;
                     /** @description the correlation value: a wait whose `match` gives the same value takes it */
                     match: string | number;
-                    /** @description the sender's id of the event: deliveries with the same id are one event; without it, the content decides */
+                    /** @description the sender's id of the event (1–255 printable ASCII): deliveries with the same id are one event; without it, the content decides */
                     id?: string;
-                    /** @description any JSON (at most 256 KiB): the waiting step's output carries it */
+                    /** @description any JSON (at most 256 KiB as JSON; every number at most 2^53 − 1 in magnitude): the waiting step's output carries it */
                     data?: unknown;
                 };
             };
@@ -3382,7 +3400,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `malformed-json`, `json-too-deep` */
+            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `malformed-json`, `json-too-deep`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3440,7 +3458,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3492,7 +3510,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-query` */
+            /** @description problem+json, `code` one of: `invalid-query`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3530,7 +3548,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3561,6 +3579,15 @@ export interface operations {
                     "application/json": components["schemas"]["EventSourceList"];
                 };
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json, `code` one of: `unauthorized` */
             401: {
                 headers: {
@@ -3581,7 +3608,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3614,6 +3641,15 @@ export interface operations {
                     "application/json": components["schemas"]["EventSource"];
                 };
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json, `code` one of: `unauthorized` */
             401: {
                 headers: {
@@ -3643,7 +3679,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3694,7 +3730,7 @@ export interface operations {
                     "application/json": components["schemas"]["EventSource"];
                 };
             };
-            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep` */
+            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3741,7 +3777,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3772,6 +3808,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json, `code` one of: `unauthorized` */
             401: {
                 headers: {
@@ -3801,7 +3846,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3984,7 +4029,7 @@ export interface operations {
                     "application/json": components["schemas"]["StoredConnectorRead"];
                 };
             };
-            /** @description problem+json, `code` one of: `invalid-version` */
+            /** @description problem+json, `code` one of: `invalid-version`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4022,7 +4067,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -4073,7 +4118,7 @@ export interface operations {
                     "application/json": components["schemas"]["SavedConnector"];
                 };
             };
-            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep` */
+            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4120,7 +4165,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -4151,6 +4196,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json, `code` one of: `unauthorized` */
             401: {
                 headers: {
@@ -4180,7 +4234,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -4211,6 +4265,15 @@ export interface operations {
                     "application/json": components["schemas"]["ConnectorList"];
                 };
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json, `code` one of: `unauthorized` */
             401: {
                 headers: {
@@ -4231,7 +4294,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -4262,6 +4325,15 @@ export interface operations {
                     "application/json": components["schemas"]["SecretList"];
                 };
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json, `code` one of: `unauthorized` */
             401: {
                 headers: {
@@ -4282,7 +4354,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -4320,7 +4392,7 @@ export interface operations {
                     "application/json": components["schemas"]["SecretListing"];
                 };
             };
-            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep` */
+            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `query-parameter-unknown` */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4367,7 +4439,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `secrets-master-key-missing` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `secrets-master-key-missing`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -4398,6 +4470,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json, `code` one of: `unauthorized` */
             401: {
                 headers: {
@@ -4427,7 +4508,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -4456,6 +4537,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["StorageFigures"];
+                };
+            };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description problem+json, `code` one of: `unauthorized` */
@@ -4487,7 +4577,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */

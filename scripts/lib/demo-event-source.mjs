@@ -31,17 +31,16 @@ export function paymentsSourceDefinition() {
 
 /**
  * PUT the secret, then the source. Never throws for a refusal: each result says what happened
- * (`{ what, ok, status, detail }`). `onAnswer(method, path, response, text)` sees every answer.
+ * (`{ what, ok, status, detail }`). `onAnswer(method, path, response, text)` sees every answer, and
+ * `onRequest(method, path, { headers, body })` every request before it is sent.
  */
-export async function seedPaymentsEventSource(engineUrl, token, { secret = demoWebhookSecret(), onAnswer } = {}) {
-  const put = async (what, path, body) => {
+export async function seedPaymentsEventSource(engineUrl, token, { secret = demoWebhookSecret(), onRequest, onAnswer } = {}) {
+  const put = async (what, path, value) => {
     try {
-      const res = await fetch(`${engineUrl}${path}`, {
-        method: "PUT",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(20_000),
-      });
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const body = JSON.stringify(value);
+      onRequest?.("PUT", path, { headers, body });
+      const res = await fetch(`${engineUrl}${path}`, { method: "PUT", headers, body, signal: AbortSignal.timeout(20_000) });
       const text = await res.text();
       onAnswer?.("PUT", path, res, text);
       let answer = null;

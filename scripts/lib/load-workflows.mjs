@@ -19,11 +19,12 @@ export async function readWorkflowFiles(dir = join(ROOT, "workflows")) {
  * `PUT /v1/workflows/:id` for every workflow file. Never throws for a rejected definition: each
  * result says what happened, so `npm start` can print it and keep running.
  * `rewrite(text)` lets the e2e tests point the examples at the demo's temporary port;
- * `onAnswer(method, path, response, text)` sees every answer (the e2e checks it against the OpenAPI document).
+ * `onAnswer(method, path, response, text)` sees every answer and `onRequest(method, path, { headers, body })` every
+ * request before it is sent (the e2e checks both against the OpenAPI document).
  */
-export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text, files, onAnswer } = {}) {
+export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text, files, onRequest, onAnswer } = {}) {
   const results = [];
-  if (!files) results.push(...(await loadDemoConnectors(engineUrl, token, { rewrite, onAnswer })));
+  if (!files) results.push(...(await loadDemoConnectors(engineUrl, token, { rewrite, onRequest, onAnswer })));
   for (const { file, text } of files ?? (await readWorkflowFiles())) {
     let id;
     let body;
@@ -41,11 +42,9 @@ export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text
     }
     try {
       const path = `/v1/workflows/${encodeURIComponent(id)}`;
-      const res = await fetch(`${engineUrl}${path}`, {
-        method: "PUT",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body,
-      });
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      onRequest?.("PUT", path, { headers, body });
+      const res = await fetch(`${engineUrl}${path}`, { method: "PUT", headers, body });
       const text = await res.text();
       onAnswer?.("PUT", path, res, text);
       let answer = null;
@@ -69,17 +68,16 @@ export async function readDemoConnectorFiles(dir = join(ROOT, "connectors")) {
 }
 
 /** `PUT /v1/connectors/:name` for every demo connector; each result as loadWorkflows' (`id` is the name). */
-export async function loadDemoConnectors(engineUrl, token, { rewrite = (text) => text, onAnswer } = {}) {
+export async function loadDemoConnectors(engineUrl, token, { rewrite = (text) => text, onRequest, onAnswer } = {}) {
   const results = [];
   for (const { file, text } of await readDemoConnectorFiles()) {
     const parsed = JSON.parse(rewrite(text));
     const path = `/v1/connectors/${encodeURIComponent(parsed.name)}`;
     try {
-      const res = await fetch(`${engineUrl}${path}`, {
-        method: "PUT",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify(parsed),
-      });
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const body = JSON.stringify(parsed);
+      onRequest?.("PUT", path, { headers, body });
+      const res = await fetch(`${engineUrl}${path}`, { method: "PUT", headers, body });
       const answerText = await res.text();
       onAnswer?.("PUT", path, res, answerText);
       let answer = null;

@@ -5,6 +5,13 @@
  * status, content type and body — against the response the document declares for that route and
  * status, with ajv's 2020-12 dialect (the document's). An undocumented route, status or content
  * type, or a body that does not match, throws: the story that made the request fails.
+ *
+ * `checkRequest(...)` validates one request the same way, before it is sent: its path parameters,
+ * query parameters (no undocumented one, each value against its schema), documented headers and
+ * JSON body against the operation's. A request the document does not accept throws — unless the
+ * caller marks it expected-invalid (`invalid: "why"`, a deliberate negative test), and then it must
+ * be invalid: a marked request the document accepts throws too, so the marks stay honest. This is
+ * how the e2e holds that a schema-valid request is never refused for a reason the document omits.
  */
 import { Validator } from "@seriousme/openapi-schema-validator";
 import Ajv2020 from "ajv/dist/2020.js";
@@ -88,9 +95,119 @@ export async function openApiChecker(doc) {
     checked += 1;
   }
 
+  let requests = 0;
+  let expectedInvalid = 0;
+
+  /** A query or path value (text) for a schema: a number where the schema wants one. */
+  function typed(schema, text) {
+    const type = schema?.type;
+    if ((type === "integer" || type === "number") && /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(text)) return Number(text);
+    return text;
+  }
+
+  function violationsOf(validate, value, where) {
+    if (validate(value)) return [];
+    return validate.errors
+      .slice(0, 4)
+      .map((e) => `${where}${e.instancePath} ${e.message}${e.params ? ` ${JSON.stringify(e.params)}` : ""}`);
+  }
+
+  /** Every way the request breaks the document (empty when it is valid). */
+  function requestViolations(method, path, { headers = {}, body } = {}) {
+    const url = new URL(path, "http://engine");
+    const route = routes.find((r) => r.pattern.test(url.pathname));
+    const operation = route?.item[method.toLowerCase()];
+    if (!route || !operation) return [`${method} ${url.pathname} is not in the document`];
+    const base = `/paths/${escape(route.template)}/${method.toLowerCase()}`;
+    const parameters = (operation.parameters ?? []).map((p, index) => ({ ...p, pointer: `${base}/parameters/${index}/schema` }));
+    const violations = [];
+    // Path parameters, segment by segment.
+    const templateSegments = route.template.split("/");
+    const segments = url.pathname.split("/");
+    templateSegments.forEach((t, i) => {
+      const name = /^\{(\w+)\}$/.exec(t)?.[1];
+      if (!name) return;
+      const parameter = parameters.find((p) => p.in === "path" && p.name === name);
+      if (!parameter) return violations.push(`path parameter ${name} is not documented`);
+      const value = decodeURIComponent(segments[i]);
+      violations.push(...violationsOf(validatorFor(parameter.pointer), typed(parameter.schema, value), `path {${name}}`));
+    });
+    // Query parameters: each documented, each value valid, the required ones present.
+    const query = parameters.filter((p) => p.in === "query");
+    for (const name of new Set(url.searchParams.keys())) {
+      const parameter = query.find((p) => p.name === name);
+      if (!parameter) {
+        violations.push(
+          `query parameter ${JSON.stringify(name)} is not documented (documented: ${query.map((p) => p.name).join(", ") || "none"})`,
+        );
+        continue;
+      }
+      for (const value of url.searchParams.getAll(name)) {
+        violations.push(...violationsOf(validatorFor(parameter.pointer), typed(parameter.schema, value), `query ${name}`));
+      }
+    }
+    for (const p of query) if (p.required && !url.searchParams.has(p.name)) violations.push(`query parameter ${p.name} is required`);
+    // Headers the document states (others — authorization, content-type, Prefer… — are not its business here).
+    const sent = new Map(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), String(value)]));
+    for (const p of parameters.filter((p) => p.in === "header")) {
+      const value = sent.get(p.name.toLowerCase());
+      if (value === undefined) {
+        if (p.required) violations.push(`header ${p.name} is required`);
+        continue;
+      }
+      violations.push(...violationsOf(validatorFor(p.pointer), value, `header ${p.name}`));
+    }
+    // The body.
+    const content = operation.requestBody?.content ?? {};
+    if (body === undefined || body === null || body === "") {
+      if (operation.requestBody?.required) violations.push("a body is required");
+    } else if (!operation.requestBody) {
+      violations.push("the operation takes no body");
+    } else {
+      const type = (sent.get("content-type") ?? "application/json").split(";")[0].trim().toLowerCase();
+      if (!content[type]) violations.push(`a ${type} body is not documented (documented: ${Object.keys(content).join(", ")})`);
+      else if (type === "application/json" || type.endsWith("+json")) {
+        let parsed;
+        try {
+          parsed = JSON.parse(typeof body === "string" ? body : new TextDecoder().decode(body));
+        } catch {
+          violations.push("the body is not JSON");
+        }
+        if (parsed !== undefined) {
+          const pointer = `${base}/requestBody/content/${escape(type)}/schema`;
+          violations.push(...violationsOf(validatorFor(pointer), parsed, "body"));
+        }
+      }
+    }
+    return violations;
+  }
+
+  /**
+   * One request, before it is sent: `headers` as sent, `body` the text (or bytes) sent; `invalid`
+   * the reason it is deliberately outside the document (a negative test), else undefined.
+   */
+  function checkRequest(method, path, { headers, body, invalid } = {}) {
+    const violations = requestViolations(method, path, { headers, body });
+    const what = `${method} ${new URL(path, "http://engine").pathname}`;
+    requests += 1;
+    if (invalid) {
+      if (violations.length === 0) {
+        throw new Error(`openapi: the request ${what} is marked expected-invalid (${invalid}), but the document accepts it`);
+      }
+      expectedInvalid += 1;
+      return;
+    }
+    if (violations.length > 0) {
+      throw new Error(`openapi: the request ${what} does not match the document:\n  ${violations.slice(0, 8).join("\n  ")}`);
+    }
+  }
+
   return {
     check,
+    checkRequest,
     /** How many answers were validated. */
     count: () => checked,
+    /** How many requests were validated, and how many of them were marked expected-invalid. */
+    requestCount: () => ({ requests, expectedInvalid }),
   };
 }

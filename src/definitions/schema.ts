@@ -9,6 +9,7 @@
  */
 import { z } from "zod";
 import { KEY_ALPHABET_IDS, KEY_PROFILE_IDS } from "./key-profiles";
+import { WHOLE_SECRET_TEMPLATE_SOURCE } from "./secret-template";
 
 /** A string that begins with `=` is a JSONata expression; any other string is a literal. */
 export const EXPRESSION_PREFIX = "=";
@@ -78,7 +79,9 @@ const JsonValue = z.json().meta({ id: "JsonValue", description: "any JSON value;
 const WebhookSignature = z.strictObject({
   secret: z
     .string()
-    .describe("exactly `{{ secrets.NAME }}`: the workspace's secret (or a Worker secret granted to it) holding the HMAC-SHA256 key"),
+    .describe("exactly `{{ secrets.NAME }}`: the workspace's secret (or a Worker secret granted to it) holding the HMAC-SHA256 key")
+    // Stated in the OpenAPI document only; src/definitions/secrets.ts checks it with its own error codes.
+    .meta({ pattern: WHOLE_SECRET_TEMPLATE_SOURCE }),
   header: z
     .string()
     .regex(HEADER_NAME_PATTERN)

@@ -15,11 +15,10 @@ import { asArray, asRecord, type ValidationError } from "./errors";
 import { isIdempotencyKeyHeader } from "./expression-sites";
 import { pointerOf, type PathSegment } from "./pointer";
 import { isExpression } from "./schema";
+import { SECRET_NAME_PATTERN, SECRET_TEMPLATE_SOURCE } from "./secret-template";
 
-/** A secret name (workspace or Worker): letters, digits and `_`, not starting with a digit. */
-export const SECRET_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
-/** A well-formed template; group 1 is the name. Use a fresh `new RegExp(…, "g")` per scan. */
-export const SECRET_TEMPLATE_SOURCE = String.raw`\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]{0,127})\s*\}\}`;
+// The patterns live in a leaf module the definition schema and the OpenAPI document also read.
+export { SECRET_NAME_PATTERN, SECRET_TEMPLATE_SOURCE };
 
 /** The secret names a string references (well-formed templates only). */
 export function secretNamesIn(value: string): string[] {

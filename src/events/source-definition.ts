@@ -22,6 +22,7 @@ import { checkExpressions } from "../definitions/expressions-check";
 import { toPointer } from "../definitions/pointer";
 import { EVENT_NAME_PATTERN, EXPRESSION_PREFIX, isExpression, WORKFLOW_ID_PATTERN } from "../definitions/schema";
 import { SECRET_TEMPLATE_SOURCE } from "../definitions/secrets";
+import { WHOLE_SECRET_TEMPLATE_SOURCE } from "../definitions/secret-template";
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { hasOwnMember } from "../lib/own-member";
@@ -48,7 +49,11 @@ export const EventSourceDefinition = z
         "how deliveries are signed: `v1` (the hooks' scheme, target `<workspace>:events/<source>`) or `standard-webhooks` " +
           "(webhook-id, webhook-timestamp, webhook-signature; a `whsec_…` secret)",
       ),
-    secret: z.string().describe("exactly `{{ secrets.NAME }}`: a secret of the workspace (PUT /v1/secrets/NAME), never the value itself"),
+    secret: z
+      .string()
+      .describe("exactly `{{ secrets.NAME }}`: a secret of the workspace (PUT /v1/secrets/NAME), never the value itself")
+      // Stated in the OpenAPI document only; checkSecret below refuses with its own codes.
+      .meta({ pattern: WHOLE_SECRET_TEMPLATE_SOURCE }),
     name: z
       .string()
       .min(1)

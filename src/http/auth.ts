@@ -2,8 +2,11 @@
  * Bearer token → workspace. The workspace is the server-derived principal: every `/v1` query is
  * scoped by it, and no request field can override it.
  *
- * Tokens come from the `API_TOKENS` var (`token:workspace` pairs, comma-separated). The local
- * defaults in wrangler.toml are `dev-token:dev,other-token:other`; production sets a secret.
+ * Tokens come from the `API_TOKENS` secret (`token:workspace` pairs, comma-separated): never a
+ * wrangler.toml var, so a deploy never serves a token written there. Locally `npm start` writes
+ * `dev-token:dev,other-token:other` to .dev.vars; production sets it with `wrangler secret put`
+ * (`[secrets] required` makes `wrangler deploy` fail until it is set). A Worker running without it
+ * answers every `/v1` route 503 `tokens-not-configured` and logs `config.tokens_missing`.
  *
  * The workspace also chooses the database: the middleware replaces the request's env with its
  * shard's (src/shards/placement.ts), once, so every route below works on that shard only.
@@ -11,7 +14,9 @@
 import { createMiddleware } from "hono/factory";
 import { commonProblems } from "../lib/common-problems";
 import { equalDigests, sha256 } from "../lib/crypto";
+import { log } from "../lib/log";
 import { placeWorkspace } from "../shards/placement";
+import { httpProblems } from "./problems";
 
 export type AppEnv = { Bindings: Env; Variables: { workspace: string } };
 
@@ -50,6 +55,29 @@ export async function workspaceForToken(spec: string | undefined, token: string)
   }
   return found;
 }
+
+/** The `API_TOKENS` values already reported missing in this isolate: one log line each, not one per request. */
+const reportedMissing = new Set<string>();
+
+/**
+ * `/v1/*`, before every route (the public document excepted): without a configured token the
+ * deployment serves no `/v1` route — not even to a caller presenting a token — and says why.
+ */
+export const requireConfiguredTokens = createMiddleware<AppEnv>(async function requireConfiguredTokens(c, next) {
+  if (parseTokens(c.env.API_TOKENS).length === 0) {
+    const value = c.env.API_TOKENS ?? "";
+    if (!reportedMissing.has(value)) {
+      reportedMissing.add(value);
+      log.error("config.tokens_missing", {
+        variable: "API_TOKENS",
+        set: c.env.API_TOKENS !== undefined,
+        message: "API_TOKENS is unset or holds no token:workspace pair: every /v1 route answers 503. Run `wrangler secret put API_TOKENS`.",
+      });
+    }
+    throw httpProblems.tokensNotConfigured();
+  }
+  await next();
+});
 
 export const requireWorkspace = createMiddleware<AppEnv>(async function requireWorkspace(c, next) {
   const header = c.req.header("authorization") ?? "";

@@ -11,6 +11,7 @@
 export type LogEvent =
   // configuration (wrangler.toml [vars])
   | "config.invalid_var"
+  | "config.tokens_missing"
   // HTTP
   | "http.unhandled_error"
   | "secrets.unavailable"

@@ -18,6 +18,7 @@ import { demoProblems, type DemoProblemCode } from "../../demo/src/problems";
 import { shardProblems, type ShardProblemCode } from "../../src/shards/problems";
 import { eventProblems, type EventProblemCode } from "../../src/events/problems";
 import { connectorProblems, type ConnectorProblemCode } from "../../src/connectors/problems";
+import { httpProblems, type HttpProblemCode } from "../../src/http/problems";
 
 /** One sample per constructor: a constructor added without a sample here does not compile. */
 type Samples<Catalog extends ProblemCatalog<string>> = { [Name in keyof Catalog]: () => ProblemError };
@@ -150,6 +151,14 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
     } satisfies Samples<typeof connectorProblems>,
   },
   {
+    module: "src/http/problems.ts",
+    samples: {
+      tokensNotConfigured: () => httpProblems.tokensNotConfigured(),
+      methodNotAllowed: () => httpProblems.methodNotAllowed("DELETE", "/v1/workflows/orders", ["GET", "PUT", "HEAD"]),
+      queryParameterUnknown: () => httpProblems.queryParameterUnknown(["staus"], ["status", "limit"]),
+    } satisfies Samples<typeof httpProblems>,
+  },
+  {
     module: "src/http/routes/operator.ts",
     samples: {
       operatorTokenRequired: () => operatorProblems.operatorTokenRequired(),
@@ -214,6 +223,7 @@ describe("problem catalogs", () => {
     expectTypeOf<CatalogCode<typeof shardProblems>>().toEqualTypeOf<ShardProblemCode>();
     expectTypeOf<CatalogCode<typeof eventProblems>>().toEqualTypeOf<EventProblemCode>();
     expectTypeOf<CatalogCode<typeof connectorProblems>>().toEqualTypeOf<ConnectorProblemCode>();
+    expectTypeOf<CatalogCode<typeof httpProblems>>().toEqualTypeOf<HttpProblemCode>();
     expectTypeOf<CatalogCode<typeof demoProblems>>().toEqualTypeOf<DemoProblemCode>();
   });
 

@@ -9,6 +9,10 @@
  * fails when a route of the app is missing here; the e2e validates every answer against it.
  */
 import { z } from "zod";
+import { CONNECTOR_NAME_PATTERN, VERTEX_ID_PATTERN, WORKFLOW_ID_PATTERN } from "../../definitions/schema";
+import { SECRET_NAME_PATTERN } from "../../definitions/secrets";
+import { EVENT_SOURCE_NAME_PATTERN } from "../../events/source-definition";
+import { IDEMPOTENCY_KEY_HEADER_PATTERN } from "./patterns";
 import * as req from "./requests";
 import * as res from "./responses";
 
@@ -36,6 +40,11 @@ interface Operation {
   /** An operator token (`OPERATOR_TOKENS`) instead of a workspace's. */
   operator?: boolean;
   query?: z.ZodObject;
+  /**
+   * Query names the route refuses itself with a problem more precise than `query-parameter-unknown`
+   * (src/http/route-check.ts lets them through; the document does not list them).
+   */
+  refusedQuery?: readonly string[];
   headers?: readonly HeaderParameter[];
   body?: { schema: z.ZodType; required: boolean; description: string; contentType?: string };
   answers: Record<number, Answer>;
@@ -70,8 +79,29 @@ const idempotencyKey = (required: boolean): HeaderParameter => ({
   description: required
     ? "Required: one unique key per operation, the same on every retry of it; a retry replays the first answer."
     : "Honoured when sent: a retry with the same key replays the first answer; the same key with another request is refused.",
-  schema: { type: "string", minLength: 1, maxLength: 255 },
+  schema: {
+    type: "string",
+    minLength: 1,
+    pattern: IDEMPOTENCY_KEY_HEADER_PATTERN,
+    description:
+      'a key of 1–255 printable ASCII characters (0x20–0x7E): bare (no `,`, not starting with `"`), or an RFC 8941 sf-string ' +
+      '(`"…"`, with `"` and `\\` escaped by `\\`) for a key holding a comma',
+  },
 });
+
+/**
+ * A path parameter's schema: the pattern the route checks it with (a name outside it is refused, or
+ * cannot exist). By the parameter's name, and for `{name}` by the collection it names.
+ */
+function pathParameterSchema(path: string, name: string): Record<string, unknown> {
+  const pattern = (re: RegExp) => ({ type: "string", pattern: re.source });
+  if (name === "workflowId") return pattern(WORKFLOW_ID_PATTERN);
+  if (name === "vertexId") return pattern(VERTEX_ID_PATTERN);
+  if (name === "source" || (name === "name" && path.startsWith("/v1/event-sources/"))) return pattern(EVENT_SOURCE_NAME_PATTERN);
+  if (name === "name" && path.startsWith("/v1/secrets/")) return pattern(SECRET_NAME_PATTERN);
+  if (name === "name" && path.startsWith("/v1/connectors/")) return pattern(CONNECTOR_NAME_PATTERN);
+  return { type: "string", minLength: 1 };
+}
 
 // ---- problem sets ------------------------------------------------------------------------------
 
@@ -97,6 +127,15 @@ const START: Problems = {
   415: ["idempotency-fields-need-json"],
   422: ["idempotency-field-missing", "idempotency-field-empty", "json-number-out-of-range", "edge-condition-failed"],
 };
+
+/**
+ * What every `/v1` operation can answer before its route runs (src/http/route-check.ts, src/http/auth.ts):
+ * a query parameter it does not list, and — except the public document — a deployment without tokens.
+ */
+const surfaceProblems = (op: Operation): Problems =>
+  op.path.startsWith("/v1/")
+    ? { 400: ["query-parameter-unknown"], ...(op.public ? {} : { 503: ["tokens-not-configured"] as ProblemCode[] }) }
+    : {};
 
 function merge(...sets: Problems[]): Problems {
   const merged: Record<number, ProblemCode[]> = {};
@@ -183,6 +222,8 @@ export const OPERATIONS: readonly Operation[] = [
     summary: "Production trigger: always deduplicated on its identity",
     tag: "runs",
     query: req.TriggerQuery,
+    // A test run's `forceNewExecution` on a production trigger: 400 force-new-execution-not-allowed.
+    refusedQuery: Object.keys(req.TestRunQuery.shape),
     headers: [idempotencyKey(false)],
     body: { schema: req.TriggerPayload, required: true, description: "the payload (JSON, or any bytes when the identity is its content)" },
     answers: startAnswers("executionId"),
@@ -313,7 +354,7 @@ export const OPERATIONS: readonly Operation[] = [
         name: "Last-Event-ID",
         required: false,
         description: "the id of the last event received: the stream delivers exactly the changes after it (docs/events.md)",
-        schema: { type: "string" },
+        schema: { type: "string", pattern: `^(?:${req.EVENT_STREAM_ID_SOURCE})?$` },
       },
     ],
     answers: {
@@ -771,7 +812,7 @@ function buildDocument(): JsonSchema {
       name,
       in: "path",
       required: true,
-      schema: { type: "string" },
+      schema: pathParameterSchema(op.path, name!),
     }));
     for (const [name, field] of Object.entries(op.query?.shape ?? {})) {
       const schema = field as z.ZodType;
@@ -803,7 +844,7 @@ function buildDocument(): JsonSchema {
           : {};
       answers[status] = { description: answer.description, ...headers, ...content };
     }
-    for (const [status, codes] of Object.entries(op.problems)) {
+    for (const [status, codes] of Object.entries(merge(op.problems, surfaceProblems(op)))) {
       const headers =
         status === "401" && !op.public
           ? { headers: { "www-authenticate": HEADERS["www-authenticate"] } }
@@ -847,7 +888,9 @@ function buildDocument(): JsonSchema {
       version: "1",
       description:
         "A workflow engine where retries never become double charges. Every error is application/problem+json with a stable `code` " +
-        "(docs/problems.md); an unknown route answers 404 `route-not-found`. Generated from the zod schemas of src/http/openapi.",
+        "(docs/problems.md); an unknown route answers 404 `route-not-found`, a method a `/v1` path does not serve 405 " +
+        "`method-not-allowed` with `Allow`, and a query parameter a `/v1` operation does not list 400 `query-parameter-unknown`. " +
+        "Generated from the zod schemas of src/http/openapi.",
       // Not open source (yet): an SPDX custom reference, not a license this project does not grant.
       license: { name: "Proprietary", identifier: "LicenseRef-idemflow-proprietary" },
     },

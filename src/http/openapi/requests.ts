@@ -6,7 +6,11 @@
  * test run's queries (src/ingress/queries.ts, re-exported here).
  */
 import { z } from "zod";
-import { WORKFLOW_ID_PATTERN, WorkflowDefinition } from "../../definitions/schema";
+import { EVENT_NAME_PATTERN, WORKFLOW_ID_PATTERN, WorkflowDefinition } from "../../definitions/schema";
+import { MAX_MATCH_BYTES } from "../../events/correlation";
+import { MAX_EVENT_DATA_BYTES } from "../../events/ingest";
+import { MAX_EXACT_NUMBER } from "../../lib/json-numbers";
+import { KEY_PATTERN } from "./patterns";
 import { TestRunQuery, TriggerQuery } from "../../ingress/queries";
 import { MAX_INDEXED_VALUE_BYTES } from "../../ingress/identity-values";
 import { EXECUTION_STATUSES } from "./responses";
@@ -56,10 +60,13 @@ export const ExecutionListQuery = z.object({
     .describe('with keyPrefix: the business values as a JSON array, e.g. `["A-1001"]` (`[1001]` makes another key)'),
 });
 
+/** An id of the execution's event stream (src/http/execution-events.ts `parseEventId`): `<n>.<m>`, or `<n>.<m>.end`. */
+export const EVENT_STREAM_ID_SOURCE = String.raw`\d{1,15}\.\d{1,15}(?:\.end)?`;
+
 export const ExecutionEventsQuery = z.object({
   lastEventId: z
     .string()
-    .regex(/^\d{1,15}\.\d{1,15}(\.end)?$/)
+    .regex(new RegExp(`^${EVENT_STREAM_ID_SOURCE}$`))
     .optional()
     .describe("resume after this event id (as the `Last-Event-ID` header, which wins when both are sent)"),
 });
@@ -81,14 +88,41 @@ export const StatsSeriesQuery = z.object({
 });
 
 /** `POST /v1/events` (SPEC section 14); src/events/ingest.ts checks each member and names the one it refuses. */
+/**
+ * A correlation value as src/events/correlation.ts accepts it: a string with a non-space character,
+ * or a number JSON carries exactly; at most MAX_MATCH_BYTES as canonical JSON (a string's quotes and
+ * escapes count; `maxLength` states the ASCII bound, the description the byte rule).
+ */
+const Correlation = z.union([
+  z
+    .string()
+    .min(1)
+    .max(MAX_MATCH_BYTES - 2)
+    .regex(/\S/, "not only spaces")
+    .describe(`a string with a non-space character, at most ${MAX_MATCH_BYTES} bytes as JSON (with its quotes and escapes)`),
+  z.number().min(-MAX_EXACT_NUMBER).max(MAX_EXACT_NUMBER).describe("a number JSON carries exactly: at most 2^53 − 1 in magnitude"),
+]);
+
 export const EventBody = z.object({
-  name: z.string().describe("the event's name, e.g. `payment.confirmed`: a WAIT_FOR_EVENT's `event`"),
-  match: z.union([z.string(), z.number()]).describe("the correlation value: a wait whose `match` gives the same value takes it"),
+  name: z
+    .string()
+    .regex(EVENT_NAME_PATTERN, "letters, digits, `.`, `_`, `:` or `-`, starting with a letter or digit (at most 200)")
+    .describe("the event's name, e.g. `payment.confirmed`: a WAIT_FOR_EVENT's `event`"),
+  match: Correlation.describe("the correlation value: a wait whose `match` gives the same value takes it"),
   id: z
     .string()
+    .regex(new RegExp(KEY_PATTERN), "1–255 printable ASCII")
     .optional()
-    .describe("the sender's id of the event: deliveries with the same id are one event; without it, the content decides"),
-  data: z.unknown().optional().describe("any JSON (at most 256 KiB): the waiting step's output carries it"),
+    .describe(
+      "the sender's id of the event (1–255 printable ASCII): deliveries with the same id are one event; without it, the content decides",
+    ),
+  data: z
+    .unknown()
+    .optional()
+    .describe(
+      `any JSON (at most ${MAX_EVENT_DATA_BYTES / 1024} KiB as JSON; every number at most 2^53 − 1 in magnitude): ` +
+        "the waiting step's output carries it",
+    ),
 });
 
 /** `PUT /v1/event-sources/{name}`: the route validates with this very schema (src/events/source-definition.ts). */
@@ -98,6 +132,9 @@ export const WaitListQuery = z.object({
   event: z.string().min(1).describe("the event name the waits wait for"),
   match: z
     .string()
+    .min(1)
+    .max(MAX_MATCH_BYTES - 2)
+    .regex(/\S/, "not only spaces")
     .optional()
     .describe(
       "only waits on this value: the text as a string and, when it is JSON, as that value too " +
@@ -150,5 +187,13 @@ export const SecretBody = z.strictObject({
     .describe("1–4096 UTF-8 bytes without control characters; never readable back"),
 });
 
-/** The JSON object a trigger sends: any JSON (the entry point may select `idempotencyFields` from it). */
-export const TriggerPayload = z.json();
+/**
+ * The JSON object a trigger sends: any JSON (the entry point may select `idempotencyFields` from it).
+ * Every number in it must be one a 64-bit float carries exactly (src/lib/json-numbers.ts); the document
+ * states that in the description, since a recursive "any JSON" schema is stated as `{}` (document.ts).
+ */
+export const TriggerPayload = z
+  .json()
+  .describe(
+    `any JSON value; every number in it at most ${MAX_EXACT_NUMBER} (2^53 − 1) in magnitude and finite, else 422 json-number-out-of-range`,
+  );

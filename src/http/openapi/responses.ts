@@ -18,6 +18,7 @@ import type { OperatorProblemCode } from "../routes/operator";
 import type { ShardProblemCode } from "../../shards/problems";
 import type { EventProblemCode } from "../../events/problems";
 import type { ConnectorProblemCode } from "../../connectors/problems";
+import type { HttpProblemCode } from "../problems";
 import { EventSourceDefinition } from "../../events/source-definition";
 
 /** A time the engine renders with `Date.prototype.toISOString` (UTC, `Z`). */
@@ -44,7 +45,8 @@ type ProblemCode =
   | OperatorProblemCode
   | ShardProblemCode
   | EventProblemCode
-  | ConnectorProblemCode;
+  | ConnectorProblemCode
+  | HttpProblemCode;
 
 /**
  * Every code the engine's catalogs answer (docs/problems.md; the demo destinations' own catalog is
@@ -121,6 +123,9 @@ export const PROBLEM_CODES = [
   "event-signature-stale",
   "event-signature-invalid",
   "event-source-unavailable",
+  "tokens-not-configured",
+  "method-not-allowed",
+  "query-parameter-unknown",
 ] as const satisfies readonly ProblemCode[];
 
 type MissingProblemCode = Exclude<ProblemCode, (typeof PROBLEM_CODES)[number]>;
