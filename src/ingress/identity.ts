@@ -40,12 +40,24 @@ export function deriveIdentity(input: IdentityInput): Promise<string> {
 }
 
 /**
- * The execution id of a later dedupe window of the same identity. The first window's execution id
- * IS the identity; once that execution exists, a new window needs another id, derived from the
- * identity and the window's start (which strictly increases per identity, so ids never repeat).
+ * The execution id of a dedupe window of an identity — every window, the first one too: no run's
+ * id is the bare identity (docs/history.md "Tombstones and ids"). The window's start is the claim's
+ * `now`, which strictly increases per identity (a window is taken over only after the previous one
+ * ended), so an id derived from it is never given twice — not even once every row and tombstone of
+ * an earlier run of the same trigger is gone, which is what state keyed by the id (a wait's key,
+ * a destination key built from `execution.id`, an archive object) needs.
  */
 export function windowExecutionId(identity: string, windowStart: number): Promise<string> {
   return sha256Hex(canonicalJson(["window", identity, windowStart]));
+}
+
+/**
+ * The id a claim uses when an execution row or a tombstone already holds its window's id — which
+ * only a clock that stepped back (or two windows in one millisecond) can cause: derived from the
+ * identity, the window's start and the claim's random token, so it is never given twice either.
+ */
+export function alternateExecutionId(identity: string, windowStart: number, claimToken: string): Promise<string> {
+  return sha256Hex(canonicalJson(["window", identity, windowStart, claimToken]));
 }
 
 /** A forced run's id: 256 random bits, hex (same shape as derived ids). */

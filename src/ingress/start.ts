@@ -42,7 +42,14 @@ import { defaultRuntime, type StepRuntime } from "../steps/runtime";
 import type { StepMessage } from "../steps/messages";
 import { takenSuccessors } from "../steps/graph";
 import { planReadySteps, type ExpressionContext } from "../steps/plan";
-import { deriveIdentity, randomClaimToken, randomExecutionId, windowExecutionId, type IdentityScope } from "./identity";
+import {
+  alternateExecutionId,
+  deriveIdentity,
+  randomClaimToken,
+  randomExecutionId,
+  windowExecutionId,
+  type IdentityScope,
+} from "./identity";
 import { identityValueHashes } from "./identity-values";
 import { utf8 } from "../lib/crypto";
 import { clockOf } from "../lib/clock";
@@ -193,33 +200,39 @@ async function startAndRun(
       material: identity.material,
       scope: identity.scope,
     });
-    const takeoverExecutionId = await windowExecutionId(hash, now);
+    // Every window's id is derived from the identity and the window's start (`now`), the first
+    // window's too: an id is never given twice (docs/history.md "Tombstones and ids"). The alternate
+    // is for a row or tombstone that already holds it (a clock that stepped back).
+    const claimToken = randomClaimToken();
+    const executionId = await windowExecutionId(hash, now);
+    const alternate = await alternateExecutionId(hash, now, claimToken);
     // Clamped: a version saved before durations had one maximum may hold a longer window.
     const windowMs = dedupeWindowMsOf(workflow.definition);
     // The plan can depend on the execution id only through an entry edge's `when`; without one
     // both candidate ids share a plan, and no expression is evaluated twice.
     const idMatters = workflow.definition.edges.some((e) => e.from === entry.id && e.when !== undefined);
-    const first = await planFor(workflow, hash, triggerKind, payload);
-    const takeover = idMatters ? await planFor(workflow, takeoverExecutionId, triggerKind, payload) : first;
-    offer = offerFor(first, takeover);
+    const first = await planFor(workflow, executionId, triggerKind, payload);
+    const second = idMatters ? await planFor(workflow, alternate, triggerKind, payload) : first;
+    offer = offerFor(first, second);
     outcome = await startExecution(
       db,
       record,
       {
         mode: "claim",
         identity: hash,
-        claimToken: randomClaimToken(),
-        takeoverExecutionId,
+        claimToken,
+        executionId,
+        alternateExecutionId: alternate,
         expiresAt: now + windowMs,
-        plans: { first, takeover },
+        plans: { first, alternate: second },
         reuseAfterFailure: entry.config.reusePolicy === "after-failure",
         // The business values the search by business id finds it by (a fields or client identity only).
         identityValues: await identityValueHashes(workflow.workspace, identity),
       },
       now,
       offer,
-      // For the first candidate id only: a takeover (the identity expired) persists its key when it runs.
-      await keyOf(offer, hash),
+      // For the window's id only: under the alternate id the step persists its key when it runs.
+      await keyOf(offer, executionId),
     );
   }
 

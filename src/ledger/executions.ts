@@ -98,13 +98,18 @@ export type StartMode =
       /** Random per request: the row holding it after the claim names the winner. */
       claimToken: string;
       /**
-       * The id to use when the identity hash is already taken by an execution of an earlier
-       * window (the first window's execution id is the identity itself).
+       * The new window's execution id (src/ingress/identity.ts `windowExecutionId`: the identity
+       * and the window's start, `now`). No run's id is the bare identity: an id is never given twice.
        */
-      takeoverExecutionId: string;
+      executionId: string;
+      /**
+       * The id used instead when an execution row or a tombstone already holds `executionId` (a
+       * clock that stepped back): derived from the identity, `now` and the claim token.
+       */
+      alternateExecutionId: string;
       expiresAt: number;
       /** Plans for each candidate id (edges may read `execution.id`, so they can differ). */
-      plans: { first: StartPlan; takeover: StartPlan };
+      plans: { first: StartPlan; alternate: StartPlan };
       /**
        * The entry point's `reusePolicy` is `after-failure`: an identity that names a FAILED
        * execution (not superseded, nothing of its lineage live) is taken over like an expired one.
@@ -148,20 +153,20 @@ function startStatus(plan: StartPlan): ExecutionStatus {
 }
 
 /**
- * The live execution of an identity's trigger, if any: a RUNNING execution of the lineage of the
- * identity's first execution (whose id is the identity itself) or of the execution `named` (the
- * one the identity row names; NULL when there is no row). Every execution a trigger starts joins
- * its first execution's lineage (`startExecutionRow`), and so does every start over of any of them,
+ * The live execution of an identity's trigger, if any: a RUNNING execution of the lineage named
+ * by the identity itself — a value, so the gate never passes through a row that the history sweep
+ * or an erasure may have removed (issue 41, finding 2) — or of the execution `named` (the one the
+ * identity row names; NULL when there is no row). Every execution a trigger starts has the
+ * identity as its `lineage_id` (`startExecutionRow`), and so does every start over of any of them,
  * so this is "another execution of this trigger is live" — and at most one is, by the gates of the
  * start over (`startOverGate`), the operator retry (./operator.ts) and the claim itself. The
- * second lineage covers executions started before triggers joined lineages (migrations/0015).
- * Walks the `executions_live_by_lineage` index.
+ * second lineage is defence in depth for a row older than migrations/0026, which moved every
+ * trigger's executions into the identity's lineage. Walks the `executions_live_by_lineage` index.
  */
 function liveOfIdentity(identity: string, named: string): string {
   return `(SELECT l.id FROM executions l
      WHERE l.status = 'RUNNING'
-       AND l.lineage_id IN ((SELECT x.lineage_id FROM executions x WHERE x.id = ${identity}),
-                            (SELECT n.lineage_id FROM executions n WHERE n.id = ${named}))
+       AND l.lineage_id IN (${identity}, (SELECT n.lineage_id FROM executions n WHERE n.id = ${named}))
      LIMIT 1)`;
 }
 
@@ -179,12 +184,14 @@ function claimSql(): string {
   // An expired row whose trigger is still live: it names the live execution from now on.
   const held = `(${expired} AND ${live} IS NOT NULL)`;
   const liveWithoutRow = liveOfIdentity("?1", "NULL");
+  // The window's id, unless a row or a tombstone holds it (a clock that stepped back): the alternate.
+  const windowId = `CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?4)
+                           OR EXISTS (SELECT 1 FROM execution_tombstones WHERE id = ?4) THEN ?11 ELSE ?4 END`;
   // INSERT … SELECT … WHERE (not VALUES) so the version gate can veto the whole claim.
   return `INSERT INTO execution_identities
          (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, value_hashes)
        SELECT ?1, ?2, ?3,
-              coalesce(${liveWithoutRow}, CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?1)
-                                          OR EXISTS (SELECT 1 FROM execution_tombstones WHERE id = ?1) THEN ?4 ELSE ?1 END),
+              coalesce(${liveWithoutRow}, ${windowId}),
               CASE WHEN ${liveWithoutRow} IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
               ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, ?10
        WHERE ${latestVersionGate("?2", "?3", "?8")}
@@ -202,13 +209,13 @@ function claimSql(): string {
 
 /**
  * The claim. Its outcomes, in one statement, decided by SQLite under its write lock:
- * - no row: insert it; the execution id is the identity itself, unless an execution with that id
- *   already exists (an earlier window whose identity row was swept) or its tombstone does (it was
- *   removed by the history sweep: ./history.ts), then the takeover id;
+ * - no row: insert it; the execution id is the window's (`windowExecutionId`: the identity and
+ *   `now`), never the bare identity, so an id is never given twice — unless an execution or a
+ *   tombstone already holds it (only a clock that stepped back can do that), then the alternate id;
  * - fresh row (`expires_at > now`): a duplicate. The claim writes NOTHING (its `DO UPDATE` is
  *   guarded out): the duplicate is counted on the execution the row names, by the execution
  *   statement of the same batch (`startExecutionRow`), so it costs one row, not two;
- * - expired row: take it over for a new window — new execution id, my token, new expiry;
+ * - expired row: take it over for a new window — new execution id (as above), my token, new expiry;
  * - a fresh row of a FAILED execution, when the entry point reuses after failure (`reusable`):
  *   taken over the same way, and `previous_execution_id` keeps the failed execution's id so the
  *   start batch links the new one to it. Still one statement: of N concurrent such triggers,
@@ -229,7 +236,8 @@ function claimIdentity(
     identity: string;
     workspace: string;
     workflowId: string;
-    takeoverExecutionId: string;
+    executionId: string;
+    alternateExecutionId: string;
     claimToken: string;
     expiresAt: number;
     gateVersion: string | null;
@@ -244,13 +252,14 @@ function claimIdentity(
       c.identity,
       c.workspace,
       c.workflowId,
-      c.takeoverExecutionId,
+      c.executionId,
       c.claimToken,
       now,
       c.expiresAt,
       c.gateVersion,
       c.reuseAfterFailure ? 1 : 0,
       c.valueHashes,
+      c.alternateExecutionId,
     );
 }
 
@@ -363,8 +372,7 @@ function executionRowSql(source: Source): string {
           started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at,
           retain_completed_ms, retain_failed_ms, retain_cancelled_ms, max_attempt)
        SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identity}, ${pick("?15", "?16")}, ?7, ?8, ${previous},
-              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?8, ${previous})),
-                       (SELECT x.lineage_id FROM executions x WHERE x.id = ${identity}), src.execution_id),
+              coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?8, ${previous})), ${identity}, src.execution_id),
               ?9, ?9, CASE WHEN ${pick("?15", "?16")} = 'RUNNING' THEN NULL ELSE ?9 END, ?10, ?11, ?12, ${pick("?17", "?18")}
        FROM ${table}
        WHERE ${claim ? `${mineOrNamed} AND ${latestVersionGate("?1", "?2", "?19")}` : mine}
@@ -388,10 +396,12 @@ function executionRowSql(source: Source): string {
  * - it names an execution that no longer exists (erased inside its window): nothing; the caller
  *   answers from the tombstone.
  * A start over joins the lineage of the execution it starts over, a reuse after failure that of
- * the execution it follows (`src.previous_execution_id`), any other execution of a trigger that of
- * the trigger's first execution (the one whose id is the identity). The first execution of a
- * trigger, and a test run, begins its own. RETURNING the row, its duplicate count (0: inserted now)
- * and, when `withSecrets`, the sealed secrets the definition names (the chained run's `StepRun`).
+ * the execution it follows (`src.previous_execution_id`), any other execution of a trigger the
+ * lineage named by its identity: `lineage_id` = the identity, a value that needs no row (so the
+ * one-live gate holds once the trigger's earlier executions are swept or erased); the
+ * predecessors' lineages are the identity too (migrations/0026). A forced run begins its own.
+ * RETURNING the row, its duplicate count (0: inserted now) and, when `withSecrets`, the sealed
+ * secrets the definition names (the chained run's `StepRun`).
  */
 function startExecutionRow(
   db: D1Database,
@@ -534,10 +544,10 @@ function copyIdentityValues(db: D1Database, executionId: string, workspace: stri
 
 function variantsOf(start: StartMode): Variant[] {
   if (start.mode === "forced") return [{ executionId: start.executionId, plan: start.plan }];
-  if (samePlan(start.plans.first, start.plans.takeover)) return [{ executionId: null, plan: start.plans.first }];
+  if (samePlan(start.plans.first, start.plans.alternate)) return [{ executionId: null, plan: start.plans.first }];
   return [
-    { executionId: start.identity, plan: start.plans.first },
-    { executionId: start.takeoverExecutionId, plan: start.plans.takeover },
+    { executionId: start.executionId, plan: start.plans.first },
+    { executionId: start.alternateExecutionId, plan: start.plans.alternate },
   ];
 }
 
@@ -614,7 +624,8 @@ export async function startExecution(
           identity: start.identity,
           workspace,
           workflowId,
-          takeoverExecutionId: start.takeoverExecutionId,
+          executionId: start.executionId,
+          alternateExecutionId: start.alternateExecutionId,
           claimToken: start.claimToken,
           expiresAt: start.expiresAt,
           gateVersion,

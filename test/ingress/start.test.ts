@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { countingD1 } from "../helpers/counting-d1";
 import { triggerFromRequest } from "../../src/ingress/trigger";
 import { sweepExpiredIdentities } from "../../src/ledger";
-import { deriveIdentity } from "../../src/ingress/identity";
+import { deriveIdentity, windowExecutionId } from "../../src/ingress/identity";
 import { BASE, countRows, countingQueue, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
 
 function harness(clock = { now: Date.now() }) {
@@ -116,7 +116,8 @@ describe("the start service", () => {
         material: ["json", { order }],
         scope: "production",
       });
-    expect(first.executionId).toBe(await identityOf(1));
+    // Every window's id, the first's too, is derived from the identity and the window's start (never the bare identity).
+    expect(first.executionId).toBe(await windowExecutionId(await identityOf(1), t0));
 
     const afterWindow = t0 + 60 * 60_000 + 1;
     const swept = await sweepExpiredIdentities(env.DB, afterWindow);
@@ -146,30 +147,28 @@ describe("the start service", () => {
       material: ["json", { order: 1 }],
       scope: "production",
     });
-    // Taken only for the first window's execution id (the identity itself).
+    const t0 = Date.now();
+    // Taken only for the first window's execution id (the identity and the window's start).
+    const firstId = await windowExecutionId(identity, t0);
     await seedWorkflow(
       "dev",
-      transformWorkflow(
-        id,
-        { dedupeWindow: "10m" },
-        { edges: [{ from: "received", to: "shape", when: `= execution.id = '${identity}'` }] },
-      ),
+      transformWorkflow(id, { dedupeWindow: "10m" }, { edges: [{ from: "received", to: "shape", when: `= execution.id = '${firstId}'` }] }),
     );
-    const t0 = Date.now();
     const h = harness({ now: t0 });
     const stateOf = async (executionId: string) =>
       (await env.DB.prepare("SELECT state FROM steps WHERE execution_id = ? AND vertex_id = 'shape'")
         .bind(executionId)
         .first<{ state: string }>())!.state;
     const first = await h.fire(id, { order: 1 });
-    expect(first.executionId).toBe(identity);
+    expect(first.executionId).toBe(firstId);
+    expect(first.executionId).not.toBe(identity);
     expect(await stateOf(first.executionId)).toBe("DISPATCHED");
     // Finished: a RUNNING execution keeps its identity past the window (test/ledger/one-live-execution.test.ts).
     await env.DB.prepare("UPDATE executions SET status = 'COMPLETED', finished_at = ?2 WHERE id = ?1").bind(first.executionId, t0).run();
     h.clock.now = t0 + 10 * 60_000;
     const second = await h.fire(id, { order: 1 });
     expect(second.deduplicated).toBe(false);
-    expect(second.executionId).not.toBe(identity);
+    expect(second.executionId).toBe(await windowExecutionId(identity, t0 + 10 * 60_000));
     expect(await stateOf(second.executionId)).toBe("SKIPPED");
     expect(second.status).toBe("COMPLETED");
   });

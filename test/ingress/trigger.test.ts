@@ -1,6 +1,7 @@
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
+import { windowExecutionId } from "../../src/ingress/identity";
 import { cachedWorkflow } from "../../src/ingress/workflow-cache";
 import { BASE, countRows, jsonRequest, seedWorkflow, transformWorkflow, unique } from "./helpers";
 
@@ -90,15 +91,17 @@ describe("POST /v1/workflows/:id/trigger", () => {
     expect(await executionsOf(id)).toBe(1);
   });
 
-  it("uses the identity hash as the execution id, so the id is stable across deployments", async () => {
+  it("derives the execution id from the identity hash and the window's start: stable for the window, never the bare identity", async () => {
     const id = unique("stable");
     await seedWorkflow("dev", transformWorkflow(id));
     const body = await (await trigger(id, { x: 1 })).json<{ executionId: string }>();
     expect(body.executionId).toMatch(/^[0-9a-f]{64}$/);
-    const identity = await env.DB.prepare("SELECT identity FROM executions WHERE id = ?")
+    const row = await env.DB.prepare("SELECT identity, created_at AS createdAt FROM executions WHERE id = ?")
       .bind(body.executionId)
-      .first<{ identity: string }>();
-    expect(identity?.identity).toBe(body.executionId);
+      .first<{ identity: string; createdAt: number }>();
+    // An id is never given twice (docs/history.md "Tombstones and ids"): the bare identity would come back once its tombstone went.
+    expect(row!.identity).not.toBe(body.executionId);
+    expect(body.executionId).toBe(await windowExecutionId(row!.identity, row!.createdAt));
   });
 
   it("with idempotencyFields, merges bodies that differ elsewhere and splits different ids", async () => {

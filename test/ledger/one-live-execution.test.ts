@@ -284,7 +284,10 @@ describe("a window that ended while the execution was still RUNNING", () => {
     const next = await trigger(h, t);
     expect(next.deduplicated).toBe(false);
     expect(next.executionId).not.toBe(first);
-    expect(await lineageOf(next.executionId)).toBe(first);
+    // One lineage, named by the trigger's identity (a value, not the first execution's id: migrations/0026).
+    expect(await lineageOf(next.executionId)).toBe(await lineageOf(first));
+    const identity = await env.DB.prepare("SELECT identity FROM executions WHERE id = ?1").bind(first).first<string>("identity");
+    expect(await lineageOf(first)).toBe(identity);
   });
 
   it("a swept identity whose start over is live: the trigger is a duplicate of the start over", async () => {

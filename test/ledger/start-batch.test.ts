@@ -26,10 +26,11 @@ describe("the start batch's execution upsert", () => {
   it("a claim whose own execution id is taken already counts no duplicate on it and starts nothing", async () => {
     const identity = "c".repeat(64);
     const window = "d".repeat(64);
+    const alternate = "e".repeat(64);
     // Both candidate ids exist, finished (forced starts with those ids and nothing to run, so no
-    // live execution holds the identity): the claim takes the window id, which collides.
+    // live execution holds the identity): the claim takes the alternate id, which collides.
     const finished: StartPlan = { steps: [], entryNext: [] };
-    for (const executionId of [identity, window]) {
+    for (const executionId of [window, alternate]) {
       const forced = await startExecution(env.DB, record, { mode: "forced", executionId, plan: finished }, 1);
       expect(forced).toMatchObject({ created: true, executionId, status: "COMPLETED" });
     }
@@ -40,15 +41,16 @@ describe("the start batch's execution upsert", () => {
         mode: "claim",
         identity,
         claimToken: "token-mine",
-        takeoverExecutionId: window,
+        executionId: window,
+        alternateExecutionId: alternate,
         expiresAt: 10_000,
-        plans: { first: plan, takeover: plan },
+        plans: { first: plan, alternate: plan },
       },
       2,
     );
     await expect(claim).rejects.toThrow(/wrote nothing/);
     const row = await env.DB.prepare("SELECT duplicate_deliveries AS n, duplicate_log AS log FROM executions WHERE id = ?1")
-      .bind(window)
+      .bind(alternate)
       .first<{ n: number; log: string | null }>();
     expect(row).toEqual({ n: 0, log: null });
   });
