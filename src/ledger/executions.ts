@@ -170,8 +170,8 @@ function liveOfIdentity(identity: string, named: string): string {
      LIMIT 1)`;
 }
 
-/** The claim's SQL text (the same for every claim: built once per isolate). */
-const CLAIM_SQL = once(claimSql);
+/** The claim's SQL text (the same for every claim: built once per isolate; exported for the query-plan tests). */
+export const CLAIM_SQL = once(claimSql);
 
 function claimSql(): string {
   // Reusable: the entry point allows it (?9), and the execution the identity names FAILED and was
