@@ -16,11 +16,10 @@
  */
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
 import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-source.mjs";
-import { LOCAL_TOKENS, parseEnvText } from "./lib/local-tokens.mjs";
+import { LOCAL_TOKENS, ensureDevVars } from "./lib/local-tokens.mjs";
 import { describeShard, migrateShards, readShards, tokenWorkspaces } from "./lib/shards.mjs";
 import { DEMO_CONFIG, ROOT, WRANGLER, applyMigrations, portInUse, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
 
@@ -67,29 +66,16 @@ for (const [port, what] of [
   }
 }
 
-if (!existsSync(DEV_VARS)) {
-  await writeFile(
-    DEV_VARS,
-    DEV_VARS_CONTENT +
-      Object.values(REQUIRED_LINES)
-        .map((line) => line())
-        .join(""),
-  );
+const devVarsResult = await ensureDevVars(DEV_VARS, { content: DEV_VARS_CONTENT, required: REQUIRED_LINES });
+if (devVarsResult.created) {
   say(
     `created .dev.vars with the local tokens (API_TOKENS=${LOCAL_TOKENS.API_TOKENS}, OPERATOR_TOKENS=${LOCAL_TOKENS.OPERATOR_TOKENS}), ` +
       "local demo secrets PAYMENTS_KEY=sk_local_demo and WEBHOOK_SECRET=whsec_local_demo, and a random SECRETS_MASTER_KEY",
   );
-} else {
-  const text = await readFile(DEV_VARS, "utf8");
-  const present = parseEnvText(text);
-  const missing = Object.keys(REQUIRED_LINES).filter((name) => !Object.hasOwn(present, name));
-  if (missing.length > 0) {
-    const lines = missing.map((name) => REQUIRED_LINES[name]()).join("");
-    await appendFile(DEV_VARS, `${text.endsWith("\n") || text === "" ? "" : "\n"}${lines}`);
-    say(`added ${missing.join(", ")} to .dev.vars (local values; wrangler.toml holds no token)`);
-  }
+} else if (devVarsResult.added.length > 0) {
+  say(`added ${devVarsResult.added.join(", ")} to .dev.vars (local values; wrangler.toml holds no token)`);
 }
-const devVars = parseEnvText(await readFile(DEV_VARS, "utf8"));
+const devVars = devVarsResult.vars;
 const TOKEN = tokenWorkspaces(devVars).find(({ workspace }) => workspace === "dev")?.token;
 if (!TOKEN)
   fail("API_TOKENS in .dev.vars gives no token for workspace `dev`: add `dev-token:dev` to it (or delete .dev.vars to start afresh).");

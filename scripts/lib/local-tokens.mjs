@@ -1,3 +1,6 @@
+import { existsSync } from "node:fs";
+import { appendFile, readFile, writeFile } from "node:fs/promises";
+
 /**
  * The local tokens: what `npm start` writes to .dev.vars, the e2e passes with --var and the benches
  * write to their env files. They are never in wrangler.toml, where `wrangler deploy` would serve them:
@@ -30,4 +33,31 @@ export function parseEnvText(text) {
     vars[match[1]] = /^(["']).*\1$/.test(raw) ? raw.slice(1, -1) : raw;
   }
   return vars;
+}
+
+/**
+ * `npm start`'s .dev.vars: written whole (`content`, then every line of `required`) when missing; an
+ * existing file — the user's, maybe older than a required name — is never rewritten: each required name
+ * it lacks is appended (`required`: name → a function giving its lines). Returns what it did and the
+ * file's variables afterwards.
+ */
+export async function ensureDevVars(file, { content = "", required }) {
+  if (!existsSync(file)) {
+    await writeFile(
+      file,
+      content +
+        Object.values(required)
+          .map((lines) => lines())
+          .join(""),
+    );
+    return { created: true, added: [], vars: parseEnvText(await readFile(file, "utf8")) };
+  }
+  const text = await readFile(file, "utf8");
+  const present = parseEnvText(text);
+  const added = Object.keys(required).filter((name) => !Object.hasOwn(present, name));
+  if (added.length > 0) {
+    const lines = added.map((name) => required[name]()).join("");
+    await appendFile(file, `${text.endsWith("\n") || text === "" ? "" : "\n"}${lines}`);
+  }
+  return { created: false, added, vars: parseEnvText(await readFile(file, "utf8")) };
 }
