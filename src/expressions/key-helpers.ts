@@ -47,6 +47,8 @@ function checkPrefix(prefix: unknown): string {
 function digestOf(parts: unknown[]): Promise<Uint8Array> {
   if (parts.length === 0) throw new Error("$idempotencyKey: pass at least one business value after the prefix");
   parts.forEach((part, i) => {
+    // Null and an empty string are values here (the recorded keys hold them); a destination key's
+    // expression refuses them as its parts (src/definitions/key-parts.ts, checked before the key).
     if (part === undefined)
       throw new Error(`$idempotencyKey: value ${i + 1} is missing (undefined); keys must not collapse on absent data`);
     assertExactNumbers("$idempotencyKey", `value ${i + 1}`, part);

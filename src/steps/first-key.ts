@@ -7,8 +7,9 @@
  *
  * The evaluation is the one the step's first attempt would make (./gateway/key.ts): the same
  * context, built from the payload exactly as the step's inputs read it, and the same checks. What
- * would make that attempt fail before it sends — no key rule, an expression that fails, a key the
- * destination refuses, a URL that is not one, inputs over their bound — gives null here, and the
+ * would make that attempt fail before it sends — no key rule, an expression that fails, a key part
+ * that is absent, null or empty (no key is ever persisted from absent data), a key the destination
+ * refuses, a URL that is not one, inputs over their bound — gives null here, and the
  * step resolves its key when it runs, as it always did, and reports the failure there.
  *
  * The caller leaves out start overs: their first attempt may have to verify first

@@ -9,7 +9,9 @@
  * again.
  */
 import { DEFAULT_KEY_HEADER, type DestinationKey } from "../../definitions/destination-key";
+import { absentKeyPart, type Absence } from "../../definitions/key-parts";
 import { DEFAULT_LIMITS, evaluateValue } from "../../expressions/evaluate";
+import { EXPRESSION_PREFIX, isExpression } from "../../definitions/schema";
 import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../../lib/key-constraints";
 import { errorMessage } from "../../lib/log";
 import type { KeySend, PersistedKey } from "../../ledger";
@@ -127,11 +129,27 @@ export async function evaluateDestinationKey(
   let checked: { key: string } | { error: string };
   try {
     const shape = rule.declaredBy === "declaration" ? rule.constraints : undefined;
-    checked = checkDestinationKey(await evaluateValue(expression, context, DEFAULT_LIMITS, shape), rule);
+    const absent = isExpression(expression) ? await absentKeyPart(expression.slice(EXPRESSION_PREFIX.length), context, shape) : null;
+    checked = absent
+      ? { error: absentPartError(absent.part, absent.absence) }
+      : checkDestinationKey(await evaluateValue(expression, context, DEFAULT_LIMITS, shape), rule);
   } catch (error) {
     checked = { error: errorMessage(error) };
   }
   return "error" in checked ? { error: `gateway ${vertexId}: invalid ${keyLabel(rule)}: ${checked.error}` } : checked;
+}
+
+/**
+ * A key never collapses on absent data (SPEC section 3, src/definitions/key-parts.ts): built
+ * without the value, it would be the same for every execution that lacks it, and the destination
+ * would answer the second with the first one's result. The step fails before anything is sent.
+ */
+function absentPartError(part: string, absence: Absence): string {
+  return (
+    `the key's value \`${part.length > 120 ? `${part.slice(0, 120)}…` : part}\` is absent (${absence}), so the key would be the same ` +
+    "for every execution that lacks it and the destination would take them as one operation; give the trigger that " +
+    "value (or key on one every trigger carries). Nothing was sent; not retried"
+  );
 }
 
 const TAKEN_OVER = "the step was taken over before its key was persisted; nothing was sent";
