@@ -538,6 +538,12 @@ export interface components {
             running?: string[];
             /** @description execution-chain-too-long: the most members one erasure takes */
             limit?: number;
+            /** @description query-parameter-unknown: the query parameters the route does not read */
+            unknown?: string[];
+            /** @description query-parameter-unknown: the query parameters the route reads (possibly none) */
+            known?: string[];
+            /** @description method-not-allowed: the methods the path serves, as the `Allow` header lists them */
+            allowed?: string[];
         };
         Health: {
             /** @constant */

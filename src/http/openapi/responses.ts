@@ -161,6 +161,9 @@ export const Problem = z
     archived: z.boolean().optional().describe("execution-not-retained / execution-removed: whether its trace is in the archive"),
     running: z.array(z.string()).optional().describe("execution-chain-running: the RUNNING members of the chain"),
     limit: Count.optional().describe("execution-chain-too-long: the most members one erasure takes"),
+    unknown: z.array(z.string()).optional().describe("query-parameter-unknown: the query parameters the route does not read"),
+    known: z.array(z.string()).optional().describe("query-parameter-unknown: the query parameters the route reads (possibly none)"),
+    allowed: z.array(z.string()).optional().describe("method-not-allowed: the methods the path serves, as the `Allow` header lists them"),
   })
   .describe("RFC 9457 problem details (application/problem+json)");
 
