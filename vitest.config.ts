@@ -1,5 +1,6 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { buildD1Template } from "./test/d1-template.ts";
 
 /** The test values of the Worker secrets wrangler.toml requires (never real keys). */
 const TEST_SECRETS = {
@@ -68,6 +69,8 @@ const SHARD_1_FILES = [
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
+  // migrations/ applied once per run, to a template every test file starts from (test/apply-migrations.ts).
+  const template = await buildD1Template("./migrations");
   const project = (name: string, include: string[], bindings: Record<string, string> = {}) => ({
     plugins: [
       cloudflareTest({
@@ -77,6 +80,7 @@ export default defineConfig(async () => {
         miniflare: {
           bindings: {
             TEST_MIGRATIONS: migrations,
+            TEST_D1_TEMPLATE: template,
             ...TEST_SECRETS,
             // Step chaining is on in wrangler.toml. The unit tests run steps through their harness (its
             // clock, destination and queue), so a route's inline run with the production runtime is off

@@ -1,11 +1,14 @@
-import { applyD1Migrations, env } from "cloudflare:test";
+import { env } from "cloudflare:test";
 import { limitedD1 } from "./helpers/d1-limits";
 import { shardBindings } from "./helpers/shards";
 
-// Storage is isolated per test file; migrations are applied once per file, to every shard (each
-// is its own database: wrangler.toml gives each binding its own database id).
+// Storage is isolated per test file (each file runs in its own workerd, its databases empty). Every
+// shard (each its own database: wrangler.toml gives each binding its own database id) starts from
+// the migrated template vitest.config.ts built from migrations/ at the start of this run
+// (test/d1-template.ts): its schema and rows restored in one batch, instead of every migration
+// applied again in every file. test/migrations.test.ts applies the migrations themselves, in order.
 const bindings = shardBindings(env);
-await Promise.all(bindings.map((name) => applyD1Migrations(env[name], env.TEST_MIGRATIONS)));
+await Promise.all(bindings.map((name) => env[name].batch(env.TEST_D1_TEMPLATE.statements.map((sql) => env[name].prepare(sql)))));
 
 // Every statement a test runs through a shard's binding — its own or the engine's, when a test
 // hands `env` to a handler directly — is held to D1's production limits (SPEC section 11). The
