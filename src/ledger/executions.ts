@@ -528,15 +528,15 @@ type StartLabel = "claim" | "execution" | "steps" | "startOverFrom" | "identityV
 /**
  * `copyIdentityValues`: a start over carries the trigger of the execution it starts over, so it is
  * found by the same business values: that execution's rows, copied under the new id — only if the
- * start over was inserted (its gate let it through). Binds ?1 the new id, ?2 workspace, ?3 the id started over from.
+ * start over was inserted (its gate let it through), dated with its creation (migrations/0027). Binds ?1 the new id,
+ * ?2 workspace, ?3 the id started over from.
  */
 function copyIdentityValues(db: D1Database, executionId: string, workspace: string, from: string) {
   return db
     .prepare(
-      `INSERT INTO identity_values (workspace, value_hash, execution_id)
-       SELECT v.workspace, v.value_hash, ?1 FROM identity_values v
-       WHERE v.execution_id = ?3 AND v.workspace = ?2
-         AND EXISTS (SELECT 1 FROM executions n WHERE n.id = ?1 AND n.started_over_from = ?3)
+      `INSERT INTO identity_values (workspace, value_hash, created_at, execution_id)
+       SELECT v.workspace, v.value_hash, n.created_at, ?1 FROM executions n CROSS JOIN identity_values v
+       WHERE n.id = ?1 AND n.started_over_from = ?3 AND v.execution_id = ?3 AND v.workspace = ?2
        ON CONFLICT DO NOTHING`,
     )
     .bind(executionId, workspace, from);

@@ -69,20 +69,22 @@ interface HitRow extends ExecutionSummaryRecord {
   archived: number | null;
 }
 
-/** A match's own columns where it lives, its tombstone's where it was removed. */
-const HIT_COLUMNS = selectList<HitRow>({
-  ...executionSummaryColumns("e", {
-    id: "m.id",
-    workflowId: "coalesce(e.workflow_id, t.workflow_id)",
-    status: "coalesce(e.status, t.status)",
-    createdAt: "coalesce(e.created_at, t.created_at)",
-    finishedAt: "coalesce(e.finished_at, t.finished_at)",
-  }),
-  live: "e.id IS NOT NULL",
-  removedAt: "t.removed_at",
-  removalReason: "t.reason",
-  archived: "t.archived",
-} satisfies Columns<HitRow>);
+/** A match's own columns where it lives, its tombstone's where it was removed; `id` the match's id. */
+const hitColumns = (id: string) =>
+  selectList<HitRow>({
+    ...executionSummaryColumns("e", {
+      id,
+      workflowId: "coalesce(e.workflow_id, t.workflow_id)",
+      status: "coalesce(e.status, t.status)",
+      createdAt: "coalesce(e.created_at, t.created_at)",
+      finishedAt: "coalesce(e.finished_at, t.finished_at)",
+    }),
+    live: "e.id IS NOT NULL",
+    removedAt: "t.removed_at",
+    removalReason: "t.reason",
+    archived: "t.archived",
+  } satisfies Columns<HitRow>);
+const HIT_COLUMNS = hitColumns("m.id");
 
 const KEY_SEND_COLUMNS = (alias: string) =>
   selectList<KeySendRecord>({
@@ -94,12 +96,8 @@ const KEY_SEND_COLUMNS = (alias: string) =>
     vertexId: `${alias}.vertex_id`,
   });
 
-/** The ids a term matches. Binds ?1 workspace, ?2 the term's JSON array. */
-function matchedIds(term: SearchTerm): string {
-  if (term.by === "identity") {
-    return `SELECT DISTINCT v.execution_id AS id FROM identity_values v
-            WHERE v.workspace = ?1 AND v.value_hash IN (SELECT value FROM json_each(?2))`;
-  }
+/** The ids a key matches. Binds ?1 workspace, ?2 the keys' JSON array. */
+function matchedIds(): string {
   // The `IS NOT NULL` lets SQLite prove the partial index's WHERE.
   return `SELECT s.execution_id AS id FROM steps s
           WHERE s.workspace = ?1 AND s.idempotency_key IN (SELECT value FROM json_each(?2)) AND s.idempotency_key IS NOT NULL
@@ -117,6 +115,7 @@ const termValues = (term: SearchTerm): string => JSON.stringify(term.by === "ide
  * so a removed match never passes them. Exported for the query-plan test.
  */
 export function searchQuery(workspace: string, term: SearchTerm, f: ExecutionListFilter): { sql: string; params: unknown[] } {
+  if (term.by === "identity") return valuePageQuery(workspace, term.hashes, f);
   const params: unknown[] = [workspace, termValues(term)];
   const param = (value: unknown) => `?${params.push(value)}`;
   const created = "coalesce(e.created_at, t.created_at)";
@@ -135,12 +134,45 @@ export function searchQuery(workspace: string, term: SearchTerm, f: ExecutionLis
     where.push(`(${created} < ${at} OR (${created} = ${at} AND m.id < ${param(f.before.id)}))`);
   }
   const sql =
-    `WITH matched(id) AS (${matchedIds(term)}) ` +
+    `WITH matched(id) AS (${matchedIds()}) ` +
     `SELECT ${HIT_COLUMNS} FROM matched m ` +
     `LEFT JOIN executions e ON e.id = m.id AND e.workspace = ?1 ` +
     `LEFT JOIN execution_tombstones t ON t.id = m.id AND t.workspace = ?1 ` +
     `WHERE ${where.join(" AND ")} ORDER BY ${created} DESC, m.id DESC LIMIT ${param(f.limit)}`;
   return { sql, params };
+}
+
+/**
+ * A value's page: `identity_values` walked by its primary key (workspace, value_hash, created_at,
+ * execution_id: migrations/0027) newest first from the cursor, each match's execution or tombstone
+ * by primary key, stopping once the page is full — the rows read grow with the page, not with the
+ * executions the value matches. One arm per hash (a value has at most two readings: `1001` the
+ * string and the number), merged in order by the compound's ORDER BY; UNION drops an execution
+ * both readings match. The creation-time filters and the cursor bound the walk; the others
+ * (workflow, status, the counters' flags) are checked per match, so a page that skips many
+ * matches reads them too.
+ */
+function valuePageQuery(workspace: string, hashes: string[], f: ExecutionListFilter): { sql: string; params: unknown[] } {
+  const params: unknown[] = [workspace];
+  const param = (value: unknown) => `?${params.push(value)}`;
+  const shared: string[] = ["(e.id IS NOT NULL OR t.id IS NOT NULL)"];
+  if (f.since !== undefined) shared.push(`v.created_at >= ${param(f.since)}`);
+  if (f.until !== undefined) shared.push(`v.created_at < ${param(f.until)}`);
+  if (f.before) shared.push(`(v.created_at, v.execution_id) < (${param(f.before.createdAt)}, ${param(f.before.id)})`);
+  if (f.workflowId !== undefined) shared.push(`coalesce(e.workflow_id, t.workflow_id) = ${param(f.workflowId)}`);
+  if (f.status !== undefined) shared.push(`coalesce(e.status, t.status) = ${param(f.status)}`);
+  const flags = listFlags("e.");
+  if (f.hadDuplicates) shared.push(`coalesce(${flags.hadDuplicates}, 0)`);
+  if (f.retried) shared.push(`coalesce(${flags.retried}, 0)`);
+  // No reading fits the index (the route refuses that first): an arm that matches nothing.
+  const arms = (hashes.length > 0 ? hashes : [""]).map(
+    (hash) =>
+      `SELECT ${hitColumns("v.execution_id")}, v.created_at AS at FROM identity_values v ` +
+      `LEFT JOIN executions e ON e.id = v.execution_id AND e.workspace = ?1 ` +
+      `LEFT JOIN execution_tombstones t ON t.id = v.execution_id AND t.workspace = ?1 ` +
+      `WHERE v.workspace = ?1 AND v.value_hash = ${param(hash)} AND ${shared.join(" AND ")}`,
+  );
+  return { sql: `${arms.join(" UNION ")} ORDER BY at DESC, id DESC LIMIT ${param(f.limit)}`, params };
 }
 
 /**
@@ -193,8 +225,8 @@ export async function searchExecutions(
   return { ...found, keys: results ?? [] };
 }
 
-function hitOf(row: HitRow): SearchHit {
-  const { live, removedAt, removalReason, archived, ...summary } = row;
+function hitOf(row: HitRow & { at?: number }): SearchHit {
+  const { live, removedAt, removalReason, archived, at: _at, ...summary } = row;
   if (live === 1 || removedAt === null || removalReason === null) return { live: summary };
   return {
     removed: {
