@@ -46,18 +46,24 @@ export interface DueSelection {
 export const MAX_CHAIN_MEMBERS = 200;
 
 /**
- * The most rows one walk returns (every root's chain together). A walk that reaches it may have
- * stopped inside a chain, so nothing it found is removed: its due members are held instead.
+ * The most rows one walk from `roots` due executions returns: every member once, however many of
+ * the roots share its chain (the walk carries no root), so `roots` chains of MAX_CHAIN_MEMBERS fit,
+ * and one more row tells a longer one. A walk that reaches it may have stopped inside a chain, so
+ * nothing it found is removed: its due members are held instead.
  */
-const CHAIN_ROWS_LIMIT = MAX_CHAIN_MEMBERS * 64;
+const chainRowsLimit = (roots: number) => MAX_CHAIN_MEMBERS * Math.max(1, roots) + 1;
 
 /** How long a chain with a RUNNING member is held before it is looked at again. */
 export const RUNNING_CHAIN_RECHECK_MS = 3_600_000;
 
 interface ChainRow {
-  root: string;
   id: string;
   workspace: string;
+  /** 1 when the walk started from it (a due execution the selection took). */
+  root: number;
+  started_over_from: string | null;
+  previous_execution_id: string | null;
+  superseded_by: string | null;
   workflow_id: string;
   status: string;
   created_at: number;
@@ -68,27 +74,30 @@ interface ChainRow {
 
 /**
  * Every member of the chains of `roots` (a recursive walk over the three links, both ways, using
- * the partial indexes of migrations 0009 and 0016), with its due time and, where its identity row
- * still names it, the end of that window. `roots`: a subquery or json_each naming ids as `id`.
+ * the partial indexes of migrations 0009 and 0016), each once — the walk carries no root, so roots
+ * of one chain walk it once, not once each — with its links (`groupChains` splits the members into
+ * chains by them), its due time and, where its identity row still names it, the end of that window.
+ * `roots`: a subquery or json_each naming ids as `id`; `limit`: the parameter bound to the row limit.
  */
-function chainMembersSql(roots: string): string {
+function chainMembersSql(roots: string, limit: string): string {
   return `WITH RECURSIVE
     roots(id) AS (${roots}),
-    chain(root, id) AS (
-      SELECT id, id FROM roots
+    chain(id) AS (
+      SELECT id FROM roots
       UNION
-      SELECT c.root, l.value FROM chain c JOIN executions e ON e.id = c.id,
+      SELECT l.value FROM chain c JOIN executions e ON e.id = c.id,
              json_each(json_array(e.started_over_from, e.previous_execution_id, e.superseded_by)) l
       WHERE l.value IS NOT NULL
       UNION
-      SELECT c.root, n.id FROM chain c JOIN executions n
+      SELECT n.id FROM chain c JOIN executions n
         ON n.started_over_from = c.id OR n.previous_execution_id = c.id OR n.superseded_by = c.id
-      LIMIT ${CHAIN_ROWS_LIMIT}
+      LIMIT ${limit}
     )
-    SELECT c.root, e.id, e.workspace, e.workflow_id, e.status, e.created_at, e.finished_at, e.purge_at,
+    SELECT e.id, e.id IN (SELECT id FROM roots) AS root, e.started_over_from, e.previous_execution_id, e.superseded_by,
+           e.workspace, e.workflow_id, e.status, e.created_at, e.finished_at, e.purge_at,
            (SELECT i.expires_at FROM execution_identities i WHERE i.identity = e.identity AND i.execution_id = e.id) AS identity_expires_at
     FROM chain c JOIN executions e ON e.id = c.id
-    ORDER BY c.root, e.created_at, e.id`;
+    ORDER BY e.created_at, e.id`;
 }
 
 /**
@@ -97,9 +106,10 @@ function chainMembersSql(roots: string): string {
  */
 export async function selectDueChains(db: D1Database, now: number, limit: number): Promise<DueSelection> {
   const roots = `SELECT id FROM executions WHERE purge_at IS NOT NULL AND purge_at <= ?1 ORDER BY purge_at LIMIT ?2`;
-  const { results } = await db.prepare(chainMembersSql(roots)).bind(now, limit).all<ChainRow>();
+  const rowsLimit = chainRowsLimit(limit);
+  const { results } = await db.prepare(chainMembersSql(roots, "?3")).bind(now, limit, rowsLimit).all<ChainRow>();
   const rows = results ?? [];
-  return groupChains(rows, now, "retention", rows.length >= CHAIN_ROWS_LIMIT);
+  return groupChains(rows, now, "retention", rows.length >= rowsLimit);
 }
 
 /**
@@ -114,35 +124,49 @@ export async function selectChainOf(
   now: number,
 ): Promise<{ chain: RemovableExecution[] | null; running: string[] } | null> {
   const roots = `SELECT id FROM executions WHERE id = ?1 AND workspace = ?2`;
-  const { results } = await db.prepare(chainMembersSql(roots)).bind(executionId, workspace).all<ChainRow>();
+  const rowsLimit = chainRowsLimit(1);
+  const { results } = await db.prepare(chainMembersSql(roots, "?3")).bind(executionId, workspace, rowsLimit).all<ChainRow>();
   const rows = results ?? [];
   if (rows.length === 0) return null;
   const running = rows.filter((r) => r.finished_at === null).map((r) => r.id);
-  const selection = groupChains(rows, now, "erased", rows.length >= CHAIN_ROWS_LIMIT);
+  const selection = groupChains(rows, now, "erased", rows.length >= rowsLimit);
   return { chain: selection.chains[0] ?? null, running };
 }
 
-function groupChains(rows: ChainRow[], now: number, reason: RemovalReason, truncated: boolean): DueSelection {
-  const byRoot = new Map<string, ChainRow[]>();
+/** The walk's members split into chains: the sets its links connect (union-find), members in the walk's order. */
+function chainsOf(rows: ChainRow[]): ChainRow[][] {
+  const parent = new Map<string, string>(rows.map((r) => [r.id, r.id]));
+  const find = (id: string): string => {
+    let at = id;
+    while (parent.get(at) !== at) at = parent.get(at)!;
+    parent.set(id, at);
+    return at;
+  };
   for (const row of rows) {
-    const members = byRoot.get(row.root);
-    if (members) members.push(row);
-    else byRoot.set(row.root, [row]);
+    for (const link of [row.started_over_from, row.previous_execution_id, row.superseded_by]) {
+      // A link to a row the walk did not return (it stopped at its limit) joins nothing: the walk is held whole then.
+      if (link !== null && parent.has(link)) parent.set(find(row.id), find(link));
+    }
   }
-  // Two due roots of one chain walk the same members: keep each chain once (by its sorted ids).
-  const seen = new Set<string>();
+  const byChain = new Map<string, ChainRow[]>();
+  for (const row of rows) {
+    const key = find(row.id);
+    const members = byChain.get(key);
+    if (members) members.push(row);
+    else byChain.set(key, [row]);
+  }
+  return [...byChain.values()];
+}
+
+function groupChains(rows: ChainRow[], now: number, reason: RemovalReason, truncated: boolean): DueSelection {
   const chains: RemovableExecution[][] = [];
   const held: HeldChain[] = [];
-  for (const members of byRoot.values()) {
-    const ids = members.map((m) => m.id).sort();
-    const key = ids.join("\n");
-    if (seen.has(key)) continue;
-    seen.add(key);
+  for (const members of chainsOf(rows)) {
     const until = truncated ? now + RUNNING_CHAIN_RECHECK_MS : holdUntil(members, now, reason);
     if (until === null) chains.push(members.map(removable));
     else held.push({ ids: members.filter((m) => m.purge_at !== null && m.purge_at <= now).map((m) => m.id), until });
   }
-  return { chains, held, candidates: byRoot.size };
+  return { chains, held, candidates: rows.filter((r) => r.root === 1).length };
 }
 
 /** When a chain may go (null: now). Retention: every member finished, due, and out of its window. */
