@@ -19,6 +19,7 @@ import { ownMember } from "../lib/own-member";
 import { childrenOf, isNode, type AstNode } from "./ast";
 import type { ValidationError } from "./errors";
 import { expressionSites, isIdempotencyKeyHeader, isKeySite } from "./expression-sites";
+import { alwaysAbsentParts } from "./key-parts";
 import { asArray, asRecord } from "./errors";
 import { pointerOf } from "./pointer";
 
@@ -81,6 +82,15 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
       ast = compile(site.source).ast() as unknown as AstNode;
     } catch {
       continue; // the compile check reports it
+    }
+    for (const part of alwaysAbsentParts(site.source)) {
+      errors.push({
+        pointer: site.pointer,
+        code: "idempotency-key-absent-part",
+        message:
+          `this ${site.headerName ?? "key"} is built from \`${part}\`, which is always absent (null or empty): a key must ` +
+          `not collapse on absent data, and every run of this step would fail before it sends. Key on a business value. ${ADVICE}`,
+      });
     }
     const { findings, readsBusinessData } = lintKey(ast);
     for (const finding of findings) {

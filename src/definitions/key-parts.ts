@@ -128,6 +128,21 @@ function closingQuote(source: string, open: number, quote: string): number {
   return -1;
 }
 
+/**
+ * The parts of a key expression that are absent whatever the data: a literal `null` or `''`. The
+ * key lint refuses them at save (`idempotency-key-absent-part`): the step could never run.
+ */
+export function alwaysAbsentParts(source: string): string[] {
+  return keyPartsOf(source).filter((part) => {
+    try {
+      const ast = compile(part).ast() as unknown as AstNode;
+      return (ast.type === "value" && ast.value === null) || (ast.type === "string" && ast.value === "");
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** What an absent part held: nothing, `null`, or an empty string. */
 export type Absence = "no value" | "null" | "an empty string";
 

@@ -146,6 +146,26 @@ describe("a key never collapses on absent data", () => {
     expect(h.dest.effects).toHaveLength(0);
   });
 
+  it('a key part that is absent whatever the data is refused at save: a literal null, a connector key field given as ""', async () => {
+    const h = harness();
+    const inline = chargeWorkflow(unique("wf"), { headers: { "Idempotency-Key": "= 'charge-' & payload.order.id & '-' & null" } });
+    const refused = await callApp(h, "PUT", `/v1/workflows/${inline.id}`, { body: inline });
+    expect(refused.status).toBe(422);
+    expect((await json(refused)).errors).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ pointer: "/vertices/1/config/headers/Idempotency-Key", code: "idempotency-key-absent-part" }),
+      ]),
+    );
+    const name = unique("pay");
+    const connector = { ...demoPayments, name, key: { profile: "stripe", rule: { fields: ["order", "line"], format: "plain" } } };
+    expect((await callApp(h, "PUT", `/v1/connectors/${name}`, { body: connector })).status).toBe(201);
+    const wf = charging(name);
+    (wf.vertices[1]!.config as Record<string, unknown>).keyFields = { order: "= payload.order.id", line: "" };
+    const viaConnector = await callApp(h, "PUT", `/v1/workflows/${wf.id}`, { body: wf });
+    expect(viaConnector.status).toBe(422);
+    expect(((await json(viaConnector)).errors as Array<{ code: string }>).map((e) => e.code)).toContain("idempotency-key-absent-part");
+  });
+
   it("reads the parts of the shapes a key is written in, and none of a shape it cannot tell", () => {
     expect(keyPartsOf('"charge-" & (payload.order.id) & "-" & (payload.line)')).toEqual(["(payload.order.id)", "(payload.line)"]);
     expect(keyPartsOf("payload.a & 'x'")).toEqual(["payload.a"]);
