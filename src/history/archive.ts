@@ -20,7 +20,7 @@
  * - at most `putConcurrency` traces are encoded and put at once (a Worker has 6 connections).
  * A trace that cannot be archived is never deleted: the sweep removes only the ids returned.
  */
-import { readTraceRecordsForSet, readTraceSizes, TRACE_SET_QUERIES, type RemovableExecution } from "../ledger";
+import { erasedMeanwhile, readTraceRecordsForSet, readTraceSizes, TRACE_SET_QUERIES, type RemovableExecution } from "../ledger";
 import { BodyTooLargeError, readAtMost } from "../lib/bounded-read";
 import { log } from "../lib/log";
 import { buildTrace, type Trace } from "../steps/trace";
@@ -73,10 +73,11 @@ export const ARCHIVE_LIMITS: ArchiveLimits = Object.freeze({
 
 /**
  * D1 queries one archive call sends at most: the size estimate (one statement), then one batch of
- * `TRACE_SET_QUERIES` statements per part. A typical pass (a few hundred traces of a few KB) reads
- * in one part: 1 + 8 = 9 statements; the sweep counts what was actually sent and reserves this.
+ * `TRACE_SET_QUERIES` statements per part, then the check for executions erased meanwhile (one). A
+ * typical pass (a few hundred traces of a few KB) reads in one part: 1 + 8 + 1 = 10 statements; the
+ * sweep counts what was actually sent and reserves this.
  */
-export const ARCHIVE_READ_QUERIES = 1 + TRACE_SET_QUERIES * ARCHIVE_LIMITS.maxParts;
+export const ARCHIVE_READ_QUERIES = 1 + TRACE_SET_QUERIES * ARCHIVE_LIMITS.maxParts + 1;
 
 /** The object's content type: the bytes are a gzip file (`.json.gz`), served decompressed by `GET` only. */
 const OBJECT_CONTENT_TYPE = "application/gzip";
@@ -138,6 +139,7 @@ export function createArchiver(bucket: R2Bucket, db: D1Database, limits: Archive
         message: `${deferred} traces left for the next pass: one archive call reads at most ${limits.maxParts} parts`,
       });
     }
+    const byId = new Map<string, RemovableExecution>();
     for (const part of parts) {
       const records = await readTraceRecordsForSet(db, part);
       await eachLimited(part, limits.putConcurrency, async (execution) => {
@@ -147,11 +149,43 @@ export function createArchiver(bucket: R2Bucket, db: D1Database, limits: Archive
           return;
         }
         records.delete(execution.id);
-        if (await writeTrace(bucket, execution, { ...buildTrace(rows), archived: true }, limits)) written.add(execution.id);
+        if (await writeTrace(bucket, execution, { ...buildTrace(rows), archived: true }, limits)) {
+          written.add(execution.id);
+          byId.set(execution.id, execution);
+        }
       });
     }
+    await dropErasedMeanwhile(bucket, db, written, byId);
     return written;
   };
+}
+
+/**
+ * After the puts: an execution erased between the read of its trace and its put (the erasure's
+ * removal committed, and its deletion of the objects may have run before this put landed) loses
+ * the object written here, and is not reported written. Either this check runs after the erasure's
+ * removal committed and sees it, or it runs before — then the put landed before the erasure
+ * listed the objects, and the erasure deletes it. One statement (`erasedMeanwhile`).
+ */
+async function dropErasedMeanwhile(
+  bucket: R2Bucket,
+  db: D1Database,
+  written: Set<string>,
+  byId: ReadonlyMap<string, RemovableExecution>,
+): Promise<void> {
+  const erased = await erasedMeanwhile(db, [...written]);
+  if (erased.size === 0) return;
+  const refs = [...erased].map((id) => byId.get(id)!);
+  await bucket.delete(refs.map(archiveKey));
+  for (const ref of refs) {
+    written.delete(ref.id);
+    log.info("history.archive_failed", {
+      executionId: ref.id,
+      workspace: ref.workspace,
+      reason: "erased meanwhile",
+      message: `execution ${ref.id} was erased while its trace was being archived: the object written is deleted`,
+    });
+  }
 }
 
 /** Encodes, compresses and puts one trace; false (logged) when it is over a cap or the put failed. */

@@ -7,6 +7,7 @@
  * erased. The HTTP route (src/http/routes/executions.ts) maps each outcome to its answer.
  */
 import {
+  eraseTakenEvents,
   forgetIdentityValues,
   markTombstoneErased,
   readTombstone,
@@ -58,8 +59,9 @@ export async function eraseExecution(
     const removal = await removeExecutions(db, ids, at, "erased");
     // The guard refused: the chain changed (a start over, a retry) between the read and the batch.
     if (removal.executions === 0) continue;
-    // After the rows, so an object a sweep wrote before the removal goes too. (A sweep's put still in
-    // flight — its trace read before the removal — can land after this: erasing the id again deletes it.)
+    // After the rows, so an object a sweep wrote before the removal goes too. A sweep's put still in
+    // flight — its trace read before the removal — that lands after this is deleted by the sweep itself:
+    // after its puts it checks for executions erased meanwhile (src/history/archive.ts).
     const archiveObjectsDeleted = bucket ? await deleteArchivedTraces(bucket, selected.chain) : 0;
     logErased(executionId, workspace, ids, archiveObjectsDeleted, { rows: removal });
     return { kind: "erased", erased: ids, archiveObjectsDeleted };
@@ -67,13 +69,22 @@ export async function eraseExecution(
   return { kind: "conflict" };
 }
 
-/** An execution already swept: its archive object goes, its tombstone says it was erased. */
+/**
+ * An execution already swept: its tombstone says it was erased, then its archive objects go (in
+ * that order: once the tombstone says erased, `GET` never serves the trace again, even if the
+ * deletion fails and the erasure is sent again), the events it took are blanked as an erasure of a
+ * kept execution blanks them (the history sweep leaves them to EVENT_HISTORY), and its business
+ * values leave the search.
+ */
 async function eraseRemoved(db: D1Database, bucket: R2Bucket | undefined, tombstone: Tombstone, now: number): Promise<ErasureOutcome> {
   if (tombstone.archived && !bucket) return { kind: "archive-unbound" };
-  // Whatever the tombstone says: an object written by a sweep that lost the race to an erasure goes too.
+  if (tombstone.reason !== "erased") await markTombstoneErased(db, tombstone.workspace, tombstone.id, now);
+  // Whatever the tombstone said: an object written by a sweep that lost the race to an erasure goes too.
   const archiveObjectsDeleted = bucket ? await deleteArchivedTrace(bucket, tombstone) : 0;
   // Erased before and nothing found now: the tombstone keeps the date of the first erasure.
-  if (tombstone.reason !== "erased" || archiveObjectsDeleted > 0) await markTombstoneErased(db, tombstone.workspace, tombstone.id, now);
+  if (tombstone.reason === "erased" && archiveObjectsDeleted > 0) await markTombstoneErased(db, tombstone.workspace, tombstone.id, now);
+  // The events it took (data included), still kept for EVENT_HISTORY: blanked, or kept whole when another execution took them too.
+  await eraseTakenEvents(db, tombstone.workspace, tombstone.id, now);
   // The business values the search by business id still found it by (kept with the tombstone).
   await forgetIdentityValues(db, tombstone.workspace, tombstone.id);
   logErased(tombstone.id, tombstone.workspace, [tombstone.id], archiveObjectsDeleted, { removedBy: tombstone.reason });

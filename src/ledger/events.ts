@@ -17,7 +17,7 @@
  * under the write lock: a timeout racing an event has one outcome.
  */
 import { LabelledBatch } from "./batch";
-import { fenceParams, STEP_FENCE, type Fence, type StepRef } from "./step-sql";
+import { fenceParams, STEP_FENCE, UNPARK_NOW, type Fence, type StepRef } from "./step-sql";
 
 export interface NewEvent {
   workspace: string;
@@ -54,13 +54,28 @@ export interface DeliveredEvent {
   unparked: StepRef[];
 }
 
-/** "This delivery's event": the row when this delivery inserted it, else nothing. Binds ?1 workspace, ?2 key, ?3 nonce. */
-const MINE = "(SELECT rowid FROM events WHERE workspace = ?1 AND event_key = ?2 AND nonce = ?3)";
+/**
+ * "This delivery's event": its id when this delivery inserted it, else nothing. Binds ?1 workspace,
+ * ?2 key, ?3 nonce. `events.id` is AUTOINCREMENT (migration 0025): never an id an earlier,
+ * deleted event had, so nothing recorded about another event can name this one.
+ */
+const MINE = "(SELECT id FROM events WHERE workspace = ?1 AND event_key = ?2 AND nonce = ?3)";
+
+/**
+ * The consumptions this delivery's batch inserted: of its own event (`MINE`), in its workspace, at
+ * its `now` (?4). Only the batch that inserted the event gives it, so these are exactly its rows.
+ */
+const GIVEN_HERE = `(SELECT c.execution_id, c.vertex_id FROM event_consumptions c
+                     WHERE c.workspace = ?1 AND c.event_rowid = ${MINE} AND c.consumed_at = ?4)`;
 
 /** A wait whose step still waits on it: EXECUTING under the registration's retry base. Correlates `w`. */
 const STILL_WAITING = (w: string) =>
   `EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = ${w}.execution_id AND s.vertex_id = ${w}.vertex_id
              AND s.state = 'EXECUTING' AND s.retry_base = ${w}.retry_base)`;
+
+/** Event `e` is one wait `w` waits for: its workspace, name and correlation value. */
+const WAITS_FOR = (w: string, e: string) =>
+  `${e}.workspace = ${w}.workspace AND ${e}.name = ${w}.name AND ${e}.match_hash = ${w}.match_hash`;
 
 /** The wait has taken no event yet. Correlates `w`. */
 const UNSERVED = (w: string) => `NOT EXISTS (SELECT 1 FROM event_consumptions c WHERE c.wait_key = ${w}.wait_key)`;
@@ -97,10 +112,10 @@ export async function deliverEvent(db: D1Database, e: NewEvent): Promise<Deliver
       // ?1 workspace, ?2 key, ?3 nonce, ?4 now. Every `all` wait, and the oldest `one` wait, still waiting and unserved.
       db
         .prepare(
-          `INSERT INTO event_consumptions (wait_key, event_rowid, execution_id, vertex_id, consumed_at)
-           SELECT w.wait_key, e.rowid, w.execution_id, w.vertex_id, ?4
+          `INSERT INTO event_consumptions (wait_key, event_rowid, workspace, execution_id, vertex_id, consumed_at)
+           SELECT w.wait_key, e.id, e.workspace, w.execution_id, w.vertex_id, ?4
            FROM events e JOIN event_waits w ON w.workspace = e.workspace AND w.name = e.name AND w.match_hash = e.match_hash
-           WHERE e.rowid = ${MINE} AND w.timed_out = 0 AND ${UNSERVED("w")} AND ${STILL_WAITING("w")}
+           WHERE e.id = ${MINE} AND e.workspace = ?1 AND w.timed_out = 0 AND ${UNSERVED("w")} AND ${STILL_WAITING("w")}
              AND (w.consume = 'all' OR w.wait_key = (
                SELECT o.wait_key FROM event_waits o
                WHERE o.workspace = e.workspace AND o.name = e.name AND o.match_hash = e.match_hash AND o.consume = 'one'
@@ -114,18 +129,19 @@ export async function deliverEvent(db: D1Database, e: NewEvent): Promise<Deliver
       db
         .prepare(
           `UPDATE events SET consumed_at = ?4
-           WHERE rowid = ${MINE} AND EXISTS (SELECT 1 FROM event_consumptions c WHERE c.event_rowid = events.rowid)`,
+           WHERE workspace = ?1 AND id = ${MINE} AND EXISTS ${GIVEN_HERE}`,
         )
         .bind(e.workspace, e.eventKey, e.nonce, e.now),
     )
     .add(
       "unpark",
       // A step still running its wait (between its claim and its park) is not parked: its park sees the consumption instead.
+      // The un-park is a wake-up, not a lost lease: `parked_until` comes forward to now (it stays set), so the claim that
+      // resumes the step records no `lease_expired` — exactly as for a DELAY woken by its timer (UNPARK_NOW).
       db
         .prepare(
-          `UPDATE steps SET parked_until = NULL, lease_until = ?4, updated_at = ?4
-           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL
-             AND (execution_id, vertex_id) IN (SELECT c.execution_id, c.vertex_id FROM event_consumptions c WHERE c.event_rowid = ${MINE})
+          `UPDATE steps SET ${UNPARK_NOW("?4")}
+           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, vertex_id) IN ${GIVEN_HERE}
            RETURNING execution_id, vertex_id`,
         )
         .bind(e.workspace, e.eventKey, e.nonce, e.now),
@@ -136,8 +152,9 @@ export async function deliverEvent(db: D1Database, e: NewEvent): Promise<Deliver
         .prepare(
           `SELECT e.event_id, e.nonce, e.received_at, e.buffered_until, e.duplicates,
                   (SELECT json_group_array(c.execution_id) FROM event_consumptions c
-                    WHERE c.event_rowid = e.rowid AND c.consumed_at = e.received_at) AS resumed,
-                  (SELECT json_group_array(c.execution_id) FROM event_consumptions c WHERE c.event_rowid = e.rowid) AS consumed_by
+                    WHERE c.event_rowid = e.id AND c.workspace = e.workspace AND c.consumed_at = e.received_at) AS resumed,
+                  (SELECT json_group_array(c.execution_id) FROM event_consumptions c
+                    WHERE c.event_rowid = e.id AND c.workspace = e.workspace) AS consumed_by
            FROM events e WHERE e.workspace = ?1 AND e.event_key = ?2`,
         )
         .bind(e.workspace, e.eventKey),
@@ -203,7 +220,7 @@ export type WaitState =
  */
 export async function registerWait(db: D1Database, fence: Fence, w: WaitRegistration): Promise<WaitState> {
   const fenced = `EXISTS (SELECT 1 FROM steps WHERE ${STEP_FENCE})`;
-  const results = await new LabelledBatch<"register" | "take" | "consumed" | "time_out" | "state">(db)
+  const results = await new LabelledBatch<"register" | "foreign" | "take" | "consumed" | "time_out" | "state">(db)
     .add(
       "register",
       // ?6 retry base, ?7 workspace, ?8 name, ?9 match hash, ?10 match value, ?11 consume, ?12 timeout ms.
@@ -222,17 +239,34 @@ export async function registerWait(db: D1Database, fence: Fence, w: WaitRegistra
         .bind(...fenceParams(fence), w.waitKey, w.now, w.retryBase, w.workspace, w.name, w.matchHash, w.matchValue, w.consume, w.timeoutMs),
     )
     .add(
+      "foreign",
+      // Defence in depth: a consumption under this wait key whose event is another workspace's, name or
+      // value than this registration's was never this wait's (a key given again: issue 41, finding 1). It
+      // goes, so the wait neither completes with it nor counts as served (and can still time out or take
+      // its own event); the event it names keeps `consumed_at`. (No test of times here: the delivery's
+      // clock and the claim's are two isolates' clocks.)
+      db
+        .prepare(
+          `DELETE FROM event_consumptions
+           WHERE wait_key = ?4 AND ${fenced} AND NOT EXISTS (
+             SELECT 1 FROM event_waits w JOIN events e ON e.id = event_consumptions.event_rowid
+             WHERE w.wait_key = ?4 AND w.execution_id = ?1 AND w.vertex_id = ?2 AND ${WAITS_FOR("w", "e")}
+               AND event_consumptions.workspace = w.workspace AND event_consumptions.execution_id = ?1)`,
+        )
+        .bind(...fenceParams(fence), w.waitKey),
+    )
+    .add(
       "take",
       // The oldest buffered event that matches (unconsumed, its buffer window still open), for an unserved wait before its timeout.
       db
         .prepare(
-          `INSERT INTO event_consumptions (wait_key, event_rowid, execution_id, vertex_id, consumed_at)
-           SELECT w.wait_key, e.rowid, w.execution_id, w.vertex_id, ?5
-           FROM event_waits w JOIN events e ON e.rowid = (
-             SELECT b.rowid FROM events b
+          `INSERT INTO event_consumptions (wait_key, event_rowid, workspace, execution_id, vertex_id, consumed_at)
+           SELECT w.wait_key, e.id, e.workspace, w.execution_id, w.vertex_id, ?5
+           FROM event_waits w JOIN events e ON e.id = (
+             SELECT b.id FROM events b
              WHERE b.workspace = w.workspace AND b.name = w.name AND b.match_hash = w.match_hash
                AND b.consumed_at IS NULL AND b.buffered_until > ?5
-             ORDER BY b.received_at, b.rowid LIMIT 1)
+             ORDER BY b.received_at, b.id LIMIT 1)
            WHERE w.execution_id = ?1 AND w.vertex_id = ?2 AND w.wait_key = ?4 AND w.timed_out = 0 AND w.timeout_at > ?5
              AND ${UNSERVED("w")} AND ${fenced}`,
         )
@@ -243,7 +277,7 @@ export async function registerWait(db: D1Database, fence: Fence, w: WaitRegistra
       db
         .prepare(
           `UPDATE events SET consumed_at = ?5
-           WHERE rowid = (SELECT event_rowid FROM event_consumptions WHERE wait_key = ?4) AND consumed_at IS NULL AND ${fenced}`,
+           WHERE id = (SELECT event_rowid FROM event_consumptions WHERE wait_key = ?4) AND consumed_at IS NULL AND ${fenced}`,
         )
         .bind(...fenceParams(fence), w.waitKey, w.now),
     )
@@ -264,7 +298,7 @@ export async function registerWait(db: D1Database, fence: Fence, w: WaitRegistra
                   (SELECT 1 FROM steps WHERE ${STEP_FENCE}) AS ours
            FROM event_waits w
            LEFT JOIN event_consumptions c ON c.wait_key = w.wait_key
-           LEFT JOIN events e ON e.rowid = c.event_rowid
+           LEFT JOIN events e ON e.id = c.event_rowid AND ${WAITS_FOR("w", "e")}
            WHERE w.execution_id = ?1 AND w.vertex_id = ?2 AND w.wait_key = ?4`,
         )
         .bind(...fenceParams(fence), w.waitKey),
@@ -365,4 +399,41 @@ export async function sumEvents(db: D1Database, workspace: string, since: number
     .bind(workspace, since)
     .first<{ received: number; duplicates: number }>();
   return { received: row?.received ?? 0, duplicates: row?.duplicates ?? 0 };
+}
+
+/**
+ * What an erasure does to the events its executions took (docs/waits.md "Erasure"). `ids`: a SQL
+ * set of the erased execution ids; `workspaces`: a SQL set of their workspace; `now`: the time.
+ * Two statements, in this order, in the caller's batch (its guard appended to each):
+ * - `blank`: an event that only erased executions took keeps a payload-free dedupe record — its key,
+ *   the sender's id, name, source and times stay (a provider's retry is still a duplicate and resumes
+ *   nothing); its data and correlation value are blanked (`ERASED_MATCH_HASH` matches no wait) and
+ *   `erased_at` set. It stays taken. An event another execution also took (a broadcast) is kept
+ *   whole: it is that execution's event too, and it still resumes with it.
+ * - `release`: the erased executions' consumptions go (what they took, and when).
+ */
+export const ERASED_MATCH_HASH = "0".repeat(64);
+
+export function erasedEventsSql(ids: string, workspaces: string, now: string): { blank: string; release: string } {
+  return {
+    blank: `UPDATE events SET data = NULL, match_value = 'null', match_hash = '${ERASED_MATCH_HASH}', erased_at = ${now},
+                              consumed_at = coalesce(consumed_at, ${now})
+            WHERE workspace IN ${workspaces} AND erased_at IS NULL
+              AND id IN (SELECT c.event_rowid FROM event_consumptions c WHERE c.execution_id IN ${ids} AND c.workspace IN ${workspaces})
+              AND NOT EXISTS (SELECT 1 FROM event_consumptions o WHERE o.event_rowid = events.id AND o.execution_id NOT IN ${ids})`,
+    release: `DELETE FROM event_consumptions WHERE execution_id IN ${ids} AND workspace IN ${workspaces}`,
+  };
+}
+
+/**
+ * `eraseTakenEvents`: for an execution the history sweep already removed (its consumptions stay
+ * until the events sweep), what an erasure does to the events it took (`erasedEventsSql`). One batch.
+ */
+export async function eraseTakenEvents(db: D1Database, workspace: string, executionId: string, now: number): Promise<number> {
+  const sql = erasedEventsSql("(?1)", "(?2)", "?3");
+  const results = await new LabelledBatch<"blank" | "release">(db)
+    .add("blank", db.prepare(sql.blank).bind(executionId, workspace, now))
+    .add("release", db.prepare(sql.release).bind(executionId, workspace))
+    .run();
+  return results.changes("blank");
 }

@@ -15,6 +15,7 @@
  * makes the whole batch a no-op, and the next pass decides again.
  */
 import { LabelledBatch } from "./batch";
+import { erasedEventsSql } from "./events";
 import { runBoundedDelete, type SweepSpec } from "./sweep";
 
 /** An execution the sweep may remove, with what its tombstone and archive object need. */
@@ -230,6 +231,8 @@ export interface RemovalReport {
  * (and, for retention, due) — and no execution outside the set links to one inside it.
  */
 const IDS = `(SELECT value FROM json_each(?1))`;
+/** What an erasure does to the events the set took (binds as `removableGuard` does). */
+const ERASED_EVENTS = erasedEventsSql(IDS, `(SELECT x.workspace FROM executions x WHERE x.id IN ${IDS})`, "?2");
 const removableGuard = `(
   (SELECT count(*) FROM executions g WHERE g.id IN ${IDS} AND g.purge_at IS NOT NULL AND (?3 = 'erased' OR g.purge_at <= ?2)) = ?5
   AND NOT EXISTS (SELECT 1 FROM executions n WHERE n.started_over_from IN ${IDS} AND n.id NOT IN ${IDS})
@@ -240,7 +243,8 @@ const removableGuard = `(
  * `removeExecutions`: chains removed, children first — the tombstones, attempts, events,
  * duplicate records, the waits' registrations, steps, then the executions. Key sends stay (the
  * retention guard reads them): the unguarded ones are marked kept. An erasure also deletes the
- * events its executions took (their data may be personal) with their consumption records; a
+ * events only its executions took to a payload-free dedupe record (a broadcast another execution
+ * took is kept whole: ./events.ts erasedEventsSql) and deletes their consumption records; a
  * retention sweep leaves both to the events sweep (`sweepEventsOnce`), so a sender's duplicate
  * still answers with the first delivery's outcome until the event itself goes. ONE batch; every statement carries the guard, so the
  * batch removes all of the set or nothing. A tombstone lives as long again as the execution's
@@ -258,7 +262,16 @@ export async function removeExecutions(
   const params = [JSON.stringify(ids), now, reason, JSON.stringify(ids.filter((id) => archived.has(id))), ids.length];
   const del = (sql: string) => db.prepare(`${sql} AND ${removableGuard}`).bind(...params);
   type Label = "tombstones" | "attempts" | "events" | "keySends" | "waits" | "erasedEvents" | "consumptions" | "identityValues" | "steps";
-  const results = await new LabelledBatch<Label | "executions">(db)
+  const batch = new LabelledBatch<Label | "executions">(db);
+  // An erasure only: the same values' hashes on the identity claim, kept for its dedupe window, are blanked (the claim stays).
+  if (reason === "erased")
+    batch.add(
+      "identityValues",
+      del(`UPDATE execution_identities SET value_hashes = NULL
+           WHERE value_hashes IS NOT NULL AND execution_id IN ${IDS}
+             AND identity IN (SELECT x.identity FROM executions x WHERE x.id IN ${IDS} AND x.identity IS NOT NULL)`),
+    );
+  const results = await batch
     .add(
       "tombstones",
       db
@@ -283,11 +296,10 @@ export async function removeExecutions(
     // HISTORY_KEY_SENDS like the rest), by a sweep and an erasure alike.
     .add("keySends", del(`UPDATE destination_key_sends SET guarded = 1 WHERE guarded = 0 AND execution_id IN ${IDS}`))
     .add("waits", del(`DELETE FROM event_waits WHERE execution_id IN ${IDS}`))
-    .add(
-      "erasedEvents",
-      del(`DELETE FROM events WHERE ?3 = 'erased' AND rowid IN (SELECT event_rowid FROM event_consumptions WHERE execution_id IN ${IDS})`),
-    )
-    .add("consumptions", del(`DELETE FROM event_consumptions WHERE ?3 = 'erased' AND execution_id IN ${IDS}`))
+    // An erasure: the events only these executions took keep a payload-free dedupe record, a broadcast another
+    // execution also took is kept whole, and these executions' consumptions go (./events.ts erasedEventsSql).
+    .add("erasedEvents", del(`${ERASED_EVENTS.blank} AND ?3 = 'erased'`))
+    .add("consumptions", del(`${ERASED_EVENTS.release} AND ?3 = 'erased'`))
     // The business values the search finds an execution by (migrations/0021): an erasure takes them
     // now; a retention removal leaves them to name the tombstone, whose sweep takes them (a trigger).
     .add("identityValues", del(`DELETE FROM identity_values WHERE ?3 = 'erased' AND execution_id IN ${IDS}`))
@@ -421,4 +433,23 @@ export async function claimSweepLease(db: D1Database, name: string, holder: stri
 /** `releaseSweepLease`: ends the holder's lease — free for anyone, whatever their clock (another holder's is left alone). */
 export async function releaseSweepLease(db: D1Database, name: string, holder: string): Promise<void> {
   await db.prepare(`UPDATE sweep_leases SET lease_until = 0 WHERE name = ?1 AND holder = ?2`).bind(name, holder).run();
+}
+
+/**
+ * `erasedMeanwhile`: of the ids a sweep just wrote to the archive, those whose rows are gone and
+ * whose tombstone is not an archived retention removal — an erasure committed between the sweep's
+ * read of the trace and its put (its deletion of the objects may have run before the put landed).
+ * The archive deletes their objects (src/history/archive.ts). One statement, by primary keys.
+ */
+export async function erasedMeanwhile(db: D1Database, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const { results } = await db
+    .prepare(
+      `SELECT j.value AS id FROM json_each(?1) j
+       WHERE NOT EXISTS (SELECT 1 FROM executions x WHERE x.id = j.value)
+         AND NOT EXISTS (SELECT 1 FROM execution_tombstones t WHERE t.id = j.value AND t.reason = 'retention' AND t.archived = 1)`,
+    )
+    .bind(JSON.stringify(ids))
+    .all<{ id: string }>();
+  return new Set(results.map((r) => r.id));
 }

@@ -93,6 +93,7 @@ export {
 // Events and the waits that take them (WAIT_FOR_EVENT).
 export {
   deliverEvent,
+  eraseTakenEvents,
   listOpenWaits,
   registerWait,
   sumEvents,
@@ -220,6 +221,7 @@ export {
 // History (SPEC section 12): the chains the sweep may remove, their removal, and tombstones.
 export {
   claimSweepLease,
+  erasedMeanwhile,
   executionRemoved,
   holdChains,
   markTombstoneErased,

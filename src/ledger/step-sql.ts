@@ -36,6 +36,16 @@ export const CLAIMABLE = "((state = 'DISPATCHED' AND available_at <= ?3) OR (sta
  */
 export const WAITING = "((state = 'EXECUTING' AND lease_until > ?3) OR (state = 'DISPATCHED' AND available_at > ?3))";
 
+/**
+ * THE UN-PARK: a parked step woken from outside (an event took its wait) becomes due now. It stays
+ * parked — `parked_until` moves forward to `now`, it is not cleared — so the claim that resumes it
+ * sees a parked step whose time came, exactly like a DELAY woken by its timer: no `lease_expired`
+ * (`recordLeaseExpiry` and the reaper skip parked steps), no retry counted, and a lost wake-up
+ * message is the wake-up task's (`dueParkedSteps`). The claim clears `parked_until`. `now`: a bound
+ * parameter or column. A SET list for `UPDATE steps`.
+ */
+export const UNPARK_NOW = (now: string) => `parked_until = ${now}, lease_until = ${now}, updated_at = ${now}`;
+
 /** A step that needs no message any more: settled, or cancelled. */
 export const SETTLED = "state IN ('COMPLETED', 'FAILED', 'SKIPPED', 'CANCELLED')";
 

@@ -810,7 +810,9 @@ export async function parkStep(
       "parked",
       db
         .prepare(
-          `UPDATE steps SET lease_until = iif(${arrived}, ?5, ?4), parked_until = iif(${arrived}, NULL, ?4),
+          // An event that arrived meanwhile: parked and woken at once (parked_until = now, as the event's un-park
+          // does: step-sql.ts UNPARK_NOW), so the claim that resumes the step records no lease_expired.
+          `UPDATE steps SET lease_until = iif(${arrived}, ?5, ?4), parked_until = iif(${arrived}, ?5, ?4),
                             wake_at = coalesce(wake_at, ?4), updated_at = ?5
            WHERE ${STEP_FENCE}
            RETURNING parked_until`,
@@ -820,5 +822,5 @@ export async function parkStep(
     .run();
   const row = results.first<{ parked_until: number | null }>("parked");
   if (!row) return "fenced-out";
-  return row.parked_until === null ? "event-arrived" : "parked";
+  return row.parked_until === r.until ? "parked" : "event-arrived";
 }

@@ -2,8 +2,9 @@
  * Events and waits in the history (SPEC sections 12 and 14, docs/waits.md): the retention sweep
  * removes a finished execution's wait registrations but leaves the events it took — a sender's
  * duplicate still answers with the first delivery's outcome — until the events sweep removes them
- * after EVENT_HISTORY; an erasure removes the events the execution took at once (their data may be
- * personal). Real D1, the harness's clock.
+ * after EVENT_HISTORY; an erasure blanks the events only the execution took at once (their data may be
+ * personal), keeping a payload-free dedupe record (test/history/erase-events.test.ts: the rest). Real
+ * D1, the harness's clock.
  */
 import { env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -76,12 +77,16 @@ describe("events in the history", () => {
     expect(await count("events", "event_id", fresh)).toBe(1);
   });
 
-  it("an erasure removes the events the execution took at once", async () => {
+  it("an erasure blanks the events only the execution took at once (a payload-free dedupe record stays)", async () => {
     const h = harness();
     const { id, eventId } = await tookAnEvent(h);
     const erased = await callApp(h, "DELETE", `/v1/executions/${id}`, { key: unique("erase") });
     expect(erased.status).toBe(200);
-    expect(await count("events", "event_id", eventId)).toBe(0);
+    const row = await env.DB.prepare("SELECT data, match_value, erased_at FROM events WHERE event_id = ?1")
+      .bind(eventId)
+      .first<{ data: string | null; match_value: string; erased_at: number | null }>();
+    expect(row).toMatchObject({ data: null, match_value: "null" });
+    expect(row!.erased_at).not.toBeNull();
     expect(await count("event_consumptions", "execution_id", id)).toBe(0);
     expect(await count("event_waits", "execution_id", id)).toBe(0);
   });

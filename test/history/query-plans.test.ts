@@ -7,6 +7,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import {
+  erasedMeanwhile,
+  eraseTakenEvents,
   holdChains,
   removeExecutions,
   selectChainOf,
@@ -49,6 +51,20 @@ describe("the history sweep's query plans", () => {
     await sweepEventsOnce(db, 0, 10);
     const statements = counted.calls.flatMap((c) => c.sql);
     expect(statements.length).toBe(18);
+    for (const sql of statements) {
+      const plan = await planOf(sql);
+      expect(scansOf(plan, GROWING), `${sql}\n→ ${plan.join("\n  ")}`).toEqual([]);
+    }
+  });
+
+  it("nor does an erasure's: its removal batch, a swept execution's events, the archive's erased-meanwhile check", async () => {
+    const counted = countingD1(env.DB);
+    const db = counted.db;
+    await removeExecutions(db, ["x"], 0, "erased");
+    await eraseTakenEvents(db, "w", "x", 0);
+    await erasedMeanwhile(db, ["x", "y"]);
+    const statements = counted.calls.flatMap((c) => c.sql);
+    expect(statements.length).toBeGreaterThan(2 + 1); // the removal batch, the two statements, the check
     for (const sql of statements) {
       const plan = await planOf(sql);
       expect(scansOf(plan, GROWING), `${sql}\n→ ${plan.join("\n  ")}`).toEqual([]);

@@ -94,7 +94,8 @@ describe("a wait parks until its event", () => {
     h.clock.t += 60_000;
     const { answer } = await send(h, { name: "payment.confirmed", match: order, id: "evt_1", data: { amount: 12 } });
     expect(answer).toMatchObject({ eventId: "evt_1", deduplicated: false, resumed: [id], buffered: false });
-    expect(await stepRow(id)).toMatchObject({ state: "EXECUTING", parked_until: null, lease_until: h.clock.now() });
+    // Woken, not lost: still parked, until now (so the claim that resumes it records no lease_expired).
+    expect(await stepRow(id)).toMatchObject({ state: "EXECUTING", parked_until: h.clock.now(), lease_until: h.clock.now() });
     await h.drain();
     expect(await executionStatus(id)).toBe("COMPLETED");
     const steps = await stepsOf(id);
@@ -230,7 +231,7 @@ describe("duplicates and races", () => {
       },
     });
     // The park saw the event: the step is claimable now and its message went at once.
-    expect(await stepRow(id)).toMatchObject({ state: "EXECUTING", parked_until: null });
+    expect(await stepRow(id)).toMatchObject({ state: "EXECUTING", parked_until: h.clock.now(), lease_until: h.clock.now() });
     expect(h.queue.pending.map((m) => m.dueAt)).toEqual([h.clock.now()]);
     await h.drain();
     expect(JSON.parse((await stepsOf(id)).done!.output!)).toEqual({ got: "between" });
