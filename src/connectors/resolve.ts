@@ -51,6 +51,23 @@ export function resolveConnectors(
   const errors: ValidationError[] = [];
   if (!isJsonObject(document) || !Array.isArray(document.vertices)) return { document, errors };
   const vertices = document.vertices.map((raw: unknown, i: number) => {
+    const at = (...path: Array<string | number>) =>
+      ["", "vertices", i, "config", ...path].map((t) => String(t).replace(/~/g, "~0").replace(/\//g, "~1")).join("/");
+    if (isJsonObject(raw) && raw.type === "GATEWAY" && isJsonObject(raw.config) && hasOwnMember(raw.config, "connector")) {
+      if (typeof ownMember(raw.config, "connector") !== "string") {
+        // The provenance object (`{ name, version, operation }`) is what this resolution records; the
+        // retention guard trusts it (its sends count under `connector:<name>`), so only it may set it.
+        errors.push({
+          pointer: at("connector"),
+          code: "connector-provenance-given",
+          message:
+            "`connector` as an object is what idemflow records of a step it resolved through a connector; a definition " +
+            'names the connector instead (`"connector": "<name>"` with `path`, `operation` and `keyFields`), or leaves ' +
+            "`connector` out for a plain Gateway step",
+        });
+        return raw;
+      }
+    }
     if (
       !isJsonObject(raw) ||
       raw.type !== "GATEWAY" ||
@@ -59,8 +76,6 @@ export function resolveConnectors(
     ) {
       return raw;
     }
-    const at = (...path: Array<string | number>) =>
-      ["", "vertices", i, "config", ...path].map((t) => String(t).replace(/~/g, "~0").replace(/\//g, "~1")).join("/");
     const name = raw.config.connector as string;
     const connector = connectors.get(name);
     if (!connector) {
