@@ -91,6 +91,13 @@ export default defineConfig(async () => {
             // workspaces and are granted the canary explicitly (a new test workspace that sends a
             // Worker secret must be added here: ungranted secrets are invisible, by design).
             SECRET_GRANTS: SECRET_GRANTS.join(";"),
+            // The model test's size (test/model, docs/testing.md): `npm run test:model -- --runs N --seed S --ops L`.
+            MODEL_RUNS: process.env.MODEL_RUNS ?? "",
+            MODEL_SEED: process.env.MODEL_SEED ?? "",
+            MODEL_OPS: process.env.MODEL_OPS ?? "",
+            MODEL_VERBOSE: process.env.MODEL_VERBOSE ?? "",
+            MODEL_KEEP_GOING: process.env.MODEL_KEEP_GOING ?? "",
+            MODEL_SHRINK: process.env.MODEL_SHRINK ?? "",
             ...bindings,
           },
         },

@@ -16,6 +16,7 @@ import { BodyTooLargeError, readAtMost } from "../../lib/bounded-read";
 import { fingerprintRequest } from "./fingerprint";
 import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from "./key";
 import { GUARDED_METHODS, type ResolvedOptions } from "./options";
+import { clockOf } from "../../lib/clock";
 import { idempotencyProblems, isMissingTableError } from "./problems";
 import { captureResponse, replayResponse } from "./response-store";
 import type { WaitUntil } from "./sweeper";
@@ -84,7 +85,8 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     body,
   });
 
-  const now = options.now();
+  const clock = options.now ?? clockOf(call.env as object);
+  const now = clock();
   const claimToken = crypto.randomUUID();
   let outcome;
   try {
@@ -151,7 +153,7 @@ export async function guard(options: ResolvedOptions, call: GuardCall): Promise<
     await release(db, fence, where);
     throw error;
   }
-  const settledAt = options.now();
+  const settledAt = clock();
   try {
     const completed = await completeIfOwned(db, fence, {
       now: settledAt,

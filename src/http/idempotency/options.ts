@@ -85,7 +85,8 @@ export interface ResolvedOptions {
   retentionMs: number;
   mismatchStatus: 422 | 409;
   shouldStore: (response: Response) => boolean | Promise<boolean>;
-  now: () => number;
+  /** Absent: the request env's clock (src/lib/clock.ts: `Date.now()` in production). */
+  now?: () => number;
   sweep: false | { batchSize: number; intervalMs: number };
 }
 
@@ -148,7 +149,7 @@ export function resolveOptions(options: IdempotencyOptions): ResolvedOptions {
     retentionMs,
     mismatchStatus: options.mismatchStatus ?? 422,
     shouldStore: options.shouldStore ?? (() => true),
-    now: options.now ?? Date.now,
+    now: options.now,
     sweep,
   };
 }
