@@ -21,6 +21,7 @@
  * A trace that cannot be archived is never deleted: the sweep removes only the ids returned.
  */
 import { erasedMeanwhile, readTraceRecordsForSet, readTraceSizes, TRACE_SET_QUERIES, type RemovableExecution } from "../ledger";
+import { archiveSetting } from "./archive-var";
 import { BodyTooLargeError, readAtMost } from "../lib/bounded-read";
 import { log } from "../lib/log";
 import { buildTrace, type Trace } from "../steps/trace";
@@ -90,10 +91,10 @@ export function archiveKey(ref: ArchiveRef): string {
   return `executions/${segments[0]}/${segments[1]}/${segments[2]}.json.gz`;
 }
 
-/** The archiver of this deployment: null when HISTORY_ARCHIVE is not "on" or ARCHIVE is not bound. */
+/** The archiver of this deployment: null when HISTORY_ARCHIVE is off (./archive-var.ts) or ARCHIVE is not bound. */
 export function archiverFor(env: Env, db: D1Database): Archiver | null {
   const vars = env as unknown as { HISTORY_ARCHIVE?: string; ARCHIVE?: R2Bucket };
-  if (vars.HISTORY_ARCHIVE !== "on" || !vars.ARCHIVE) return null;
+  if (archiveSetting(vars.HISTORY_ARCHIVE) !== "on" || !vars.ARCHIVE) return null;
   return createArchiver(vars.ARCHIVE, db);
 }
 

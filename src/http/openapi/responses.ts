@@ -444,6 +444,11 @@ export const ErasureResult = z
       .min(1)
       .describe("the executions erased: the one named and every member of its start-over / reuse chain (same trigger payload)"),
     archiveObjectsDeleted: Count.describe("archive objects (R2) deleted with them"),
+    archive: z
+      .literal("unbound")
+      .optional()
+      .describe("present when the deployment binds no ARCHIVE bucket: no archive object was looked for (archiveDetail says what remains)"),
+    archiveDetail: z.string().optional().describe("with `archive`: what the erasure could not reach and how to reach it"),
   })
   .describe("DELETE /v1/executions/{id}: what was erased (docs/history-archive.md says what an erasure does not reach)");
 

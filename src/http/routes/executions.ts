@@ -64,6 +64,14 @@ executionRoutes.get("/", async (c) => {
 /** The R2 bucket of the archive, when this deployment binds one (reading and erasing need only the binding). */
 const archiveOf = (env: Env): R2Bucket | undefined => (env as { ARCHIVE?: R2Bucket }).ARCHIVE;
 
+/** What an erasure answers beside its counts when the deployment binds no archive bucket. */
+const ARCHIVE_UNBOUND = {
+  archive: "unbound",
+  archiveDetail:
+    "No ARCHIVE bucket is bound to this deployment, so no archive object was looked for: objects an earlier " +
+    "deployment archived under these ids, if any, remain. Bind the bucket and erase again to remove them.",
+} as const;
+
 /** The answer for an execution with no row: 410 `execution-removed` when it was removed, else 404. */
 async function notFoundOrRemoved(db: D1Database, workspace: string, executionId: string, what: string): Promise<never> {
   const tombstone = await readTombstone(db, workspace, executionId);
@@ -98,10 +106,12 @@ executionRoutes.get("/:executionId", async (c) => {
 /** Erasure (SPEC section 12, src/history/erase.ts): the execution and its chain, from D1 and the archive. */
 executionRoutes.delete("/:executionId", operatorKey, async (c) => {
   const executionId = c.req.param("executionId");
-  const outcome = await eraseExecution(c.env.DB, archiveOf(c.env), c.get("workspace"), executionId, () => nowOf(c.env));
+  const bucket = archiveOf(c.env);
+  const outcome = await eraseExecution(c.env.DB, bucket, c.get("workspace"), executionId, () => nowOf(c.env));
   switch (outcome.kind) {
     case "erased":
-      return c.json({ erased: outcome.erased, archiveObjectsDeleted: outcome.archiveObjectsDeleted });
+      // No bucket: no archive object was looked for, and the answer says so rather than a bare 0.
+      return c.json({ erased: outcome.erased, archiveObjectsDeleted: outcome.archiveObjectsDeleted, ...(bucket ? {} : ARCHIVE_UNBOUND) });
     case "not-found":
       throw commonProblems.notFound(`Execution ${executionId}`);
     case "running":
