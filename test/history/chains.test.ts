@@ -6,7 +6,8 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { MAX_CHAIN_MEMBERS, removeExecutions, selectDueChains } from "../../src/ledger";
+import { ARCHIVE_RETRY_MS } from "../../src/history/sweep";
+import { MAX_CHAIN_MEMBERS, removeExecutions, selectDueChains, type RemovableExecution } from "../../src/ledger";
 import { DAY, sweepAt } from "./helpers";
 
 async function foreignKeyProblems(): Promise<unknown[]> {
@@ -53,5 +54,31 @@ describe("the chain bound", () => {
     expect((await removeExecutions(env.DB, [`${prefix}-2`], now, "retention")).executions).toBe(0);
     expect(await left(prefix)).toBe(MAX_CHAIN_MEMBERS + 1);
     await env.DB.prepare("DELETE FROM executions WHERE id LIKE 'over-%'").run();
+  });
+});
+
+describe("the archive and the chain", () => {
+  it("a chain goes only when every member's trace was archived: one member written is not enough", async () => {
+    const prefix = "arch";
+    await startOverChain(prefix, 3);
+    const now = 2 + 31 * DAY;
+    const offered: string[] = [];
+    // An archive that writes only the chain's first member (an R2 outage after one put).
+    const archive = async (executions: RemovableExecution[]) => {
+      offered.push(...executions.map((e) => e.id));
+      return new Set(executions.filter((e) => e.id === `${prefix}-1`).map((e) => e.id));
+    };
+    const { report } = await sweepAt(now, { archive });
+    expect(offered).toEqual(expect.arrayContaining([`${prefix}-1`, `${prefix}-2`, `${prefix}-3`]));
+    expect(report.archiveFailed).toBeGreaterThanOrEqual(3);
+    expect(await left(prefix)).toBe(3);
+    // Held whole, tried again after the archive's retry delay.
+    const held = await env.DB.prepare("SELECT DISTINCT purge_at AS p FROM executions WHERE id LIKE 'arch-%'").all<{ p: number }>();
+    expect(held.results).toEqual([{ p: now + ARCHIVE_RETRY_MS }]);
+    // Once every member is written, it goes.
+    const all = async (executions: RemovableExecution[]) => new Set(executions.map((e) => e.id));
+    await sweepAt(now + ARCHIVE_RETRY_MS, { archive: all });
+    expect(await left(prefix)).toBe(0);
+    expect(await foreignKeyProblems()).toEqual([]);
   });
 });
