@@ -6,7 +6,8 @@
  * and persisted — fenced, only-if-absent — BEFORE the first send, so every retry, takeover and
  * operator retry sends the same value, wherever it travels (./body-key.ts places a body field).
  * A key that fails the check fails the step, nothing sent: the same expression would produce it
- * again.
+ * again — and so does a key built from a value that is absent, null or empty (its parts are checked
+ * first: src/definitions/key-parts.ts), which would be the same key for every execution lacking it.
  */
 import { DEFAULT_KEY_HEADER, type DestinationKey } from "../../definitions/destination-key";
 import { absentKeyPart, type Absence } from "../../definitions/key-parts";
