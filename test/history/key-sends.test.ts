@@ -13,7 +13,7 @@ import { KEY_MAY_BE_FORGOTTEN_MARK } from "../../src/ledger";
 import { keySendHorizonMs } from "../../src/history/retention";
 import { createDemoTables } from "../helpers/demo-tables";
 import { DAY, sweepAt } from "./helpers";
-import { chargeWorkflow, demoHarness, DEST, executionStatus, seedWorkflow, stepsOf, unique, type Harness } from "../steps/helpers";
+import { callApp, chargeWorkflow, demoHarness, DEST, executionStatus, seedWorkflow, stepsOf, unique, type Harness } from "../steps/helpers";
 
 const WS = "dev";
 
@@ -114,6 +114,18 @@ describe("key sends after the sweep", () => {
     expect(step.state).toBe("FAILED");
     expect(step.error).toContain(KEY_MAY_BE_FORGOTTEN_MARK);
     expect(await charges(order)).toBe(1);
+  });
+
+  it("an erasure keeps an unguarded key's send too (marked kept): the guard of a later version still finds it", async () => {
+    const h = setup();
+    const id = await h.start(await seedWorkflow(WS, workflow(false)), { order: { id: unique("E"), total: 2 } });
+    await h.drain();
+    const key = (await stepsOf(id)).charge!.idempotency_key!;
+    const sent = await keySend(key);
+    expect(sent).toMatchObject({ execution_id: id, guarded: 0 });
+    expect((await callApp(h, "DELETE", `/v1/executions/${id}`, { key: unique("erase") })).status).toBe(200);
+    expect(await executionStatus(id)).toBeUndefined();
+    expect(await keySend(key)).toEqual({ ...sent, guarded: 1 });
   });
 
   it("HISTORY_KEY_SENDS: forever by default; a horizon drops guarded sends counted from before it, and only those", async () => {
