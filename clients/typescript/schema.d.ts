@@ -1125,6 +1125,13 @@ export interface components {
             erased: string[];
             /** @description archive objects (R2) deleted with them */
             archiveObjectsDeleted: number;
+            /**
+             * @description present when the deployment binds no ARCHIVE bucket: no archive object was looked for (archiveDetail says what remains)
+             * @constant
+             */
+            archive?: "unbound";
+            /** @description with `archive`: what the erasure could not reach and how to reach it */
+            archiveDetail?: string;
         };
         Stats: {
             /** Format: date-time */

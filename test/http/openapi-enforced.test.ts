@@ -120,7 +120,14 @@ describe("the OpenAPI document states what the server enforces", () => {
     expect(text).toContain(JSON.stringify(whole));
   });
 
-  it("states the 2^53 bound of numbers in any-JSON payloads", () => {
-    expect(String(doc.components.schemas.JsonPayload?.description)).toContain(String(MAX_EXACT_NUMBER));
+  it("states the 2^53 bound of numbers in any-JSON payloads, at any depth", () => {
+    const payload = doc.components.schemas.JsonPayload!;
+    expect(String(payload.description)).toContain(String(MAX_EXACT_NUMBER));
+    expect([payload.minimum, payload.maximum]).toEqual([-MAX_EXACT_NUMBER, MAX_EXACT_NUMBER]);
+    // Every item and member is a JsonPayload again (a generated client still types it `unknown`).
+    expect(payload.unevaluatedItems).toEqual({ $ref: "#/components/schemas/JsonPayload" });
+    expect(payload.unevaluatedProperties).toEqual({ $ref: "#/components/schemas/JsonPayload" });
+    const trigger = doc.paths["/v1/workflows/{workflowId}/trigger"]!.post!.requestBody!.content["application/json"]!.schema;
+    expect(trigger).toEqual({ $ref: "#/components/schemas/JsonPayload" });
   });
 });

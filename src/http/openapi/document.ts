@@ -12,6 +12,7 @@ import { z } from "zod";
 import { CONNECTOR_NAME_PATTERN, VERTEX_ID_PATTERN, WORKFLOW_ID_PATTERN } from "../../definitions/schema";
 import { SECRET_NAME_PATTERN } from "../../definitions/secrets";
 import { EVENT_SOURCE_NAME_PATTERN } from "../../events/source-definition";
+import { MAX_EXACT_NUMBER } from "../../lib/json-numbers";
 import { IDEMPOTENCY_KEY_HEADER_PATTERN } from "./patterns";
 import * as req from "./requests";
 import * as res from "./responses";
@@ -763,11 +764,29 @@ function plainJsonValues(schemas: JsonSchema, named: ReadonlySet<string>): JsonS
   const anonymous = new Set(
     recursive.filter((name) => !named.has(name) && !/^[A-Z]/.test(name)).map((name) => `${COMPONENT_PREFIX}${name}`),
   );
+  // A named component that is only a reference to an anonymous JSON value (`z.json().describe(…)`) is one too.
+  const aliases = Object.keys(schemas).filter((name) => {
+    const { $ref, description: _description, ...rest } = schemas[name] as { $ref?: unknown; description?: unknown };
+    return typeof $ref === "string" && anonymous.has($ref) && Object.keys(rest).length === 0;
+  });
   const out: JsonSchema = {};
   for (const [name, schema] of Object.entries(schemas)) {
     if (anonymous.has(`${COMPONENT_PREFIX}${name}`)) continue;
     const description = (schema as { description?: string }).description;
-    out[name] = recursive.includes(name) ? { description: description ?? ANY_JSON } : schema;
+    // Stated as "anything", with the number bound every body is checked against (src/lib/json-numbers.ts:
+    // every number, at any depth, at most 2^53 − 1 in magnitude; `minimum`/`maximum` bind numbers only),
+    // recursing through `unevaluatedItems`/`unevaluatedProperties` (here: every item, every member) rather
+    // than a self-referencing `anyOf`, so generators emit `unknown`, not a type that refers to itself (TS2502).
+    out[name] =
+      recursive.includes(name) || aliases.includes(name)
+        ? {
+            description: description ?? ANY_JSON,
+            minimum: -MAX_EXACT_NUMBER,
+            maximum: MAX_EXACT_NUMBER,
+            unevaluatedItems: { $ref: `${COMPONENT_PREFIX}${name}` },
+            unevaluatedProperties: { $ref: `${COMPONENT_PREFIX}${name}` },
+          }
+        : schema;
   }
   // A reference to an inlined one keeps the referrer's own members (its description).
   const inline = (value: unknown): unknown => {
