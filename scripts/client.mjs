@@ -4,8 +4,8 @@
 //   1. the OpenAPI document, built from src/http/openapi exactly as GET /v1/openapi.json serves it,
 //      written to clients/typescript/openapi.json;
 //   2. Redocly's recommended rules (@redocly/openapi-core, pinned) report no warning and no error —
-//      all of them but `operation-4xx-response`: GET /health and GET /v1/openapi.json answer every
-//      request with 200 and no token, so a 4XX documented for them would be one they never send;
+//      all of them but `operation-4xx-response`: GET /health answers every request with 200 and no
+//      token, so a 4XX documented for it would be one it never sends;
 //   3. openapi-typescript (pinned) generates clients/typescript/schema.d.ts from it;
 //   4. `tsc --strict` compiles the generated types with the thin client and its example.
 import { readFile, writeFile } from "node:fs/promises";

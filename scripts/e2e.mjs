@@ -8,6 +8,8 @@
  * 50-concurrent-duplicates story, asserting on what the demo destinations recorded.
  * Every answer of the engine is validated against its own OpenAPI document (GET /v1/openapi.json,
  * scripts/lib/openapi-check.mjs): an undocumented status or a body off the document fails the story.
+ * So is every request, before it is sent: one the document does not accept fails the story unless it
+ * is a deliberate negative test, marked `invalid: "why"` (and then it must be invalid).
  * The engine runs on the shards of wrangler.toml (D1_SHARDS, WORKSPACE_SHARDS: `dev` on shard 0,
  * `other` on shard 1), every one migrated; the shard stories read each shard's local database with
  * `wrangler d1 execute` to check that a workspace's rows are on its shard and on no other.
