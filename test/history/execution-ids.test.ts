@@ -116,6 +116,41 @@ describe("an execution id is never given twice (issue 41, finding 1)", () => {
     expect([first.executionId, again.executionId]).not.toContain(third.executionId);
   });
 
+  it("under the alternate id, an entry edge that reads execution.id is planned with the alternate id", async () => {
+    const h = harness();
+    const customer = unique("c");
+    const workflowId = unique("edge");
+    const identity = await deriveIdentity({
+      workspace: WS,
+      workflowId,
+      entryVertexId: "entry",
+      kind: "fields",
+      material: [customer],
+      scope: "production",
+    });
+    const at = h.clock.now();
+    const windowId = await windowExecutionId(identity, at);
+    // `shape` runs only for the window's id: the alternate id's plan skips it.
+    const wf = await seedWorkflow(
+      WS,
+      shortLived(
+        workflowId,
+        [{ id: "shape", type: "TRANSFORM", config: { output: { id: "= execution.id" } } }],
+        [{ from: "entry", to: "shape", when: `= execution.id = '${windowId}'` }],
+      ),
+    );
+    const first = await trigger(h, wf, { customer });
+    expect(first).toMatchObject({ executionId: windowId, status: "RUNNING" });
+    await h.drain();
+    await env.DB.prepare("DELETE FROM execution_identities WHERE execution_id = ?1").bind(first.executionId).run();
+    h.clock.t = at; // the clock stepped back onto the first window's start
+    const again = await trigger(h, wf, { customer });
+    expect(again.deduplicated).toBe(false);
+    expect(again.executionId).not.toBe(windowId);
+    expect(again.status).toBe("COMPLETED");
+    expect((await stepsOf(again.executionId)).shape!.state).toBe("SKIPPED");
+  });
+
   it("the alternate id depends on the claim token: two claims at one instant never share it", async () => {
     const identity = "a".repeat(64);
     const a = await alternateExecutionId(identity, 1, "t1");
