@@ -45,7 +45,7 @@ describe("the model: random operations over the real engine, invariants after ea
       operations += ops.length;
       const at = Date.now();
       const found = await runOps(ops);
-      if (vars.MODEL_VERBOSE) say(`model: seed ${s} ${found ? "FAILED" : "ok"} in ${Date.now() - at} ms`);
+      if (vars.MODEL_VERBOSE || vars.MODEL_KEEP_GOING) say(`model: seed ${s} ${found ? "FAILED" : "ok"} in ${Date.now() - at} ms`);
       if (!found) continue;
       const invariant = found.violation.invariant;
       const budget = Number(vars.MODEL_SHRINK || 120);
