@@ -38,6 +38,11 @@ export interface EventContext {
   workspace: string;
   /** The event source it came through, or null for POST /v1/events. */
   source: string | null;
+  /**
+   * The id space of the event's `id` when it is not the source's (src/events/source-signature.ts
+   * `idScope`: a Standard Webhooks `webhook-id` is the signing secret's). Never from a request body.
+   */
+  idScope?: string;
   now: number;
 }
 
@@ -69,9 +74,12 @@ export async function ingestEvent(input: EventInput, ctx: EventContext): Promise
   }
   const settings = eventSettings(ctx.vars as never);
   // A sender's id is unique in its sender's space: an event source's ids are kept apart from another
-  // source's and from the API's (two providers may both number their webhooks from 1).
+  // source's and from the API's (two providers may both number their webhooks from 1). A Standard
+  // Webhooks `webhook-id` is in its signing secret's space (`~sw-…`, never a source name): one message
+  // replayed to two sources that share the secret is one event.
+  const scope = ctx.idScope ?? ctx.source ?? "";
   const eventKey =
-    id !== undefined ? `id:${ctx.source ?? ""}:${id}` : `content:${await sha256Hex(canonicalJson([name, correlation.value, dataJson]))}`;
+    id !== undefined ? `id:${scope}:${id}` : `content:${await sha256Hex(canonicalJson([name, correlation.value, dataJson]))}`;
   const delivered = await deliverEvent(ctx.db, {
     workspace: ctx.workspace,
     eventKey,
@@ -95,16 +103,28 @@ export async function ingestEvent(input: EventInput, ctx: EventContext): Promise
     source: ctx.source,
     resumed: delivered.resumed.length,
   });
+  // A duplicate answers with the event AS STORED (docs/waits.md "Deduplication"): an id reused with other
+  // content is not stored again, and the answer shows what the id holds — never the content just sent.
+  // (An erased event's record holds no content: the answer then repeats what was sent, and says nothing was buffered.)
+  const asStored = delivered.duplicate && !delivered.erased;
+  if (asStored && (delivered.stored.name !== name || delivered.stored.matchHash !== correlation.hash)) {
+    log.warn("events.id_reused", {
+      workspace: ctx.workspace,
+      eventId: delivered.eventId,
+      source: ctx.source,
+      message: `event id ${delivered.eventId} was sent again with another name or correlation value: answered with the stored event`,
+    });
+  }
   const iso = (ms: number) => new Date(ms).toISOString();
   return {
     delivered,
     answer: {
       eventId: delivered.eventId,
-      name,
-      match,
+      name: asStored ? delivered.stored.name : name,
+      match: asStored ? (JSON.parse(delivered.stored.matchValue) as string | number) : match,
       deduplicated: delivered.duplicate,
       resumed: delivered.resumed,
-      buffered: delivered.resumed.length === 0,
+      buffered: delivered.resumed.length === 0 && !delivered.erased,
       bufferedUntil: iso(delivered.bufferedUntil),
       receivedAt: iso(delivered.receivedAt),
       duplicates: delivered.duplicates,

@@ -15,6 +15,7 @@
 import { EVENT_NAME_PATTERN, isExpression } from "../definitions/schema";
 import { ExpressionError, evaluateValue } from "../expressions/evaluate";
 import { canonicalJson } from "../lib/canonical-json";
+import { sha256Hex } from "../lib/crypto";
 import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../lib/key-constraints";
 import { setOwnMember } from "../lib/own-member";
 import { correlationOf } from "./correlation";
@@ -34,7 +35,7 @@ export async function extractEvent(
   source: { name: string; definition: EventSourceDefinition },
   body: unknown,
   delivery: VerifiedDelivery,
-): Promise<Required<Pick<EventInput, "name" | "match">> & Pick<EventInput, "id" | "data">> {
+): Promise<Required<Pick<EventInput, "name" | "match">> & Pick<EventInput, "id" | "data"> & { idScope?: string }> {
   const headers: Record<string, string> = {};
   for (const [name, value] of delivery.headers) setOwnMember(headers, name, value);
   const context = { body, headers };
@@ -59,10 +60,18 @@ export async function extractEvent(
   if ("problem" in correlation) throw failed("match", `gave ${shown(match)}: ${correlation.problem}`);
 
   let id: string | undefined = delivery.id;
+  // The signed `webhook-id` is the id, in the secret's id space; an id the source's own expression gives is in the source's.
+  let idScope = delivery.idScope;
   if (definition.id !== undefined) {
     const value = await run("id", definition.id);
     id = typeof value === "number" && Number.isSafeInteger(value) ? String(value) : typeof value === "string" ? value : undefined;
     if (id === undefined) throw failed("id", `gave ${shown(value)}; it must give the sender's event id, a string (or an integer)`);
+    idScope = undefined;
+  } else if (id !== undefined && !validateKey(id, DEFAULT_KEY_CONSTRAINTS).ok) {
+    // A signed `webhook-id` longer than 255 characters (or not printable ASCII) is the provider's, not the
+    // source's to fix: refusing it would be retried for ever. Its SHA-256 stands in (the same id, the same
+    // stand-in: its retries still deduplicate).
+    id = `webhook-id-sha256:${await sha256Hex(id)}`;
   }
   if (id !== undefined && !validateKey(id, DEFAULT_KEY_CONSTRAINTS).ok) {
     throw failed("id", `is ${shown(id)}; an event id is 1 to 255 printable ASCII characters`);
@@ -72,5 +81,11 @@ export async function extractEvent(
   if (data !== undefined && new TextEncoder().encode(canonicalJson(data)).byteLength > MAX_EVENT_DATA_BYTES) {
     throw failed("data", `is over ${MAX_EVENT_DATA_BYTES} bytes as JSON; select the part a workflow needs with \`data\``);
   }
-  return { name, match: match as string | number, ...(id === undefined ? {} : { id }), ...(data === undefined ? {} : { data }) };
+  return {
+    name,
+    match: match as string | number,
+    ...(id === undefined ? {} : { id }),
+    ...(data === undefined ? {} : { data }),
+    ...(id === undefined || idScope === undefined ? {} : { idScope }),
+  };
 }

@@ -14,7 +14,7 @@
  * src/events/source-extract.ts) and, under Standard Webhooks, `webhook-id` as the default event id.
  */
 import { signedBytesV1 } from "../ingress/signature";
-import { hmacSha256, timingSafeEqualStrings, toHex } from "../lib/crypto";
+import { hmacSha256, sha256Hex, timingSafeEqualStrings, toHex } from "../lib/crypto";
 import { log } from "../lib/log";
 import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
 import { MissingSecretError, type SecretLookup } from "../secrets/resolve";
@@ -39,6 +39,13 @@ export interface VerifiedDelivery {
   headers: Map<string, string>;
   /** The delivery's own id when the scheme signs one (`webhook-id`), else undefined. */
   id: string | undefined;
+  /**
+   * Whose id space `id` is in, for deduplication (src/events/ingest.ts): under Standard Webhooks
+   * the SECRET's (`~sw-` + 16 hex of SHA-256 of its key; no source name starts with `~`) — the signature covers the id, the
+   * timestamp and the body but not the URL, so a delivery replayed to another source that shares
+   * the secret is the same message, and must be its duplicate. Undefined: the source's own.
+   */
+  idScope: string | undefined;
 }
 
 const TEMPLATE = new RegExp(`^\\s*${SECRET_TEMPLATE_SOURCE}\\s*$`);
@@ -92,7 +99,7 @@ export async function verifySourceDelivery(input: {
       [WEBHOOK_ID_HEADER, verdict.id],
       [WEBHOOK_TIMESTAMP_HEADER, verdict.timestamp],
     ]);
-    return { headers: signed, id: verdict.id };
+    return { headers: signed, id: verdict.id, idScope: `~sw-${(await sha256Hex(key)).slice(0, 16)}` };
   }
   const timestamp = headers.get(V1_TIMESTAMP_HEADER);
   const given = headers.get(V1_SIGNATURE_HEADER);
@@ -103,5 +110,5 @@ export async function verifySourceDelivery(input: {
   const presented = /^\s*v1=([0-9A-Fa-f]*)\s*$/.exec(given)?.[1]?.toLowerCase() ?? "";
   const expected = toHex(await hmacSha256(input.secret, signedBytesV1(timestamp, v1TargetOf(input.target), input.raw)));
   if (!(await timingSafeEqualStrings(presented, expected))) throw eventProblems.signatureInvalid("v1");
-  return { headers: new Map([[V1_TIMESTAMP_HEADER, timestamp]]), id: undefined };
+  return { headers: new Map([[V1_TIMESTAMP_HEADER, timestamp]]), id: undefined, idScope: undefined };
 }

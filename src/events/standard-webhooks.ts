@@ -22,8 +22,6 @@ export const WEBHOOK_SIGNATURE_HEADER = "webhook-signature";
 
 const SECRET_PREFIX = "whsec_";
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
-/** At most this many entries of a signature header are compared (a rotation has two or three). */
-const MAX_SIGNATURES = 16;
 
 /** The HMAC key of a secret: the base64 after `whsec_` (the prefix is optional), or null when it is not base64. */
 export function webhookSecretKey(secret: string): Bytes | null {
@@ -70,11 +68,16 @@ export async function signStandardWebhook(
   };
 }
 
-/** The base64 of every `v1,` entry of a signature header (at most MAX_SIGNATURES), in order. */
+/**
+ * The base64 of every `v1,` entry of a signature header, in order — every one, as the reference
+ * library reads them (the header's size is the runtime's bound; one comparison each). Several
+ * `webhook-signature` lines arrive joined by ", " (Fetch's `Headers.get`), so an entry's trailing
+ * comma is the join, never part of base64: either line order gives the same answer.
+ */
 export function presentedSignatures(header: string): string[] {
   const out: string[] = [];
-  for (const entry of header.trim().split(/\s+/)) {
-    if (out.length >= MAX_SIGNATURES) break;
+  for (const raw of header.trim().split(/\s+/)) {
+    const entry = raw.endsWith(",") ? raw.slice(0, -1) : raw;
     const comma = entry.indexOf(",");
     if (comma > 0 && entry.slice(0, comma) === "v1") out.push(entry.slice(comma + 1));
   }

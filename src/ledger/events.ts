@@ -52,6 +52,10 @@ export interface DeliveredEvent {
   consumedBy: string[];
   /** Steps this delivery un-parked: the caller sends their messages after the commit. */
   unparked: StepRef[];
+  /** The STORED event's name, correlation hash and value (canonical JSON): a duplicate's may differ from what it sent. */
+  stored: { name: string; matchHash: string; matchValue: string };
+  /** An erasure blanked the stored event (a payload-free dedupe record): `stored` says nothing of its content. */
+  erased: boolean;
 }
 
 /**
@@ -150,7 +154,7 @@ export async function deliverEvent(db: D1Database, e: NewEvent): Promise<Deliver
       "outcome",
       db
         .prepare(
-          `SELECT e.event_id, e.nonce, e.received_at, e.buffered_until, e.duplicates,
+          `SELECT e.event_id, e.nonce, e.received_at, e.buffered_until, e.duplicates, e.name, e.match_hash, e.match_value, e.erased_at,
                   (SELECT json_group_array(c.execution_id) FROM event_consumptions c
                     WHERE c.event_rowid = e.id AND c.workspace = e.workspace AND c.consumed_at = e.received_at) AS resumed,
                   (SELECT json_group_array(c.execution_id) FROM event_consumptions c
@@ -168,6 +172,10 @@ export async function deliverEvent(db: D1Database, e: NewEvent): Promise<Deliver
     duplicates: number;
     resumed: string;
     consumed_by: string;
+    name: string;
+    match_hash: string;
+    match_value: string;
+    erased_at: number | null;
   }>("outcome");
   if (!row) throw new Error(`event ${e.eventKey} of ${e.workspace} was not stored`);
   return {
@@ -181,6 +189,8 @@ export async function deliverEvent(db: D1Database, e: NewEvent): Promise<Deliver
     unparked: results
       .rows<{ execution_id: string; vertex_id: string }>("unpark")
       .map((r) => ({ executionId: r.execution_id, vertexId: r.vertex_id })),
+    stored: { name: row.name, matchHash: row.match_hash, matchValue: row.match_value },
+    erased: row.erased_at !== null,
   };
 }
 

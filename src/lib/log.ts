@@ -53,6 +53,7 @@ export type LogEvent =
   | "steps.woken"
   | "events.delivered"
   | "events.duplicate"
+  | "events.id_reused"
   | "events.source_unavailable"
   // history (retention, archive, erasure)
   | "history.swept"

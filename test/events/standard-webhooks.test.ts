@@ -82,6 +82,25 @@ describe("verifying a delivery", () => {
     expect((await verify(vectorHeaders(`v1,${btoa("old secret's mac")} v1,${VECTOR.signature}`))).ok).toBe(true);
   });
 
+  it("reads every entry, past the sixteenth, as the reference library does", async () => {
+    const others = Array.from({ length: 20 }, (_, i) => `v1,${btoa(`another mac ${i}`)}`).join(" ");
+    expect((await verify(vectorHeaders(`${others} v1,${VECTOR.signature}`))).ok).toBe(true);
+  });
+
+  it('gives one answer for two `webhook-signature` lines, in either order (Fetch joins them with ", ")', async () => {
+    const other = `v1,${btoa("old secret's mac")}`;
+    const good = `v1,${VECTOR.signature}`;
+    for (const lines of [
+      [good, other],
+      [other, good],
+    ]) {
+      const h = headers({ "webhook-id": VECTOR.id, "webhook-timestamp": VECTOR.timestamp });
+      for (const line of lines) h.append("webhook-signature", line);
+      expect([lines, (await verify(h)).ok]).toEqual([lines, true]);
+    }
+    expect(presentedSignatures("v1,abc=, v1,def=")).toEqual(["abc=", "def="]);
+  });
+
   it("refuses a stale or future timestamp, or one that is not Unix seconds", async () => {
     expect(await verify(vectorHeaders(), AT_VECTOR_MS + 301_000)).toEqual({ ok: false, reason: "stale", timestamp: VECTOR.timestamp });
     expect((await verify(vectorHeaders(), AT_VECTOR_MS - 301_000)).ok).toBe(false);

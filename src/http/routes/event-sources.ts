@@ -140,6 +140,8 @@ sourceDeliveryRoutes.post("/:workspaceId/:source", async (c) => {
     vars: c.env as unknown as Record<string, unknown>,
     workspace,
     source: name,
+    // A Standard Webhooks `webhook-id` deduplicates per signing secret, not per source (src/events/source-signature.ts).
+    ...(event.idScope === undefined ? {} : { idScope: event.idScope }),
     now,
   });
   return c.json(answer, answer.deduplicated ? 200 : 202);

@@ -22,6 +22,7 @@ import { secretProblems } from "../../secrets/problems";
 import { deleteSecret, listSecrets, putSealedSecret, type SecretListing } from "../../secrets/store";
 import { log } from "../../lib/log";
 import { nowOf } from "../../lib/clock";
+import { checkSecretForEventSources } from "../../events/source-secret-check";
 
 /** A credential, not a document: 4 KiB of UTF-8 covers every API key and signing secret we know. */
 export { MAX_SECRET_VALUE_BYTES };
@@ -62,6 +63,8 @@ secretRoutes.put("/:name", async (c) => {
     throw secretProblems.masterKeyMissing();
   }
   const workspace = c.get("workspace");
+  // A secret a Standard Webhooks event source signs with stays a `whsec_` secret (422 otherwise, nothing stored).
+  await checkSecretForEventSources(c.env.DB, workspace, name, value);
   const sealed = await sealSecret(keyring, workspace, name, value);
   const stored = await putSealedSecret(c.env.DB, workspace, name, sealed, nowOf(c.env));
   return c.json(present(stored), 200, { "cache-control": "no-store" });
