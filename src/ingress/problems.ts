@@ -22,7 +22,9 @@ export type IngressProblemCode =
   | "webhook-signature-stale"
   | "webhook-signature-version-unsupported"
   | "webhook-signature-invalid"
-  | "webhook-secret-missing";
+  | "webhook-secret-missing"
+  | "delivery-rejected"
+  | "delivery-unavailable";
 
 /** The v1 signing recipe as the refusals spell it out (src/ingress/signature.ts, `signedBytesV1`, is the code of it). */
 const SCHEME_TEXT = `hex(HMAC-SHA256(secret, "v1:<timestamp>:<workspaceId>:<workflowId>:" + raw body))`;
@@ -187,5 +189,28 @@ export const ingressProblems = {
       code: "webhook-secret-missing",
       title: "The webhook is not configured",
       detail: "The hook is not configured; the operator has been told. Retry later.",
+    }),
+  /**
+   * The public routes' one answer to an anonymous caller refused before its signature proved it
+   * holds the secret (src/http/public-answer.ts): an unknown workspace, workflow or event source, a
+   * hook without a signature config, and every signature refusal look alike; the reason is logged.
+   */
+  deliveryRejected: () =>
+    new ProblemError({
+      status: 401,
+      code: "delivery-rejected",
+      title: "Delivery not accepted",
+      detail:
+        "No public hook or event source at this address accepts this delivery: the address, the signing secret or the " +
+        "signature headers are wrong. Nothing was recorded. The deployment's log (`public.refused`) says which.",
+    }),
+  /** The public routes' answer when the deployment cannot take the delivery now (names no workspace, shard or secret). */
+  deliveryUnavailable: (retryAfter: string) =>
+    new ProblemError({
+      status: 503,
+      code: "delivery-unavailable",
+      title: "Deliveries cannot be taken here right now",
+      detail: "The deployment cannot take this delivery at the moment; nothing was recorded. Retry later (the operator is told).",
+      headers: { "retry-after": retryAfter },
     }),
 } satisfies ProblemCatalog<IngressProblemCode>;

@@ -12,11 +12,14 @@ import { hmacSha256, toHex } from "../../src/lib/crypto";
 import { dbOf } from "../helpers/shards";
 import { executionStatus, harness, seedWorkflow, stepsOf, type Harness } from "../steps/helpers";
 import { BASE, standardHeaders, unique, v1Headers, whsec } from "./helpers";
+import { capturePublicRefusals, DELIVERY_REJECTED } from "../helpers/public-refusals";
 
 beforeEach(() => {
   for (const level of ["warn", "error", "info", "log"] as const) vi.spyOn(console, level).mockImplementation(() => {});
 });
 afterEach(() => vi.restoreAllMocks());
+/** The public route answers every refusal `delivery-rejected`; the reason is in the log (src/http/public-answer.ts). */
+const refusals = capturePublicRefusals();
 
 const TOKENS: Record<string, string> = { dev: "dev-token", other: "other-token" };
 const SECRET = whsec("the payments provider's key, 32b");
@@ -210,9 +213,9 @@ describe("a delivery that is refused writes nothing", () => {
     for (const [code, headers] of cases) {
       const res = await deliver(h, `/events/dev/${name}`, body, headers);
       expect([code, res.status]).toEqual([code, 401]);
-      const problem = await res.json<{ code: string; detail: string }>();
-      expect(problem.code).toBe(code);
-      expect(problem.detail).toContain("webhook-");
+      expect(await res.json()).toMatchObject(DELIVERY_REJECTED);
+      expect(refusals.codes.at(-1)).toBe(code);
+      expect(refusals.details.at(-1)).toContain("webhook-");
     }
     expect(await eventsOf("dev", name)).toEqual([]);
     expect(
@@ -268,15 +271,33 @@ describe("a delivery that is refused writes nothing", () => {
     expect([res.status, (await res.json<{ code: string }>()).code]).toEqual([413, "payload-too-large"]);
   });
 
-  it("no such source, no such workspace, a name no source can have: the same 404", async () => {
+  it("no such source, no such workspace, a name no source can have, a bad signature: the same 401, the same body", async () => {
     const h = harness();
+    const name = await source(h, "dev", PAYMENTS);
     const body = webhook("A");
     const headers = await standardHeaders(SECRET, "msg_1", nowS(h), body);
+    const answers: string[] = [];
     for (const path of ["/events/dev/no-such-source", `/events/${unique("nobody")}/payments`, "/events/dev/not.a.name"]) {
       const res = await deliver(h, path, body, headers);
-      expect([path, res.status]).toEqual([path, 404]);
-      expect(await res.json()).toMatchObject({ code: "event-source-not-found" });
+      expect([path, res.status]).toEqual([path, 401]);
+      answers.push(await res.text());
     }
+    const forged = await deliver(
+      h,
+      `/events/dev/${name}`,
+      body,
+      await standardHeaders(whsec("a forger's secret, 32 bytes long"), "msg_1", nowS(h), body),
+    );
+    expect(forged.status).toBe(401);
+    answers.push(await forged.text());
+    expect(new Set(answers).size).toBe(1);
+    expect(JSON.parse(answers[0]!)).toMatchObject(DELIVERY_REJECTED);
+    expect(refusals.codes).toEqual([
+      "event-source-not-found",
+      "event-source-not-found",
+      "event-source-not-found",
+      "event-signature-invalid",
+    ]);
     // Nothing was placed for the unknown workspace: the public route records no placement.
     const placed = await env.DB.prepare("SELECT count(*) AS n FROM workspace_placements WHERE workspace LIKE 'nobody-%'").first<{
       n: number;
@@ -320,22 +341,28 @@ describe("scheme v1: the hooks' recipe, signed for this source", () => {
     ];
     for (const [what, headers, code] of cases) {
       const res = await deliver(h, `/events/dev/${name}`, body, headers);
-      expect([what, res.status, (await res.json<{ code: string }>()).code]).toEqual([what, 401, code]);
+      expect([what, res.status, (await res.json<{ code: string }>()).code, refusals.codes.at(-1)]).toEqual([
+        what,
+        401,
+        "delivery-rejected",
+        code,
+      ]);
     }
     expect(await eventsOf("dev", name)).toEqual([]);
   });
 });
 
 describe("workspaces never share a source or a secret", () => {
-  it("another workspace's source answers 404 here, and is verified with its own workspace's secret only", async () => {
+  it("another workspace's source is refused here like any unknown name, and is verified with its own workspace's secret only", async () => {
     const h = harness();
     const theirSecret = whsec("other's provider secret, 32 byte");
     const name = await source(h, "other", PAYMENTS, theirSecret);
     const order = unique("O");
     const body = webhook(order);
-    // dev has no source of that name: 404, whatever the signature.
+    // dev has no source of that name: refused, whatever the signature.
     const here = await deliver(h, `/events/dev/${name}`, body, await standardHeaders(theirSecret, `msg_${order}`, nowS(h), body));
-    expect(here.status).toBe(404);
+    expect(here.status).toBe(401);
+    expect(refusals.codes.at(-1)).toBe("event-source-not-found");
     // dev's secret of the same name does not verify other's deliveries.
     expect((await put(h, "dev", "/v1/secrets/PROVIDER_SECRET", { value: SECRET })).status).toBe(200);
     const devSigned = await deliver(h, `/events/other/${name}`, body, await standardHeaders(SECRET, `msg_${order}`, nowS(h), body));
@@ -355,7 +382,8 @@ describe("workspaces never share a source or a secret", () => {
     const res = await deliver(h, `/events/dev/${name}`, body, await standardHeaders(SECRET, "msg_s", nowS(h), body));
     expect(res.status).toBe(503);
     const text = await res.text();
-    expect(JSON.parse(text)).toMatchObject({ code: "event-source-unavailable" });
+    expect(JSON.parse(text)).toMatchObject({ code: "delivery-unavailable" });
+    expect(refusals.codes.at(-1)).toBe("event-source-unavailable");
     expect(text).not.toContain("ONLY_OTHER_HAS_IT");
     expect(res.headers.get("retry-after")).toBe("60");
   });

@@ -9,6 +9,7 @@ import { hmacSha256, timingSafeEqualStrings, toHex } from "../../src/lib/crypto"
 import signatureSource from "../../src/ingress/signature.ts?raw";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
 import { shardBindingOf, withShardDatabase } from "../helpers/shards";
+import { capturePublicRefusals } from "../helpers/public-refusals";
 
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}" } } };
 
@@ -16,6 +17,8 @@ beforeEach(() => {
   vi.spyOn(console, "error").mockImplementation(() => {});
 });
 afterEach(() => vi.restoreAllMocks());
+/** The public route answers every refusal `delivery-rejected`; the reason is in the log (src/http/public-answer.ts). */
+const refusals = capturePublicRefusals();
 
 const now = () => Math.floor(Date.now() / 1000).toString();
 
@@ -70,7 +73,8 @@ describe("a v1 signature binds the delivery to its hook", () => {
       ] as const) {
         const res = await deliver(workspace, workflowId, raw, signedForDevA);
         expect(res.status, `${workspace}/${workflowId}`).toBe(401);
-        expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-invalid");
+        expect((await res.json<{ code: string }>()).code).toBe("delivery-rejected");
+        expect(refusals.codes.at(-1)).toBe("webhook-signature-invalid");
       }
       expect(await executionsOf(b)).toBe(0);
       expect((await deliver("dev", a, raw, signedForDevA)).status).toBe(202);
@@ -102,7 +106,8 @@ describe("a v1 signature binds the delivery to its hook", () => {
       const raw = JSON.stringify({ event: "paid", from: signedAs });
       const res = await deliver("dev", deliveredTo, raw, await signedFor(signedAs, raw));
       expect(res.status, `${signedAs} → ${deliveredTo}`).toBe(401);
-      expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-invalid");
+      expect((await res.json<{ code: string }>()).code).toBe("delivery-rejected");
+      expect(refusals.codes.at(-1)).toBe("webhook-signature-invalid");
     }
     expect(await executionsOf(lower)).toBe(0);
     expect(await executionsOf(mixed)).toBe(0);
@@ -151,9 +156,10 @@ describe("a v1 signature binds the delivery to its hook", () => {
     for (const [header, code, detail] of cases) {
       const res = await deliver("dev", id, raw, { "x-idemflow-timestamp": ts, "x-idemflow-signature": header });
       expect(res.status, header).toBe(401);
-      const problem = await res.json<{ code: string; detail: string }>();
-      expect(problem.code, header).toBe(code);
-      expect(problem.detail, header).toMatch(detail);
+      expect((await res.json<{ code: string }>()).code, header).toBe("delivery-rejected");
+      // The reason, with the signed bytes spelt out, goes to the operator's log.
+      expect(refusals.codes.at(-1), header).toBe(code);
+      expect(refusals.details.at(-1), header).toMatch(detail);
     }
     expect(await executionsOf(id)).toBe(0);
   });
@@ -179,7 +185,8 @@ describe("the signing secret is the hook workspace's own", () => {
     });
     expect(res.status).toBe(503);
     const text = await res.text();
-    expect(JSON.parse(text).code).toBe("webhook-secret-missing");
+    expect(JSON.parse(text).code).toBe("delivery-unavailable");
+    expect(refusals.codes.at(-1)).toBe("webhook-secret-missing");
     expect(text).not.toContain("PAYMENTS_KEY");
     expect(await executionsOf(id)).toBe(0);
   });

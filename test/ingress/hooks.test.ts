@@ -9,6 +9,10 @@ import { dumpEveryTable } from "../steps/helpers";
 import { BASE, countRows, seedWorkflow, sign, transformWorkflow, unique } from "./helpers";
 import { placeWorkspace } from "../../src/shards/placement";
 import { withShardDatabase } from "../helpers/shards";
+import { capturePublicRefusals, DELIVERY_REJECTED } from "../helpers/public-refusals";
+
+/** The specific reason of each anonymous refusal, from the log (the answer is one `delivery-rejected`). */
+const refusals = capturePublicRefusals();
 
 const SIGNED = { webhook: { signature: { secret: "{{ secrets.WEBHOOK_SECRET }}", toleranceSeconds: 300 } } };
 
@@ -77,8 +81,9 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
   it("costs two round trips: a fresh read of the workflow (its signature settings) and the start batch", async () => {
     const id = unique("hookbudget");
     await seedWorkflow("dev", transformWorkflow(id, SIGNED));
-    // The workspace's placement is checked once per isolate, not per request (src/shards/placement.ts).
-    await placeWorkspace(env, "dev", { record: false });
+    // The workspace's placement is checked once per isolate, not per request (src/shards/placement.ts):
+    // recorded by the workspace's first authenticated request (an unrecorded one is read per delivery).
+    await placeWorkspace(env, "dev");
     const counting = countingD1(env.DB);
     const raw = '{"event":"paid","id":"evt_budget"}';
     const ctx = createExecutionContext();
@@ -127,7 +132,9 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     for (const [code, headers] of cases) {
       const res = await hook(id, raw, headers);
       expect(res.status, code).toBe(401);
-      expect((await res.json<{ code: string }>()).code).toBe(code);
+      // One answer for every refusal; the reason is in the log only.
+      expect(await res.json(), code).toMatchObject(DELIVERY_REJECTED);
+      expect(refusals.codes.at(-1), code).toBe(code);
     }
     // A captured delivery re-sent with a fresh timestamp but the old signature does not verify.
     const old = Math.floor(Date.now() / 1000 - 1000).toString();
@@ -154,7 +161,8 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
       for (const offset of [-301, 301]) {
         const res = await at(offset);
         expect(res.status, `offset ${offset}`).toBe(401);
-        expect((await res.json<{ code: string }>()).code).toBe("webhook-signature-stale");
+        expect((await res.json<{ code: string }>()).code).toBe("delivery-rejected");
+        expect(refusals.codes.at(-1)).toBe("webhook-signature-stale");
       }
       expect(await countRows("SELECT count(*) AS n FROM executions WHERE workflow_id = ?", id)).toBe(2);
     },
@@ -217,12 +225,32 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     await seedWorkflow("dev", transformWorkflow(id));
     const raw = "{}";
     const res = await hook(id, raw, await signedHeaders(id, raw));
-    expect(res.status).toBe(404);
-    expect((await res.json<{ code: string }>()).code).toBe("hook-not-found");
+    expect(res.status).toBe(401);
+    const unconfigured = await res.json();
+    expect(unconfigured).toMatchObject(DELIVERY_REJECTED);
+    expect(refusals.codes.at(-1)).toBe("hook-not-found");
     const signedId = unique("hookws");
     await seedWorkflow("dev", transformWorkflow(signedId, SIGNED));
-    expect((await hook(signedId, raw, await signedHeaders(signedId, raw), "other")).status).toBe(404);
+    const elsewhere = await hook(signedId, raw, await signedHeaders(signedId, raw), "other");
+    expect(elsewhere.status).toBe(401);
+    expect(refusals.codes.at(-1)).toBe("hook-not-found");
     expect(await rowsOf(id)).toBe(0);
+  });
+
+  it("answers an anonymous caller the same for an unknown workspace, an unknown workflow and a bad signature", async () => {
+    const id = unique("uniform");
+    await seedWorkflow("dev", transformWorkflow(id, SIGNED));
+    const raw = '{"event":"paid"}';
+    const answers = [
+      await hook(id, raw, await signedHeaders(id, raw), `nobody-${unique("ws")}`), // no such workspace
+      await hook(unique("nowf"), raw, await signedHeaders(id, raw)), // no such workflow
+      await hook(id, raw, await signedHeaders(id, raw, undefined, "whsec_wrong")), // a bad signature
+      await hook(id, raw, {}), // no signature
+    ];
+    const bodies = await Promise.all(answers.map(async (r) => [r.status, await r.text()]));
+    expect(new Set(bodies.map((b) => JSON.stringify(b))).size).toBe(1);
+    expect(bodies[0]![0]).toBe(401);
+    expect(refusals.codes).toEqual(["hook-not-found", "hook-not-found", "webhook-signature-invalid", "webhook-signature-missing"]);
   });
 
   it("cannot be made to start a second execution by replaying a delivery in tolerance with unsigned query or content-type", async () => {
@@ -303,7 +331,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     }
   });
 
-  it("never echoes the signing secret, even if sent: not in an answer (202, 200, 400, 401, 404, 413, 422, 503), not stored", async () => {
+  it("never echoes the signing secret, even if sent: not in an answer (202, 200, 400, 401, 413, 422, 503), not stored", async () => {
     const secret = env.WEBHOOK_SECRET;
     const id = unique("hooksecret");
     await seedWorkflow("dev", transformWorkflow(id, { ...SIGNED, idempotencyFields: "order.id", maxPayloadBytes: 256 }));
@@ -335,7 +363,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
       [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, undefined, "whsec_wrong")) })],
       [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret, "1")) })],
       [401, async () => hook(id, withSecret, { ...leak, "x-idemflow-timestamp": secret })],
-      [404, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) }, "other")],
+      [401, async () => hook(id, withSecret, { ...leak, ...(await signedHeaders(id, withSecret)) }, "other")],
       [
         413,
         async () =>
@@ -369,7 +397,7 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
     expect(stored).not.toContain(secret);
   });
 
-  it("answers 503 webhook-secret-missing with a generic detail, naming the unset secret only in the operator's log", async () => {
+  it("answers 503 delivery-unavailable with a generic detail, naming the unset secret only in the operator's log", async () => {
     const id = unique("hooknosecret");
     await seedWorkflow("dev", transformWorkflow(id, { webhook: { signature: { secret: "{{ secrets.HOOK_SECRET_NEVER_SET }}" } } }));
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
@@ -379,9 +407,11 @@ describe("POST /hooks/:workspaceId/:workflowId", () => {
       expect(res.status).toBe(503);
       const text = await res.text();
       expect(JSON.parse(text)).toMatchObject({
-        code: "webhook-secret-missing",
-        detail: expect.stringContaining("the operator has been told"),
+        code: "delivery-unavailable",
+        detail: expect.stringContaining("the operator is told"),
       });
+      expect(res.headers.get("retry-after")).toBe("30");
+      expect(refusals.codes.at(-1)).toBe("webhook-secret-missing");
       // The caller is unauthenticated: no deployment detail in the answer.
       expect(text).not.toContain("HOOK_SECRET_NEVER_SET");
       const logged = errors.mock.calls.map((args) => args.map(String).join(" ")).join("\n");

@@ -77,6 +77,8 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       signatureStale: () => ingressProblems.signatureStale("x-idemflow-timestamp", 300),
       signatureInvalid: () => ingressProblems.signatureInvalid(),
       secretMissing: () => ingressProblems.secretMissing(),
+      deliveryRejected: () => ingressProblems.deliveryRejected(),
+      deliveryUnavailable: () => ingressProblems.deliveryUnavailable("30"),
     } satisfies Samples<typeof ingressProblems>,
   },
   {

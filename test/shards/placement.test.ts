@@ -144,8 +144,31 @@ describe("the placement fence", () => {
       ctx,
     );
     await waitOnExecutionContext(ctx);
-    expect(res.status).toBe(404);
+    expect(res.status).toBe(401);
     expect(await recorded(ws)).toBeNull();
+  });
+
+  it("the public routes answer a fenced workspace's anonymous callers 503 naming neither the workspace nor its shards", async () => {
+    const ws = workspaceName("fencedpublic");
+    expect((await call(envWith(`${ws}:0`, [ws]), ws, "PUT", "/v1/workflows/wf", WORKFLOW("wf"))).status).toBe(201);
+    const moved = envWith(`${ws}:1`, [ws]);
+    for (const path of [`/hooks/${ws}/wf`, `/events/${ws}/source`]) {
+      const ctx = createExecutionContext();
+      const res = await app.fetch(
+        new Request(`http://idemflow.test${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }),
+        moved,
+        ctx,
+      );
+      await waitOnExecutionContext(ctx);
+      expect(res.status, path).toBe(503);
+      expect(res.headers.get("retry-after"), path).toBe("30");
+      const text = await res.text();
+      expect(JSON.parse(text), path).toMatchObject({ code: "delivery-unavailable" });
+      expect(text, path).not.toContain(ws);
+      expect(text, path).not.toMatch(/shard|"configured"|"recorded"|"workspace"/i);
+    }
+    // The authenticated API still says why, to the workspace's own token.
+    expect((await call(moved, ws, "GET", "/v1/workflows")).body).toMatchObject({ code: "workspace-misplaced", workspace: ws });
   });
 
   it('the public routes keep nothing for "no record yet": a record made meanwhile elsewhere fences the next request', async () => {

@@ -296,10 +296,10 @@ export const OPERATIONS: readonly Operation[] = [
     answers: startAnswers("executionId"),
     problems: merge(START, {
       400: ["client-idempotency-id-not-signed"],
-      401: ["webhook-signature-missing", "webhook-signature-stale", "webhook-signature-version-unsupported", "webhook-signature-invalid"],
-      404: ["hook-not-found"],
+      // One answer for an unknown workspace or workflow and every signature refusal (src/http/public-answer.ts).
+      401: ["delivery-rejected"],
       500: ["internal-error"],
-      503: ["webhook-secret-missing", "shards-misconfigured", "shard-schema-behind", "workspace-misplaced"],
+      503: ["delivery-unavailable"],
     }),
   },
   {
@@ -541,12 +541,12 @@ export const OPERATIONS: readonly Operation[] = [
     },
     problems: {
       400: ["malformed-json", "json-too-deep"],
-      401: ["event-signature-missing", "event-signature-stale", "event-signature-invalid"],
-      404: ["event-source-not-found"],
+      // One answer for an unknown workspace or source and every signature refusal (src/http/public-answer.ts).
+      401: ["delivery-rejected"],
       413: ["payload-too-large"],
       422: ["event-extract-failed", "event-invalid", "json-number-out-of-range"],
       500: ["internal-error"],
-      503: ["event-source-unavailable", "shards-misconfigured", "shard-schema-behind", "workspace-misplaced"],
+      503: ["delivery-unavailable"],
     },
   },
   {

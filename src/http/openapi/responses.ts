@@ -88,6 +88,8 @@ export const PROBLEM_CODES = [
   "webhook-signature-invalid",
   "webhook-secret-missing",
   "hook-not-found",
+  "delivery-rejected",
+  "delivery-unavailable",
   "step-not-failed",
   "invalid-query",
   "invalid-cursor",

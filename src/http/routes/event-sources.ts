@@ -14,12 +14,14 @@
  *
  * The public route's order, as the hook's (src/http/routes/hooks.ts): the workspace's shard (no
  * placement recorded: anyone may name any workspace) → the source with its sealed secrets, one
- * statement (404 `event-source-not-found`, the same answer whether the workspace or the source is
- * missing) → the secret (503) → the size-limited raw body (413) → the signature (401) → JSON, with
+ * statement → the secret (503) → the size-limited raw body (413) → the signature (401) → JSON, with
  * numbers a double cannot carry refused (400/422) → the expressions (422 `event-extract-failed`)
- * → the delivery batch. Every refusal comes before the batch: it writes nothing.
+ * → the delivery batch. Every refusal comes before the batch: it writes nothing. An unknown
+ * workspace or source and every signature refusal answer one 401 `delivery-rejected`, the
+ * deployment's problems one 503 `delivery-unavailable` (../public-answer.ts): an anonymous caller
+ * learns no name; the log has the reason.
  */
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { ingestEvent } from "../../events/ingest";
 import { eventProblems } from "../../events/problems";
 import { EVENT_SOURCE_NAME_PATTERN, MAX_SOURCE_DEFINITION_BYTES, validateEventSource } from "../../events/source-definition";
@@ -40,6 +42,7 @@ import { secretLookup } from "../../secrets/resolve";
 import { placeWorkspace } from "../../shards/placement";
 import type { StepQueue } from "../../steps/runtime";
 import { requireWorkspace, type AppEnv } from "../auth";
+import { answeringAnonymously } from "../public-answer";
 import { nowOf } from "../../lib/clock";
 
 /**
@@ -111,6 +114,11 @@ export const sourceDeliveryRoutes = new Hono<AppEnv>();
 sourceDeliveryRoutes.post("/:workspaceId/:source", async (c) => {
   const workspace = c.req.param("workspaceId");
   const name = c.req.param("source");
+  // An anonymous caller learns nothing of which names exist (src/http/public-answer.ts).
+  return answeringAnonymously({ route: "events", workspace, name }, () => deliver(c, workspace, name));
+});
+
+async function deliver(c: Context<AppEnv>, workspace: string, name: string): Promise<Response> {
   if (!EVENT_SOURCE_NAME_PATTERN.test(name)) throw eventProblems.sourceNotFound(name);
   // The public route records no placement (a name must not become a row): it reads its shard, fenced.
   c.env = await placeWorkspace(c.env, workspace, { record: false });
@@ -145,4 +153,4 @@ sourceDeliveryRoutes.post("/:workspaceId/:source", async (c) => {
     now,
   });
   return c.json(answer, answer.deduplicated ? 200 : 202);
-});
+}

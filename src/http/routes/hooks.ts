@@ -4,9 +4,11 @@
  * Order matters: unsigned identity inputs in the query (400) → size limit (413) → signature (401)
  * → parse (400) → identity → start. A request
  * refused at any step writes nothing. An entry point without a signature config has no public
- * hook: 404, the same answer as for a workflow that does not exist.
+ * hook. An unknown workspace or workflow, a hook without a signature config and every signature
+ * refusal answer one 401 `delivery-rejected`, and the deployment's problems one 503
+ * `delivery-unavailable`: nothing tells an anonymous caller which names exist (../public-answer.ts).
  */
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import type { AppEnv } from "../auth";
 import { getWorkflowWithSecrets } from "../../definitions/store";
 import { entryPointOf } from "../../definitions/schema";
@@ -18,16 +20,22 @@ import { ingressProblems } from "../../ingress/problems";
 import { resolveSigningSecret, verifyWebhookSignature } from "../../ingress/signature";
 import { secretLookup } from "../../secrets/resolve";
 import { placeWorkspace } from "../../shards/placement";
+import { answeringAnonymously } from "../public-answer";
 import { forceNewExecution, maxPayloadBytes, startResponse, triggerFromRequest } from "../../ingress/trigger";
 
 export const hookRoutes = new Hono<AppEnv>();
 
 hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
   const workspace = c.req.param("workspaceId");
+  const workflowId = c.req.param("workflowId");
+  // An anonymous caller learns nothing of which names exist (src/http/public-answer.ts).
+  return answeringAnonymously({ route: "hooks", workspace, name: workflowId }, () => deliver(c, workspace, workflowId));
+});
+
+async function deliver(c: Context<AppEnv>, workspace: string, workflowId: string): Promise<Response> {
   // The public route records no placement (anyone may name any workspace): it reads its shard, fenced.
   c.env = await placeWorkspace(c.env, workspace, { record: false });
   const deps = ingressDeps(c.env, requestCtx(c));
-  const workflowId = c.req.param("workflowId");
   const url = new URL(c.req.url);
   forceNewExecution("production", url);
   // Only the scheme, timestamp, target and body are signed (not the query), so nothing else may
@@ -49,4 +57,4 @@ hookRoutes.post("/:workspaceId/:workflowId", async (c) => {
   const body = parseSignedTriggerBody(raw, c.req.header("content-type") ?? null);
   const result = await triggerFromRequest(deps, { workspace, workflowId, invocation: "production", request: c.req.raw, workflow, body });
   return startResponse(result);
-});
+}
