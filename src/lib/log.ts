@@ -27,6 +27,8 @@ export type LogEvent =
   | "idempotency.sweep_failed"
   // ingress
   | "hook.secret_unavailable"
+  | "public.refused"
+  | "public.unavailable"
   | "ingress.send_failed"
   | "ingress.heal_failed"
   | "schedule.start_failed"
