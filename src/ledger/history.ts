@@ -59,12 +59,12 @@ export const RUNNING_CHAIN_RECHECK_MS = 3_600_000;
 
 interface ChainRow {
   id: string;
-  workspace: string;
   /** 1 when the walk started from it (a due execution the selection took). */
   root: number;
   started_over_from: string | null;
   previous_execution_id: string | null;
   superseded_by: string | null;
+  workspace: string;
   workflow_id: string;
   status: string;
   created_at: number;
