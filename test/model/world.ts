@@ -730,8 +730,8 @@ export class World {
       // hashes, never the payload's data.
       const keepsIds = KEPT_BY_ERASURE.has(table.slice(2));
       for (const raw of rows) {
-        // A trigger identity's hash is not an execution's data (before ids came from the window, an id was its identity's hash).
-        const row = raw.replace(/"identity":"[0-9a-f]{64}"/g, "");
+        // An identity's hash (a lineage's name) is not an execution's data (before ids came from the window, an id was that hash).
+        const row = raw.replace(/"(identity|lineage_id)":"[0-9a-f]{64}"/g, "");
         const mark = (keepsIds ? marks.filter((m) => !erased.includes(m)) : marks).find((m) => row.includes(m));
         if (mark)
           throw new Violation(
