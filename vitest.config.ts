@@ -9,10 +9,10 @@ const TEST_SECRETS = {
   WEBHOOK_SECRET: "whsec_test_canary_77ab",
   // 32 fixed test bytes (base64) sealing workspace secrets.
   SECRETS_MASTER_KEY: "dGVzdC1vbmx5LW1hc3Rlci1rZXktMzItYnl0ZXMhISE=",
-};
   // The local tokens (scripts/lib/local-tokens.mjs): secrets, never wrangler.toml [vars] (test/http/surface.test.ts).
   API_TOKENS: "dev-token:dev,other-token:other",
   OPERATOR_TOKENS: "operator-token",
+};
 // wrangler checks `[secrets] required` against process.env (or .dev.vars) once per test file;
 // giving it the test values keeps it from warning 53 times about secrets the pool does bind.
 for (const [name, value] of Object.entries(TEST_SECRETS)) process.env[name] ??= value;
@@ -107,7 +107,7 @@ export default defineConfig(async () => {
       name,
       setupFiles: ["./test/apply-migrations.ts"],
       // The Worker's npm dependencies pre-bundled, one module each. Every test file loads the Worker's whole
-      // module graph afresh, in its own workerd (the pool imports \`main\` with cloudflare:test): zod and hono
+      // module graph afresh, in its own workerd (the pool imports `main` with cloudflare:test): zod and hono
       // are 120 of its 330 modules, and loading the graph, not the tests, was most of each file's time.
       deps: { optimizer: { ssr: { enabled: true, include: ["hono", "hono/factory", "zod", "jsonata"] } } },
       include,
