@@ -23,7 +23,13 @@ export async function applyMigrations(db: D1Database, migrations: D1Migration[])
   await db.prepare(MIGRATIONS_TABLE).run();
   const insert = db.prepare(`INSERT INTO "d1_migrations" (name) VALUES (?);`);
   for (const migration of migrations) {
-    await db.batch([...migration.queries.map((query) => db.prepare(query)), insert.bind(migration.name)]);
+    try {
+      await db.batch([...migration.queries.map((query) => db.prepare(query)), insert.bind(migration.name)]);
+    } catch (error) {
+      throw new Error(`migrations/${migration.name} does not apply: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+      });
+    }
   }
 }
 
