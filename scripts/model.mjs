@@ -2,6 +2,7 @@
 /**
  * The model test (test/model, docs/testing.md) with more runs than CI's:
  *   npm run test:model -- --runs 250 --seed 1000 [--ops 80] [--keep-going] [--shrink 30] [--verbose]
+ *   npm run test:model -- --seed 1013,1027 --ops 80   (replays those seeds)
  * Each run is `--ops` random operations from its own seed (seed, seed+1, …); a failing seed prints
  * its operations shrunk to the fewest that still fail. Prints the wall time.
  */

@@ -15,8 +15,11 @@ const CI_SEED = 1;
 const CI_RUNS = 4;
 const CI_OPS = 40;
 
-const seed = Number(vars.MODEL_SEED || CI_SEED);
-const runs = Number(vars.MODEL_RUNS || CI_RUNS);
+/** `MODEL_SEED`: the first seed of a range of `MODEL_RUNS`, or a list (`1013,1027`) to replay those. */
+const listed = (vars.MODEL_SEED ?? "").includes(",") ? vars.MODEL_SEED!.split(",").map(Number) : null;
+const seed = listed ? listed[0]! : Number(vars.MODEL_SEED || CI_SEED);
+const runs = listed ? listed.length : Number(vars.MODEL_RUNS || CI_RUNS);
+const seeds = listed ?? Array.from({ length: runs }, (_, i) => seed + i);
 const length = Number(vars.MODEL_OPS || CI_OPS);
 
 beforeAll(() => {
@@ -36,35 +39,39 @@ async function failure(ops: Op[]): Promise<string | null> {
 }
 
 describe("the model: random operations over the real engine, invariants after each", () => {
-  it(`seeds ${seed}..${seed + runs - 1}, ${length} operations each`, { timeout: Math.max(120_000, runs * length * 2_000) }, async () => {
-    const started = Date.now();
-    let operations = 0;
-    const failures: string[] = [];
-    for (let s = seed; s < seed + runs; s++) {
-      const ops = generate(s, length);
-      operations += ops.length;
-      const at = Date.now();
-      const found = await runOps(ops);
-      if (vars.MODEL_VERBOSE || vars.MODEL_KEEP_GOING) say(`model: seed ${s} ${found ? "FAILED" : "ok"} in ${Date.now() - at} ms`);
-      if (!found) continue;
-      const invariant = found.violation.invariant;
-      const budget = Number(vars.MODEL_SHRINK || 120);
-      const shrunk = await shrink(
-        ops.slice(0, found.at + 1),
-        async (candidate) => (await runOps(candidate))?.violation.invariant === invariant,
-        budget,
-      );
-      const last = await failure(shrunk);
-      const report =
-        `seed ${s} broke "${invariant}"\n${found.violation.message}\n\n` +
-        `shrunk to ${shrunk.length} operations (${last ?? "no longer fails alone"}):\n${describeOps(shrunk)}\n\n` +
-        `replay: npm run test:model -- --seed ${s} --runs 1 --ops ${length}`;
-      if (!vars.MODEL_KEEP_GOING) expect.fail(report);
-      say(`model: FAILED ${report}`);
-      failures.push(report);
-    }
-    say(`model: ${runs} runs, ${operations} operations in ${((Date.now() - started) / 1000).toFixed(1)} s, ${failures.length} failed`);
-    if (vars.MODEL_VERBOSE) say(`model: ms per operation kind ${JSON.stringify(OP_TIMES)}`);
-    expect(failures).toEqual([]);
-  });
+  it(
+    `seeds ${listed ? listed.join(",") : `${seed}..${seed + runs - 1}`}, ${length} operations each`,
+    { timeout: Math.max(120_000, runs * length * 2_000) },
+    async () => {
+      const started = Date.now();
+      let operations = 0;
+      const failures: string[] = [];
+      for (const s of seeds) {
+        const ops = generate(s, length);
+        operations += ops.length;
+        const at = Date.now();
+        const found = await runOps(ops);
+        if (vars.MODEL_VERBOSE || vars.MODEL_KEEP_GOING) say(`model: seed ${s} ${found ? "FAILED" : "ok"} in ${Date.now() - at} ms`);
+        if (!found) continue;
+        const invariant = found.violation.invariant;
+        const budget = Number(vars.MODEL_SHRINK || 120);
+        const shrunk = await shrink(
+          ops.slice(0, found.at + 1),
+          async (candidate) => (await runOps(candidate))?.violation.invariant === invariant,
+          budget,
+        );
+        const last = await failure(shrunk);
+        const report =
+          `seed ${s} broke "${invariant}"\n${found.violation.message}\n\n` +
+          `shrunk to ${shrunk.length} operations (${last ?? "no longer fails alone"}):\n${describeOps(shrunk)}\n\n` +
+          `replay: npm run test:model -- --seed ${s} --runs 1 --ops ${length}`;
+        if (!vars.MODEL_KEEP_GOING) expect.fail(report);
+        say(`model: FAILED ${report}`);
+        failures.push(report);
+      }
+      say(`model: ${runs} runs, ${operations} operations in ${((Date.now() - started) / 1000).toFixed(1)} s, ${failures.length} failed`);
+      if (vars.MODEL_VERBOSE) say(`model: ms per operation kind ${JSON.stringify(OP_TIMES)}`);
+      expect(failures).toEqual([]);
+    },
+  );
 });
