@@ -195,8 +195,10 @@ describe("stored encrypted, write-only", () => {
     expect(Object.keys(listed).sort()).toEqual(["createdAt", "keyId", "name", "updatedAt"]);
     // Another workspace's list does not show it.
     expect((await api("GET", "/v1/secrets", "dev")).text).not.toContain("LISTED");
-    // There is no route that reads one back.
-    expect((await api("GET", "/v1/secrets/LISTED", "other")).status).toBe(404);
+    // There is no route that reads one back: the path serves PUT and DELETE only (405, no value in the answer).
+    const read = await api("GET", "/v1/secrets/LISTED", "other");
+    expect(read.status).toBe(405);
+    expect(read.text).not.toContain("sk_listed_canary_8");
     expect((await api("DELETE", "/v1/secrets/LISTED", "dev")).status).toBe(404);
     expect((await api("DELETE", "/v1/secrets/LISTED", "other")).status).toBe(204);
     expect((await api("DELETE", "/v1/secrets/LISTED", "other")).status).toBe(404);
