@@ -13,10 +13,15 @@ import type { StoredSecret } from "./store";
 
 /**
  * Names that are idemflow's own credentials, never a workflow's: `API_TOKENS` maps every
- * workspace's bearer token, the master keys open every workspace's secrets. Not resolvable, not
- * grantable, not storable.
+ * workspace's bearer token, `OPERATOR_TOKENS` the operator's, the master keys open every
+ * workspace's secrets. Not resolvable, not grantable, not storable.
  */
-export const RESERVED_SECRETS: ReadonlySet<string> = new Set(["API_TOKENS", "SECRETS_MASTER_KEY", "SECRETS_MASTER_KEY_PREVIOUS"]);
+export const RESERVED_SECRETS: ReadonlySet<string> = new Set([
+  "API_TOKENS",
+  "OPERATOR_TOKENS",
+  "SECRETS_MASTER_KEY",
+  "SECRETS_MASTER_KEY_PREVIOUS",
+]);
 
 export class MissingSecretError extends Error {
   constructor(

@@ -209,6 +209,7 @@ describe("stored encrypted, write-only", () => {
       ["1BAD", { value: "x" }, 422, "secret-name-invalid"],
       ["API_TOKENS", { value: "x" }, 422, "secret-name-reserved"],
       ["SECRETS_MASTER_KEY", { value: "x" }, 422, "secret-name-reserved"],
+      ["OPERATOR_TOKENS", { value: "x" }, 422, "secret-name-reserved"],
       ["OK_NAME", { value: "" }, 422, "secret-value-invalid"],
       ["OK_NAME", { value: "a\r\nX-Injected: 1" }, 422, "secret-value-invalid"],
       ["OK_NAME", { value: "x".repeat(4097) }, 422, "secret-value-invalid"],
