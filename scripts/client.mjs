@@ -7,7 +7,9 @@
 //      all of them but `operation-4xx-response`: GET /health answers every request with 200 and no
 //      token, so a 4XX documented for it would be one it never sends;
 //   3. openapi-typescript (pinned) generates clients/typescript/schema.d.ts from it;
-//   4. `tsc --strict` compiles the generated types with the thin client and its example.
+//   4. `tsc --strict` (NodeNext resolution) compiles the generated types with the thin client — plain ESM
+//      JavaScript (index.js, checked against its declarations index.d.ts) — and its example.
+// The package as a user installs it (npm pack, npm install, node) is `npm run client:example`.
 import { readFile, writeFile } from "node:fs/promises";
 import { execFileSync } from "node:child_process";
 import openapiTS, { astToString } from "openapi-typescript";

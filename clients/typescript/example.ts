@@ -3,7 +3,7 @@
  * read, an event sent and the open waits listed. A change to the API that breaks one of these calls
  * breaks the check.
  */
-import { idemflowClient, newIdempotencyKey, type components } from "./index";
+import { idemflowClient, newIdempotencyKey, type components } from "./index.js";
 
 type Trace = components["schemas"]["Trace"];
 

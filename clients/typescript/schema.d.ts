@@ -495,7 +495,7 @@ export interface components {
              * @description stable: branch on it (docs/problems.md)
              * @enum {string}
              */
-            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable" | "tokens-not-configured" | "method-not-allowed" | "query-parameter-unknown";
+            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "delivery-rejected" | "delivery-unavailable" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable" | "tokens-not-configured" | "method-not-allowed" | "query-parameter-unknown";
             title: string;
             status: number;
             detail?: string;
@@ -2432,7 +2432,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `webhook-signature-missing`, `webhook-signature-stale`, `webhook-signature-version-unsupported`, `webhook-signature-invalid` */
+            /** @description problem+json, `code` one of: `delivery-rejected` */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2441,7 +2441,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `not-found`, `hook-not-found` */
+            /** @description problem+json, `code` one of: `not-found` */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2486,7 +2486,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `webhook-secret-missing`, `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `delivery-unavailable` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -3961,17 +3961,8 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `event-signature-missing`, `event-signature-stale`, `event-signature-invalid` */
+            /** @description problem+json, `code` one of: `delivery-rejected` */
             401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description problem+json, `code` one of: `event-source-not-found` */
-            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4006,7 +3997,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `event-source-unavailable`, `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced` */
+            /** @description problem+json, `code` one of: `delivery-unavailable` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
