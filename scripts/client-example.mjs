@@ -3,13 +3,13 @@
 //   1. `npm pack` clients/typescript into a scratch directory outside the repo, with its dependency
 //      openapi-fetch (and that one's openapi-typescript-helpers) packed from the repo's node_modules;
 //   2. `npm install --offline` the three tarballs into a fresh ESM project there;
-//   3. `node` runs a program that imports "@idemflow/client" and lists workflows against a local
+//   3. `node` (this one and the machine's own) runs a program that imports "@idemflow/client" and lists workflows against a local
 //      server here (GET /v1/workflows, a bearer token), then reads a 401 as problem+json;
 //   4. `tsc --strict` type-checks the same calls in TypeScript, under NodeNext and Bundler resolution.
 import { createServer } from "node:http";
 import { mkdtemp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
@@ -105,11 +105,25 @@ try {
   await writeFile(join(app, "main.mjs"), program);
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address();
-  const { stdout } = await run(process.execPath, ["main.mjs", `http://127.0.0.1:${port}`], { cwd: app });
+  // The Node running this script (under `npm run`, the repo's pinned `node` devDependency) and the machine's own `node`
+  // (PATH without any node_modules/.bin): the user's Node is the latter.
+  const machinePath = process.env.PATH.split(delimiter)
+    .filter((dir) => !dir.includes("node_modules"))
+    .join(delimiter);
+  const nodes = [
+    { command: process.execPath, env: process.env },
+    { command: "node", env: { ...process.env, PATH: machinePath } },
+  ];
   const expected = "workflow hello v3\nproblem 401 unauthorized\n";
-  if (stdout !== expected) throw new Error(`node main.mjs printed ${JSON.stringify(stdout)}, expected ${JSON.stringify(expected)}`);
-  console.error(`node ${process.version} ran the installed client:\n${stdout.trimEnd()}`);
-
+  const versions = new Set();
+  for (const { command, env } of nodes) {
+    const version = (await run(command, ["--version"], { env }).catch(() => ({ stdout: "" }))).stdout.trim();
+    if (version === "" || versions.has(version)) continue;
+    versions.add(version);
+    const { stdout } = await run(command, ["main.mjs", `http://127.0.0.1:${port}`], { cwd: app, env });
+    if (stdout !== expected) throw new Error(`node ${version} main.mjs printed ${JSON.stringify(stdout)}, not ${JSON.stringify(expected)}`);
+    console.error(`node ${version} ran the installed client:\n${stdout.trimEnd()}`);
+  }
   await writeFile(join(app, "typed.ts"), typed);
   for (const moduleResolution of ["NodeNext", "Bundler"]) {
     const compilerOptions = {
