@@ -11,18 +11,22 @@
  * So is every request, before it is sent: one the document does not accept fails the story unless it
  * is a deliberate negative test, marked `invalid: "why"` (and then it must be invalid).
  * The engine runs on the shards of wrangler.toml (D1_SHARDS, WORKSPACE_SHARDS: `dev` on shard 0,
- * `other` on shard 1), every one migrated; the shard stories read each shard's local database with
- * `wrangler d1 execute` to check that a workspace's rows are on its shard and on no other.
+ * `other` on shard 1), every one migrated; the last stories, once both workers are stopped, read each
+ * shard's local database with `wrangler d1 execute` (one at a time) to check that a workspace's rows
+ * are on its shard and on no other.
  * The demo's payments API confirms a charge by a signed webhook to the engine's event source
  * (charge-and-confirm): the demo is told the engine's port (chosen before either starts) and the
  * webhook secret with --var, and the engine gets the same secret and the source as `npm start` does.
- * Prints `N passed, N failed` and exits non-zero on any failure. Bounded: every wait has a cap.
+ * The start (migrations, both workers healthy) has its own timeout and its own time in the report;
+ * each story then runs within its own budget, and the run always ends with `N passed, N failed` alone
+ * on a line, exiting non-zero iff anything failed (scripts/lib/e2e-runner.mjs: the budgets and their
+ * variables). Nothing is retried. Every wait has a cap.
  */
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
+import { setTimeout as wait } from "node:timers/promises";
 import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
 import {
   DEMO_CONFIG,
@@ -40,6 +44,7 @@ import { describeShard, migrateShards, readShards } from "./lib/shards.mjs";
 import { openApiChecker } from "./lib/openapi-check.mjs";
 import { LOCAL_TOKENS } from "./lib/local-tokens.mjs";
 import { browserStories } from "./lib/browser-stories.mjs";
+import { storyRunner } from "./lib/e2e-runner.mjs";
 import { importTs } from "./import-ts.mjs";
 
 const TOKEN = "dev-token";
@@ -52,13 +57,9 @@ const WEBHOOK_SECRET = "whsec_e2e_canary_5a0e";
 const PAYMENTS_WEBHOOK_SECRET = `whsec_${randomBytes(32).toString("base64")}`;
 /** Seals workspace secrets (PUT /v1/secrets) in the temporary D1; fresh per run. */
 const SECRETS_MASTER_KEY = randomBytes(32).toString("base64");
-/** Hard cap for the whole run: a hung worker must not hang CI. `E2E_DEADLINE_MS` raises it on a loaded machine. */
-const RUN_DEADLINE_MS = Number(process.env.E2E_DEADLINE_MS) || 260_000;
 /** Distinct business ids per run, so a rerun against leftover state can never pass by accident. */
 const RUN = Date.now().toString(36);
 
-const results = [];
-const started = Date.now();
 const log = (line = "") => process.stdout.write(`${line}\n`);
 const verbose = process.argv.includes("--verbose");
 /** `E2E_ONLY=text`: run only the stories whose name holds it (development; CI runs them all). */
@@ -68,21 +69,32 @@ const screenshots = process.argv.includes("--screenshots");
 /** Every line the engine printed: the browser stories check the token never reaches it. */
 const engineLines = [];
 
-const hardStop = setTimeout(() => {
-  log(`\ne2e: the run exceeded ${RUN_DEADLINE_MS / 1000}s; stopping.`);
-  void shutdown(1);
-}, RUN_DEADLINE_MS);
-
 let workers = [];
 let stateDir;
 async function shutdown(code) {
-  clearTimeout(hardStop);
   await stopAll();
   if (stateDir) await rm(stateDir, { recursive: true, force: true });
   process.exit(code);
 }
-process.on("SIGINT", () => void shutdown(130));
-process.on("SIGTERM", () => void shutdown(143));
+let workerLogsShown = false;
+const { test, start, finish, storySignal } = storyRunner({
+  log,
+  // The workflows' load runs with E2E_ONLY too: every other story needs it.
+  only: (name) => !ONLY || name.includes(ONLY) || name.startsWith("every example") || name.startsWith("the demo payments"),
+  onFailure: () => {
+    if (verbose || workerLogsShown) return;
+    workerLogsShown = true;
+    for (const w of workers) if (w.exited()) log(`--- ${w.name} output ---\n${w.recentOutput()}`);
+    log("(rerun with `npm run e2e -- --verbose` to see both workers' logs)");
+  },
+  shutdown,
+});
+/** A pause within a story: it ends, with the story, when the story overruns its budget. */
+const sleep = (ms) => wait(ms, undefined, { signal: storySignal() });
+process.on("SIGINT", () => void finish({ interrupted: "SIGINT", code: 130 }));
+process.on("SIGTERM", () => void finish({ interrupted: "SIGTERM", code: 143 }));
+process.on("uncaughtException", (error) => void finish({ interrupted: `an unexpected exception: ${error?.stack ?? error}` }));
+process.on("unhandledRejection", (error) => void finish({ interrupted: `an unhandled rejection: ${error?.stack ?? error}` }));
 
 // ---------------------------------------------------------------------------------------------
 // Setup
@@ -90,7 +102,7 @@ process.on("SIGTERM", () => void shutdown(143));
 let engine;
 let demo;
 let openapi;
-try {
+await start(async ({ left }) => {
   const [original, copy] = await Promise.all([
     readFile(join(ROOT, "migrations", "0001_idempotency_keys.sql"), "utf8"),
     readFile(join(ROOT, "demo", "migrations", "0001_idempotency_keys.sql"), "utf8"),
@@ -119,6 +131,7 @@ try {
     vars: { ENGINE_URL: `http://127.0.0.1:${enginePort}`, PAYMENTS_WEBHOOK_SECRET },
     onLine: echo("[demo]"),
   });
+  workers = [demo];
   engine = await startWorker({
     name: "engine",
     port: enginePort,
@@ -142,42 +155,48 @@ try {
   log(
     `e2e: ${SHARDS.shards.length} shards, migrated; dev on ${describeShard(shardOf("dev"))}, other on ${describeShard(shardOf("other"))}`,
   );
-  await Promise.all([waitForHealth(engine, 120_000), waitForHealth(demo, 120_000)]);
-  log(`e2e: both workers healthy after ${((Date.now() - started) / 1000).toFixed(1)}s`);
+  // Both within what is left of the start's timeout: a loaded machine takes minutes here, not a story's budget.
+  await Promise.all([waitForHealth(engine, left()), waitForHealth(demo, left())]);
+  log("e2e: both workers healthy");
 
   // The document first (public: no token), validated as OpenAPI 3.1; every later answer is checked against it.
-  const described = await fetch(`${engine.url}/v1/openapi.json`, { signal: AbortSignal.timeout(20_000) });
+  const described = await fetch(`${engine.url}/v1/openapi.json`, { signal: AbortSignal.timeout(left()) });
   const documentText = await described.text();
   if (described.status !== 200) throw new Error(`GET /v1/openapi.json answered ${described.status}: ${documentText.slice(0, 300)}`);
   openapi = await openApiChecker(JSON.parse(documentText));
   openapi.check("GET", "/v1/openapi.json", described.status, described.headers.get("content-type"), documentText);
-  await checkedFetch("GET", "/health", { headers: {} });
   log(`e2e: GET /v1/openapi.json is valid OpenAPI 3.1 (${Object.keys(JSON.parse(documentText).paths).length} paths)`);
+});
 
-  const loaded = await loadWorkflows(engine.url, TOKEN, {
-    rewrite: (text) => text.replaceAll("localhost:8788", `localhost:${demo.port}`),
-    onRequest: (method, path, request) => openapi.checkRequest(method, path, request),
-    onAnswer: (method, path, res, text) => openapi.check(method, path, res.status, res.headers.get("content-type"), text),
-  });
-  await test("every example in workflows/ is accepted by PUT /v1/workflows/:id", async () => {
+// The first two stories set up what every later one needs: when either fails, the rest are not run.
+await test(
+  "every example in workflows/ is accepted by PUT /v1/workflows/:id",
+  async () => {
+    await checkedFetch("GET", "/health", { headers: {} });
+    const loaded = await loadWorkflows(engine.url, TOKEN, {
+      rewrite: (text) => text.replaceAll("localhost:8788", `localhost:${demo.port}`),
+      onRequest: (method, path, request) => openapi.checkRequest(method, path, request),
+      onAnswer: (method, path, res, text) => openapi.check(method, path, res.status, res.headers.get("content-type"), text),
+    });
     const rejected = loaded.filter((r) => !r.ok);
     if (rejected.length > 0) throw new Error(`rejected:\n${rejected.map(describeLoadResult).join("\n")}`);
-  });
-  // As `npm start` does: the demo payments provider's event source and its secret, in workspace dev.
-  const seeded = await seedPaymentsEventSource(engine.url, TOKEN, {
-    secret: PAYMENTS_WEBHOOK_SECRET,
-    onRequest: (method, path, request) => openapi.checkRequest(method, path, request),
-    onAnswer: (method, path, res, text) => openapi.check(method, path, res.status, res.headers.get("content-type"), text),
-  });
-  if (seeded.length !== 2 || seeded.some((r) => !r.ok)) {
-    throw new Error(`the payments event source:\n${seeded.map(describeSeedResult).join("\n")}`);
-  }
-} catch (error) {
-  log(`\ne2e: setup failed: ${error.message}`);
-  for (const w of workers) if (w.exited() || verbose) log(`--- ${w.name} output ---\n${w.recentOutput()}`);
-  log("0 passed, 1 failed");
-  await shutdown(1);
-}
+  },
+  { essential: true },
+);
+await test(
+  "the demo payments provider's event source and its secret are saved in workspace dev, as npm start does",
+  async () => {
+    const seeded = await seedPaymentsEventSource(engine.url, TOKEN, {
+      secret: PAYMENTS_WEBHOOK_SECRET,
+      onRequest: (method, path, request) => openapi.checkRequest(method, path, request),
+      onAnswer: (method, path, res, text) => openapi.check(method, path, res.status, res.headers.get("content-type"), text),
+    });
+    if (seeded.length !== 2 || seeded.some((r) => !r.ok)) {
+      throw new Error(`the payments event source:\n${seeded.map(describeSeedResult).join("\n")}`);
+    }
+  },
+  { essential: true },
+);
 
 // ---------------------------------------------------------------------------------------------
 // HTTP helpers (the only way these tests touch idemflow)
@@ -191,7 +210,7 @@ async function api(method, path, { body, headers = {}, raw, invalid } = {}) {
   const sent = { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers };
   const payload = raw ?? (body === undefined ? undefined : JSON.stringify(body));
   openapi.checkRequest(method, path, { headers: sent, body: payload, invalid });
-  const res = await fetch(`${engine.url}${path}`, { method, headers: sent, body: payload, signal: AbortSignal.timeout(40_000) });
+  const res = await fetch(`${engine.url}${path}`, { method, headers: sent, body: payload, signal: storySignal(40_000) });
   const text = await res.text();
   openapi.check(method, path, res.status, res.headers.get("content-type"), text);
   let json = null;
@@ -209,13 +228,13 @@ async function api(method, path, { body, headers = {}, raw, invalid } = {}) {
  */
 async function checkedFetch(method, path, init, { invalid } = {}) {
   openapi.checkRequest(method, path, { headers: init.headers ?? {}, body: init.body, invalid });
-  const res = await fetch(`${engine.url}${path}`, { method, signal: AbortSignal.timeout(30_000), ...init });
+  const res = await fetch(`${engine.url}${path}`, { method, signal: storySignal(30_000), ...init });
   openapi.check(method, path, res.status, res.headers.get("content-type"), await res.clone().text());
   return res;
 }
 
 async function demoGet(path) {
-  const res = await fetch(`${demo.url}${path}`, { signal: AbortSignal.timeout(10_000) });
+  const res = await fetch(`${demo.url}${path}`, { signal: storySignal(10_000) });
   if (!res.ok) throw new Error(`GET ${path} on the demo answered ${res.status}: ${await res.text()}`);
   return res.json();
 }
@@ -228,8 +247,20 @@ const trigger = (workflowId, payload, query = "") => api("POST", `/v1/workflows/
 function shardOf(workspace) {
   return SHARDS.shards[SHARDS.placement.shardOf(workspace)];
 }
+/**
+ * The e2e's `wrangler d1 execute` runs, one at a time: two wrangler processes (or a late one of a story
+ * that overran) never open one local database together. The reads run once both workers are stopped
+ * (the last stories), so they never share a database with a running worker either; only bigExecution's
+ * write runs beside the engine.
+ */
+let d1Queue = Promise.resolve();
+function oneAtATime(fn) {
+  const run = d1Queue.then(fn);
+  d1Queue = run.catch(() => {});
+  return run;
+}
 /** Run SQL on one shard's local database: one array of rows per statement. */
-const onShard = (shard, sql) => queryD1({ database: shard.databaseName, sql, persistTo: stateDir });
+const onShard = (shard, sql) => oneAtATime(() => queryD1({ database: shard.databaseName, sql, persistTo: stateDir }));
 const sqlText = (value) => `'${String(value).replaceAll("'", "''")}'`;
 
 /** Poll the trace until the execution is finished (COMPLETED, FAILED or CANCELLED) or the cap passes. */
@@ -254,19 +285,6 @@ function expect(condition, message) {
 function expectEqual(actual, expected, what) {
   if (JSON.stringify(actual) !== JSON.stringify(expected)) {
     throw new Error(`${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
-  }
-}
-
-async function test(name, fn) {
-  if (ONLY && !name.includes(ONLY) && !name.startsWith("every example")) return;
-  const t0 = Date.now();
-  try {
-    await fn();
-    results.push({ name, ok: true });
-    log(`  ✓ ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
-  } catch (error) {
-    results.push({ name, ok: false });
-    log(`  ✗ ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)\n      ${String(error.message).split("\n").join("\n      ")}`);
   }
 }
 
@@ -487,7 +505,7 @@ await test("a streaming test run sends execution and step events until the execu
   const res = await checkedFetch("POST", "/v1/workflows/hello-transform/stream", {
     headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json", accept: "text/event-stream" },
     body: JSON.stringify({ name: `stream-${RUN}` }),
-    signal: AbortSignal.timeout(30_000),
+    signal: storySignal(30_000),
   });
   // A new execution answers 202 like a trigger does (200 would mean a deduplicated stream).
   expect(res.status === 202 || res.status === 200, `stream status ${res.status}`);
@@ -658,6 +676,8 @@ await test("the typed client (clients/typescript): a refund waits, is listed, an
   expectEqual(read.data?.status, "COMPLETED", "the trace through the client");
 });
 
+/** The shards story's two executions, whose rows the last stories read in each shard's database. */
+const shardRuns = [];
 await test("shards: other's workflow runs on its shard (a queued retry, a duplicate, a replayed key), dev's on its own", async () => {
   const workflowId = `shards-${RUN}`;
   const definition = {
@@ -718,41 +738,8 @@ await test("shards: other's workflow runs on its shard (a queued retry, a duplic
   const asOther = { authorization: `Bearer ${OTHER_TOKEN}` };
   expectEqual((await api("GET", `/v1/executions/${dev.executionId}`, { headers: asOther })).status, 404, "dev's execution read as other");
 
-  // In each shard's database: the execution's rows on its workspace's shard, none on any other.
-  for (const { workspace, executionId, key } of runs) {
-    const id = sqlText(executionId);
-    const scope = `workspace = ${sqlText(workspace)} AND workflow_id = ${sqlText(workflowId)}`;
-    const sql = Object.entries({
-      executions: `executions WHERE id = ${id}`,
-      execution_identities: `execution_identities WHERE execution_id = ${id}`,
-      steps: `steps WHERE execution_id = ${id}`,
-      step_attempts: `step_attempts WHERE execution_id = ${id}`,
-      step_events: `step_events WHERE execution_id = ${id}`,
-      duplicates_logged: `executions, json_each(executions.duplicate_log) WHERE executions.id = ${id}`,
-      workflows: `workflows WHERE ${scope}`,
-      workflow_versions: `workflow_versions WHERE ${scope}`,
-      idempotency_keys: `idempotency_keys WHERE principal = ${sqlText(workspace)} AND idem_key = ${sqlText(key)}`,
-    })
-      .map(([table, from]) => `SELECT '${table}' AS tbl, count(*) AS n FROM ${from};`)
-      .join("\n"); // one statement each: D1 allows only a few terms in a compound SELECT
-    for (const shard of SHARDS.shards) {
-      const counts = Object.fromEntries((await onShard(shard, sql)).flat().map((row) => [row.tbl, row.n]));
-      const where = `${workspace}'s rows on ${describeShard(shard)}: ${JSON.stringify(counts)}`;
-      if (shard === shardOf(workspace)) {
-        const one = ["executions", "execution_identities", "workflows", "workflow_versions", "idempotency_keys"];
-        expect(
-          one.every((table) => counts[table] === 1),
-          `${where} (expected 1 each of ${one.join(", ")})`,
-        );
-        expect(counts.steps >= 2 && counts.step_attempts >= 2 && counts.duplicates_logged >= 1, where);
-      } else {
-        expect(
-          Object.values(counts).every((n) => n === 0),
-          `${where} (expected none: the workspace is on ${describeShard(shardOf(workspace))})`,
-        );
-      }
-    }
-  }
+  // Their rows in each shard's database are read by the last stories, once the workers are stopped.
+  shardRuns.push(...runs);
 });
 
 await test("50 concurrent identical triggers: one 202, 49 deduplicated 200s, one execution, exactly one charge", async () => {
@@ -778,7 +765,7 @@ await test("50 concurrent identical triggers: one 202, 49 deduplicated 200s, one
 });
 
 await test("a schedule tick (wrangler dev --test-scheduled) runs the scheduled report", async () => {
-  const tick = await fetch(`${engine.url}/__scheduled?cron=${encodeURIComponent("0 9 * * *")}`, { signal: AbortSignal.timeout(20_000) });
+  const tick = await fetch(`${engine.url}/__scheduled?cron=${encodeURIComponent("0 9 * * *")}`, { signal: storySignal(20_000) });
   expect(tick.status < 300, `/__scheduled answered ${tick.status}`);
   const deadline = Date.now() + 30_000;
   let finished;
@@ -797,7 +784,7 @@ await test("a schedule tick (wrangler dev --test-scheduled) runs the scheduled r
   const before = (await api("GET", "/v1/executions?workflowId=scheduled-report&limit=100")).json.items.length;
   for (const time of [Date.UTC(2026, 0, 5, 9, 0, 5), Date.UTC(2026, 0, 5, 9, 4, 0)]) {
     const replay = await fetch(`${engine.url}/cdn-cgi/local/scheduled?cron=${encodeURIComponent("0 9 * * *")}&time=${time}`, {
-      signal: AbortSignal.timeout(20_000),
+      signal: storySignal(20_000),
     });
     expect(replay.status < 300, `/cdn-cgi/local/scheduled answered ${replay.status}`);
   }
@@ -961,7 +948,7 @@ async function bigExecution() {
   ].join("\n");
   const file = join(stateDir, "big-execution.sql");
   await writeFile(file, sql);
-  await runWrangler(["d1", "execute", shardOf("dev").databaseName, "--local", "--persist-to", stateDir, "--file", file]);
+  await oneAtATime(() => runWrangler(["d1", "execute", shardOf("dev").databaseName, "--local", "--persist-to", stateDir, "--file", file]));
   return { executionId: id, steps: 200 };
 }
 
@@ -985,6 +972,64 @@ await browserStories({
   run: RUN,
   screenshots,
   engineLog: () => engineLines,
+});
+
+await test("every answer of the engine matched its OpenAPI document", async () => {
+  log(`      ${openapi.count()} answers validated against GET /v1/openapi.json`);
+  const { requests, expectedInvalid } = openapi.requestCount();
+  log(`      ${requests} requests validated against it before they were sent (${expectedInvalid} deliberately invalid, marked so)`);
+  expect(openapi.count() > 100, `only ${openapi.count()} answers were validated`);
+});
+
+// ---------------------------------------------------------------------------------------------
+// The shards' databases, read once both workers are stopped: no wrangler process shares a local
+// database with a running worker (nor, oneAtATime, with another wrangler).
+
+await stopAll();
+workers = [];
+log("e2e: both workers stopped; the shards' databases are read now");
+
+await test("shards: each of the shards story's executions has its rows on its workspace's shard, none on any other", async () => {
+  expectEqual(
+    shardRuns.map((run) => run.workspace),
+    ["other", "dev"],
+    "the executions the shards story recorded",
+  );
+  const workflowId = `shards-${RUN}`;
+  for (const { workspace, executionId, key } of shardRuns) {
+    const id = sqlText(executionId);
+    const scope = `workspace = ${sqlText(workspace)} AND workflow_id = ${sqlText(workflowId)}`;
+    const sql = Object.entries({
+      executions: `executions WHERE id = ${id}`,
+      execution_identities: `execution_identities WHERE execution_id = ${id}`,
+      steps: `steps WHERE execution_id = ${id}`,
+      step_attempts: `step_attempts WHERE execution_id = ${id}`,
+      step_events: `step_events WHERE execution_id = ${id}`,
+      duplicates_logged: `executions, json_each(executions.duplicate_log) WHERE executions.id = ${id}`,
+      workflows: `workflows WHERE ${scope}`,
+      workflow_versions: `workflow_versions WHERE ${scope}`,
+      idempotency_keys: `idempotency_keys WHERE principal = ${sqlText(workspace)} AND idem_key = ${sqlText(key)}`,
+    })
+      .map(([table, from]) => `SELECT '${table}' AS tbl, count(*) AS n FROM ${from};`)
+      .join("\n"); // one statement each: D1 allows only a few terms in a compound SELECT
+    for (const shard of SHARDS.shards) {
+      const counts = Object.fromEntries((await onShard(shard, sql)).flat().map((row) => [row.tbl, row.n]));
+      const where = `${workspace}'s rows on ${describeShard(shard)}: ${JSON.stringify(counts)}`;
+      if (shard === shardOf(workspace)) {
+        const one = ["executions", "execution_identities", "workflows", "workflow_versions", "idempotency_keys"];
+        expect(
+          one.every((table) => counts[table] === 1),
+          `${where} (expected 1 each of ${one.join(", ")})`,
+        );
+        expect(counts.steps >= 2 && counts.step_attempts >= 2 && counts.duplicates_logged >= 1, where);
+      } else {
+        expect(
+          Object.values(counts).every((n) => n === 0),
+          `${where} (expected none: the workspace is on ${describeShard(shardOf(workspace))})`,
+        );
+      }
+    }
+  }
 });
 
 await test("shards: after the whole run, every workspace's rows are on its shard only, and shard 0 records where each lives", async () => {
@@ -1023,17 +1068,6 @@ await test("shards: after the whole run, every workspace's rows are on its shard
   );
 });
 
-await test("every answer of the engine matched its OpenAPI document", async () => {
-  log(`      ${openapi.count()} answers validated against GET /v1/openapi.json`);
-  const { requests, expectedInvalid } = openapi.requestCount();
-  log(`      ${requests} requests validated against it before they were sent (${expectedInvalid} deliberately invalid, marked so)`);
-  expect(openapi.count() > 100, `only ${openapi.count()} answers were validated`);
-});
-
 // ---------------------------------------------------------------------------------------------
 
-const passed = results.filter((r) => r.ok).length;
-const failed = results.length - passed;
-if (failed > 0 && !verbose) log("\n(rerun with `npm run e2e -- --verbose` to see both workers' logs)");
-log(`\n${passed} passed, ${failed} failed (${((Date.now() - started) / 1000).toFixed(1)}s)`);
-await shutdown(failed > 0 ? 1 : 0);
+await finish();

@@ -34,20 +34,15 @@ export async function browserStories(ctx) {
     return;
   }
   const { chromium } = await import("playwright-core");
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // As root Chromium needs --no-sandbox; the others keep it from reaching for Google's hosts on a closed network.
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  let browser;
+  try {
+    browser = await launch(chromium);
+  } catch (error) {
+    await test("the inspector in a real browser", async () => {
+      throw new Error(`${CHROMIUM} did not start: ${error.message}`);
+    });
+    return;
+  }
   const problems = [];
   /**
    * `expected`: the refusals a story provokes on purpose (a wrong token, another workspace: a status) or a network failure it
@@ -618,4 +613,22 @@ async function shoot(page, name, options = {}) {
   await mkdir(dir, { recursive: true });
   await sleep(200);
   await page.screenshot({ path: join(dir, name), ...options });
+}
+
+/** Debian's Chromium, headless. */
+function launch(chromium) {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    // As root Chromium needs --no-sandbox; the others keep it from reaching for Google's hosts on a closed network.
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
 }

@@ -51,6 +51,7 @@ function spawnWrangler(args, { detached = false, logFile, onLine }) {
   };
   child.stdout.on("data", onData);
   child.stderr.on("data", onData);
+  if (!detached) track(child);
   // "close" comes once every holder of the pipes is gone: wrangler AND the workerd it spawned.
   const closed = new Promise((resolveClose) => child.on("close", resolveClose));
   return {
@@ -101,6 +102,7 @@ export function queryD1({ database, sql, config, persistTo }) {
     env: { ...process.env, ...OFFLINE_ENV, FORCE_COLOR: "0" },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  track(child);
   const out = [];
   const err = [];
   child.stdout.on("data", (chunk) => out.push(chunk));
@@ -124,6 +126,12 @@ export function queryD1({ database, sql, config, persistTo }) {
 
 /** Every `wrangler dev` started here and not stopped yet. */
 const running = new Set();
+/** Every one-shot wrangler (`d1 migrations apply`, `d1 execute`) still running. */
+const oneShots = new Set();
+function track(child) {
+  oneShots.add(child);
+  child.on("close", () => oneShots.delete(child));
+}
 
 /**
  * Start `wrangler dev` on 127.0.0.1 as the leader of its own process group, so that `stop()` ends
@@ -209,8 +217,10 @@ export function stopAll() {
 
 // Whatever way this process ends (an uncaught error, a process.exit() before stopAll), never leave
 // a `wrangler dev` group behind: they are detached, so nothing else would end them.
+// Nor a one-shot wrangler still writing into a state directory its caller is about to remove.
 process.on("exit", () => {
   for (const worker of running) signalGroup(worker.pid, "SIGKILL");
+  for (const child of oneShots) child.kill("SIGKILL");
 });
 
 function signalGroup(pid, signal) {
