@@ -45,7 +45,6 @@ import { openApiChecker } from "./lib/openapi-check.mjs";
 import { LOCAL_TOKENS } from "./lib/local-tokens.mjs";
 import { browserStories } from "./lib/browser-stories.mjs";
 import { storyRunner } from "./lib/e2e-runner.mjs";
-import { importTs } from "./import-ts.mjs";
 
 const TOKEN = "dev-token";
 const OTHER_TOKEN = "other-token";
@@ -278,6 +277,16 @@ async function waitForExecution(executionId, capMs = 45_000, token = TOKEN) {
 }
 
 const stepOf = (trace, vertexId) => trace.steps?.find((s) => s.vertexId === vertexId);
+
+/**
+ * A public route tells an anonymous caller nothing (docs/ingress.md: every refusal is one 401
+ * delivery-rejected); the engine's log names the reason, `public.refused` with its `code`.
+ */
+async function expectRefusalLogged(code) {
+  const logged = () => engineLines.some((line) => line.includes('"public.refused"') && line.includes(`"${code}"`));
+  for (const deadline = Date.now() + 5_000; !logged() && Date.now() < deadline;) await sleep(100);
+  expect(logged(), `the engine's log names the refusal's reason: public.refused with code ${code}`);
+}
 
 function expect(condition, message) {
   if (!condition) throw new Error(message);
@@ -561,7 +570,8 @@ await test("a signed webhook (v1, hook-bound) starts one execution, a resend ded
   expectEqual(forged.status, 401, "forged delivery");
   const unversioned = await send({ "x-idemflow-timestamp": ts, "x-idemflow-signature": sign(ts).slice(3) });
   expectEqual(unversioned.status, 401, "unversioned signature");
-  expectEqual((await unversioned.json()).code, "webhook-signature-version-unsupported", "unversioned signature's code");
+  expectEqual((await unversioned.json()).code, "delivery-rejected", "unversioned signature's code");
+  await expectRefusalLogged("webhook-signature-version-unsupported");
 
   // Workspace `other` gets the same workflow and, as its OWN secret (PUT /v1/secrets), the same
   // signing secret value: the dev delivery still does not verify there, because it names dev.
@@ -629,11 +639,12 @@ await test("charge, then the signed confirmation delivered twice: one event (1 d
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ type: "charge.succeeded", data: { order: orderId } }),
   });
-  expectEqual([unsigned.status, (await unsigned.json()).code], [401, "event-signature-missing"], "an unsigned delivery");
+  expectEqual([unsigned.status, (await unsigned.json()).code], [401, "delivery-rejected"], "an unsigned delivery");
+  await expectRefusalLogged("event-signature-missing");
 });
 
 await test("the typed client (clients/typescript): a refund waits, is listed, and one decision sent twice with one key", async () => {
-  const { idemflowClient, newIdempotencyKey } = await importTs("clients/typescript/index.ts");
+  const { idemflowClient, newIdempotencyKey } = await import("../clients/typescript/index.js");
   // Every answer the client receives is checked against the OpenAPI document like api()'s.
   const checking = async (request) => {
     const path = new URL(request.url).pathname + new URL(request.url).search;
