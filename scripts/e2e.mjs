@@ -249,8 +249,10 @@ function shardOf(workspace) {
 /**
  * The e2e's `wrangler d1 execute` runs, one at a time: two wrangler processes (or a late one of a story
  * that overran) never open one local database together. The reads run once both workers are stopped
- * (the last stories), so they never share a database with a running worker either; only bigExecution's
- * write runs beside the engine.
+ * (the last stories), so they never share a database with a running worker either: a `wrangler d1
+ * execute` beside an engine that is writing fails now and then with "Failed to get session commit
+ * token: internal error" (2 of 12 reads beside a stream of PUTs and triggers, 7 Dec 2026), and so
+ * does a write of the engine's. Only bigExecution's one write runs beside the engine, before any story has run.
  */
 let d1Queue = Promise.resolve();
 function oneAtATime(fn) {
@@ -299,6 +301,16 @@ function expectEqual(actual, expected, what) {
 
 // ---------------------------------------------------------------------------------------------
 // Stories
+
+/**
+ * The inspector's big execution (bigExecution, below) is grown first, while the engine is idle
+ * (nothing but the workflows' load has run): its one `wrangler d1 execute` write shares the database
+ * with no write of the engine's. The browser story renders it later.
+ */
+let big;
+await test("inspector (prepared first, the engine idle): an execution grown to 200 steps and 1,000 events in the local D1", async () => {
+  big = await bigExecution();
+});
 
 await test("the same webhook twice: 202 then 200 with deduplicated: true, one execution, one charge", async () => {
   const orderId = `W-${RUN}`;
@@ -974,7 +986,10 @@ await browserStories({
   demoGet,
   arm,
   disarm: () => fetch(`${demo.url}/faults`, { method: "DELETE" }),
-  bigExecution,
+  bigExecution: async () => {
+    if (!big) throw new Error("the big execution was not prepared: its story (the first after the workflows' load) failed or did not run");
+    return big;
+  },
   engineUrl: engine.url,
   demoUrl: demo.url,
   token: TOKEN,
