@@ -37,6 +37,7 @@ import {
   runWrangler,
   startWorker,
   stopAll,
+  stopOneShots,
   waitForHealth,
 } from "./lib/wrangler-dev.mjs";
 import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-source.mjs";
@@ -71,7 +72,7 @@ const engineLines = [];
 let workers = [];
 let stateDir;
 async function shutdown(code) {
-  await stopAll();
+  await Promise.all([stopAll(), stopOneShots()]);
   if (stateDir) await rm(stateDir, { recursive: true, force: true });
   process.exit(code);
 }
@@ -256,7 +257,12 @@ function shardOf(workspace) {
  */
 let d1Queue = Promise.resolve();
 function oneAtATime(fn) {
-  const run = d1Queue.then(fn);
+  // A story that overran queues no more: its calls still waiting are dropped, not run.
+  const signal = storySignal();
+  const run = d1Queue.then(() => {
+    signal?.throwIfAborted();
+    return fn();
+  });
   d1Queue = run.catch(() => {});
   return run;
 }

@@ -210,6 +210,19 @@ export async function startWorker({
   return worker;
 }
 
+/**
+ * End every one-shot wrangler still running (a `d1 execute` of a story that overran): SIGKILL, then
+ * wait (bounded) until each is gone, so that its caller may remove the state directory it writes in.
+ */
+export async function stopOneShots(graceMs = 5_000) {
+  const children = [...oneShots];
+  const gone = children.map(
+    (child) => new Promise((resolveGone) => (oneShots.has(child) ? child.once("close", resolveGone) : resolveGone())),
+  );
+  for (const child of children) child.kill("SIGKILL");
+  await Promise.race([Promise.all(gone), sleep(graceMs)]);
+}
+
 /** Stop every `wrangler dev` this process started (in parallel). */
 export function stopAll() {
   return Promise.all([...running].map((worker) => worker.stop()));
