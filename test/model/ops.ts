@@ -19,11 +19,25 @@ export const ADVANCES_MS = [1_000, 5_000, 30_000, 61_000, 150_000, 330_000, 3_60
 export type Op =
   /**
    * A trigger: `order` null sends no order (an absent field); `client` sends `?clientIdempotencyId=`;
-   * `again` re-sends the last payload of this workspace and workflow.
+   * `again` re-sends the last payload of this workspace and workflow. `follow` (a wait workflow):
+   * the order is the one this workspace's last wait trigger named, so two waits (one per customer)
+   * wait for the same event.
    */
-  | { t: "trigger"; ws: number; wf: WorkflowName; order: number | null; customer: number; client: number | null; again: boolean }
-  /** POST /v1/events `paid` for order `match`; `id` null: deduplicated by content. */
-  | { t: "event"; ws: number; match: number; id: number | null }
+  | {
+      t: "trigger";
+      ws: number;
+      wf: WorkflowName;
+      order: number | null;
+      customer: number;
+      client: number | null;
+      again: boolean;
+      follow?: boolean;
+    }
+  /**
+   * POST /v1/events `paid` for order `match`; `id` null: deduplicated by content. `follow`: for the
+   * order this workspace's last wait trigger named (the event its waits wait for), not `match`.
+   */
+  | { t: "event"; ws: number; match: number; id: number | null; follow?: boolean }
   | { t: "advance"; ms: number }
   /** Deliver the due messages (`all`), or the first due one. */
   | { t: "deliver"; all: boolean }
@@ -35,7 +49,11 @@ export type Op =
   | { t: "fault" }
   /** A cron tick: every periodic task on every shard (the history sweep among them). */
   | { t: "cron" }
-  | { t: "erase"; ws: number; pick: number }
+  /**
+   * DELETE /v1/executions/{id} of the ws's `pick`-th execution; `taker`: of an execution that took an
+   * event, one that took a broadcast another execution also took first (erasure × events).
+   */
+  | { t: "erase"; ws: number; pick: number; taker?: boolean }
   | { t: "cancel"; ws: number; pick: number; release: boolean }
   | { t: "startOver"; ws: number; pick: number }
   | { t: "retry"; ws: number; pick: number }
@@ -54,8 +72,14 @@ export function prng(seed: number): () => number {
   };
 }
 
+/** The chance that an operation acts in the workspace the last one did. */
+const STAY = 0.6;
+
 export function generate(seed: number, length: number): Op[] {
   const r = prng(seed);
+  // The operands that aim operations at each other (`follow`, `taker`) come from a stream of their
+  // own, so a seed's operations keep the kinds and operands they had before those were added.
+  const aim = prng(seed ^ 0x5bd1e995);
   const int = (n: number) => Math.floor(r() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   const ops: Op[] = [];
@@ -70,27 +94,35 @@ export function generate(seed: number, length: number): Op[] {
         customer: int(2),
         client: r() < 0.15 ? int(2) : null,
         again: r() < 0.2,
+        follow: aim() < 0.6,
       }),
     ],
-    [14, () => ({ t: "event", ws: int(WORKSPACES), match: int(3), id: r() < 0.5 ? int(4) : null })],
+    [14, () => ({ t: "event", ws: int(WORKSPACES), match: int(3), id: r() < 0.5 ? int(4) : null, follow: aim() < 0.8 })],
     [12, () => ({ t: "advance", ms: pick(ADVANCES_MS) })],
     [20, () => ({ t: "deliver", all: r() < 0.7 })],
     [2, () => ({ t: "drop" })],
     [2, () => ({ t: "crash" })],
     [2, () => ({ t: "fault" })],
     [8, () => ({ t: "cron" })],
-    [5, () => ({ t: "erase", ws: int(WORKSPACES), pick: int(8) })],
+    [5, () => ({ t: "erase", ws: int(WORKSPACES), pick: int(8), taker: aim() < 0.8 })],
     [4, () => ({ t: "cancel", ws: int(WORKSPACES), pick: int(8), release: r() < 0.5 })],
     [3, () => ({ t: "startOver", ws: int(WORKSPACES), pick: int(8) })],
     [2, () => ({ t: "retry", ws: int(WORKSPACES), pick: int(8) })],
   ];
   const total = table.reduce((s, [w]) => s + w, 0);
+  let lastWs: number | null = null;
   for (let i = 0; i < length; i++) {
     let x = r() * total;
     for (const [w, make] of table) {
       x -= w;
       if (x < 0) {
-        ops.push(make());
+        const op = make();
+        // Operations stay in one workspace a while (so they meet: two waits, their event, an erasure).
+        if ("ws" in op) {
+          if (lastWs !== null && aim() < STAY) op.ws = lastWs;
+          lastWs = op.ws;
+        }
+        ops.push(op);
         break;
       }
     }

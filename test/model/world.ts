@@ -205,6 +205,8 @@ export class World {
     string,
     { payload: unknown; client: number | null; identity: string; note: string; order: string | null }
   >();
+  /** The order index the last wait trigger of each workspace named (`follow` aims at it). */
+  readonly lastWaitOrder = new Map<number, number>();
   readonly log: string[] = [];
   private keys = 0;
   private notes = 0;
@@ -308,7 +310,7 @@ export class World {
       case "cron":
         return this.cron();
       case "erase":
-        return this.erase(op.ws, op.pick);
+        return this.erase(op.ws, op.pick, op.taker);
       case "cancel": {
         const id = this.pick(op.ws, op.pick);
         if (!id) return;
@@ -336,9 +338,14 @@ export class World {
       ({ payload, client, identity, note, order } = last);
     } else {
       note = `note-${this.run}-${++this.notes}-${crypto.randomUUID().slice(0, 6)}`;
-      order = op.order === null ? null : this.order(op.order);
-      payload = { ...(order === null ? {} : { order: { id: order, total: 10 } }), customer: `c${op.customer}`, note };
-      const value = client !== null ? `client:${client}` : op.wf === "charge" ? `order:${order}` : `customer:c${op.customer}`;
+      // `follow`: the order an open wait waits for, as the other customer (a second wait on the same event).
+      const followed = op.follow && op.wf !== "charge" && op.order !== null ? await this.waited(op.ws) : undefined;
+      const index = followed?.order ?? op.order;
+      const customer = followed && followed.customer !== null ? (followed.customer + 1) % 2 : op.customer;
+      if (op.wf !== "charge" && index !== null) this.lastWaitOrder.set(op.ws, index);
+      order = index === null ? null : this.order(index);
+      payload = { ...(order === null ? {} : { order: { id: order, total: 10 } }), customer: `c${customer}`, note };
+      const value = client !== null ? `client:${client}` : op.wf === "charge" ? `order:${order}` : `customer:c${customer}`;
       identity = `${op.ws}/${op.wf}/${value}`;
       this.lastPayload.set(slot, { payload, client, identity, note, order });
     }
@@ -369,7 +376,7 @@ export class World {
   }
 
   private async event(op: Extract<Op, { t: "event" }>): Promise<void> {
-    const match = this.order(op.match);
+    const match = this.order((op.follow ? (await this.waited(op.ws))?.order : undefined) ?? op.match);
     const body = { name: "paid", match, ...(op.id === null ? {} : { id: `ev-${op.id}` }), data: { order: match } };
     const res = await this.scoped(op.ws, () => this.call(op.ws, "POST", "/v1/events", body));
     if (res.status >= 500) throw new Violation("no 5xx", `event answered ${res.status}: ${await res.text()}`);
@@ -463,10 +470,66 @@ export class World {
     await reap(defaultRuntime(se, { reapEveryMs: null }));
   }
 
+  /**
+   * The order index of the ws's oldest open, unserved wait, with its customer; else of its last wait
+   * trigger (customer unknown).
+   */
+  private async waited(ws: number): Promise<{ order: number; customer: number | null } | undefined> {
+    const row = await this.dbOf(ws)
+      .prepare(
+        `SELECT w.match_value, json_extract(x.payload, '$.customer') AS customer
+         FROM event_waits w JOIN executions x ON x.id = w.execution_id
+         WHERE w.workspace = ?1 AND w.timed_out = 0 AND w.timeout_at > ?2
+           AND NOT EXISTS (SELECT 1 FROM event_consumptions c WHERE c.wait_key = w.wait_key)
+         ORDER BY w.registered_at LIMIT 1`,
+      )
+      .bind(this.names[ws], this.t)
+      .first<{ match_value: string; customer: unknown }>();
+    const prefix = `${this.tag}-o`;
+    const value = row ? (JSON.parse(row.match_value) as unknown) : null;
+    if (typeof value === "string" && value.startsWith(prefix)) {
+      const customer = typeof row?.customer === "string" ? Number(row.customer.slice(1)) : null;
+      return { order: Number(value.slice(prefix.length)), customer };
+    }
+    const order = this.lastWaitOrder.get(ws);
+    return order === undefined ? undefined : { order, customer: null };
+  }
+
   /** The ws's `pick`-th execution the model knows of (erased ones included: the engine must answer them sanely). */
   private pick(ws: number, pick: number): string | undefined {
     const ids = [...this.known].filter(([, k]) => k.ws === ws).map(([id]) => id);
     return ids.length === 0 ? undefined : ids[pick % ids.length];
+  }
+
+  /**
+   * The ws's `pick`-th execution (not erased) that took an event — of those, one whose event another
+   * execution took too (a broadcast, or a `one` wait beside `all` ones) when there is one.
+   */
+  private async pickTaker(opWs: number, pick: number): Promise<{ ws: number; id: string } | undefined> {
+    let fallback: { ws: number; id: string } | undefined;
+    for (let i = 0; i < WORKSPACES; i++) {
+      const ws = (opWs + i) % WORKSPACES;
+      const found = await this.takerIn(ws, pick);
+      if (found?.shared) return { ws, id: found.id };
+      if (found && !fallback && ws === opWs) fallback = { ws, id: found.id };
+    }
+    return fallback;
+  }
+
+  private async takerIn(ws: number, pick: number): Promise<{ id: string; shared: boolean } | undefined> {
+    const { results } = await this.dbOf(ws)
+      .prepare(
+        `SELECT c.execution_id, (SELECT count(*) FROM event_consumptions o WHERE o.event_rowid = c.event_rowid) AS takers
+         FROM event_consumptions c JOIN event_waits w ON w.wait_key = c.wait_key
+         JOIN executions x ON x.id = c.execution_id AND x.status <> 'RUNNING'
+         WHERE w.workspace = ?1 ORDER BY c.execution_id`,
+      )
+      .bind(this.names[ws])
+      .all<{ execution_id: string; takers: number }>();
+    const takers = results.filter((r) => this.known.get(r.execution_id)?.erased === false);
+    const shared = takers.filter((r) => r.takers > 1);
+    const from = shared.length > 0 ? shared : takers;
+    return from.length === 0 ? undefined : { id: from[pick % from.length]!.execution_id, shared: shared.length > 0 };
   }
 
   private async startOver(ws: number, pick: number): Promise<void> {
@@ -499,8 +562,10 @@ export class World {
     if (res.status >= 500) throw new Violation("no 5xx", `retry answered ${res.status}: ${await res.text()}`);
   }
 
-  private async erase(ws: number, pick: number): Promise<void> {
-    const id = this.pick(ws, pick);
+  private async erase(opWs: number, pick: number, taker = false): Promise<void> {
+    const aimed = taker ? await this.pickTaker(opWs, pick) : undefined;
+    const ws = aimed?.ws ?? opWs;
+    const id = aimed?.id ?? this.pick(ws, pick);
     if (!id) return;
     const before = await this.dump();
     const res = await this.scoped(ws, () => this.call(ws, "DELETE", `/v1/executions/${id}`, undefined, true));
