@@ -94,4 +94,20 @@ describe("model regressions (issue 41)", () => {
       ]);
     },
   );
+
+  it(
+    "finding 3, as random runs reach it (CI seed 5, shrunk): the other taker's consumption outlives no event",
+    { timeout: 60_000 },
+    async () => {
+      await holds([
+        { ...trigger(1, "waitAll", 0, 0), follow: true },
+        { ...trigger(1, "waitAll", 1, 1), follow: true },
+        deliverAll,
+        { t: "event", ws: 1, match: 0, id: 2, follow: false },
+        deliverAll,
+        { t: "deliver", all: false },
+        { t: "erase", ws: 1, pick: 0, taker: true },
+      ]);
+    },
+  );
 });
