@@ -19,7 +19,8 @@ async function holds(ops: Op[]): Promise<void> {
   expect(found && `${found.violation.message} (at operation ${found.at})`).toBeNull();
 }
 
-const trigger = (ws: number, wf: "charge" | "waitOne" | "waitAll", order: number, customer = 0, again = false): Op => ({
+type TriggerOp = Extract<Op, { t: "trigger" }>;
+const trigger = (ws: number, wf: "charge" | "waitOne" | "waitAll", order: number, customer = 0, again = false): TriggerOp => ({
   t: "trigger",
   ws,
   wf,
