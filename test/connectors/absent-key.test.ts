@@ -15,6 +15,7 @@ import demoPayments from "../../connectors/demo-payments.json";
 import { keyPartsOf } from "../../src/definitions/key-parts";
 import { getWorkflow } from "../../src/definitions/store";
 import { callApp, chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "../steps/helpers";
+import { charging } from "./helpers";
 
 beforeEach(() => {
   for (const level of ["warn", "error", "info", "log"] as const) vi.spyOn(console, level).mockImplementation(() => {});
@@ -23,35 +24,15 @@ afterEach(() => vi.restoreAllMocks());
 
 const WS = "dev";
 
-/** entry → charge through `connector` (POST /charges, keyed on the order id), as docs/connectors.md shows it. */
-function charging(connector: string, id = unique("wf")) {
-  return {
-    id,
-    vertices: [
-      { id: "received", type: "ENTRY_POINT", config: {} },
-      {
-        id: "charge",
-        type: "GATEWAY",
-        config: {
-          connector,
-          operation: "charge",
-          method: "POST",
-          path: "/charges",
-          keyFields: { order: "= payload.order.id" },
-          body: "= { 'order': payload.order.id, 'amount': payload.order.total }",
-        },
-      },
-    ],
-    edges: [{ from: "received", to: "charge" }],
-  };
-}
+/** The charge as docs/connectors.md shows it: the order and its amount. */
+const CHARGE_BODY = "= { 'order': payload.order.id, 'amount': payload.order.total }";
 
 const json = async (response: Response) => (await response.json()) as Record<string, unknown>;
 
 async function saveThrough(h: Harness, connector: Record<string, unknown>): Promise<string> {
   const name = connector.name as string;
   expect((await callApp(h, "PUT", `/v1/connectors/${name}`, { body: connector })).status).toBeLessThan(300);
-  const wf = charging(name);
+  const wf = charging(name, { body: CHARGE_BODY });
   expect((await callApp(h, "PUT", `/v1/workflows/${wf.id}`, { body: wf })).status).toBe(201);
   return wf.id;
 }
@@ -159,7 +140,7 @@ describe("a key never collapses on absent data", () => {
     const name = unique("pay");
     const connector = { ...demoPayments, name, key: { profile: "stripe", rule: { fields: ["order", "line"], format: "plain" } } };
     expect((await callApp(h, "PUT", `/v1/connectors/${name}`, { body: connector })).status).toBe(201);
-    const wf = charging(name);
+    const wf = charging(name, { body: CHARGE_BODY });
     (wf.vertices[1]!.config as Record<string, unknown>).keyFields = { order: "= payload.order.id", line: "" };
     const viaConnector = await callApp(h, "PUT", `/v1/workflows/${wf.id}`, { body: wf });
     expect(viaConnector.status).toBe(422);

@@ -13,6 +13,7 @@ import { validateConnector } from "../../src/connectors/validate";
 import { validateFiles } from "../../src/cli/validate";
 import { getWorkflow } from "../../src/definitions/store";
 import { callApp, executionStatus, harness, stepsOf, unique, type Harness } from "../steps/helpers";
+import { charging } from "./helpers";
 
 beforeEach(() => {
   for (const level of ["warn", "error", "info", "log"] as const) vi.spyOn(console, level).mockImplementation(() => {});
@@ -31,30 +32,6 @@ function payments(name: string, more: Record<string, unknown> = {}) {
     headers: { "Content-Type": "application/json" },
     key: { profile: "stripe", rule: { fields: ["order"], format: "plain" } },
     ...more,
-  };
-}
-
-/** entry → charge through `connector` (POST /charges, keyed on the order id). */
-function charging(connector: string, step: Record<string, unknown> = {}, id = unique("wf")) {
-  return {
-    id,
-    vertices: [
-      { id: "received", type: "ENTRY_POINT", config: {} },
-      {
-        id: "charge",
-        type: "GATEWAY",
-        config: {
-          connector,
-          operation: "charge",
-          method: "POST",
-          path: "/charges",
-          keyFields: { order: "= payload.order.id" },
-          body: "= { 'order': payload.order.id }",
-          ...step,
-        },
-      },
-    ],
-    edges: [{ from: "received", to: "charge" }],
   };
 }
 
