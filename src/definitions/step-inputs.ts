@@ -1,6 +1,6 @@
 /**
  * What each step can read: the other steps' outputs (and whether the payload) its expressions can
- * reach. A step's claim loads only those (src/ledger/steps.ts `readStepInputs`), so a workflow
+ * reach. A step's claim loads only those (src/ledger/step-inputs.ts `readStepInputs`), so a workflow
  * with many large outputs does not rebuild all of them into one value on every claim — D1 refuses
  * values and rows over 2,000,000 bytes (SPEC section 11).
  *

@@ -1,7 +1,7 @@
 /**
  * Every attempt of a step on record (migrations/0010): one row per (execution, vertex, epoch),
- * bounded per step and in size. The statements are private to the ledger: ./steps.ts places them
- * in the batches that already run, so no path gains a round trip —
+ * bounded per step and in size. The statements are private to the ledger: the step modules place
+ * them in the batches that already run, so no path gains a round trip —
  * - the claim batch (`claimAndLoad`): `markLostAttempts`, `openAttempt`, `trimAttempts`;
  * - the key persist batch (`persistIdempotencyKey`): `recordAttemptKey`;
  * - the batch that ends the attempt (`settleAndDispatch`, `scheduleRetry`,

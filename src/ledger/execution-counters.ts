@@ -1,7 +1,8 @@
 /**
  * The execution's "duplicates stopped" counters (migrations/0012), each maintained by one statement
  * in a batch that already stops the duplicate — no round trip of its own. Private to the ledger:
- * ./steps.ts places them. (The trigger's count, `duplicate_deliveries`, is the start batch's.)
+ * the step batches (./step-claim.ts, ./step-settle.ts, ./step-schedule.ts) place them. (The
+ * trigger's count, `duplicate_deliveries`, is the start batch's.)
  */
 import { CLAIMABLE, fenceParams, SETTLED, STEP_FENCE, WAITING, type Fence, type StepRef } from "./step-sql";
 

@@ -32,36 +32,15 @@ export {
   type TriggerKind,
 } from "./executions";
 
-// A worker's step transitions: claim (+ context), fenced writes, settle-and-dispatch, retry.
-export {
-  claimAndLoad,
-  extendLease,
-  IN_PROGRESS_MARK,
-  loadStepInputs,
-  MAX_STEP_INPUT_BYTES,
-  parkStep,
-  persistIdempotencyKey,
-  scheduleInProgressRecheck,
-  scheduleRetry,
-  settleAndDispatch,
-  type ClaimAndLoadOptions,
-  type ClaimAndLoadResult,
-  type ClaimedStep,
-  type DescendantPlan,
-  type Fence,
-  type PersistedKey,
-  type RetryInput,
-  type ScheduledRetry,
-  type SettleInput,
-  type SettleOutcome,
-  type SettleResult,
-  type StepEventType,
-  type StepInputs,
-  type StepInputsBound,
-  type StepRef,
-  type StepRun,
-  type StepState,
-} from "./steps";
+// A worker's step transitions: the claim (+ context, inputs) and its lease, the key's persistence,
+// settle-and-dispatch, and the waits (retry, in-progress re-check, park).
+export { claimAndLoad, extendLease, type ClaimAndLoadOptions, type ClaimAndLoadResult, type ClaimedStep, type StepRun } from "./step-claim";
+export { loadStepInputs, MAX_STEP_INPUT_BYTES, type StepInputs, type StepInputsBound } from "./step-inputs";
+export { persistIdempotencyKey, type PersistedKey } from "./step-key";
+export { settleAndDispatch, type DescendantPlan, type SettleInput, type SettleOutcome, type SettleResult } from "./step-settle";
+export { parkStep, scheduleInProgressRecheck, scheduleRetry, type RetryInput, type ScheduledRetry } from "./step-schedule";
+export { IN_PROGRESS_MARK, type StepEventType } from "./step-events";
+export type { Fence, StepRef, StepState } from "./step-sql";
 
 // Every attempt of a step on record (written inside the step batches above; read with the trace).
 export {

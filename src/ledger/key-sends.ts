@@ -2,7 +2,7 @@
  * The destination keys' first sends (migrations/0008): per workspace, key and destination (the
  * URL's origin), when the key was first sent and where the destination's retention counts from.
  * The retention guard (src/steps/gateway/retention.ts) reads them; three places write them:
- * - the first attempt's key persist (./steps.ts `persistIdempotencyKey`), in the same batch;
+ * - the first attempt's key persist (./step-key.ts `persistIdempotencyKey`), in the same batch;
  * - `recordKeySend`, for a key persisted before this table existed or sent to a new destination;
  * - an operator retry that acknowledges the destination may have forgotten the key
  *   (./operator.ts): `counted_from` moves to the retry, `first_sent_at` stays.

@@ -10,7 +10,7 @@ import { KEY_MAY_BE_FORGOTTEN_MARK } from "./key-sends";
 import { NEXT_ATTEMPT_SEQ, STEP_EVENT_MARK } from "./attempts";
 import type { StepRef } from "./step-sql";
 import type { ExecutionStatus } from "./executions";
-import type { StepState } from "./steps";
+import type { StepState } from "./step-sql";
 
 export type OperatorRetryResult =
   | { retried: true; acknowledged: boolean }

@@ -11,7 +11,8 @@ import { keySendsColumn } from "./key-sends";
 import type { ChangePosition } from "./execution-changes";
 import type { ExecutionStatus } from "./executions";
 import type { ScheduleRunStatus } from "./schedule-runs";
-import type { StepEventType, StepState } from "./steps";
+import type { StepEventType } from "./step-events";
+import type { StepState } from "./step-sql";
 
 export interface ExecutionRecord {
   id: string;

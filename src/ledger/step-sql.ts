@@ -1,7 +1,9 @@
 /**
- * SQL fragments the step modules share (private to src/ledger): the fence, what "claimable" and
- * "waiting" mean, and how a time renders in an event detail.
+ * SQL fragments the step modules share (private to src/ledger, but for the types): a step's
+ * states, the fence, what "claimable" and "waiting" mean, and how a time renders in an event detail.
  */
+
+export type StepState = "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "SKIPPED" | "CANCELLED";
 
 export interface StepRef {
   executionId: string;

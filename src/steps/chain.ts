@@ -66,7 +66,7 @@ export const CHAIN_MARGIN_MS = 2_000;
 export const QUERIES_PER_STEP = 40;
 
 /**
- * Statements of one settle batch (src/ledger/steps.ts `settleAndDispatch`) without its chained
+ * Statements of one settle batch (src/ledger/step-settle.ts `settleAndDispatch`) without its chained
  * claim, which the offer counts: five fixed, the finish, a backfill and a fan-in decision per vertex
  * at most, and a margin. What a queue message still holds back once it settles.
  */

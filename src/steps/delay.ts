@@ -3,7 +3,7 @@
  * expression computes, holding nothing. The wake time is computed once — `for` from the step's
  * dispatch (its `created_at`, the same on every claim), `until` from the first run's evaluation —
  * and persisted with the park (`wake_at`), so a takeover or a resume never recomputes it. Its time
- * not come: the step parks until then (src/ledger/steps.ts `parkStep`); come: it completes with
+ * not come: the step parks until then (src/ledger/step-schedule.ts `parkStep`); come: it completes with
  * when it was meant to wake and when it did.
  */
 import { durationMs, MAX_DURATION_MS, type DelayVertex } from "../definitions/schema";

@@ -7,7 +7,7 @@
  * decision propagates until nothing more can be decided.
  *
  * Used by ingress for the start batch, where only the entry point has settled. The settle batch
- * makes the same decision in SQL (`decideStep` in src/ledger/steps.ts), because there two
+ * makes the same decision in SQL (`decideStep` in src/ledger/step-settle.ts), because there two
  * predecessors settling concurrently must see each other's rows.
  */
 import { EXPRESSION_PREFIX, type WorkflowDefinition } from "../definitions/schema";

@@ -1,5 +1,5 @@
 /**
- * The settle's chained claim is made at the successor's insert (src/ledger/steps.ts `decideStep`)
+ * The settle's chained claim is made at the successor's insert (src/ledger/step-settle.ts `decideStep`)
  * and only there: a successor already on record — DISPATCHED, its message sent, maybe delivered
  * to another worker — is never claimed by a later decision of it, even one whose own claim
  * condition holds (the settle's fence, no other chained claim in the batch). The chain-claim test

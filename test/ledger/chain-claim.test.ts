@@ -1,7 +1,7 @@
 /**
  * Two ledger rules of the settle batch, tested directly against the real D1 with rows
- * the engine wrote: the chained claim takes only a step the settle inserts (src/ledger/steps.ts `decideStep`),
- * and a fan-in decision made again is a no-op, never a batch error (src/ledger/steps.ts `decideStep`).
+ * the engine wrote: the chained claim takes only a step the settle inserts (src/ledger/step-settle.ts `decideStep`),
+ * and a fan-in decision made again is a no-op, never a batch error (src/ledger/step-settle.ts `decideStep`).
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";

@@ -1,0 +1,52 @@
+/**
+ * The destination key's persistence for a step: computed at the first attempt, stored once on
+ * the step and its attempt, its first send to the destination recorded (./key-sends.ts) — one
+ * fenced batch. Every later attempt sends the stored key (the claim returns it).
+ *
+ * Binds as every worker statement: ?1 execution id, ?2 vertex id, ?3 epoch, ?4 now, then the rest.
+ */
+import { recordAttemptKey } from "./attempts";
+import { LabelledBatch } from "./batch";
+import { upsertKeySend, type KeySend } from "./key-sends";
+import { fenceParams, STEP_FENCE, type Fence } from "./step-sql";
+
+/** The key a step sends, and when it was first sent to the destination it goes to. */
+export interface PersistedKey {
+  key: string;
+  send: KeySend;
+}
+
+/**
+ * `persistIdempotencyKey`: store the destination key computed at the first attempt (on the step
+ * and on the attempt's record) and record its first send to `destination` (the URL's origin) —
+ * one batch, fenced. The key is written only if none is stored, so it is written once per step
+ * and never changes; the value the row holds is the one to send. The send is recorded only if
+ * none is on record for this workspace, key and destination: a start over finds the time of the
+ * first execution's send. Null: fenced out.
+ */
+export async function persistIdempotencyKey(
+  db: D1Database,
+  fence: Fence,
+  key: string,
+  now: number,
+  destination: string,
+  guarded: boolean,
+): Promise<PersistedKey | null> {
+  const results = await new LabelledBatch<"key" | "attempt" | "send">(db)
+    .add(
+      "key",
+      db
+        .prepare(
+          `UPDATE steps SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
+           WHERE ${STEP_FENCE}
+           RETURNING idempotency_key`,
+        )
+        .bind(...fenceParams(fence), now, key),
+    )
+    .add("attempt", recordAttemptKey(db, fence))
+    .add("send", upsertKeySend(db, fence, now, destination, guarded))
+    .run();
+  const stored = results.first<{ idempotency_key: string }>("key");
+  const send = results.first<KeySend>("send");
+  return stored && send ? { key: stored.idempotency_key, send } : null;
+}
