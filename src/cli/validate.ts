@@ -5,7 +5,7 @@
  * `validateDefinition` (PUT /v1/workflows). This module is pure (no file system) so the tests run
  * it in workerd; scripts/validate.mjs reads the files and wrangler.toml, and sets the exit code.
  */
-import { resolveConnectors } from "../connectors/resolve";
+import { authorsErrors, resolveConnectors } from "../connectors/resolve";
 import type { StoredConnector } from "../connectors/schema";
 import { validateConnector } from "../connectors/validate";
 import { asRecord } from "../definitions/errors";
@@ -79,11 +79,8 @@ export function validateFiles(files: SourceFile[], options: ValidateFilesOptions
     }
     const resolution = resolveConnectors(file.json, connectors);
     const result = validateDefinition(resolution.document, options);
-    for (const e of resolution.errors) lines.push(line(file.path, e));
-    if (!result.ok) {
-      for (const e of result.errors) lines.push(line(file.path, e));
-      continue;
-    }
+    for (const e of authorsErrors(resolution, result.ok ? [] : result.errors)) lines.push(line(file.path, e));
+    if (!result.ok) continue;
     for (const w of result.warnings) {
       lines.push(line(file.path, w, " (warning)"));
       warningCount++;

@@ -37,6 +37,15 @@ export interface Resolution {
   /** The document with every connector step resolved (a copy; the input is not changed). */
   document: unknown;
   errors: ValidationError[];
+  /** Members the resolution built, and what of the author's each came from (`authorsErrors` points there). */
+  origins: Origin[];
+}
+
+/** A member of the resolved document (`resolved`, a pointer) made from the author's `author`; `note` says how. */
+export interface Origin {
+  resolved: string;
+  author: string;
+  note: string;
 }
 
 /**
@@ -49,7 +58,8 @@ export function resolveConnectors(
   options: { allowlist?: string } = {},
 ): Resolution {
   const errors: ValidationError[] = [];
-  if (!isJsonObject(document) || !Array.isArray(document.vertices)) return { document, errors };
+  const origins: Origin[] = [];
+  if (!isJsonObject(document) || !Array.isArray(document.vertices)) return { document, errors, origins };
   const vertices = document.vertices.map((raw: unknown, i: number) => {
     const at = (...path: Array<string | number>) =>
       ["", "vertices", i, "config", ...path].map((t) => String(t).replace(/~/g, "~0").replace(/\//g, "~1")).join("/");
@@ -93,9 +103,9 @@ export function resolveConnectors(
         message: `connector "${name}" calls ${connector.definition.baseUrl}, whose host is not on OUTBOUND_ALLOWLIST; add it there`,
       });
     }
-    return { ...raw, config: resolveStep(raw.config, connector, at, errors) };
+    return { ...raw, config: resolveStep(raw.config, connector, at, errors, origins) };
   });
-  return { document: { ...document, vertices }, errors };
+  return { document: { ...document, vertices }, errors, origins };
 }
 
 type At = (...path: Array<string | number>) => string;
@@ -103,7 +113,13 @@ type At = (...path: Array<string | number>) => string;
 /** The schema's default of `writes`, for a connector read without its defaults. */
 const DEFAULT_WRITES: readonly string[] = ["POST", "PUT", "PATCH", "DELETE"];
 
-function resolveStep(step: Record<string, unknown>, stored: StoredConnector, at: At, errors: ValidationError[]): Record<string, unknown> {
+function resolveStep(
+  step: Record<string, unknown>,
+  stored: StoredConnector,
+  at: At,
+  errors: ValidationError[],
+  origins: Origin[],
+): Record<string, unknown> {
   const c = stored.definition;
   for (const owned of ["url", "idempotencyKey", "verify"]) {
     if (hasOwnMember(step, owned)) {
@@ -120,7 +136,7 @@ function resolveStep(step: Record<string, unknown>, stored: StoredConnector, at:
   const method = typeof step.method === "string" ? step.method : "";
   const write = ((c.writes as readonly string[] | undefined) ?? DEFAULT_WRITES).includes(method);
   const url = urlOf(c.baseUrl, step.path, at, errors);
-  const key = write && c.key ? keyOf(c, step, at, errors) : undefined;
+  const key = write && c.key ? keyOf(c, step, at, errors, origins) : undefined;
   checkHeaders(c, step, key, at, errors);
   checkBody(step, key, at, errors);
 
@@ -133,6 +149,10 @@ function resolveStep(step: Record<string, unknown>, stored: StoredConnector, at:
   if (!hasOwnMember(step, "retry") && c.retry) resolved.retry = c.retry;
   if (!hasOwnMember(step, "timeoutMs") && c.timeoutMs !== undefined) resolved.timeoutMs = c.timeoutMs;
   resolved.connector = { name: c.name, version: stored.version, ...(typeof operation === "string" ? { operation } : {}) };
+  origins.push(
+    { resolved: at("url"), author: at("path"), note: `the URL is connector "${c.name}"'s base and \`path\`` },
+    { resolved: at("verify"), author: at("connector"), note: `the verify probe is connector "${c.name}"'s` },
+  );
   return resolved;
 }
 
@@ -166,6 +186,7 @@ function keyOf(
   step: Record<string, unknown>,
   at: At,
   errors: ValidationError[],
+  origins: Origin[],
 ): DestinationKeyDeclaration | undefined {
   const { rule, ...where } = c.key!;
   let value: string;
@@ -210,6 +231,11 @@ function keyOf(
       rule.format === "plain"
         ? `= ${[JSON.stringify(`${operation}-`), ...parts.flatMap((p, i) => (i === 0 ? [p] : ['"-"', p]))].join(" & ")}`
         : `= $idempotencyKey(${[JSON.stringify(operation), ...parts].join(", ")})`;
+    origins.push({
+      resolved: at("idempotencyKey", "value"),
+      author: at("keyFields", ...keyFieldAt(rule.fields, fields)),
+      note: `connector "${c.name}" makes this step's key from \`operation\` and \`keyFields\` as \`${value}\``,
+    });
   }
   return { value, ...where } as DestinationKeyDeclaration;
 }
@@ -286,4 +312,39 @@ function gatewaySteps(document: unknown): Array<{ config: Record<string, unknown
   return document.vertices.flatMap((v: unknown) =>
     isJsonObject(v) && v.type === "GATEWAY" && isJsonObject(v.config) ? [{ config: v.config as Record<string, unknown> }] : [],
   );
+}
+
+/** The one key field an error about the key is about: the only field, or the only literal one; else none (`keyFields` itself). */
+function keyFieldAt(names: readonly string[], fields: Record<string, unknown>): string[] {
+  if (names.length === 1) return [names[0]!];
+  const literal = names.filter((f) => {
+    const value = ownMember(fields, f);
+    return !(typeof value === "string" && value.startsWith("="));
+  });
+  return literal.length === 1 ? [literal[0]!] : [];
+}
+
+const within = (pointer: string, prefix: string) => pointer === prefix || pointer.startsWith(`${prefix}/`);
+
+/**
+ * One mistake, one error, at what the author wrote: validation's errors on the resolved document
+ * (`validation`) are taken back to the author's member each resolved member came from (a key the
+ * connector made from `keyFields` → that field), and dropped where the resolution already refused
+ * that member (a header override: not also a duplicate header or a second key header; an unknown
+ * connector: not also an unresolved one). The resolution's errors come first.
+ */
+export function authorsErrors(resolution: Resolution, validation: readonly ValidationError[]): ValidationError[] {
+  const refused = resolution.errors.map((e) => e.pointer);
+  const seen = new Set<string>();
+  const out: ValidationError[] = [...resolution.errors];
+  for (const e of validation) {
+    const origin = resolution.origins.find((o) => within(e.pointer, o.resolved));
+    const error = origin ? { ...e, pointer: origin.author, message: `${origin.note}: ${e.message}` } : e;
+    if (refused.some((p) => within(error.pointer, p) || within(e.pointer, p))) continue;
+    const id = `${error.pointer}\u0000${error.code}\u0000${error.message}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    out.push(error);
+  }
+  return out;
 }

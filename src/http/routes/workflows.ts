@@ -23,7 +23,7 @@ import { entryPointOf } from "../../definitions/schema";
 import { WorkflowListQuery, WorkflowReadQuery } from "../openapi/requests";
 import { parseQuery } from "../query-params";
 import { recentScheduleRuns, type ScheduleRunRecord } from "../../ledger";
-import { connectorNamesOf, resolveConnectors } from "../../connectors/resolve";
+import { authorsErrors, connectorNamesOf, resolveConnectors } from "../../connectors/resolve";
 import { latestConnectors } from "../../connectors/store";
 import { connectorProblems } from "../../connectors/problems";
 import { keylessWritesRefused } from "../../definitions/keyless-writes";
@@ -46,7 +46,7 @@ workflowRoutes.put("/:workflowId", requireWorkspace, async (c) => {
   const connectors = await latestConnectors(c.env.DB, workspace, connectorNamesOf(json));
   const resolution = resolveConnectors(json, connectors, { allowlist });
   const result = validateDefinition(resolution.document, { crons: configuredCrons(c.env) });
-  const errors: ValidationError[] = [...resolution.errors, ...(result.ok ? [] : result.errors)];
+  const errors: ValidationError[] = authorsErrors(resolution, result.ok ? [] : result.errors);
   const bodyId = asRecord(json)?.id;
   if (bodyId !== workflowId) {
     errors.unshift({
