@@ -534,6 +534,8 @@ export interface components {
             removedAt?: string | null;
             /** @description execution-not-retained / execution-removed: whether its trace is in the archive */
             archived?: boolean;
+            /** @description execution-not-retained: what its tombstone keeps (workflow, final status, when created, finished and removed) */
+            tombstone?: components["schemas"]["RemovedExecution"];
             /** @description execution-chain-running: the RUNNING members of the chain */
             running?: string[];
             /** @description execution-chain-too-long: the most members one erasure takes */

@@ -13,7 +13,29 @@ export interface RemovedExecution {
   reason: "retention" | "erased";
   removedAt: number;
   archived: boolean;
+  /** The rest of the tombstone, when read whole (src/ledger/history.ts `readTombstone`): the 404's `tombstone`. */
+  workflowId?: string;
+  status?: "COMPLETED" | "FAILED" | "CANCELLED";
+  createdAt?: number;
+  finishedAt?: number;
 }
+
+/** What the tombstone keeps, as the answer shows it (the schema's `RemovedExecution`). */
+const tombstoneOf = (t: RemovedExecution) =>
+  t.workflowId === undefined
+    ? {}
+    : {
+        tombstone: {
+          executionId: t.id,
+          workflowId: t.workflowId,
+          status: t.status,
+          createdAt: isoTime(t.createdAt ?? null),
+          finishedAt: isoTime(t.finishedAt ?? null),
+          removedAt: isoTime(t.removedAt),
+          reason: t.reason,
+          archived: t.archived,
+        },
+      };
 
 /** "removed by retention on <date>" / "erased on request on <date>". */
 const removal = (t: RemovedExecution): string =>
@@ -155,7 +177,7 @@ export const executionProblems = {
               ? "; its trace is in the archive, but this deployment has no ARCHIVE bucket bound to read it from."
               : "; its trace was archived, but the archive object is missing.") +
         " See docs/history.md for the retention that applied.",
-      extensions: { executionId: t.id, reason: t.reason, removedAt: isoTime(t.removedAt), archived: t.archived },
+      extensions: { executionId: t.id, reason: t.reason, removedAt: isoTime(t.removedAt), archived: t.archived, ...tombstoneOf(t) },
     }),
   /** Retry, start over or cancel (or the event stream) of a removed execution: it is read-only. */
   executionRemoved: (t: RemovedExecution) =>

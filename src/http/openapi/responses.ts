@@ -161,6 +161,10 @@ export const Problem = z
       .describe("execution-not-retained / execution-removed: removed by the retention sweep, or erased on request"),
     removedAt: MaybeTime.optional().describe("execution-not-retained / execution-removed: when its rows were removed"),
     archived: z.boolean().optional().describe("execution-not-retained / execution-removed: whether its trace is in the archive"),
+    tombstone: z
+      .lazy(() => RemovedExecution)
+      .optional()
+      .describe("execution-not-retained: what its tombstone keeps (workflow, final status, when created, finished and removed)"),
     running: z.array(z.string()).optional().describe("execution-chain-running: the RUNNING members of the chain"),
     limit: Count.optional().describe("execution-chain-too-long: the most members one erasure takes"),
     unknown: z.array(z.string()).optional().describe("query-parameter-unknown: the query parameters the route does not read"),
