@@ -1,6 +1,7 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { buildD1Template } from "./test/d1-template.ts";
+import { loadWorkflowFiles } from "./test/workflows/bundle.mjs";
 
 /** The test values of the Worker secrets wrangler.toml requires (never real keys). */
 const TEST_SECRETS = {
@@ -81,6 +82,9 @@ export default defineConfig(async () => {
           bindings: {
             TEST_MIGRATIONS: migrations,
             TEST_D1_TEMPLATE: template,
+            // Scenario, workflow and connector files for the scenario runner (workerd has no filesystem).
+            TEST_WORKFLOW_FILES: loadWorkflowFiles(process.cwd()),
+            SCENARIO_VERBOSE: process.env.SCENARIO_VERBOSE ?? "",
             ...TEST_SECRETS,
             // Step chaining is on in wrangler.toml. The unit tests run steps through their harness (its
             // clock, destination and queue), so a route's inline run with the production runtime is off

@@ -1,5 +1,6 @@
 import type { D1Migration } from "cloudflare:test";
 import type { D1Template } from "./d1-template";
+import type { WorkflowFiles } from "./workflows/bundle.mjs";
 
 declare global {
   namespace Cloudflare {
@@ -11,6 +12,10 @@ declare global {
       TEST_DB_IS_SHARD?: string;
       /** Shard 0's database, in project `shard-1` (where `env.DB` is shard 1's). */
       TEST_SHARD_0?: D1Database;
+      /** Scenario, workflow and connector files for the scenario runner (test/workflows/bundle.ts). */
+      TEST_WORKFLOW_FILES: WorkflowFiles;
+      /** "1": the scenario runner keeps the engine's log lines (`npm run test:workflows -- --verbose`). */
+      SCENARIO_VERBOSE?: string;
     }
   }
 }

@@ -8,6 +8,7 @@ import { chainConfigFromEnv, type ChainBudget, type ChainConfig } from "./chain"
 import type { QueryReservation } from "../lib/query-count";
 import type { StepMessage } from "./messages";
 import { clockOf } from "../lib/clock";
+import { outboundFetchOf } from "../lib/outbound-fetch";
 
 export interface StepQueue {
   send(body: StepMessage, options?: QueueSendOptions): Promise<void>;
@@ -63,7 +64,7 @@ export function defaultRuntime(env: Env, overrides: Partial<StepRuntime> = {}): 
     db: env.DB,
     queue: env.QUEUE as unknown as StepQueue,
     env,
-    fetch: (input, init) => fetch(input, init),
+    fetch: outboundFetchOf(env),
     now: clockOf(env),
     random: Math.random,
     leaseMs: DEFAULT_LEASE_MS,
