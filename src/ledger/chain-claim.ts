@@ -1,6 +1,6 @@
 /**
  * The chained claim's shapes. A batch that already runs — the start of an execution
- * (./executions.ts `insertStartSteps`) or the settle of a step (./step-settle.ts `decideStep`) — inserts
+ * (./start-steps.ts `insertStartSteps`) or the settle of a step (./step-settle.ts `decideStep`) — inserts
  * ONE of the steps it makes ready already claimed, so the same invocation runs it at once instead
  * of sending it a queue message (src/steps/chain.ts). No claim statement runs: the row is inserted
  * as a claim leaves it (EXECUTING, epoch and attempt 1, the offer's lease), guarded by the batch's

@@ -11,7 +11,7 @@
  */
 import { LabelledBatch } from "./batch";
 import type { AttemptOutcome } from "./attempts";
-import type { ExecutionStatus } from "./executions";
+import type { ExecutionStatus } from "./execution-types";
 import type { StepEventType } from "./step-events";
 
 /** A place in the execution's change order: `[major, minor]` (see above). `[0, 0]` is before everything. */

@@ -18,9 +18,8 @@
  */
 
 // Starting executions (the trigger-identity claim and the start batch), and the identity sweep.
+export { startExecution } from "./executions";
 export {
-  startExecution,
-  sweepExpiredIdentities,
   WorkflowVersionChanged,
   type ExecutionStatus,
   type IdentityKind,
@@ -30,7 +29,8 @@ export {
   type StartOutcome,
   type StartPlan,
   type TriggerKind,
-} from "./executions";
+} from "./execution-types";
+export { sweepExpiredIdentities } from "./identity-sweep";
 
 // A worker's step transitions: the claim (+ context, inputs) and its lease, the key's persistence,
 // settle-and-dispatch, and the waits (retry, in-progress re-check, park).

@@ -3,14 +3,13 @@
  * running execution. Every action is scoped to the caller's workspace in SQL, so another
  * workspace's step or execution reads as not found. Both keep the rule that at most one execution
  * of a lineage (a chain of start overs, migrations/0009) is live, checked in the statement that
- * would break it (the start over's side is ./executions.ts `startOverGate`).
+ * would break it (the start over's side is ./start-source.ts `startOverGate`).
  */
 import { LabelledBatch } from "./batch";
 import { KEY_MAY_BE_FORGOTTEN_MARK } from "./key-sends";
 import { NEXT_ATTEMPT_SEQ, STEP_EVENT_MARK } from "./attempts";
-import type { StepRef } from "./step-sql";
-import type { ExecutionStatus } from "./executions";
-import type { StepState } from "./step-sql";
+import type { StepRef, StepState } from "./step-sql";
+import type { ExecutionStatus } from "./execution-types";
 
 export type OperatorRetryResult =
   | { retried: true; acknowledged: boolean }

@@ -9,7 +9,7 @@ import { LabelledBatch } from "./batch";
 import { selectList, type Columns } from "./columns";
 import { keySendsColumn } from "./key-sends";
 import type { ChangePosition } from "./execution-changes";
-import type { ExecutionStatus } from "./executions";
+import type { ExecutionStatus } from "./execution-types";
 import type { ScheduleRunStatus } from "./schedule-runs";
 import type { StepEventType } from "./step-events";
 import type { StepState } from "./step-sql";

@@ -12,7 +12,7 @@ import { markLostAttempts, openAttempt, trimAttempts } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { countClaim } from "./execution-counters";
-import type { ExecutionStatus } from "./executions";
+import type { ExecutionStatus } from "./execution-types";
 import { keySendsColumn } from "./key-sends";
 import { IN_PROGRESS_MARK } from "./step-events";
 import {

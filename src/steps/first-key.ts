@@ -1,6 +1,6 @@
 /**
  * The destination key of an execution's first step, computed by the trigger before its start
- * batch (src/ingress/start.ts). The batch inserts the step claimed with it (src/ledger/executions.ts
+ * batch (src/ingress/start.ts). The batch inserts the step claimed with it (src/ledger/start-steps.ts
  * `insertStartSteps`; its first send by the insert's trigger), so the inline run finds its key
  * persisted and its first send on record, and sends without a key-persist round trip of its own: three
  * round trips on the trigger-run happy path instead of four.

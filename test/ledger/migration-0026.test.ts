@@ -10,7 +10,7 @@ import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_RETENTION } from "../../src/history/retention";
 import { startExecution, type NewExecution, type StartPlan } from "../../src/ledger";
-import { CLAIM_SQL } from "../../src/ledger/executions";
+import { CLAIM_SQL } from "../../src/ledger/identity-claim";
 import { planOf, scansOf } from "../helpers/query-plans";
 import { migrationSql, runMigration as run, schemaBefore } from "../helpers/migrations";
 

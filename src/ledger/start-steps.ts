@@ -1,0 +1,136 @@
+/**
+ * The start batch's steps: every step decided at start in one insert — the entry, its successors
+ * and, with chaining, the first step the caller runs at once, inserted claimed with its key
+ * (./executions.ts runs it; ./start-source.ts says whose execution it is).
+ */
+import { CHAINED_CLAIM_COLUMNS, type ChainedClaim, type ChainOffer, type FirstStepKey } from "./chain-claim";
+import type { NewExecution, StartPlan } from "./execution-types";
+import type { Source } from "./start-source";
+
+/**
+ * One start step as `insertStartSteps` reads it from its JSON parameter: the candidate execution id
+ * it belongs to (`x`, null: any), the vertex, its state, the entry's `next_vertices` (`n`), and for
+ * a step claimed at its insert (`c` = 1, state EXECUTING) the destination key computed for it
+ * (`k`, for execution id `kx`), where the key goes (`d`) and whether it declares a retention (`g`).
+ */
+interface StartStepRow {
+  x: string | null;
+  v: string;
+  s: "COMPLETED" | "DISPATCHED" | "SKIPPED" | "EXECUTING";
+  c: 0 | 1;
+  n?: string;
+  k?: string;
+  kx?: string;
+  d?: string;
+  g?: 0 | 1;
+}
+
+/** The start steps' SQL text, per kind of source (built once each). */
+const START_STEPS_SQL = new Map<boolean, string>();
+
+function startStepsSql(source: Source): string {
+  const cached = START_STEPS_SQL.get(source.claim);
+  if (cached !== undefined) return cached;
+  const { table, mine } = source.at(6);
+  const keyed = (field: string) => `CASE WHEN j.value ->> 'kx' = src.execution_id THEN j.value ->> '${field}' END`;
+  const prior = (column: string) =>
+    `(SELECT ks.${column} FROM destination_key_sends ks
+       WHERE ks.workspace = steps.workspace AND ks.idempotency_key = steps.idempotency_key AND ks.destination = steps.key_destination)`;
+  const sql = `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until, idempotency_key,
+                          key_destination, key_guarded, output, next_vertices, created_at, updated_at, finished_at)
+       SELECT src.execution_id, j.value ->> 'v', ?1, j.value ->> 's', j.value ->> 'c', j.value ->> 'c', ?2,
+              CASE WHEN j.value ->> 'c' = 1 THEN ?2 + ?3 END, ${keyed("k")}, ${keyed("d")}, ${keyed("g")},
+              CASE WHEN j.value ->> 'v' = ?4 THEN (SELECT e.payload FROM executions e WHERE e.id = src.execution_id) END,
+              j.value ->> 'n', ?2, ?2, CASE WHEN j.value ->> 's' IN ('COMPLETED', 'SKIPPED') THEN ?2 END
+       FROM ${table} CROSS JOIN json_each(?5) j
+       WHERE ${mine} AND (j.value ->> 'x' IS NULL OR j.value ->> 'x' = src.execution_id)
+       ON CONFLICT (execution_id, vertex_id) DO NOTHING
+       RETURNING ${CHAINED_CLAIM_COLUMNS}, state, key_destination AS keyDestination,
+                 ${prior("first_sent_at")} AS priorFirstSentAt, ${prior("counted_from")} AS priorCountedFrom`;
+  START_STEPS_SQL.set(source.claim, sql);
+  return sql;
+}
+
+/**
+ * `insertStartSteps`: every step decided at start, in ONE statement — the entry (COMPLETED, its
+ * output the payload, read back from the execution row so the payload is bound once; epoch 0 and
+ * attempt 0: it never ran on a worker, but the trace shows it), each successor (DISPATCHED available
+ * now, or SKIPPED finished now), and with chaining the first step the caller runs at once, inserted
+ * claimed: EXECUTING under epoch 1 and attempt 1 with its lease — the same row a claim would leave,
+ * with no claim to run. Its attempt's row and its key's first send are written by the triggers of
+ * migrations/0024 (`steps_claimed_at_insert`, `steps_key_sent_at_insert`). Only for the source's
+ * own execution (my claim, or the forced start's gates): a duplicate's copy inserts nothing.
+ * RETURNING the rows inserted, each with the key's earlier first send to that destination, if any
+ * (RETURNING sees the database before the row's triggers ran: the send the trigger keeps).
+ * Binds ?1 workspace, ?2 now, ?3 lease ms, ?4 entry vertex, ?5 the rows, the source from ?6.
+ */
+export function insertStartSteps(
+  db: D1Database,
+  source: Source,
+  workspace: string,
+  entryVertexId: string,
+  rows: StartStepRow[],
+  leaseMs: number,
+  now: number,
+): D1PreparedStatement {
+  return db.prepare(startStepsSql(source)).bind(workspace, now, leaseMs, entryVertexId, JSON.stringify(rows), ...source.params);
+}
+
+export interface StartStepReturned extends Omit<ChainedClaim, "keySendsJson"> {
+  state: string;
+  keyDestination: string | null;
+  priorFirstSentAt: number | null;
+  priorCountedFrom: number | null;
+}
+
+/** One candidate execution of a start: its id (null: whichever the claim gives), its plan. */
+export interface Variant {
+  executionId: string | null;
+  plan: StartPlan;
+}
+
+/** The first step of `plan` the chain may claim: the first candidate, in the offer's order, the plan dispatches. */
+export function chainedVertexOf(plan: StartPlan, offer: ChainOffer | null): string | null {
+  if (!offer) return null;
+  const dispatched = new Set(plan.steps.filter((s) => s.state === "DISPATCHED").map((s) => s.vertexId));
+  return offer.candidates.find((id) => dispatched.has(id)) ?? null;
+}
+
+/** The start steps of every variant, as `insertStartSteps` reads them. */
+export function startStepRows(
+  record: NewExecution,
+  variants: Variant[],
+  offer: ChainOffer | null,
+  firstKey: FirstStepKey | null,
+): StartStepRow[] {
+  const rows: StartStepRow[] = [];
+  const tagged = variants.length > 1;
+  for (const { executionId, plan } of variants) {
+    const x = tagged ? executionId : null;
+    rows.push({ x, v: record.entryVertexId, s: "COMPLETED", c: 0, n: JSON.stringify(plan.entryNext) });
+    const chained = chainedVertexOf(plan, offer);
+    for (const step of plan.steps) {
+      if (step.vertexId !== chained) {
+        rows.push({ x, v: step.vertexId, s: step.state, c: 0 });
+        continue;
+      }
+      const row: StartStepRow = { x, v: step.vertexId, s: "EXECUTING", c: 1 };
+      // The key computed for one candidate id only: on another id, the step persists its key when it runs.
+      if (firstKey && firstKey.vertexId === step.vertexId && (executionId === null || executionId === firstKey.executionId)) {
+        Object.assign(row, { k: firstKey.key, kx: firstKey.executionId, d: firstKey.destination, g: firstKey.guarded ? 1 : 0 });
+      }
+      rows.push(row);
+    }
+  }
+  return rows;
+}
+
+/** The step the start inserted claimed, with its key's first send when the batch recorded one. */
+export function chainedOf(rows: StartStepReturned[], now: number): ChainedClaim | null {
+  const row = rows.find((r) => r.state === "EXECUTING");
+  if (!row) return null;
+  const { state: _state, keyDestination, priorFirstSentAt, priorCountedFrom, ...claim } = row;
+  if (keyDestination === null || claim.idempotencyKey === null) return claim;
+  // The send the trigger kept: an earlier one to the same destination, else this one (now).
+  return { ...claim, keySendsJson: JSON.stringify({ [keyDestination]: [priorFirstSentAt ?? now, priorCountedFrom ?? now] }) };
+}
