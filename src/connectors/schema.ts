@@ -16,6 +16,7 @@ import {
   KEY_FIELD_PATTERN,
   RetryPolicy,
 } from "../definitions/schema";
+import { ConnectorLimits } from "../flow/limits";
 
 export { CONNECTOR_NAME_PATTERN, KEY_FIELD_PATTERN };
 
@@ -69,6 +70,7 @@ export const ConnectorDefinition = z.strictObject({
     .describe("the methods that change something at the destination: each carries the key (or runs the probe)"),
   retry: RetryPolicy.optional().describe("the retry policy of a step that sets none"),
   timeoutMs: z.number().int().min(1).max(300_000).optional().describe("the timeout of a step that sets none"),
+  limits: ConnectorLimits.optional(),
 });
 
 export type ConnectorDefinition = z.output<typeof ConnectorDefinition>;

@@ -5,6 +5,8 @@
  */
 import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
+import { scopeLimitsOf } from "../flow/limits";
+import { deleteScopeLimits, writeScopeLimits } from "../ledger/connector-permits";
 import type { ConnectorDefinition, StoredConnector } from "./schema";
 
 export async function connectorVersionOf(definition: ConnectorDefinition): Promise<{ version: string; canonical: string }> {
@@ -20,6 +22,9 @@ export async function putConnector(
   now: number,
 ): Promise<{ version: string; created: boolean }> {
   const { version, canonical } = await connectorVersionOf(definition);
+  // The limits are operational (docs/connectors.md "Limits"): the scope's row, written in the same
+  // batch, is what every send reads — whatever version of whichever workflow sends.
+  const limits = scopeLimitsOf(definition.limits);
   const [inserted] = await db.batch([
     db
       .prepare(
@@ -34,6 +39,7 @@ export async function putConnector(
          WHERE connectors.latest_version <> excluded.latest_version`,
       )
       .bind(workspace, definition.name, version, now),
+    limits ? writeScopeLimits(db, workspace, definition.name, limits, now) : deleteScopeLimits(db, workspace, definition.name),
   ]);
   return { version, created: (inserted?.meta.changes ?? 0) > 0 };
 }
@@ -95,6 +101,7 @@ export async function deleteConnector(db: D1Database, workspace: string, name: s
   const [pointer] = await db.batch([
     db.prepare("DELETE FROM connectors WHERE workspace = ?1 AND name = ?2").bind(workspace, name),
     db.prepare("DELETE FROM connector_versions WHERE workspace = ?1 AND name = ?2").bind(workspace, name),
+    deleteScopeLimits(db, workspace, name),
   ]);
   return (pointer?.meta.changes ?? 0) > 0;
 }

@@ -11,6 +11,7 @@ import type { ValidationError } from "../definitions/errors";
 import { fromZodIssue, validateDefinition } from "../definitions/validate";
 import { isExpression } from "../definitions/schema";
 import { hostPortOf, isAllowed } from "../lib/allowlist";
+import { checkLimits } from "../flow/limits";
 import { resolveConnectors } from "./resolve";
 import { ConnectorDefinition, type StoredConnector } from "./schema";
 
@@ -63,6 +64,7 @@ export function validateConnector(input: unknown, options: ConnectorValidationOp
         "travels), or a `verify` probe for a keyless API, or `writes: []` for a read-only one",
     });
   }
+  errors.push(...checkLimits(definition.limits));
   if (errors.length === 0) errors.push(...asAStepWouldMeet(definition));
   return errors.length > 0 ? { ok: false, errors } : { ok: true, definition };
 }

@@ -1,4 +1,5 @@
 /** What running a vertex produced, before the consumer turns it into a step transition. */
+import type { PermitWait } from "../ledger/connector-permits";
 
 /** The recorded request: redacted, bounded. */
 export interface RequestSummary {
@@ -36,7 +37,20 @@ export type RunOutcome =
    * A DELAY whose time has not come (src/steps/delay.ts), or a WAIT_FOR_EVENT with no event yet
    * (src/steps/wait-for-event.ts, `waitKey` its registration): the step parks until `until`.
    */
-  | { kind: "parked"; until: number; detail: string; waitKey?: string; output?: undefined; request?: undefined; response?: undefined };
+  | { kind: "parked"; until: number; detail: string; waitKey?: string; output?: undefined; request?: undefined; response?: undefined }
+  /**
+   * A Gateway step through a limited connector found no permit (src/flow/permits.ts): it parks until
+   * `until` without it being an attempt — nothing was sent, nothing is counted.
+   */
+  | {
+      kind: "awaiting_permit";
+      until: number;
+      detail: string;
+      wait: PermitWait;
+      output?: undefined;
+      request?: undefined;
+      response?: undefined;
+    };
 
 /** What a call can end in (a Gateway step, its verify probe): every outcome but parking. */
-export type CallOutcome = Exclude<RunOutcome, { kind: "parked" }>;
+export type CallOutcome = Exclude<RunOutcome, { kind: "parked" } | { kind: "awaiting_permit" }>;

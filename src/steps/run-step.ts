@@ -33,6 +33,7 @@ import {
   type StepRef,
   type StepRun,
 } from "../ledger";
+import { parkForPermit } from "../ledger/connector-permits";
 import { decide, overClaimBudget, type ClaimFacts, type Transition } from "./decide";
 import { sendStepMessages } from "./dispatch";
 import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
@@ -331,7 +332,20 @@ async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Appli
       return settle(rt, a, { state: "FAILED", error: t.error, output });
     case "park":
       return unchained(await afterParked(rt, a, t));
+    case "await_permit":
+      return unchained(await afterPermitWait(rt, a, t));
   }
+}
+
+/**
+ * No permit (src/flow/permits.ts): park without it being an attempt (src/ledger/connector-permits.ts
+ * `parkForPermit`), then — after the commit — the wake-up as a delayed message (whole seconds).
+ */
+async function afterPermitWait(rt: StepRuntime, a: Applying, t: Extract<Transition, { kind: "await_permit" }>): Promise<Decision> {
+  const parked = await parkForPermit(rt.db, a.fence, { now: a.now, until: t.until, wait: t.wait });
+  if (parked === "fenced-out") return { action: "ack", why: "permit wait fenced out: the step was taken over or cancelled" };
+  await sendStepMessages(rt.queue, [a.ref], Math.max(1, Math.ceil((t.until - a.now) / 1000)));
+  return { action: "ack", why: t.detail };
 }
 
 /**

@@ -5,28 +5,32 @@ import { secretLookup } from "../../secrets/resolve";
 import { parseSealedSecrets } from "../../secrets/store";
 import { mustVerify, runGateway } from "../gateway";
 import { withHeartbeat } from "../heartbeat";
+import { withPermit } from "../../flow/gate";
 import type { VertexKind } from "./kind";
 
 export const gatewayKind: VertexKind<GatewayVertex> = {
   execute: (vertex, { rt, run, claimed, fence, leaseMs, context }) =>
     withHeartbeat(rt, fence, leaseMs, () =>
-      runGateway(vertex, context, {
-        env: rt.env,
-        secret: secretLookup({
-          workspace: run.workspace,
-          stored: parseSealedSecrets(run.sealedSecretsJson),
-          env: rt.env as unknown as Record<string, unknown>,
+      // Through a limited connector: the attempt's permit first (src/flow/gate.ts); waiting is not an attempt.
+      withPermit(rt, run.workspace, fence, vertex, vertex.config.retry ?? DEFAULT_RETRY, () =>
+        runGateway(vertex, context, {
+          env: rt.env,
+          secret: secretLookup({
+            workspace: run.workspace,
+            stored: parseSealedSecrets(run.sealedSecretsJson),
+            env: rt.env as unknown as Record<string, unknown>,
+          }),
+          fetch: rt.fetch,
+          now: rt.now,
+          persistedKey: claimed.idempotencyKey,
+          keySends: parseKeySends(run.keySendsJson),
+          // A claimed step exists, so this is set; 0 would only make the guard refuse sooner.
+          stepCreatedAt: run.stepCreatedAt ?? 0,
+          reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
+          persistKey: (key, destination, guarded) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination, guarded),
+          recordSend: (destination, at, guarded) => recordKeySend(rt.db, fence, at, destination, guarded),
         }),
-        fetch: rt.fetch,
-        now: rt.now,
-        persistedKey: claimed.idempotencyKey,
-        keySends: parseKeySends(run.keySendsJson),
-        // A claimed step exists, so this is set; 0 would only make the guard refuse sooner.
-        stepCreatedAt: run.stepCreatedAt ?? 0,
-        reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
-        persistKey: (key, destination, guarded) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination, guarded),
-        recordSend: (destination, at, guarded) => recordKeySend(rt.db, fence, at, destination, guarded),
-      }),
+      ),
     ),
   // Only side-effecting calls meet transient failures.
   retryPolicy: (vertex) => vertex.config.retry ?? DEFAULT_RETRY,

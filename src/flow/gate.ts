@@ -1,0 +1,47 @@
+/**
+ * The permit around one Gateway attempt (SPEC section 17, docs/connectors.md "Limits"): asked before
+ * anything of the attempt is sent (a verify probe and its write share it), given back after the
+ * call — with the shared pause of a 429/503 with `Retry-After` — and the oldest waiter it frees
+ * woken (its message sent after the release committed). A refusal is the `awaiting_permit` outcome:
+ * the step parks, and it is not an attempt (src/steps/run-step.ts). An inline step (no connector)
+ * is not limited and costs nothing here. A throw in between (a crash) keeps the permit until the
+ * step's lease expires: the permit's lease is the step's.
+ */
+import type { GatewayVertex, RetryPolicy } from "../definitions/schema";
+import { askPermit, releasePermit } from "../ledger/connector-permits";
+import type { Fence } from "../ledger";
+import type { RunOutcome } from "../steps/outcome";
+import { sendStepMessages } from "../steps/dispatch";
+import { retryAfterCeilingMs } from "../steps/retry-policy";
+import type { StepRuntime } from "../steps/runtime";
+import { limitedConnectorOf, pauseOf, permitWaitOf, permitWaitUntil, refusalText } from "./permits";
+
+export async function withPermit(
+  rt: StepRuntime,
+  workspace: string,
+  fence: Fence,
+  vertex: GatewayVertex,
+  policy: RetryPolicy,
+  work: () => Promise<RunOutcome>,
+): Promise<RunOutcome> {
+  const connector = limitedConnectorOf(vertex);
+  if (connector === null) return work();
+  const asked = rt.now();
+  const grant = await askPermit(rt.db, workspace, connector, fence, asked);
+  if (grant.kind === "unlimited") return work();
+  if (grant.kind === "refused") {
+    const until = permitWaitUntil(grant, asked);
+    return {
+      kind: "awaiting_permit",
+      until,
+      detail: `waiting for a permit of ${connector}: ${refusalText(grant)}`,
+      wait: permitWaitOf(connector, grant, until),
+    };
+  }
+  const outcome = await work();
+  const now = rt.now();
+  const pause = pauseOf(outcome, now, retryAfterCeilingMs(policy));
+  const woken = await releasePermit(rt.db, workspace, connector, fence, now, pause ? { pause } : {});
+  if (woken.length > 0) await sendStepMessages(rt.queue, woken);
+  return outcome;
+}

@@ -1,0 +1,95 @@
+/**
+ * A Gateway attempt through a limited connector (SPEC section 17, docs/connectors.md "Limits"):
+ * ask for the scope's permit before anything is sent (a verify probe and its write share it), give
+ * it back after the call — pausing the whole scope on a 429/503 with `Retry-After` — and, when it is
+ * refused, say until when to wait and why. The statements are the ledger's
+ * (src/ledger/connector-permits.ts); this module decides the times and the words.
+ */
+import type { GatewayVertex } from "../definitions/schema";
+import { isoTimeText } from "../lib/iso-time";
+import type { Grant, PermitWait } from "../ledger/connector-permits";
+
+/** The longest a refused step sleeps before it asks again (a release wakes the oldest waiter sooner). */
+export const MAX_PERMIT_WAIT_MS = 30_000;
+
+type Refused = Extract<Grant, { kind: "refused" }>;
+
+/** The connector a resolved Gateway step goes through (its provenance, set at save), or null: an inline step is not limited. */
+export function limitedConnectorOf(vertex: GatewayVertex): string | null {
+  const connector = (vertex.config as { connector?: unknown }).connector;
+  if (connector && typeof connector === "object" && typeof (connector as { name?: unknown }).name === "string") {
+    return (connector as { name: string }).name;
+  }
+  return null;
+}
+
+/**
+ * When a refused step asks again: the pause's end; the bucket's token for its place in line; or,
+ * waiting for a slot, one second per round of the waiters ahead (a release wakes the oldest at
+ * once), never past the earliest live permit's lease. Whole seconds (a queue delay), 1–30 s except
+ * for a pause, which is waited out whole.
+ */
+export function permitWaitUntil(g: Refused, now: number): number {
+  let waitMs: number;
+  if (g.reason === "paused" && g.pausedUntil !== null) {
+    waitMs = g.pausedUntil - now;
+    return now + Math.max(1, Math.ceil(waitMs / 1000)) * 1000;
+  }
+  if (g.rate && g.tokens !== null && g.tokens < g.ahead + 1) {
+    waitMs = ((g.ahead + 1 - g.tokens) * g.rate.periodMs) / g.rate.count;
+  } else {
+    waitMs = 1000 * (1 + Math.floor(g.ahead / 5));
+    if (g.nextFree !== null) waitMs = Math.min(waitMs, Math.max(1000, g.nextFree - now));
+  }
+  const seconds = Math.min(MAX_PERMIT_WAIT_MS / 1000, Math.max(1, Math.ceil(waitMs / 1000)));
+  return now + seconds * 1000;
+}
+
+/** Why a step waits, in the trace's words. */
+export function refusalText(g: Refused): string {
+  const behind = g.ahead > 0 ? ` (${g.ahead} waiting ahead)` : "";
+  switch (g.reason) {
+    case "paused":
+      return `${g.pauseReason ?? "paused"}${g.pausedUntil !== null ? ` until ${isoTimeText(g.pausedUntil)}` : ""}`;
+    case "rate":
+      return `no token left at ${g.rate ? rateText(g.rate) : "its rate"}${behind}`;
+    case "concurrency":
+      return `every permit is in flight${behind}`;
+    case "fairness":
+      return `older waiters go first${behind}`;
+  }
+}
+
+function rateText(rate: { count: number; periodMs: number }): string {
+  return `${rate.count}/${rate.periodMs === 1000 ? "s" : rate.periodMs === 60_000 ? "m" : "h"}`;
+}
+
+/** The step's wait record (steps.permit_wait): `since` is its first refusal, kept across wake-ups. */
+export function permitWaitOf(connector: string, g: Refused, until: number): PermitWait {
+  return { connector, since: g.since, until, reason: refusalText(g) };
+}
+
+/** The trace's line for a step's permit wait: waiting now, or waited once granted. */
+export function permitWaitLine(wait: PermitWait, now: number): string {
+  if (wait.grantedAt !== undefined) {
+    const seconds = ((wait.grantedAt - wait.since) / 1000).toFixed(1);
+    return `waited ${seconds} s for ${wait.connector}: ${wait.reason}`;
+  }
+  const seconds = ((now - wait.since) / 1000).toFixed(1);
+  return `waiting for a permit of ${wait.connector} for ${seconds} s: ${wait.reason}; asks again at ${isoTimeText(wait.until)}`;
+}
+
+/**
+ * The shared pause a call's answer sets: a 429 or 503 with `Retry-After` pauses every send of the
+ * scope until then (capped like the retry's Retry-After: `ceilingMs`). Null: no pause.
+ */
+export function pauseOf(
+  outcome: { kind: string; retryAfterMs?: number; response?: { status: number } },
+  now: number,
+  ceilingMs: number,
+): { until: number; reason: string } | null {
+  const status = outcome.response?.status;
+  if (outcome.kind !== "retryable" || (status !== 429 && status !== 503)) return null;
+  if (outcome.retryAfterMs === undefined || outcome.retryAfterMs <= 0) return null;
+  return { until: now + Math.min(outcome.retryAfterMs, ceilingMs), reason: `paused by a ${status} at ${isoTimeText(now)}` };
+}
