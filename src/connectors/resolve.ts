@@ -1,7 +1,8 @@
 /**
  * Resolving connectors at save (SPEC section 15, docs/connectors.md): every GATEWAY step that names
- * a connector becomes a plain Gateway step — its URL under the connector's base, the connector's
- * headers, its key as the connector's rule makes it, its probe, its retry and timeout defaults —
+ * a connector (a top-level one, or a MAP's step: SPEC section 16) becomes a plain Gateway step —
+ * its URL under the connector's base, the connector's headers, its key as the connector's rule
+ * makes it, its probe, its retry and timeout defaults —
  * plus `connector: { name, version, operation }` saying where it came from. The resolved document
  * is what is validated, hashed and stored, so a version is self-contained: the start batch's first
  * key, the step-inputs analysis, the key lint and the archive read it with no extra read, and editing
@@ -16,6 +17,7 @@
  * and what it builds is then checked by `validateDefinition` like any definition.
  */
 import type { ValidationError } from "../definitions/errors";
+import { gatewayConfigs } from "../definitions/step-configs";
 import { resolveDestinationKey } from "../definitions/destination-key";
 import { OPERATION_PATTERN, type DestinationKeyDeclaration, type GatewayConfig } from "../definitions/schema";
 import { pointerTokens } from "../lib/json-pointer";
@@ -63,49 +65,59 @@ export function resolveConnectors(
   const vertices = document.vertices.map((raw: unknown, i: number) => {
     const at = (...path: Array<string | number>) =>
       ["", "vertices", i, "config", ...path].map((t) => String(t).replace(/~/g, "~0").replace(/\//g, "~1")).join("/");
-    if (isJsonObject(raw) && raw.type === "GATEWAY" && isJsonObject(raw.config) && hasOwnMember(raw.config, "connector")) {
-      if (typeof ownMember(raw.config, "connector") !== "string") {
-        // The provenance object (`{ name, version, operation }`) is what this resolution records; the
-        // retention guard trusts it (its sends count under `connector:<name>`), so only it may set it.
-        errors.push({
-          pointer: at("connector"),
-          code: "connector-provenance-given",
-          message:
-            "`connector` as an object is what idemflow records of a step it resolved through a connector; a definition " +
-            'names the connector instead (`"connector": "<name>"` with `path`, `operation` and `keyFields`), or leaves ' +
-            "`connector` out for a plain Gateway step",
-        });
-        return raw;
-      }
-    }
-    if (
-      !isJsonObject(raw) ||
-      raw.type !== "GATEWAY" ||
-      !isJsonObject(raw.config) ||
-      typeof ownMember(raw.config, "connector") !== "string"
-    ) {
-      return raw;
-    }
-    const name = raw.config.connector as string;
-    const connector = connectors.get(name);
-    if (!connector) {
-      errors.push({
-        pointer: at("connector"),
-        code: "connector-not-found",
-        message: `this workspace has no connector "${name}"; create it with PUT /v1/connectors/${name}, or correct the name`,
-      });
-      return raw;
-    }
-    if (options.allowlist !== undefined && !baseAllowed(connector.definition.baseUrl, options.allowlist)) {
-      errors.push({
-        pointer: at("connector"),
-        code: "host-not-allowed",
-        message: `connector "${name}" calls ${connector.definition.baseUrl}, whose host is not on OUTBOUND_ALLOWLIST; add it there`,
-      });
-    }
-    return { ...raw, config: resolveStep(raw.config, connector, at, errors, origins) };
+    if (!isJsonObject(raw) || !isJsonObject(raw.config)) return raw;
+    if (raw.type === "GATEWAY") return { ...raw, config: resolveGateway(raw.config, connectors, options, at, errors, origins) };
+    // A MAP's step through a connector (SPEC section 16): resolved like a top-level one; the key lint judges its key per item.
+    const step = raw.type === "MAP" ? ownMember(raw.config, "step") : undefined;
+    if (!isJsonObject(step) || step.type !== "GATEWAY" || !isJsonObject(step.config)) return raw;
+    const atStep = (...path: Array<string | number>) => at("step", "config", ...path);
+    const config = resolveGateway(step.config, connectors, options, atStep, errors, origins);
+    return config === step.config ? raw : { ...raw, config: { ...raw.config, step: { ...step, config } } };
   });
   return { document: { ...document, vertices }, errors, origins };
+}
+
+/** One Gateway config: resolved when it names a connector, as it was otherwise (the same object). */
+function resolveGateway(
+  config: Record<string, unknown>,
+  connectors: ReadonlyMap<string, StoredConnector>,
+  options: { allowlist?: string },
+  at: At,
+  errors: ValidationError[],
+  origins: Origin[],
+): Record<string, unknown> {
+  if (!hasOwnMember(config, "connector")) return config;
+  if (typeof ownMember(config, "connector") !== "string") {
+    // The provenance object (`{ name, version, operation }`) is what this resolution records; the
+    // retention guard trusts it (its sends count under `connector:<name>`), so only it may set it.
+    errors.push({
+      pointer: at("connector"),
+      code: "connector-provenance-given",
+      message:
+        "`connector` as an object is what idemflow records of a step it resolved through a connector; a definition " +
+        'names the connector instead (`"connector": "<name>"` with `path`, `operation` and `keyFields`), or leaves ' +
+        "`connector` out for a plain Gateway step",
+    });
+    return config;
+  }
+  const name = config.connector as string;
+  const connector = connectors.get(name);
+  if (!connector) {
+    errors.push({
+      pointer: at("connector"),
+      code: "connector-not-found",
+      message: `this workspace has no connector "${name}"; create it with PUT /v1/connectors/${name}, or correct the name`,
+    });
+    return config;
+  }
+  if (options.allowlist !== undefined && !baseAllowed(connector.definition.baseUrl, options.allowlist)) {
+    errors.push({
+      pointer: at("connector"),
+      code: "host-not-allowed",
+      message: `connector "${name}" calls ${connector.definition.baseUrl}, whose host is not on OUTBOUND_ALLOWLIST; add it there`,
+    });
+  }
+  return resolveStep(config, connector, at, errors, origins);
 }
 
 type At = (...path: Array<string | number>) => string;
@@ -307,11 +319,9 @@ function baseAllowed(baseUrl: string, allowlist: string): boolean {
   }
 }
 
+/** Every Gateway config: the top-level ones and each MAP's step (src/definitions/step-configs.ts). */
 function gatewaySteps(document: unknown): Array<{ config: Record<string, unknown> }> {
-  if (!isJsonObject(document) || !Array.isArray(document.vertices)) return [];
-  return document.vertices.flatMap((v: unknown) =>
-    isJsonObject(v) && v.type === "GATEWAY" && isJsonObject(v.config) ? [{ config: v.config as Record<string, unknown> }] : [],
-  );
+  return gatewayConfigs(document);
 }
 
 /** The one key field an error about the key is about: the only field, or the only literal one; else none (`keyFields` itself). */

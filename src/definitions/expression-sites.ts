@@ -8,6 +8,8 @@
  * - TRANSFORM: every string anywhere inside `output`;
  * - DELAY: `until`;
  * - WAIT_FOR_EVENT: `match`;
+ * - MAP: `items`, `collect`, and its step's sites as above (a GATEWAY's or a TRANSFORM's), each
+ *   marked with the MAP's scope (`map`: the item's name) except `items`, which runs before any item;
  * - edges: `when`.
  *
  * Only strings that begin with `=` are expressions. (A literal that must begin with `=` is written
@@ -16,6 +18,7 @@
 import { asArray, asRecord } from "./errors";
 import { pointerOf, type PathSegment } from "./pointer";
 import { EXPRESSION_PREFIX, isExpression } from "./schema";
+import { mapItemName, stepConfigs, type MapScope } from "./step-configs";
 
 export interface ExpressionSite {
   pointer: string;
@@ -25,6 +28,8 @@ export interface ExpressionSite {
   headerName?: string;
   /** The destination key's declared expression (`idempotencyKey.value`), wherever the key travels. */
   declaredKey?: true;
+  /** In a MAP's step or `collect`: the expression also sees the item (under `map.itemName`) and `index`. */
+  map?: MapScope;
 }
 
 export function expressionSites(document: unknown): ExpressionSite[] {
@@ -32,52 +37,62 @@ export function expressionSites(document: unknown): ExpressionSite[] {
   const root = asRecord(document);
   if (!root) return sites;
 
-  const add = (value: unknown, path: PathSegment[], headerName?: string) => {
+  const add = (value: unknown, path: PathSegment[], headerName?: string, scope: { map?: MapScope } = {}) => {
     if (isExpression(value)) {
-      sites.push({ pointer: pointerOf(...path), source: value.slice(EXPRESSION_PREFIX.length), ...(headerName ? { headerName } : {}) });
+      sites.push({
+        pointer: pointerOf(...path),
+        source: value.slice(EXPRESSION_PREFIX.length),
+        ...(headerName ? { headerName } : {}),
+        ...scope,
+      });
     }
   };
-  const walk = (value: unknown, path: PathSegment[]) => {
-    if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...path, i]));
-    else if (asRecord(value)) for (const [key, item] of Object.entries(value as object)) walk(item, [...path, key]);
-    else add(value, path);
+  const walk = (value: unknown, path: PathSegment[], scope: { map?: MapScope }) => {
+    if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...path, i], scope));
+    else if (asRecord(value)) for (const [key, item] of Object.entries(value as object)) walk(item, [...path, key], scope);
+    else add(value, path, undefined, scope);
   };
 
-  asArray(root.vertices).forEach((raw, i) => {
-    const vertex = asRecord(raw);
-    const config = asRecord(vertex?.config);
-    if (!config) return;
-    const base: PathSegment[] = ["vertices", i, "config"];
-    if (vertex?.type === "GATEWAY") {
-      add(config.url, [...base, "url"]);
-      for (const [name, value] of Object.entries(asRecord(config.headers) ?? {})) add(value, [...base, "headers", name], name);
-      for (const [name, value] of Object.entries(asRecord(config.query) ?? {})) add(value, [...base, "query", name]);
-      if ("body" in config) walk(config.body, [...base, "body"]);
+  // Every step config: the top-level vertices and each MAP's step (src/definitions/step-configs.ts).
+  for (const site of stepConfigs(root)) {
+    const { config, base, map } = site;
+    const scope = map ? { map } : {};
+    if (site.type === "GATEWAY") {
+      add(config.url, [...base, "url"], undefined, scope);
+      for (const [name, value] of Object.entries(asRecord(config.headers) ?? {})) add(value, [...base, "headers", name], name, scope);
+      for (const [name, value] of Object.entries(asRecord(config.query) ?? {})) add(value, [...base, "query", name], undefined, scope);
+      if ("body" in config) walk(config.body, [...base, "body"], scope);
       const key = asRecord(config.idempotencyKey)?.value;
       if (isExpression(key)) {
         sites.push({
           pointer: pointerOf(...base, "idempotencyKey", "value"),
           source: key.slice(EXPRESSION_PREFIX.length),
           declaredKey: true,
+          ...scope,
         });
       }
       const verify = asRecord(config.verify);
       if (verify) {
         // No headerName: a probe sends no destination key, so the key lint has nothing to say about its headers.
         const at = [...base, "verify"];
-        add(verify.url, [...at, "url"]);
-        for (const [name, value] of Object.entries(asRecord(verify.headers) ?? {})) add(value, [...at, "headers", name]);
-        for (const [name, value] of Object.entries(asRecord(verify.query) ?? {})) add(value, [...at, "query", name]);
-        add(verify.condition, [...at, "condition"]);
+        add(verify.url, [...at, "url"], undefined, scope);
+        for (const [name, value] of Object.entries(asRecord(verify.headers) ?? {})) add(value, [...at, "headers", name], undefined, scope);
+        for (const [name, value] of Object.entries(asRecord(verify.query) ?? {})) add(value, [...at, "query", name], undefined, scope);
+        add(verify.condition, [...at, "condition"], undefined, scope);
       }
-    } else if (vertex?.type === "TRANSFORM") {
-      if ("output" in config) walk(config.output, [...base, "output"]);
-    } else if (vertex?.type === "DELAY") {
+    } else if (site.type === "TRANSFORM") {
+      if ("output" in config) walk(config.output, [...base, "output"], scope);
+    } else if (site.type === "DELAY") {
       add(config.until, [...base, "until"]);
-    } else if (vertex?.type === "WAIT_FOR_EVENT") {
+    } else if (site.type === "WAIT_FOR_EVENT") {
       add(config.match, [...base, "match"]);
+    } else if (site.type === "MAP") {
+      // The list is evaluated before any item exists: it sees `payload` and `steps` only. `collect`
+      // sees the item, `index` and the item step's output (its step's expressions follow as their own site).
+      add(config.items, [...base, "items"]);
+      add(config.collect, [...base, "collect"], undefined, { map: { itemName: mapItemName(config), vertexIndex: site.vertexIndex } });
     }
-  });
+  }
   asArray(root.edges).forEach((raw, j) => add(asRecord(raw)?.when, ["edges", j, "when"]));
   return sites;
 }

@@ -20,8 +20,10 @@ import { childrenOf, isNode, type AstNode } from "./ast";
 import type { ValidationError } from "./errors";
 import { expressionSites, isIdempotencyKeyHeader, isKeySite } from "./expression-sites";
 import { alwaysAbsentParts } from "./key-parts";
-import { asArray, asRecord } from "./errors";
+import { asRecord } from "./errors";
+import { mapItemKeyProblem } from "./map-keys";
 import { pointerOf } from "./pointer";
+import { gatewayConfigs } from "./step-configs";
 
 const ADVICE =
   "An Idempotency-Key must come from business data (`payload`, `steps`), e.g. " +
@@ -58,14 +60,13 @@ interface Scope {
 export function checkIdempotencyKeys(document: unknown): ValidationError[] {
   const errors: ValidationError[] = [];
 
-  // Literal keys are constants; they are not expression sites, so look at headers directly.
-  asArray(asRecord(document)?.vertices).forEach((raw, i) => {
-    const vertex = asRecord(raw);
-    if (vertex?.type !== "GATEWAY") return;
-    for (const [name, value] of Object.entries(asRecord(asRecord(vertex.config)?.headers) ?? {})) {
+  // Literal keys are constants; they are not expression sites, so look at headers directly
+  // (every Gateway: a top-level one and a MAP's step).
+  for (const { config, base } of gatewayConfigs(document)) {
+    for (const [name, value] of Object.entries(asRecord(config.headers) ?? {})) {
       if (isIdempotencyKeyHeader(name) && typeof value === "string" && !value.startsWith("=")) {
         errors.push({
-          pointer: pointerOf("vertices", i, "config", "headers", name),
+          pointer: pointerOf(...base, "headers", name),
           code: "idempotency-key-constant",
           message:
             `this ${name} is a literal, so every execution sends the same key and the destination treats them all as one ` +
@@ -73,7 +74,7 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
         });
       }
     }
-  });
+  }
 
   for (const site of expressionSites(document)) {
     if (!isKeySite(site)) continue;
@@ -92,7 +93,7 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
           `not collapse on absent data, and every run of this step would fail before it sends. Key on a business value. ${ADVICE}`,
       });
     }
-    const { findings, readsBusinessData } = lintKey(ast);
+    const { findings, readsBusinessData, readsItem, readsIndex } = lintKey(ast, site.map?.itemName);
     for (const finding of findings) {
       const through = finding.through.length > 0 ? ` (reached through ${finding.through.join(" inside ")})` : "";
       const at = finding.position === undefined ? "" : ` at position ${finding.position}`;
@@ -102,7 +103,12 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
         message: `${finding.what}${at}${through} ${finding.why}. ${ADVICE}`,
       });
     }
-    if (findings.length === 0 && !readsBusinessData) {
+    if (findings.length === 0 && site.map) {
+      // Inside a MAP: one key per item, from the item's data (src/definitions/map-keys.ts); one error for one mistake.
+      // A key a connector built from `keyFields` is taken back there by src/connectors/resolve.ts `authorsErrors`.
+      const problem = mapItemKeyProblem({ readsItem, readsIndex }, site.map.itemName, `this ${site.headerName ?? "key"}`);
+      if (problem) errors.push({ pointer: site.pointer, ...problem });
+    } else if (findings.length === 0 && !readsBusinessData) {
       errors.push({
         pointer: site.pointer,
         code: "idempotency-key-constant",
@@ -115,10 +121,19 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
   return errors;
 }
 
-/** Exported for tests: the forbidden sources found in one key expression's AST. */
-export function lintKey(ast: AstNode): { findings: Finding[]; readsBusinessData: boolean } {
+/**
+ * Exported for tests: the forbidden sources found in one key expression's AST. `itemName`: the key
+ * is inside a MAP whose item goes by that name (a root field, business data like `payload`); then
+ * `readsItem` and `readsIndex` say whether it reads the item and `index`.
+ */
+export function lintKey(
+  ast: AstNode,
+  itemName?: string,
+): { findings: Finding[]; readsBusinessData: boolean; readsItem: boolean; readsIndex: boolean } {
   const findings: Finding[] = [];
   let readsBusinessData = false;
+  let readsItem = false;
+  let readsIndex = false;
   const report = (what: string, why: string, node: AstNode, scope: Scope) =>
     findings.push({ what, why, position: node.position, through: [...scope.through].reverse() });
 
@@ -134,6 +149,8 @@ export function lintKey(ast: AstNode): { findings: Finding[]; readsBusinessData:
   const rootField = (name: AstNode, rest: unknown[], scope: Scope) => {
     const field = name.value;
     if (field === "payload" || field === "steps") readsBusinessData = true;
+    if (itemName !== undefined && field === itemName) readsBusinessData = readsItem = true;
+    if (itemName !== undefined && field === "index") readsIndex = true;
     if (field === "attempt") report("`attempt`", FORBIDDEN_FUNCTIONS.attempt!, name, scope);
     if (field === "execution") {
       const next = rest[0];
@@ -218,5 +235,5 @@ export function lintKey(ast: AstNode): { findings: Finding[]; readsBusinessData:
   };
 
   visit(ast, { top: true, through: [] });
-  return { findings, readsBusinessData };
+  return { findings, readsBusinessData, readsItem, readsIndex };
 }

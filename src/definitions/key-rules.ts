@@ -21,32 +21,31 @@ import { compile } from "../expressions/evaluate";
 import { keyShape } from "../expressions/key-shape";
 import { allNodes, isNode, type AstNode } from "./ast";
 import { resolveDestinationKey, retentionMarginMs, type DestinationKey } from "./destination-key";
-import { asArray, asRecord, type ValidationError } from "./errors";
-import { pointerOf } from "./pointer";
+import { asRecord, type ValidationError } from "./errors";
+import { configPointer, gatewayConfigs } from "./step-configs";
 import { DEFAULT_RETRY, GatewayConfig, inProgressBudgetMs, isExpression } from "./schema";
 import { pointerTokens } from "../lib/json-pointer";
 import { ownMember, PROTOTYPE_NAMES } from "../lib/own-member";
 
 export function checkDestinationKeys(document: unknown): ValidationError[] {
   const errors: ValidationError[] = [];
-  asArray(asRecord(document)?.vertices).forEach((raw, i) => {
-    const vertex = asRecord(raw);
-    if (vertex?.type !== "GATEWAY") return;
-    const at = (...path: Array<string | number>) => pointerOf("vertices", i, "config", ...path);
+  // Every Gateway: a top-level one and a MAP's step (src/definitions/step-configs.ts).
+  for (const site of gatewayConfigs(document)) {
+    const at = configPointer(site);
     // On the raw document: judged even when something else in the config fails the schema.
-    const prototypeToken = prototypeTokenProblem(asRecord(asRecord(vertex.config)?.idempotencyKey)?.bodyField);
+    const prototypeToken = prototypeTokenProblem(asRecord(site.config.idempotencyKey)?.bodyField);
     if (prototypeToken) errors.push({ pointer: at("idempotencyKey", "bodyField"), ...prototypeToken });
     // A config the schema refuses is reported by the schema; its key is judged once it parses.
-    const parsed = GatewayConfig.safeParse(vertex.config);
-    if (!parsed.success) return;
+    const parsed = GatewayConfig.safeParse(site.config);
+    if (!parsed.success) continue;
     const resolved = resolveDestinationKey(parsed.data);
     if ("problems" in resolved) {
       for (const p of resolved.problems) errors.push({ pointer: at(...p.path), code: p.code, message: p.message });
-      return;
+      continue;
     }
     const key = resolved.key;
     // The original header form keeps its rules (1–255 printable ASCII, checked when it runs).
-    if (key === null || key.declaredBy !== "declaration") return;
+    if (key === null || key.declaredBy !== "declaration") continue;
     for (const problem of prefixProblems(key)) errors.push({ pointer: at("idempotencyKey", "value"), ...problem });
     const outlasts = retryOutlastsRetention(parsed.data, key);
     if (outlasts) errors.push({ pointer: at(parsed.data.retry ? "retry" : "idempotencyKey"), ...outlasts });
@@ -54,7 +53,7 @@ export function checkDestinationKeys(document: unknown): ValidationError[] {
       const problem = bodyFieldProblem(parsed.data, key.location.bodyField);
       if (problem) errors.push({ pointer: at(...problem.path), code: problem.code, message: problem.message });
     }
-  });
+  }
   return errors;
 }
 

@@ -6,7 +6,8 @@
  * save's answer and in `npm run validate` — and a refusal for the workspaces the deployment lists
  * in KEYLESS_WRITES_REFUSED (`*` for every one).
  */
-import { asArray, asRecord, type ValidationError } from "./errors";
+import { asRecord, type ValidationError } from "./errors";
+import { gatewayConfigs } from "./step-configs";
 import { isDefaultKeyHeader } from "./destination-key";
 import { pointerOf } from "./pointer";
 
@@ -14,20 +15,19 @@ const WRITES = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
 export function checkKeylessWrites(document: unknown): ValidationError[] {
   const warnings: ValidationError[] = [];
-  asArray(asRecord(document)?.vertices).forEach((raw, i) => {
-    const vertex = asRecord(raw);
-    const config = asRecord(vertex?.config);
-    if (vertex?.type !== "GATEWAY" || !config || typeof config.method !== "string" || !WRITES.has(config.method)) return;
+  // Every Gateway: a top-level one and a MAP's step, which writes once per item.
+  for (const { config, base } of gatewayConfigs(document)) {
+    if (typeof config.method !== "string" || !WRITES.has(config.method)) continue;
     const headerKey = Object.keys(asRecord(config.headers) ?? {}).some(isDefaultKeyHeader);
-    if (config.idempotencyKey !== undefined || config.verify !== undefined || headerKey) return;
+    if (config.idempotencyKey !== undefined || config.verify !== undefined || headerKey) continue;
     warnings.push({
-      pointer: pointerOf("vertices", i, "config"),
+      pointer: pointerOf(...base),
       code: "write-without-key",
       message:
         `a ${config.method} with neither a destination key nor a verify probe: a retried call can act twice at the destination. ` +
         "Declare `idempotencyKey` (or go through a connector, which carries its key), or a `verify` probe for a keyless API",
     });
-  });
+  }
   return warnings;
 }
 

@@ -346,6 +346,98 @@ export const WaitForEventConfig = z.strictObject({
     .describe("decisions a person may take from the inspector (`approve`, `reject`): each sends the event with `{ decision }` as data"),
 });
 
+/** The name a MAP's item goes by in its expressions (`line`): a letter, then letters, digits or `_`. */
+export const MAP_ITEM_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+/**
+ * Names a MAP's item may not take: the expression context's own roots (`payload`, `steps`,
+ * `index`, `execution`) and what a step's own expressions see beside them (`attempt`; a verify
+ * probe's and `collect`'s `status`, `headers`, `body`, `idempotencyKey`). Refused by validation
+ * (src/definitions/vertex-types/map.ts, `map-item-name-reserved`), not the schema, to say why.
+ */
+export const MAP_RESERVED_NAMES: ReadonlySet<string> = new Set([
+  "payload",
+  "steps",
+  "index",
+  "execution",
+  "attempt",
+  "status",
+  "headers",
+  "body",
+  "idempotencyKey",
+]);
+export const MAP_DEFAULTS = { as: "item", concurrency: 10, maxItems: 100, maxCollectBytes: 1024 } as const;
+export const MAP_MAX_CONCURRENCY = 50;
+export const MAP_MAX_ITEMS = 1000;
+export const MAP_MAX_COLLECT_BYTES = 16 * 1024;
+/**
+ * The most a MAP's output may hold, in bytes: `maxCollectBytes` × `maxItems` past it is refused at
+ * save (`map-output-too-large`). The output is one step row in D1, which refuses rows over
+ * 2,000,000 bytes; 1.5 MB leaves room for the list's JSON punctuation and the `failed` entries.
+ */
+export const MAP_MAX_OUTPUT_BYTES = 1_500_000;
+
+/**
+ * A MAP's work per item (SPEC section 16): one GATEWAY config (inline, or a call through a
+ * connector) or one TRANSFORM, written as a vertex without an id. A MAP here (nested) is refused
+ * by validation for now (`map-nested`).
+ */
+export const MapStep = z
+  .discriminatedUnion("type", [
+    z.strictObject({ type: z.literal("GATEWAY"), config: GatewayConfig }).describe("one HTTP call per item"),
+    z.strictObject({ type: z.literal("TRANSFORM"), config: TransformConfig }).describe("one computed output per item"),
+  ])
+  .describe('the work done for each item: `{ "type": "GATEWAY", "config": {…} }` or `{ "type": "TRANSFORM", "config": {…} }`');
+
+/** A MAP (SPEC section 16, docs/definitions.md "MAP"): its step once per item of a list, each item claimed like a step. */
+export const MapConfig = z.strictObject({
+  items: z
+    .string()
+    .startsWith(EXPRESSION_PREFIX, "an expression starting with `=` that gives the list, e.g. `= payload.order.lines`")
+    .describe("an expression giving the list (an array); evaluated once, at the MAP's first claim, and persisted"),
+  as: z
+    .string()
+    .regex(MAP_ITEM_NAME_PATTERN, "a letter, then letters, digits or `_` (at most 64)")
+    .default(MAP_DEFAULTS.as)
+    .describe("the item's name in `step` and `collect` (default `item`); `index` is its position, from 0"),
+  concurrency: z
+    .number()
+    .int()
+    .min(1, "at least 1")
+    .max(MAP_MAX_CONCURRENCY, `at most ${MAP_MAX_CONCURRENCY} items run at once`)
+    .default(MAP_DEFAULTS.concurrency)
+    .describe(`how many items run at once: 1 to ${MAP_MAX_CONCURRENCY} (default ${MAP_DEFAULTS.concurrency})`),
+  maxItems: z
+    .number()
+    .int()
+    .min(1, "at least 1")
+    .max(MAP_MAX_ITEMS, `at most ${MAP_MAX_ITEMS} items per MAP`)
+    .default(MAP_DEFAULTS.maxItems)
+    .describe(`the longest list accepted: 1 to ${MAP_MAX_ITEMS} (default ${MAP_DEFAULTS.maxItems}); a longer one fails the step`),
+  onItemFailure: z
+    .enum(["fail", "continue"])
+    .default("fail")
+    .describe(
+      "`fail`: the first item that fails for good fails the MAP (no new item starts); `continue`: the MAP completes with " +
+        "`{ items, failed: [{ index, error }] }`",
+    ),
+  collect: z
+    .string()
+    .startsWith(EXPRESSION_PREFIX, "an expression starting with `=`")
+    .optional()
+    .describe(
+      "what the MAP keeps of each item, an expression over the item, `index` and the item step's output; default: a GATEWAY " +
+        "item's `status` and `body.id`, a TRANSFORM item's output",
+    ),
+  maxCollectBytes: z
+    .number()
+    .int()
+    .min(1, "at least 1")
+    .max(MAP_MAX_COLLECT_BYTES, `at most ${MAP_MAX_COLLECT_BYTES} (16 KiB)`)
+    .default(MAP_DEFAULTS.maxCollectBytes)
+    .describe("the most bytes one item's collected value may take (default 1024, at most 16384); over it fails that item"),
+  step: MapStep,
+});
+
 const VertexId = z.string().regex(VERTEX_ID_PATTERN, "a letter, then letters, digits, `_` or `-` (at most 64)");
 
 export const EntryPointVertex = z
@@ -366,8 +458,19 @@ export const WaitForEventVertex = z
   .strictObject({ id: VertexId, type: z.literal("WAIT_FOR_EVENT"), config: WaitForEventConfig })
   .describe("waits for an event matched on a business value, or a timeout, holding nothing; resumed once by the first match");
 
-export const Vertex = z.discriminatedUnion("type", [EntryPointVertex, GatewayVertex, TransformVertex, DelayVertex, WaitForEventVertex]);
-export const VERTEX_TYPES = ["ENTRY_POINT", "GATEWAY", "TRANSFORM", "DELAY", "WAIT_FOR_EVENT"] as const;
+export const MapVertex = z
+  .strictObject({ id: VertexId, type: z.literal("MAP"), config: MapConfig })
+  .describe("runs its step once per item of a list, each item with its own key, claim and attempts; fan-in of their collected values");
+
+export const Vertex = z.discriminatedUnion("type", [
+  EntryPointVertex,
+  GatewayVertex,
+  TransformVertex,
+  DelayVertex,
+  WaitForEventVertex,
+  MapVertex,
+]);
+export const VERTEX_TYPES = ["ENTRY_POINT", "GATEWAY", "TRANSFORM", "DELAY", "WAIT_FOR_EVENT", "MAP"] as const;
 
 export const Edge = z.strictObject({
   from: VertexId,
@@ -419,6 +522,9 @@ export type GatewayVertex = z.output<typeof GatewayVertex>;
 export type TransformVertex = z.output<typeof TransformVertex>;
 export type DelayVertex = z.output<typeof DelayVertex>;
 export type WaitForEventVertex = z.output<typeof WaitForEventVertex>;
+export type MapVertex = z.output<typeof MapVertex>;
+export type MapConfig = z.output<typeof MapConfig>;
+export type MapStep = z.output<typeof MapStep>;
 export type Edge = z.output<typeof Edge>;
 export type RetryPolicy = z.output<typeof RetryPolicy>;
 export type GatewayConfig = z.output<typeof GatewayConfig>;

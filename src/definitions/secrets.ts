@@ -16,6 +16,7 @@ import { isIdempotencyKeyHeader } from "./expression-sites";
 import { pointerOf, type PathSegment } from "./pointer";
 import { isExpression } from "./schema";
 import { SECRET_NAME_PATTERN, SECRET_TEMPLATE_SOURCE } from "./secret-template";
+import { gatewayConfigs } from "./step-configs";
 
 // The patterns live in a leaf module the definition schema and the OpenAPI document also read.
 export { SECRET_NAME_PATTERN, SECRET_TEMPLATE_SOURCE };
@@ -77,38 +78,38 @@ export function checkSecrets(document: unknown): ValidationError[] {
 
   /** Pointers where a template is allowed, with a checker for that place. */
   const allowed = new Map<string, (value: string, pointer: string) => void>();
-  asArray(root.vertices).forEach((raw, i) => {
-    const vertex = asRecord(raw);
-    const config = asRecord(vertex?.config);
-    if (vertex?.type === "GATEWAY") {
-      // The verify probe's headers follow the same rules as the step's own (a probe also needs credentials).
-      const headerSites = [
-        ...Object.keys(asRecord(config?.headers) ?? {}).map((name) => ({ name, at: ["headers", name] })),
-        ...Object.keys(asRecord(asRecord(config?.verify)?.headers) ?? {}).map((name) => ({ name, at: ["verify", "headers", name] })),
-      ];
-      for (const { name, at } of headerSites) {
-        allowed.set(pointerOf("vertices", i, "config", ...at), (value, pointer) => {
-          const templates = scanTemplates(value);
-          if (templates.length === 0) return;
-          if (isIdempotencyKeyHeader(name)) {
-            errors.push({ pointer, ...SECRET_IN_KEY });
-          } else if (isExpression(value)) {
-            errors.push({
-              pointer,
-              code: "secret-in-expression",
-              message:
-                "secrets are substituted into literal header values only; remove the leading `=` and write the value as a literal " +
-                "such as `Bearer {{ secrets.NAME }}`",
-            });
-          } else {
-            for (const t of templates) if (t.problem) errors.push({ pointer, ...t.problem });
-          }
-        });
-      }
-      allowed.set(pointerOf("vertices", i, "config", "idempotencyKey", "value"), (value, pointer) => {
-        if (scanTemplates(value).length > 0) errors.push({ pointer, ...SECRET_IN_KEY });
+  // Every Gateway: a top-level one and a MAP's step (src/definitions/step-configs.ts).
+  for (const { config, base } of gatewayConfigs(root)) {
+    // The verify probe's headers follow the same rules as the step's own (a probe also needs credentials).
+    const headerSites = [
+      ...Object.keys(asRecord(config.headers) ?? {}).map((name) => ({ name, at: ["headers", name] })),
+      ...Object.keys(asRecord(asRecord(config.verify)?.headers) ?? {}).map((name) => ({ name, at: ["verify", "headers", name] })),
+    ];
+    for (const { name, at } of headerSites) {
+      allowed.set(pointerOf(...base, ...at), (value, pointer) => {
+        const templates = scanTemplates(value);
+        if (templates.length === 0) return;
+        if (isIdempotencyKeyHeader(name)) {
+          errors.push({ pointer, ...SECRET_IN_KEY });
+        } else if (isExpression(value)) {
+          errors.push({
+            pointer,
+            code: "secret-in-expression",
+            message:
+              "secrets are substituted into literal header values only; remove the leading `=` and write the value as a literal " +
+              "such as `Bearer {{ secrets.NAME }}`",
+          });
+        } else {
+          for (const t of templates) if (t.problem) errors.push({ pointer, ...t.problem });
+        }
       });
     }
+    allowed.set(pointerOf(...base, "idempotencyKey", "value"), (value, pointer) => {
+      if (scanTemplates(value).length > 0) errors.push({ pointer, ...SECRET_IN_KEY });
+    });
+  }
+  asArray(root.vertices).forEach((raw, i) => {
+    const vertex = asRecord(raw);
     if (vertex?.type === "ENTRY_POINT") {
       allowed.set(pointerOf("vertices", i, "config", "webhook", "signature", "secret"), (value, pointer) => {
         const templates = scanTemplates(value);

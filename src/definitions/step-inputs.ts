@@ -22,8 +22,12 @@ import { childrenOf, isNode, type AstNode } from "./ast";
 import { expressionSites } from "./expression-sites";
 import { entryPointOf, type WorkflowDefinition } from "./schema";
 
-/** Bumped whenever the analysis changes: a version stored under another one loads everything. */
-export const STEP_INPUTS_VERSION = 1;
+/**
+ * Bumped whenever the analysis changes: a version stored under another one loads everything.
+ * 2: a MAP's expressions (`items`, `collect`, its step's) count as the MAP's own; the item's name
+ * and `index` are roots of their own there (never `payload` or `steps`: a reserved name is refused).
+ */
+export const STEP_INPUTS_VERSION = 2;
 
 export interface StepInputs {
   /** Reads `steps` dynamically: every completed output. */

@@ -49,7 +49,7 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
     ...checkHistory(input),
     ...checkPrototypeMembers(input),
   );
-  const unique = dedupe(withoutRedundantPrototypeMembers(errors));
+  const unique = dedupe(withoutRedundantPrototypeMembers(withoutRedundantVertexTypes(errors)));
   if (unique.length > 0 || !parsed.success) return { ok: false, errors: unique };
   // `$schema` is an editor hint: it is not stored and not part of the version, so moving a file
   // (which changes its relative `$schema` path) does not create a new version.
@@ -61,6 +61,12 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
 function withoutRedundantPrototypeMembers(errors: ValidationError[]): ValidationError[] {
   const refused = new Set(errors.filter((e) => e.code !== "prototype-member").map((e) => e.pointer));
   return errors.filter((e) => e.code !== "prototype-member" || !refused.has(e.pointer));
+}
+
+/** A MAP inside a MAP has its own answer (`map-nested`, src/definitions/vertex-types/map.ts): the schema's "not a step type" goes. */
+function withoutRedundantVertexTypes(errors: ValidationError[]): ValidationError[] {
+  const nested = new Set(errors.filter((e) => e.code === "map-nested").flatMap((e) => [e.pointer, e.pointer.replace(/\/type$/, "")]));
+  return errors.filter((e) => e.code !== "invalid-vertex-type" || !nested.has(e.pointer));
 }
 
 function dedupe(errors: ValidationError[]): ValidationError[] {

@@ -6,20 +6,21 @@
  * Its expressions are compiled with all others (expression-sites.ts), its secrets checked by
  * secrets.ts; the outbound allowlist applies at run time, as for the step's own URL.
  */
-import { asArray, asRecord, asString, type ValidationError } from "./errors";
+import { asRecord, asString, type ValidationError } from "./errors";
 import { isIdempotencyKeyHeader } from "./expression-sites";
 import { pointerOf } from "./pointer";
 import { literalUrlError } from "./rule-helpers";
+import { gatewayConfigs } from "./step-configs";
 
 export function checkVerifyProbes(document: unknown): ValidationError[] {
   const errors: ValidationError[] = [];
-  asArray(asRecord(document)?.vertices).forEach((raw, i) => {
-    const vertex = asRecord(raw);
-    const config = asRecord(vertex?.config);
-    const verify = asRecord(config?.verify);
-    if (vertex?.type !== "GATEWAY" || !verify) return;
-    const at = (...path: string[]) => pointerOf("vertices", i, "config", "verify", ...path);
-    const method = asString(config?.method);
+  // Every Gateway: a top-level one and a MAP's step.
+  for (const site of gatewayConfigs(document)) {
+    const { config } = site;
+    const verify = asRecord(config.verify);
+    if (!verify) continue;
+    const at = (...path: string[]) => pointerOf(...site.base, "verify", ...path);
+    const method = asString(config.method);
     if (method === "GET" || method === "HEAD") {
       errors.push({
         pointer: at(),
@@ -39,6 +40,6 @@ export function checkVerifyProbes(document: unknown): ValidationError[] {
         message: "the verify probe is a plain GET and sends no Idempotency-Key (the key belongs to the write); remove this header",
       });
     }
-  });
+  }
   return errors;
 }

@@ -8,6 +8,7 @@ import type { VertexRules } from "../rule-helpers";
 import { delayRules } from "./delay";
 import { entryPointRules } from "./entry-point";
 import { gatewayRules } from "./gateway";
+import { mapRules } from "./map";
 import { waitForEventRules } from "./wait-for-event";
 
 const none: VertexRules = () => [];
@@ -18,6 +19,7 @@ const RULES_BY_TYPE: { [T in Vertex["type"]]: VertexRules } = {
   TRANSFORM: none,
   DELAY: delayRules,
   WAIT_FOR_EVENT: waitForEventRules,
+  MAP: mapRules,
 };
 
 /** The rules of a type named by the document (any string: a document is checked before it is trusted). */
