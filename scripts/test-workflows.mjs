@@ -74,8 +74,9 @@ let invalid = 0;
 const indent = (text, by) => text.replace(/^/gm, by);
 for (const suite of results.testResults ?? []) {
   if ((suite.assertionResults ?? []).length === 0 && suite.message) {
+    // The runner itself did not load (not a scenario's fault): a failure, not an invalid file.
     console.log(`✗ ${suite.name}: ${suite.message}`);
-    invalid++;
+    failed++;
   }
   for (const t of suite.assertionResults ?? []) {
     const meta = t.meta?.scenario;

@@ -173,15 +173,17 @@ export class ScenarioWorld {
         await this.deliver(due);
         continue;
       }
+      // The cron's first minute at or after the next time a step can move (the wake-up task, the reaper)…
       const wake = await this.nextWake();
-      const next = Math.min(due?.dueAt ?? Infinity, wake);
-      if (!Number.isFinite(next) || next > limit) return;
-      if (due !== undefined && due.dueAt === next) {
-        this.t = next;
+      const tick = Number.isFinite(wake)
+        ? Math.max(Math.ceil(wake / MINUTE) * MINUTE, Math.floor(this.t / MINUTE) * MINUTE + MINUTE)
+        : Infinity;
+      // …unless a message comes first (a retry's, a short sleep's): then that message.
+      if (due !== undefined && due.dueAt <= tick) {
+        if (due.dueAt > limit) return;
+        this.t = due.dueAt;
         continue;
       }
-      // No message brings it: the cron's next minute at or after it (the wake-up task, the reaper).
-      const tick = Math.max(Math.ceil(next / MINUTE) * MINUTE, Math.floor(this.t / MINUTE) * MINUTE + MINUTE);
       if (tick > limit) return;
       this.t = tick;
       await this.cron();
