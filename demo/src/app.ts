@@ -15,6 +15,8 @@
  *   POST /legacy/orders      unique external_id; a duplicate answers 409
  *   POST /checkout/payments  idempotency_key in the JSON BODY (1–45 characters, like Square); a repeat replays the payment
  *   GET  /checkout/payments  { items: [...] } (?order=)
+ *   POST /refunds/lines      a refund of one order line; Idempotency-Key + Bearer key; a repeat answers the first refund
+ *   GET  /refunds/lines      { items: [...] } refunds with their key's call count (?order=) · GET /refunds/calls: every call per key
  *   POST /faults             { path, mode: "after-commit", count, method? } → next `count` matching
  *                            requests do their work, then answer 502
  *   GET  /faults · DELETE /faults   list · disarm all
@@ -28,6 +30,7 @@ import { FORGETFUL_RETENTION_MS, type ConfirmationOptions, type DemoAppEnv, type
 import { faultRoutes } from "./faults";
 import { legacyRoutes } from "./legacy";
 import { paymentRoutes } from "./payments";
+import { refundRoutes } from "./refunds";
 import { shippingRoutes } from "./shipping";
 
 export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
@@ -45,13 +48,14 @@ export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
   app.route("/shipping", shippingRoutes(resolved));
   app.route("/legacy", legacyRoutes(resolved));
   app.route("/checkout", checkoutRoutes(resolved));
+  app.route("/refunds", refundRoutes(resolved));
   app.route("/faults", faultRoutes(resolved));
 
   app.notFound(() =>
     commonProblems
       .routeNotFound(
         "The demo serves /payments/charges, /payments/webhooks, /forgetful/charges, /shipping/labels, /legacy/orders, " +
-          "/checkout/payments and /faults " +
+          "/checkout/payments, /refunds/lines and /faults " +
           "(see docs/walkthrough.md).",
       )
       .toResponse(),
