@@ -255,7 +255,7 @@ export async function playScenario(files: WorkflowFiles, checked: Extract<Checke
     if (trigger.schedule) {
       const entry = checked.definition.vertices.find((v) => v.type === "ENTRY_POINT")!;
       const cron = (entry.config as { schedule: string }).schedule;
-      await world.advanceTo(nextTick(cron, world.t));
+      world.t = nextTick(cron, world.t);
       await world.cron(cron);
       const { results } = await env.DB.prepare("SELECT id FROM executions WHERE workspace = ?1 ORDER BY created_at, rowid")
         .bind(world.workspace)
