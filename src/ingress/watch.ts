@@ -49,7 +49,7 @@ export async function waitForExecution(
   }
 }
 
-/** What the stream compares between polls: a step's progress (src/ledger/read-model.ts `readStreamProgress`). */
+/** What the stream compares between polls: a step's progress (src/ledger/stream-progress.ts `readStreamProgress`). */
 export interface StepProgress {
   vertexId: string;
   state: StepState;

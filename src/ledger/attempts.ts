@@ -7,7 +7,7 @@
  * - the batch that ends the attempt (`settleAndDispatch`, `scheduleRetry`,
  *   `scheduleInProgressRecheck`): `finishAttempt`, fenced, placed before the transition (which
  *   moves the step out of EXECUTING and so would make the fence fail).
- * ./read-model.ts reads them for the trace (`readAttemptsOfSet`).
+ * ./trace-reads.ts reads them for the trace (`readAttemptsOfSet`).
  *
  * Parameters follow the ledger's convention: the step fence is ?1 execution id, ?2 vertex id,
  * ?3 epoch.
@@ -201,7 +201,7 @@ export function finishAttempt(db: D1Database, fence: Fence, now: number, end: At
 /**
  * `readAttemptsOfSet`: the attempts of every execution `owned` names (a subquery of execution ids,
  * bound by `params`), each row with its `executionId`, per execution, per step oldest first — the
- * order the trace shows them in (src/ledger/read-model.ts `readTraceRecordsForSet`).
+ * order the trace shows them in (src/ledger/trace-reads.ts `readTraceRecordsForSet`).
  */
 export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown[]): D1PreparedStatement {
   return db

@@ -98,35 +98,32 @@ export {
   type OperatorRetryResult,
 } from "./operator";
 
-// Reads for the API.
+// Reads for the API: one execution, the trace (one or a set) and its size, the list, the stream's
+// poll, the duplicates stopped per workflow, a workflow's scheduled runs.
 export {
-  listExecutionRecords,
-  listQuery,
-  sumDuplicatesStopped,
   readExecution,
   readExecutionStatus,
-  readTraceRecords,
-  readTraceRecordsForSet,
-  readTraceSizes,
-  readStreamProgress,
-  recentScheduleRuns,
-  TRACE_SET_QUERIES,
   TRACE_VALUE_MAX_BYTES,
-  TRACE_WAIT_EVENTS_MAX,
-  type ExecutionListFilter,
   type ExecutionRecord,
   type ExecutionSummaryRecord,
-  type StepProgressRecord,
-  type StreamProgress,
-  type ScheduleRunRecord,
+} from "./execution-records";
+export {
+  readTraceRecords,
+  readTraceRecordsForSet,
+  TRACE_SET_QUERIES,
+  TRACE_WAIT_EVENTS_MAX,
+  type DuplicateTriggerRecord,
   type StepEventRecord,
   type StepRecord,
   type TraceRecords,
   type WaitEventRecord,
   type WaitRecord,
-  type DuplicateTriggerRecord,
-  type WorkflowStats,
-} from "./read-model";
+} from "./trace-reads";
+export { readTraceSizes } from "./trace-sizes";
+export { listExecutionRecords, listQuery, type ExecutionListFilter } from "./execution-list";
+export { readStreamProgress, type StepProgressRecord, type StreamProgress } from "./stream-progress";
+export { sumDuplicatesStopped, type WorkflowStats } from "./workflow-stats";
+export { recentScheduleRuns, type ScheduleRunRecord } from "./schedule-runs";
 
 // The search by business id (SPEC section 15): a value's or a key's executions, kept or removed.
 export {

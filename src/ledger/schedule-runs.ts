@@ -5,6 +5,7 @@
  * the clock as a parameter; every transition states its precondition in WHERE.
  */
 import { LabelledBatch } from "./batch";
+import { selectList } from "./columns";
 
 export type ScheduleRunStatus = "PENDING" | "STARTING" | "STARTED" | "FAILED" | "SKIPPED" | "EXPIRED";
 
@@ -135,4 +136,41 @@ export async function finishScheduleRuns(
     )
     .run();
   return { expired: results.changes("expire"), deleted: results.changes("delete") };
+}
+
+export interface ScheduleRunRecord {
+  cron: string;
+  scheduledAt: number;
+  status: ScheduleRunStatus;
+  attempts: number;
+  executionId: string | null;
+  error: string | null;
+  updatedAt: number;
+}
+
+const SCHEDULE_RUN_RECORD = selectList<ScheduleRunRecord>({
+  cron: "cron",
+  scheduledAt: "scheduled_at",
+  status: "status",
+  attempts: "attempts",
+  executionId: "execution_id",
+  error: "error",
+  updatedAt: "updated_at",
+});
+
+/** The workflow's most recent scheduled runs, newest minute first (a primary-key range). */
+export async function recentScheduleRuns(
+  db: D1Database,
+  workspace: string,
+  workflowId: string,
+  limit: number,
+): Promise<ScheduleRunRecord[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT ${SCHEDULE_RUN_RECORD} FROM schedule_runs
+       WHERE workspace = ?1 AND workflow_id = ?2 ORDER BY scheduled_at DESC LIMIT ?3`,
+    )
+    .bind(workspace, workflowId, limit)
+    .all<ScheduleRunRecord>();
+  return results;
 }

@@ -16,7 +16,8 @@
  */
 import { LabelledBatch } from "./batch";
 import { selectList, type Columns } from "./columns";
-import { executionSummaryColumns, listFlags, type ExecutionListFilter, type ExecutionSummaryRecord } from "./read-model";
+import { executionSummaryColumns, type ExecutionSummaryRecord } from "./execution-records";
+import { listFlags, type ExecutionListFilter } from "./execution-list";
 import type { RemovalReason } from "./history";
 
 /** What to look for; each list is bound as one JSON array. */

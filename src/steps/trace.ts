@@ -5,7 +5,7 @@
  * attempt on record (`attempts[]`), per Gateway step its destination key declaration
  * (./key-trace.ts), and per WAIT_FOR_EVENT step its wait and the events that arrived for it
  * (./wait-trace.ts).
- * One round trip (src/ledger/read-model.ts `readTraceRecords`); `buildTrace` makes it from the records.
+ * One round trip (src/ledger/trace-reads.ts `readTraceRecords`); `buildTrace` makes it from the records.
  */
 import type { GatewayVertex, WaitForEventVertex } from "../definitions/schema";
 import {
@@ -99,7 +99,7 @@ function attemptTrace(a: AttemptRecord, step: StepRecord) {
 }
 
 /**
- * A stored value over `TRACE_VALUE_MAX_BYTES` is not read back (src/ledger/read-model.ts): the
+ * A stored value over `TRACE_VALUE_MAX_BYTES` is not read back (src/ledger/execution-records.ts): the
  * trace says so, with its size, instead of showing it.
  */
 export function omitted(json: string | null, bytes: number | null): { bytes: number; limit: number } | null {

@@ -3,7 +3,7 @@
  * "The trace of a wait"): the event it waits for, its correlation value, its timeout, the
  * decisions a person may take from the inspector, and the events that arrived on its name and
  * correlation value with what became of each. Built from the step's registration and its events
- * (src/ledger/read-model.ts, read in the trace's one batch) and the pinned definition.
+ * (src/ledger/trace-reads.ts, read in the trace's one batch) and the pinned definition.
  */
 import { WorkflowDefinition, type WaitForEventVertex } from "../definitions/schema";
 import type { WaitEventRecord, WaitRecord } from "../ledger";

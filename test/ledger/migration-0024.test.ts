@@ -7,7 +7,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { readTraceRecordsForSet } from "../../src/ledger/read-model";
+import { readTraceRecordsForSet } from "../../src/ledger/trace-reads";
 import { migrationSql, runMigration as run, schemaBefore } from "../helpers/migrations";
 
 const migration = migrationSql(24);
