@@ -66,6 +66,7 @@ const SHARD_1_FILES = [
   "test/search/identity.test.ts",
   "test/search/history.test.ts",
   "test/shards/*.test.ts",
+  "test/flow/*.test.ts",
 ];
 
 export default defineConfig(async () => {

@@ -16,6 +16,7 @@ import { countQueries } from "../lib/query-count";
 import { ARCHIVE_READ_QUERIES, archiverFor } from "./archive";
 import { deploymentRetention, keySendHorizonMs } from "./retention";
 import { eventSettings, type EventVars } from "../events/settings";
+import { keyMemoryBucket, keyMemoryHotMs } from "../keys/memory";
 import { DEFAULT_SWEEP_LIMITS, emptyReport, sweepHistory, type HistorySweepLimits, type HistorySweepReport } from "./sweep";
 
 /** The queue message that continues a sweep that is behind. */
@@ -72,6 +73,7 @@ export async function runHistorySweep(env: Env, options: HistoryRunOptions): Pro
         deadLetterMaxAgeMs: deploymentRetention(env).failedMs,
         keySendHorizonMs: keySendHorizonMs(env),
         eventHistoryMs: eventSettings(env as unknown as EventVars).historyMs,
+        keyMemory: keyMemoryOf(env),
       },
       options.limits ?? DEFAULT_SWEEP_LIMITS,
     );
@@ -79,9 +81,15 @@ export async function runHistorySweep(env: Env, options: HistoryRunOptions): Pro
     await releaseSweepLease(db, LEASE, holder);
   }
   // Behind: removed something and stopped on the budget, not for lack of work.
-  const continued = !report.drained && report.removed > 0;
+  const continued = (!report.drained && report.removed > 0) || report.keysBehind;
   if (continued) await env.QUEUE.send({ sweep: "history" } satisfies HistorySweepMessage);
   return { ...report, via, skipped: false, continued };
+}
+
+/** The cold tier for the sweep's move, when a KEY_MEMORY bucket is bound. */
+function keyMemoryOf(env: Env): { bucket: R2Bucket; hotMs: number } | null {
+  const bucket = keyMemoryBucket(env);
+  return bucket === null ? null : { bucket, hotMs: keyMemoryHotMs(env) };
 }
 
 export function historyLogLine(r: HistoryRunReport): LogLine | null {
@@ -93,12 +101,14 @@ export function historyLogLine(r: HistoryRunReport): LogLine | null {
       r.tombstones === 0 &&
       r.deadLetters === 0 &&
       r.keySendsExpired === 0 &&
-      r.events === 0)
+      r.events === 0 &&
+      r.keysMoved === 0 &&
+      r.keysMoveFailed === 0)
   ) {
     return null;
   }
   return {
-    level: r.archiveFailed > 0 ? "warn" : "info",
+    level: r.archiveFailed > 0 || r.keysMoveFailed > 0 ? "warn" : "info",
     event: "history.swept",
     fields: {
       via: r.via,
@@ -118,6 +128,10 @@ export function historyLogLine(r: HistoryRunReport): LogLine | null {
       deadLettersSwept: r.deadLetters,
       keySendsExpired: r.keySendsExpired,
       eventsSwept: r.events,
+      keysMovedCold: r.keysMoved,
+      keysColdWritten: r.keysWritten,
+      keysColdFailed: r.keysMoveFailed,
+      keysColdReads: r.keysColdReads,
     },
   };
 }

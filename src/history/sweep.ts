@@ -23,6 +23,7 @@ import {
   type HeldChain,
   type RemovableExecution,
 } from "../ledger";
+import { KEYS_PER_PASS, MOVE_PASS_QUERIES, moveKeySendsOnce } from "../keys/move";
 
 /** Writes the traces of `executions` to the archive; returns the ids written (a failed one is kept in D1). */
 export type Archiver = (executions: RemovableExecution[]) => Promise<ReadonlySet<string>>;
@@ -69,6 +70,11 @@ export interface HistorySweepDeps {
   keySendHorizonMs?: number | null;
   /** Events received longer ago than this go (EVENT_HISTORY); absent: events are not swept here. */
   eventHistoryMs?: number;
+  /**
+   * The cold tier of the key memory (src/keys, docs/history.md "Key memory: hot and cold"): kept
+   * key sends past `hotMs` move there. Absent or null: they stay in D1.
+   */
+  keyMemory?: { bucket: R2Bucket; hotMs: number; onColdRead?: () => void } | null;
 }
 
 export interface HistorySweepReport {
@@ -89,6 +95,14 @@ export interface HistorySweepReport {
   keySendsExpired: number;
   /** Events past EVENT_HISTORY removed (with their consumption records). */
   events: number;
+  /** Kept key sends moved to the cold tier, and the cold objects written for them. */
+  keysMoved: number;
+  keysWritten: number;
+  /** Keys whose cold write failed (kept hot, tried again), and cold records read to merge. */
+  keysMoveFailed: number;
+  keysColdReads: number;
+  /** The move stopped on its bounds with keys still due: the sweep continues through the queue. */
+  keysBehind: boolean;
 }
 
 export function emptyReport(): HistorySweepReport {
@@ -104,6 +118,11 @@ export function emptyReport(): HistorySweepReport {
     deadLetters: 0,
     keySendsExpired: 0,
     events: 0,
+    keysMoved: 0,
+    keysWritten: 0,
+    keysMoveFailed: 0,
+    keysColdReads: 0,
+    keysBehind: false,
   };
 }
 
@@ -160,7 +179,44 @@ export async function sweepHistory(deps: HistorySweepDeps, limits: HistorySweepL
   if (horizon !== null) report.keySendsExpired = await side((limit) => sweepKeySendsOnce(deps.db, deps.now - horizon, limit));
   const eventHistory = deps.eventHistoryMs;
   if (eventHistory !== undefined) report.events = await side((limit) => sweepEventsOnce(deps.db, deps.now - eventHistory, limit));
+  if (deps.keyMemory) await moveKeys(deps, limits, report);
   return report;
+}
+
+/**
+ * Kept key sends past the hot period to the cold tier (src/keys/move.ts): passes of
+ * `KEYS_PER_PASS` keys while they come back full, within what is left of the query and time
+ * budgets and `MAX_MOVE_PASSES` (one put per key: 400 R2 writes at most per invocation).
+ */
+const MAX_MOVE_PASSES = 4;
+
+async function moveKeys(deps: HistorySweepDeps, limits: HistorySweepLimits, report: HistorySweepReport): Promise<void> {
+  const memory = deps.keyMemory!;
+  for (let pass = 0; pass < MAX_MOVE_PASSES; pass += 1) {
+    if (deps.queries() + MOVE_PASS_QUERIES > limits.queryBudget || deps.elapsed() >= limits.timeBudgetMs) {
+      report.keysBehind = true;
+      return;
+    }
+    const moved = await moveKeySendsOnce(
+      {
+        db: deps.db,
+        bucket: memory.bucket,
+        now: deps.now,
+        hotMs: memory.hotMs,
+        horizonMs: deps.keySendHorizonMs ?? null,
+        ...(memory.onColdRead ? { onColdRead: memory.onColdRead } : {}),
+      },
+      KEYS_PER_PASS,
+    );
+    report.keysMoved += moved.moved;
+    report.keysWritten += moved.written;
+    report.keysMoveFailed += moved.failed;
+    report.keysColdReads += moved.coldReads;
+    report.keySendsExpired += moved.forgotten;
+    // A short pass: nothing more is due. A full one that wrote nothing (R2 down): stop until the next tick.
+    if (!moved.full || moved.moved + moved.forgotten === 0) return;
+  }
+  report.keysBehind = true;
 }
 
 /** Bounded deletes of `SIDE_SWEEP_LIMIT` rows while they come back full, within what is left of the query budget. */

@@ -5,6 +5,7 @@
  * `keys` (the destination keys sent). One cursor pages through both kinds of match together.
  */
 import { searchExecutions, type ExecutionListFilter, type KeySendRecord, type RemovedExecutionRecord, type SearchTerm } from "../ledger";
+import { coldKeySends } from "../keys/search";
 import { isoTime } from "../lib/iso-time";
 import { encodeCursor, executionSummary, type ExecutionPage } from "../steps/trace";
 
@@ -13,8 +14,17 @@ export interface SearchPage extends ExecutionPage {
   keys: Array<ReturnType<typeof keySend>>;
 }
 
-export async function searchPage(db: D1Database, workspace: string, term: SearchTerm, f: ExecutionListFilter): Promise<SearchPage> {
-  const { hits, more, keys } = await searchExecutions(db, workspace, term, f);
+export async function searchPage(
+  db: D1Database,
+  workspace: string,
+  term: SearchTerm,
+  f: ExecutionListFilter,
+  keyMemory: R2Bucket | null = null,
+): Promise<SearchPage> {
+  const { hits, more, keys: hot } = await searchExecutions(db, workspace, term, f);
+  // A key moved to the cold tier (src/keys/search.ts) is still found; the cold tier unreachable, the hot sends only.
+  const cold = term.by === "key" ? await coldKeySends(db, keyMemory, workspace, term.keys, hot).catch(() => []) : [];
+  const keys = [...hot, ...cold];
   const last = hits.at(-1);
   const after = last ? ("live" in last ? last.live : last.removed) : null;
   return {

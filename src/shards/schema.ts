@@ -8,7 +8,7 @@
 import { shardProblems } from "./problems";
 
 /** The last file of migrations/ (a test keeps them equal): what this version of the engine needs. */
-export const LATEST_MIGRATION = "0029_connector_limits.sql";
+export const LATEST_MIGRATION = "0030_key_memory.sql";
 
 const RECHECK_MS = 5_000;
 

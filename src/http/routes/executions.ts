@@ -32,6 +32,7 @@ import { ProblemError } from "../../lib/problem";
 import { parseOperatorBody, parseQuery, timeOf } from "../query-params";
 import { searchTermOf } from "../../ingress/search-terms";
 import { searchPage } from "../execution-search";
+import { keyMemoryBucket } from "../../keys/memory";
 import { nowOf } from "../../lib/clock";
 
 export const executionRoutes = new Hono<AppEnv>();
@@ -58,7 +59,9 @@ executionRoutes.get("/", async (c) => {
   };
   // A search by business id or destination key (src/http/execution-search.ts), else the plain list.
   const term = await searchTermOf(workspace, q);
-  return c.json(term ? await searchPage(c.env.DB, workspace, term, filter) : await listExecutions(c.env.DB, workspace, filter));
+  return c.json(
+    term ? await searchPage(c.env.DB, workspace, term, filter, keyMemoryBucket(c.env)) : await listExecutions(c.env.DB, workspace, filter),
+  );
 });
 
 /** The R2 bucket of the archive, when this deployment binds one (reading and erasing need only the binding). */

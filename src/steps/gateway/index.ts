@@ -27,7 +27,7 @@ import { classifyResponse, classifySendFailure } from "./classify";
 import { placeKeyInBody } from "./body-key";
 import { evaluateRequest } from "./evaluate";
 import { resolveKeyToSend, type KeyStore } from "./key";
-import { retentionRefusal } from "./retention";
+import { guardedSend, retentionRefusal, type ColdRecall } from "./retention";
 import { allowlistRefusal, resolveHeaderSecrets } from "./outbound";
 import { buildRequest, summariseRequest } from "./request";
 import { send } from "./send";
@@ -47,6 +47,8 @@ export interface GatewayDeps extends KeyStore {
   now: () => number;
   /** An earlier attempt (of this step, or of the execution this one started over from) may have written: verify first. */
   reattempt?: boolean;
+  /** The retention guard's cold lookup (src/keys/recall.ts); absent: the hot row only. */
+  recallColdSend?: ColdRecall;
 }
 
 export async function runGateway(vertex: GatewayVertex, context: ExpressionContext, deps: GatewayDeps): Promise<RunOutcome> {
@@ -72,7 +74,9 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
     if ("error" in resolvedKey) return { kind: "failed", error: resolvedKey.error };
     key = resolvedKey.key;
     if (keyRule.retentionMs !== null) {
-      const facts = { vertexId: vertex.id, key, destination, send: resolvedKey.send, retentionMs: keyRule.retentionMs, now: deps.now() };
+      const recalled = await guardedSend(deps.recallColdSend, vertex.id, key, destination, resolvedKey.send);
+      if ("error" in recalled) return { kind: recalled.retry ? "retryable" : "failed", error: recalled.error };
+      const facts = { vertexId: vertex.id, key, destination, send: recalled.send, retentionMs: keyRule.retentionMs, now: deps.now() };
       const refusal = retentionRefusal(facts);
       if (refusal !== null) return { kind: "failed", error: refusal };
     }

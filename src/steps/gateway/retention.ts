@@ -12,8 +12,44 @@
  * re-send with an operator retry (which moves `countedFrom` to that retry).
  */
 import { retentionMarginMs } from "../../definitions/destination-key";
+import { ColdUnreachable } from "../../keys/recall";
 import { KEY_MAY_BE_FORGOTTEN_MARK, type KeySend } from "../../ledger";
 import { isoTimeText as iso } from "../../lib/iso-time";
+
+/**
+ * The cold lookup (src/keys/recall.ts): the key's first send from the cold tier when the hot row
+ * is the step's own and the filter may hold the key — else `hot`. Null: fenced out. Throws
+ * `ColdUnreachable` when the cold tier cannot answer.
+ */
+export type ColdRecall = (key: string, destination: string, hot: KeySend) => Promise<KeySend | null>;
+
+/**
+ * The send the guard judges: the hot row's, or — when the hot tier had nothing older than this
+ * step — the cold tier's (docs/history.md "Key memory: hot and cold"). The cold tier unreachable:
+ * retried later, nothing sent; a guarded key is never sent blindly.
+ */
+export async function guardedSend(
+  recall: ColdRecall | undefined,
+  vertexId: string,
+  key: string,
+  destination: string,
+  hot: KeySend,
+): Promise<{ send: KeySend } | { error: string; retry: boolean }> {
+  if (recall === undefined) return { send: hot };
+  try {
+    const send = await recall(key, destination, hot);
+    if (send === null) return { error: "the step was taken over while its key's first send was looked up; nothing was sent", retry: false };
+    return { send };
+  } catch (error) {
+    if (!(error instanceof ColdUnreachable)) throw error;
+    return {
+      error:
+        `gateway ${vertexId}: not sent: could not check whether key ${JSON.stringify(key)} was sent to ${destination} ` +
+        `before (${error.message}); retried`,
+      retry: true,
+    };
+  }
+}
 
 /** When the destination may forget the key: where its retention counts from, plus the retention. */
 export function retentionDeadline(send: KeySend, retentionMs: number): number {

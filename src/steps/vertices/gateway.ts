@@ -5,6 +5,9 @@ import { secretLookup } from "../../secrets/resolve";
 import { parseSealedSecrets } from "../../secrets/store";
 import { mustVerify, runGateway } from "../gateway";
 import { withHeartbeat } from "../heartbeat";
+import { keyMemoryBucket } from "../../keys/memory";
+import { recallKeySend } from "../../keys/recall";
+import { keySendHorizonMs } from "../../history/retention";
 import { withPermit } from "../../flow/gate";
 import type { VertexKind } from "./kind";
 
@@ -29,6 +32,21 @@ export const gatewayKind: VertexKind<GatewayVertex> = {
           reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
           persistKey: (key, destination, guarded) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination, guarded),
           recordSend: (destination, at, guarded) => recordKeySend(rt.db, fence, at, destination, guarded),
+          recallColdSend: (key, destination, hot) =>
+            recallKeySend(
+              {
+                db: rt.db,
+                bucket: keyMemoryBucket(rt.env),
+                workspace: run.workspace,
+                fence,
+                horizonMs: keySendHorizonMs(rt.env),
+                now: rt.now,
+              },
+              key,
+              destination,
+              hot,
+              run.stepCreatedAt ?? 0,
+            ),
         }),
       ),
     ),

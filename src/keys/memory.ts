@@ -1,0 +1,33 @@
+/**
+ * The key memory's settings and bindings (docs/history.md "Key memory: hot and cold"):
+ * - `KEY_MEMORY` — the R2 bucket of the cold tier (wrangler.toml; its own bucket, not the archive's);
+ * - `KEY_MEMORY_HOT` — how long a kept key send stays in D1 after its retention began counting
+ *   (`counted_from`) before it may move cold: a duration, default `2d` (the shortest retention the
+ *   shipped profiles declare, Stripe's 24 h, plus a day; a key whose destination remembers longer
+ *   answers a later retry through one cold read). At least `10s` (a test or soak knob: keys go cold
+ *   within a run); an invalid value falls back to the default. A step that still holds the key
+ *   keeps it hot however old (src/ledger/key-memory.ts `selectColdDue`).
+ * Without a bucket nothing moves: kept sends stay in D1, as before the cold tier.
+ */
+import { durationMs, DURATION_PATTERN } from "../definitions/schema";
+
+export const DEFAULT_KEY_MEMORY_HOT_MS = 2 * 86_400_000;
+const MIN_KEY_MEMORY_HOT_MS = 10_000;
+
+export interface KeyMemoryVars {
+  KEY_MEMORY?: R2Bucket;
+  KEY_MEMORY_HOT?: string;
+}
+
+/** The cold tier's bucket, or null when none is bound. */
+export function keyMemoryBucket(env: object): R2Bucket | null {
+  return (env as KeyMemoryVars).KEY_MEMORY ?? null;
+}
+
+/** `KEY_MEMORY_HOT` in ms. */
+export function keyMemoryHotMs(env: object): number {
+  const value = (env as KeyMemoryVars).KEY_MEMORY_HOT;
+  if (typeof value !== "string" || !DURATION_PATTERN.test(value)) return DEFAULT_KEY_MEMORY_HOT_MS;
+  const ms = durationMs(value);
+  return ms >= MIN_KEY_MEMORY_HOT_MS ? ms : DEFAULT_KEY_MEMORY_HOT_MS;
+}
