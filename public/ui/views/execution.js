@@ -25,6 +25,7 @@ import { api, apiResponse, followExecution } from "../lib/api.js";
 import { drawGraph } from "./graph.js";
 import { cancelExecution, problemText, retryStep, startOver } from "./actions.js";
 import { sendDecision, waitPanel, waitTag } from "./wait.js";
+import { mapNote, mapPanel, mapTag } from "./map.js";
 
 const POLL_MS = 1500;
 const COALESCE_MS = 150;
@@ -61,6 +62,8 @@ export function showExecution(main, executionId) {
     left: false,
     /** Per wait step: its decision in flight or the last one's answer (kept across re-renders: the buttons stay disabled). */
     decisions: new Map(),
+    /** Per MAP step: the page of items shown and the items opened (./map.js; kept across re-renders). */
+    maps: new Map(),
   };
   replace(main, h("p", { class: "muted" }, "Loading…"));
 
@@ -130,6 +133,9 @@ export function showExecution(main, executionId) {
   };
   const actions = {
     refresh: () => void read(),
+    rerender: () => {
+      if (!view.left) render(main, view, actions);
+    },
     cancel: () => cancelExecution(view.trace, () => void read()),
     startOver: () =>
       startOver(view.trace, (started) => {
@@ -325,7 +331,12 @@ function graphOf(trace, definition, actions) {
   return h(
     "div",
     { class: "graph-wrap" },
-    drawGraph(definition, (id) => states.get(id) ?? (id === entry?.id ? "COMPLETED" : null), actions.select),
+    drawGraph(
+      definition,
+      (id) => states.get(id) ?? (id === entry?.id ? "COMPLETED" : null),
+      actions.select,
+      (id) => mapNote(trace.steps.find((s) => s.vertexId === id)),
+    ),
   );
 }
 
@@ -467,15 +478,18 @@ function stepsSection(trace, view, actions, readOnly) {
           badge(s.state),
           s.wait
             ? waitTag(s)
-            : s.parkedUntil
-              ? h("span", { class: "tag", id: `parked-${s.vertexId}` }, `sleeping until ${time(s.parkedUntil)}`)
-              : null,
+            : s.map
+              ? mapTag(s)
+              : s.parkedUntil
+                ? h("span", { class: "tag", id: `parked-${s.vertexId}` }, `sleeping until ${time(s.parkedUntil)}`)
+                : null,
           h("span", { class: "muted" }, ` attempt ${s.attempt} · epoch ${s.epoch}`),
           s.state === "FAILED" && !readOnly
             ? h("button", { type: "button", id: `action-retry-${s.vertexId}`, onclick: () => actions.retry(s) }, "Retry step…")
             : null,
         ),
         s.error ? h("p", { class: "err" }, s.error) : null,
+        s.map ? mapPanel(s, { executionId: trace.executionId, states: view.maps, rerender: actions.rerender }) : null,
         s.wait
           ? waitPanel(s, {
               executionId: trace.executionId,

@@ -35,9 +35,10 @@ function layers(vertices, edges) {
 
 /**
  * `definition` {vertices, edges}; `stateOf(vertexId)` → a step state or null (not reached);
- * `onSelect(vertexId)` when a node is chosen.
+ * `onSelect(vertexId)` when a node is chosen; `noteOf(vertexId)` → a short note after the state, or null
+ * (a MAP's progress: "37/100 done", ./map.js).
  */
-export function drawGraph(definition, stateOf, onSelect) {
+export function drawGraph(definition, stateOf, onSelect, noteOf = () => null) {
   const vertices = definition?.vertices ?? [];
   const edges = definition?.edges ?? [];
   const depth = layers(vertices, edges);
@@ -69,6 +70,7 @@ export function drawGraph(definition, stateOf, onSelect) {
   const nodes = vertices.map((v) => {
     const p = pos.get(v.id);
     const state = stateOf(v.id) ?? "NOT_REACHED";
+    const note = noteOf(v.id);
     const label = v.id.length > 18 ? `${v.id.slice(0, 17)}…` : v.id;
     const choose = () => onSelect(v.id);
     return s(
@@ -78,7 +80,7 @@ export function drawGraph(definition, stateOf, onSelect) {
         transform: `translate(${p.x} ${p.y})`,
         tabindex: 0,
         role: "button",
-        "aria-label": `${v.id}: ${v.type}, ${state.replace("_", " ").toLowerCase()}`,
+        "aria-label": `${v.id}: ${v.type}, ${state.replace("_", " ").toLowerCase()}${note ? `, ${note}` : ""}`,
         "data-vertex": v.id,
         onclick: choose,
         onkeydown: (e) => {
@@ -88,10 +90,10 @@ export function drawGraph(definition, stateOf, onSelect) {
           }
         },
       },
-      s("title", {}, `${v.id} (${v.type}): ${state}`),
+      s("title", {}, `${v.id} (${v.type}): ${state}${note ? ` (${note})` : ""}`),
       s("rect", { width: W, height: H, rx: 6 }),
       s("text", { x: 10, y: 18, class: "node-id" }, label),
-      s("text", { x: 10, y: 34, class: "node-meta" }, `${v.type.toLowerCase()} · ${state.replace("_", " ").toLowerCase()}`),
+      s("text", { x: 10, y: 34, class: "node-meta" }, `${v.type.toLowerCase()} · ${note ?? state.replace("_", " ").toLowerCase()}`),
     );
   });
   return s(
