@@ -73,7 +73,9 @@ export function checkLimits(limits: ConnectorLimits | undefined): ValidationErro
     errors.push({
       pointer: "/limits/rate",
       code: "limits-rate-too-high",
-      message: `"${limits.rate}" is above ${MAX_RATE_PER_SECOND.toLocaleString("en")} calls per second; leave \`rate\` out for no rate limit`,
+      message:
+        `"${limits.rate}" is above ${MAX_RATE_PER_SECOND.toLocaleString("en")} calls per second; ` +
+        "leave `rate` out for no rate limit",
     });
   }
   if (limits.burst !== undefined) {

@@ -26,15 +26,13 @@ export function limitedConnectorOf(vertex: GatewayVertex): string | null {
 /**
  * When a refused step asks again: the pause's end; the bucket's token for its place in line; or,
  * waiting for a slot, one second per round of the waiters ahead (a release wakes the oldest at
- * once), never past the earliest live permit's lease. Whole seconds (a queue delay), 1–30 s except
- * for a pause, which is waited out whole.
+ * once), never past the earliest live permit's lease. Whole seconds (a queue delay), 1–30 s; a
+ * pause is waited out to its end.
  */
 export function permitWaitUntil(g: Refused, now: number): number {
   let waitMs: number;
-  if (g.reason === "paused" && g.pausedUntil !== null) {
-    waitMs = g.pausedUntil - now;
-    return now + Math.max(1, Math.ceil(waitMs / 1000)) * 1000;
-  }
+  // The pause's end exactly (its wake-up message is delayed whole seconds, so it arrives at or after it).
+  if (g.reason === "paused" && g.pausedUntil !== null) return Math.max(g.pausedUntil, now + 1);
   if (g.rate && g.tokens !== null && g.tokens < g.ahead + 1) {
     waitMs = ((g.ahead + 1 - g.tokens) * g.rate.periodMs) / g.rate.count;
   } else {

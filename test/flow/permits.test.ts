@@ -1,0 +1,284 @@
+/**
+ * Flow control per destination (SPEC section 17, docs/connectors.md "Limits"): a connector's limits
+ * hold under concurrent claims, a dead worker's permit returns with its step's lease, a 429 with
+ * Retry-After pauses the whole scope, the longest waiter goes first, and waiting is not an attempt.
+ * Real D1 (both shards: test/flow is in SHARD_1_FILES), the real consumer, the harness's clock,
+ * queue and destination.
+ */
+import { env } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { getWorkflow } from "../../src/definitions/store";
+import { readScopeState } from "../../src/ledger/connector-permits";
+import { permitWaitLine } from "../../src/flow/permits";
+import { callApp, executionStatus, harness, type Harness } from "../steps/helpers";
+import { attemptsOf, counters, eventTypes, inFlightMeter, limitedPayments, limitedWorkflow, putJson, stepRow, WS } from "./helpers";
+
+beforeEach(() => {
+  for (const level of ["warn", "log"] as const) vi.spyOn(console, level).mockImplementation(() => {});
+});
+afterEach(() => vi.restoreAllMocks());
+
+const order = (id: string) => ({ order: { id, total: 10 } });
+
+/** The first message of each started execution (the harness's queue), delivered all at once: concurrent claims. */
+async function deliverTogether(h: Harness): Promise<void> {
+  const messages = h.queue.take();
+  await Promise.all(messages.map((m) => h.deliver([m.body])));
+}
+
+/** The execution's queued message (left out of the queue; the others stay). */
+function takeFirst(h: Harness, executionId: string) {
+  const i = h.queue.pending.findIndex((m) => m.body.executionId === executionId);
+  return h.queue.pending.splice(i, 1)[0]!;
+}
+
+/** A destination whose calls hang until `open()`. */
+function holdCalls(h: Harness): { open: () => void } {
+  let open!: () => void;
+  h.dest.hold = new Promise<void>((resolve) => (open = resolve));
+  return {
+    open: () => {
+      h.dest.hold = null;
+      open();
+    },
+  };
+}
+
+describe("concurrency", () => {
+  it("holds under concurrent claims: 6 executions, concurrency 2 — two calls in flight, four park without an attempt", async () => {
+    const h = harness();
+    const meter = inFlightMeter(h);
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 2 });
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push(await h.start(wf, order(`C-${i}-${name}`)));
+    const gate = holdCalls(h);
+    const running = deliverTogether(h);
+    // Let every claim reach its ask: the two granted hang at the destination.
+    for (let i = 0; i < 50 && h.queue.pending.length < 4; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(meter.now()).toBe(2);
+    expect(h.queue.pending).toHaveLength(4); // the four waiters' wake-ups
+    const state = await readScopeState(env.DB, WS, name, h.clock.now());
+    expect(state).toMatchObject({ concurrency: 2, inFlight: 2, waiting: 4 });
+    gate.open();
+    await running;
+    await h.drain();
+    for (const id of ids) {
+      expect(await executionStatus(id)).toBe("COMPLETED");
+      expect(await attemptsOf(id)).toEqual([{ attempt: 1, outcome: "completed" }]);
+      expect((await counters(id))?.max_attempt).toBe(1);
+      // No takeover, no failed attempt. (A waiter a release woke early still has its timed wake-up
+      // queued: arriving after the settle, it is acked as a redundant message — docs/connectors.md.)
+      expect((await eventTypes(id)).filter((t) => t !== "redelivery_dropped")).toEqual([]);
+    }
+    expect(meter.max()).toBe(2);
+    expect(h.dest.effects).toHaveLength(6);
+  });
+});
+
+describe("saving limits", () => {
+  it("refuses each bad member with a 422 and its pointer, and saves nothing", async () => {
+    const h = harness();
+    const cases: Array<[Record<string, unknown>, string, string | null]> = [
+      [{ rate: "10/d" }, "/limits/rate", null],
+      [{ rate: "0/s" }, "/limits/rate", "limits-rate-zero"],
+      [{ rate: "10001/s" }, "/limits/rate", "limits-rate-too-high"],
+      [{ rate: "600001/m" }, "/limits/rate", "limits-rate-too-high"],
+      [{ concurrency: 0 }, "/limits/concurrency", null],
+      [{ concurrency: 1001 }, "/limits/concurrency", null],
+      [{ rate: "5/s", burst: 0 }, "/limits/burst", null],
+      [{ rate: "5/s", burst: 51 }, "/limits/burst", "limits-burst-too-high"],
+      [{ burst: 5 }, "/limits/burst", "limits-burst-without-rate"],
+    ];
+    for (const [limits, pointer, code] of cases) {
+      const name = `bad-${Math.random().toString(36).slice(2, 8)}`;
+      const refused = await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, limits));
+      expect(refused.status, JSON.stringify(limits)).toBe(422);
+      const errors = refused.body.errors as Array<{ pointer: string; code: string }>;
+      expect(
+        errors.map((e) => e.pointer),
+        JSON.stringify(limits),
+      ).toContain(pointer);
+      if (code) expect(errors.map((e) => e.code)).toContain(code);
+      expect((await callApp(h, "GET", `/v1/connectors/${name}`)).status).toBe(404);
+      expect(await readScopeState(env.DB, WS, name, h.clock.now())).toBeNull();
+    }
+    // The edges are accepted: 10,000/s, a burst of 10 × N, 1,000 in flight.
+    const name = `edge-${Math.random().toString(36).slice(2, 8)}`;
+    const edge = await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, { concurrency: 1000, rate: "10000/s", burst: 100000 }));
+    expect(edge.status).toBe(201);
+  });
+
+  it("are operational: not in the saved workflow version, and an edit applies to it without a re-save", async () => {
+    const h = harness();
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 1 });
+    expect(JSON.stringify(wf.definition)).not.toContain("limits");
+    expect(await readScopeState(env.DB, WS, name, h.clock.now())).toMatchObject({ concurrency: 1, rate: null });
+    expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, { concurrency: 3, rate: "2/s" }))).status).toBe(201);
+    expect(await readScopeState(env.DB, WS, name, h.clock.now())).toMatchObject({
+      concurrency: 3,
+      rate: { count: 2, periodMs: 1000, burst: 2 },
+    });
+    expect((await getWorkflow(env.DB, WS, wf.definition.id))!.version).toBe(wf.version);
+    // Saved without limits: the scope's row goes, sends are unlimited.
+    expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, undefined))).status).toBe(201);
+    expect(await readScopeState(env.DB, WS, name, h.clock.now())).toBeNull();
+    // An inline step (no connector) is never limited, and a connector without limits costs the grant's one read.
+    const id = await h.start(wf, order(`U-${name}`));
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPLETED");
+  });
+});
+
+describe("waiting for a permit", () => {
+  it("is not an attempt: a step that waits through 100 wake-ups then succeeds on attempt 1, nothing counted", async () => {
+    const h = harness();
+    const { name, wf } = await limitedWorkflow(h, { rate: "1/h" });
+    const first = await h.start(wf, order(`F-${name}`));
+    await h.drain();
+    expect(await executionStatus(first)).toBe("COMPLETED"); // took the bucket's one token
+    const id = await h.start(wf, order(`W-${name}`));
+    for (let wake = 0; wake <= 100; wake++) {
+      const [message] = h.queue.take();
+      expect(message, `wake-up ${wake}`).toBeDefined();
+      if (message!.dueAt > h.clock.now()) h.clock.t = message!.dueAt;
+      await h.deliver([message!.body]);
+      const row = await stepRow(id);
+      expect(row, `wake-up ${wake}`).toMatchObject({ state: "EXECUTING", attempt: 0, retry_base: 0 });
+      expect(row!.parked_until).toBeGreaterThan(h.clock.now());
+    }
+    expect(await attemptsOf(id)).toEqual([]);
+    expect(h.dest.effects).toHaveLength(1);
+    // The edit applies at the next ask: a faster rate refills the bucket.
+    expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, { rate: "100/s" }))).status).toBe(201);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(await attemptsOf(id)).toEqual([{ attempt: 1, outcome: "completed" }]);
+    expect(await counters(id)).toEqual({ max_attempt: 1, redeliveries_stopped: 0 });
+    expect(await eventTypes(id)).toEqual([]); // no lease_expired, no attempt_failed, no redelivery_dropped
+    const row = await stepRow(id);
+    expect(row!.epoch).toBeGreaterThan(100);
+    const wait = JSON.parse(row!.permit_wait!) as Parameters<typeof permitWaitLine>[0];
+    expect(permitWaitLine(wait, h.clock.now())).toMatch(new RegExp(`^waited \\d+\\.\\d s for ${name}: no token left at 1/h`));
+    expect((await readScopeState(env.DB, WS, name, h.clock.now()))!.heldBack).toBeGreaterThanOrEqual(101);
+  });
+
+  it("a dead worker's permit returns when its step's lease expires, not before", async () => {
+    const h = harness();
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 1 });
+    const dead = await h.start(wf, order(`D-${name}`));
+    const live = await h.start(wf, order(`L-${name}`));
+    const [deadMessage, liveMessage] = h.queue.take();
+    // The first worker hangs at the destination for good (a worker that died mid-call).
+    let reached = false;
+    void h.deliver([deadMessage!.body], { fetch: () => ((reached = true), new Promise<Response>(() => {})) });
+    for (let i = 0; i < 100 && !reached; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(reached).toBe(true);
+    await h.deliver([liveMessage!.body]);
+    expect(await stepRow(live)).toMatchObject({ state: "EXECUTING", attempt: 0 });
+    // Its wake-ups within the dead worker's lease (30 s) find the permit held.
+    for (let i = 0; i < 3; i++) {
+      const [wake] = h.queue.take();
+      h.clock.t = wake!.dueAt;
+      await h.deliver([wake!.body]);
+      expect(await executionStatus(live)).toBe("RUNNING");
+    }
+    expect(h.clock.now()).toBeLessThan(1_900_000_030_000);
+    h.clock.t = 1_900_000_030_000;
+    await h.drain();
+    expect(await executionStatus(live)).toBe("COMPLETED");
+    expect(await attemptsOf(live)).toEqual([{ attempt: 1, outcome: "completed" }]);
+    expect((await stepRow(dead))!.state).toBe("EXECUTING");
+  });
+});
+
+describe("shared backpressure", () => {
+  it("a 429 with Retry-After: 3 pauses every send of the scope for 3 s, and the trace says why", async () => {
+    const h = harness();
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 5 });
+    const meter = inFlightMeter(h);
+    h.dest.fault("/payments/charges", 429, 1, { headers: { "retry-after": "3" } });
+    const hit = await h.start(wf, order(`H-${name}`));
+    await h.deliver([h.queue.take()[0]!.body]);
+    const pausedAt = h.clock.now();
+    expect((await readScopeState(env.DB, WS, name, pausedAt))!).toMatchObject({
+      pausedUntil: pausedAt + 3000,
+      pauseReason: expect.stringMatching(/^paused by a 429 at /),
+    });
+    const other = await h.start(wf, order(`O-${name}`));
+    h.clock.advance(200);
+    await h.deliver([h.queue.pending.find((m) => m.body.executionId === other)!.body]);
+    h.queue.pending = h.queue.pending.filter((m) => !(m.body.executionId === other && m.dueAt <= h.clock.now()));
+    expect(await stepRow(other)).toMatchObject({ state: "EXECUTING", attempt: 0, parked_until: pausedAt + 3000 });
+    await h.drain();
+    expect(await executionStatus(hit)).toBe("COMPLETED");
+    expect(await executionStatus(other)).toBe("COMPLETED");
+    // The destination's record: the 429, then nothing until the pause ended.
+    expect(meter.starts[0]).toBe(pausedAt);
+    expect(meter.starts.slice(1).every((t) => t >= pausedAt + 3000)).toBe(true);
+    const wait = JSON.parse((await stepRow(other))!.permit_wait!) as Parameters<typeof permitWaitLine>[0];
+    expect(permitWaitLine(wait, h.clock.now())).toMatch(new RegExp(`^waited 3\\.0 s for ${name}: paused by a 429 at `));
+    expect(await attemptsOf(other)).toEqual([{ attempt: 1, outcome: "completed" }]);
+  });
+});
+
+describe("fairness", () => {
+  it("the longest waiter goes first: a newcomer that arrives as the permit frees waits behind it", async () => {
+    const h = harness();
+    const meter = inFlightMeter(h);
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 1 });
+    const holder = await h.start(wf, order(`H-${name}`));
+    const gate = holdCalls(h);
+    const holding = h.deliver([h.queue.take()[0]!.body]);
+    for (let i = 0; i < 100 && meter.now() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const waiter = await h.start(wf, order(`W-${name}`));
+    await h.deliver([h.queue.take()[0]!.body]);
+    expect(await stepRow(waiter)).toMatchObject({ attempt: 0 });
+    h.clock.advance(500);
+    h.queue.take(); // the waiter's timed wake-up: the release must wake it
+    gate.open();
+    await holding; // released: the oldest waiter is woken now, its message queued
+    const woken = h.queue.take();
+    expect(woken.map((m) => m.body.executionId)).toContain(waiter);
+    // A newcomer's claim lands before the woken waiter's: it must not take the free permit.
+    const newcomer = await h.start(wf, order(`N-${name}`));
+    await h.deliver([h.queue.take().find((m) => m.body.executionId === newcomer)!.body]);
+    expect(await stepRow(newcomer)).toMatchObject({ state: "EXECUTING", attempt: 0 });
+    for (const m of woken) await h.deliver([m.body]);
+    expect(await executionStatus(waiter)).toBe("COMPLETED");
+    await h.drain();
+    expect(await executionStatus(newcomer)).toBe("COMPLETED");
+    const orders = h.dest.effects.map((e) => (e.body as { order: string }).order);
+    expect(orders).toEqual([`H-${name}`, `W-${name}`, `N-${name}`]);
+    expect(meter.max()).toBe(1);
+    expect(holder).toBeDefined();
+  });
+
+  it("no starvation: with newcomers arriving all along, permits go in the order the steps first asked", async () => {
+    const h = harness();
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 1 });
+    const holder = await h.start(wf, order(`H-${name}`));
+    const gate = holdCalls(h);
+    const holding = h.deliver([h.queue.take()[0]!.body]);
+    for (let i = 0; i < 100 && h.dest.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const arrivals: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      h.clock.advance(300);
+      const id = await h.start(wf, order(`A${i}-${name}`));
+      arrivals.push(`A${i}-${name}`);
+      await h.deliver([takeFirst(h, id).body]);
+    }
+    gate.open();
+    await holding;
+    // Every wake-up — timed or a release's — in due order; newcomers keep coming while they run.
+    for (let i = 6; i < 12; i++) {
+      h.clock.advance(300);
+      await h.start(wf, order(`A${i}-${name}`));
+      arrivals.push(`A${i}-${name}`);
+      await h.drain(5);
+    }
+    await h.drain(500);
+    const orders = h.dest.effects.map((e) => (e.body as { order: string }).order);
+    expect(orders).toEqual([`H-${name}`, ...arrivals]);
+    expect(holder).toBeDefined();
+  });
+});
