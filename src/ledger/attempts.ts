@@ -13,7 +13,8 @@
  * ?3 epoch.
  */
 import { selectList } from "./columns";
-import { fenceParams, STEP_FENCE, type Fence, type StepRef } from "./step-sql";
+import { fenceParams, type Fence, type StepRef } from "./step-sql";
+import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
 
 /**
  * Attempts kept per step: the newest 20 (older ones are deleted by the claim batch that adds the
@@ -108,12 +109,12 @@ export const STEP_EVENT_MARK = `(SELECT coalesce(max(mk.id), 0) FROM step_events
  * took the step over. Runs after `claimStep`; true whatever the claim's result, so no condition
  * on it. Binds ?1 execution id, ?2 vertex id.
  */
-export function markLostAttempts(db: D1Database, ref: StepRef): D1PreparedStatement {
+export function markLostAttempts(db: D1Database, ref: StepRef, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE step_attempts SET outcome = 'lost', seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
        WHERE execution_id = ?1 AND vertex_id = ?2 AND outcome = 'running'
-         AND epoch < (SELECT s.epoch FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id = ?2)`,
+         AND epoch < (SELECT s.epoch FROM ${rows.table} s WHERE s.execution_id = ?1 AND s.${rows.key} = ?2)`,
     )
     .bind(ref.executionId, ref.vertexId);
 }
@@ -124,13 +125,13 @@ export function markLostAttempts(db: D1Database, ref: StepRef): D1PreparedStatem
  * epoch makes a second row for one claim impossible (a live lease held by another worker already
  * has its row). The key is the one already persisted, if any. Binds ?1, ?2, ?3 now.
  */
-export function openAttempt(db: D1Database, ref: StepRef, now: number): D1PreparedStatement {
+export function openAttempt(db: D1Database, ref: StepRef, now: number, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
-       SELECT execution_id, vertex_id, epoch, attempt, 'running', ?3, idempotency_key,
+       SELECT execution_id, ${rows.key}, epoch, attempt, 'running', ?3, idempotency_key,
               (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
-       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND state = 'EXECUTING' AND updated_at = ?3
+       FROM ${rows.table} WHERE execution_id = ?1 AND ${rows.key} = ?2 AND state = 'EXECUTING' AND updated_at = ?3
        ON CONFLICT (execution_id, vertex_id, epoch) DO NOTHING`,
     )
     .bind(ref.executionId, ref.vertexId, now);
@@ -154,16 +155,16 @@ export function trimAttempts(db: D1Database, ref: StepRef): D1PreparedStatement 
 // ---------------------------------------------------------------------------------------------
 // During and at the end of the attempt (fenced)
 
-/** The attempt's row while its fence holds. Binds the fence ?1–?3. */
-const OWN_OPEN_ATTEMPT = `execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND outcome = 'running'
-  AND EXISTS (SELECT 1 FROM steps WHERE ${STEP_FENCE})`;
+/** The attempt's row while its fence holds (over the row source the attempt belongs to). Binds the fence ?1–?3. */
+const ownOpenAttempt = (rows: RowSource) => `execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND outcome = 'running'
+  AND EXISTS (SELECT 1 FROM ${rows.table} WHERE ${fenceOn(rows)})`;
 
 /** `recordAttemptKey`: the key a first attempt persisted (placed after the key's UPDATE in the persist batch). */
-export function recordAttemptKey(db: D1Database, fence: Fence): D1PreparedStatement {
+export function recordAttemptKey(db: D1Database, fence: Fence, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE step_attempts SET idempotency_key = (SELECT idempotency_key FROM steps WHERE ${STEP_FENCE})
-       WHERE ${OWN_OPEN_ATTEMPT}`,
+      `UPDATE step_attempts SET idempotency_key = (SELECT idempotency_key FROM ${rows.table} WHERE ${fenceOn(rows)})
+       WHERE ${ownOpenAttempt(rows)}`,
     )
     .bind(...fenceParams(fence));
 }
@@ -173,14 +174,20 @@ export function recordAttemptKey(db: D1Database, fence: Fence): D1PreparedStatem
  * row was marked lost by the claim that replaced it, and the newer row has another epoch). Must
  * come before the batch's transition of the step. Binds the fence, ?4 now, ?5–?11 the record.
  */
-export function finishAttempt(db: D1Database, fence: Fence, now: number, end: AttemptEnd): D1PreparedStatement {
+export function finishAttempt(
+  db: D1Database,
+  fence: Fence,
+  now: number,
+  end: AttemptEnd,
+  rows: RowSource = STEP_ROWS,
+): D1PreparedStatement {
   const response = end.response ? boundedJson({ headers: end.response.headers, body: end.response.body }) : null;
   return db
     .prepare(
       `UPDATE step_attempts
          SET outcome = ?5, finished_at = ?4, request = ?6, response_status = ?7, response = ?8, error = ?9,
              delay_ms = ?10, delay_reason = ?11, seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
-       WHERE ${OWN_OPEN_ATTEMPT}`,
+       WHERE ${ownOpenAttempt(rows)}`,
     )
     .bind(
       ...fenceParams(fence),

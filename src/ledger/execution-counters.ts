@@ -4,7 +4,8 @@
  * the step batches (./step-claim.ts, ./step-settle.ts, ./step-schedule.ts) place them. (The
  * trigger's count, `duplicate_deliveries`, is the start batch's.)
  */
-import { CLAIMABLE, fenceParams, SETTLED, STEP_FENCE, WAITING, type Fence, type StepRef } from "./step-sql";
+import { CLAIMABLE, fenceParams, SETTLED, WAITING, type Fence, type StepRef } from "./step-sql";
+import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
 
 /**
  * `countClaim`: placed BEFORE `claimStep` in the claim batch, it reads the step as the claim is
@@ -14,8 +15,8 @@ import { CLAIMABLE, fenceParams, SETTLED, STEP_FENCE, WAITING, type Fence, type 
  * `max_attempt`. Writes the execution row only when one of them changes.
  * Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 drop (0/1).
  */
-export function countClaim(db: D1Database, ref: StepRef, now: number, drop: boolean): D1PreparedStatement {
-  const step = "FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id = ?2";
+export function countClaim(db: D1Database, ref: StepRef, now: number, drop: boolean, rows: RowSource = STEP_ROWS): D1PreparedStatement {
+  const step = `FROM ${rows.table} s WHERE s.execution_id = ?1 AND s.${rows.key} = ?2`;
   // A parked step (a DELAY sleeping) is neither: a message that meets it early is acked, not a
   // stopped redelivery, and the claim that resumes it is not a retry (docs/waits.md).
   const stopped = `(SELECT count(*) ${step} AND (${SETTLED} OR (?4 = 1 AND ${WAITING} AND s.parked_until IS NULL)))`;
@@ -35,8 +36,8 @@ export function countClaim(db: D1Database, ref: StepRef, now: number, drop: bool
  * `recordFencedOut` records its event); a worker still holding the step whose destination
  * replayed its answer (`replayed`) adds a destination replay. Binds the fence ?1–?3, ?4 replayed (0/1).
  */
-export function countAttemptEnd(db: D1Database, fence: Fence, replayed: boolean): D1PreparedStatement {
-  const holds = `EXISTS (SELECT 1 FROM steps WHERE ${STEP_FENCE})`;
+export function countAttemptEnd(db: D1Database, fence: Fence, replayed: boolean, rows: RowSource = STEP_ROWS): D1PreparedStatement {
+  const holds = `EXISTS (SELECT 1 FROM ${rows.table} WHERE ${fenceOn(rows)})`;
   return db
     .prepare(
       `UPDATE executions

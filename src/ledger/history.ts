@@ -261,7 +261,8 @@ export async function removeExecutions(
   if (ids.length === 0) return empty;
   const params = [JSON.stringify(ids), now, reason, JSON.stringify(ids.filter((id) => archived.has(id))), ids.length];
   const del = (sql: string) => db.prepare(`${sql} AND ${removableGuard}`).bind(...params);
-  type Label = "tombstones" | "attempts" | "events" | "keySends" | "waits" | "erasedEvents" | "consumptions" | "identityValues" | "steps";
+  type Label =
+    "tombstones" | "attempts" | "events" | "items" | "keySends" | "waits" | "erasedEvents" | "consumptions" | "identityValues" | "steps";
   const batch = new LabelledBatch<Label | "executions">(db);
   // An erasure only: the same values' hashes on the identity claim, kept for its dedupe window, are blanked (the claim stays).
   if (reason === "erased")
@@ -290,6 +291,8 @@ export async function removeExecutions(
     )
     .add("attempts", del(`DELETE FROM step_attempts WHERE execution_id IN ${IDS}`))
     .add("events", del(`DELETE FROM step_events WHERE execution_id IN ${IDS}`))
+    // A MAP's items go with their execution (their attempts and events are the rows above, under their row keys).
+    .add("items", del(`DELETE FROM work_items WHERE execution_id IN ${IDS}`))
     // Key sends outlive their execution, guarded or not: a later version that declares a retention
     // must still find the first send (docs/history.md "Destination key sends outlive their executions").
     // The unguarded ones are marked kept (`guarded = 1`: out of the unguarded index, aged by

@@ -59,6 +59,35 @@ export { MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer, type FirstSte
 // The destination keys' first sends: what the retention guard reads.
 export { KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type KeySend } from "./key-sends";
 
+// A MAP's items (docs/steps.md "MAP"): the list persisted once, an item's claim, key, heartbeat, retry and
+// settle (the step's statements over the item row), the MAP's read of its items, the reaper's twins.
+export {
+  claimItemAndLoad,
+  extendItemLease,
+  itemRowKey,
+  MAX_MAP_LIST_BYTES,
+  parseRowKey,
+  persistItemKey,
+  readMapItems,
+  recordItemKeySend,
+  redispatchExpiredItemLeases,
+  redispatchOverdueItems,
+  scheduleItemInProgressRecheck,
+  scheduleItemRetry,
+  settleItem,
+  startMapItems,
+  type ItemClaimResult,
+  type ItemFence,
+  type ItemRef,
+  type ItemRun,
+  type ItemSettleOutcome,
+  type ItemSettleResult,
+  type ItemState,
+  type MapItemsRead,
+  type StartedItem,
+} from "./map-items";
+export type { MapPark } from "./map-sql";
+
 // Recovery: the reaper's sweeps and dead letters.
 export {
   DEFAULT_MAX_RESEND_WAIT_MS,

@@ -7,7 +7,8 @@
  * - an operator retry that acknowledges the destination may have forgotten the key
  *   (./operator.ts): `counted_from` moves to the retry, `first_sent_at` stays.
  */
-import { fenceParams, STEP_FENCE, type Fence } from "./step-sql";
+import { fenceParams, type Fence } from "./step-sql";
+import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
 
 /** When a key was first sent to one destination, and where its retention counts from. */
 export interface KeySend {
@@ -29,13 +30,20 @@ export const KEY_MAY_BE_FORGOTTEN_MARK = "not sent: the destination may have for
  * record, ?5 the destination, ?6 guarded (1: the key declares a retention, so the retention guard
  * reads this row and it outlives its execution — migrations/0017; 0: it goes with its execution).
  */
-export function upsertKeySend(db: D1Database, fence: Fence, at: number, destination: string, guarded: boolean): D1PreparedStatement {
+export function upsertKeySend(
+  db: D1Database,
+  fence: Fence,
+  at: number,
+  destination: string,
+  guarded: boolean,
+  rows: RowSource = STEP_ROWS,
+): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO destination_key_sends
          (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id, guarded)
-       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, vertex_id, ?6
-       FROM steps WHERE ${STEP_FENCE} AND idempotency_key IS NOT NULL
+       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, ${rows.key}, ?6
+       FROM ${rows.table} WHERE ${fenceOn(rows)} AND idempotency_key IS NOT NULL
        ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET guarded = max(guarded, excluded.guarded)
        RETURNING first_sent_at AS firstSentAt, counted_from AS countedFrom`,
     )
@@ -53,8 +61,9 @@ export async function recordKeySend(
   at: number,
   destination: string,
   guarded: boolean,
+  rows: RowSource = STEP_ROWS,
 ): Promise<KeySend | null> {
-  return upsertKeySend(db, fence, at, destination, guarded).first<KeySend>();
+  return upsertKeySend(db, fence, at, destination, guarded, rows).first<KeySend>();
 }
 
 /**

@@ -62,7 +62,7 @@ export async function retryFailedStep(
   // The guard's refusal is retried only when acknowledged.
   const retryable = `${failed} AND (?5 = 1 OR NOT ${refusedByGuard})`;
   const params = [ref.executionId, ref.vertexId, workspace, now, options.acknowledgeForgottenKey ? 1 : 0, KEY_MAY_BE_FORGOTTEN_MARK];
-  const results = await new LabelledBatch<"event" | "keyAcknowledged" | "step" | "execution" | "current">(db)
+  const results = await new LabelledBatch<"event" | "keyAcknowledged" | "items" | "step" | "execution" | "current">(db)
     .add(
       "event",
       db
@@ -84,6 +84,20 @@ export async function retryFailedStep(
           `UPDATE destination_key_sends SET counted_from = max(counted_from, ?4)
            WHERE workspace = ?3 AND ?5 = 1
              AND idempotency_key = (SELECT idempotency_key FROM steps WHERE ${failed} AND ${refusedByGuard})`,
+        )
+        .bind(...params),
+    )
+    .add(
+      "items",
+      db
+        .prepare(
+          // A MAP's FAILED items are re-run, its COMPLETED ones kept (docs/steps.md "MAP"): back to PENDING with their
+          // persisted keys and a fresh retry budget; the MAP's claim starts them. Before the step's own update, which
+          // it reads as still FAILED.
+          `UPDATE work_items
+             SET state = 'PENDING', available_at = ?4, finished_at = NULL, error = NULL, retry_base = attempt, updated_at = ?4
+           WHERE execution_id = ?1 AND vertex_id = ?2 AND kind = 'map_item' AND state = 'FAILED'
+             AND EXISTS (SELECT 1 FROM steps WHERE ${retryable})`,
         )
         .bind(...params),
     )
@@ -186,7 +200,10 @@ export async function cancelExecution(
   const running = `EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?2 AND e.status = 'RUNNING')`;
   const inFlight = `execution_id = ?1 AND state IN ('DISPATCHED', 'EXECUTING') AND ${running}`;
   const params = [executionId, workspace, now] as const;
-  const batch = new LabelledBatch<"inFlight" | "events" | "attempts" | "steps" | "execution" | "release" | "current">(db)
+  // A MAP's items (docs/steps.md "MAP"): the in-flight ones fenced out like steps (their events under their row
+  // keys), the ones not started cancelled with them — none starts after.
+  const itemsInFlight = `execution_id = ?1 AND state IN ('PENDING', 'DISPATCHED', 'EXECUTING') AND ${running}`;
+  const batch = new LabelledBatch<"inFlight" | "events" | "attempts" | "items" | "steps" | "execution" | "release" | "current">(db)
     .add(
       "inFlight",
       db
@@ -201,7 +218,12 @@ export async function cancelExecution(
            SELECT execution_id, vertex_id, 'cancelled', epoch + 1, ?3,
                   'cancelled while ' || state ||
                   CASE WHEN idempotency_key IS NULL THEN '; no key sent' ELSE '; key sent: ' || idempotency_key END
-           FROM steps WHERE ${inFlight}`,
+           FROM steps WHERE ${inFlight}
+           UNION ALL
+           SELECT execution_id, row_key, 'cancelled', epoch + 1, ?3,
+                  'cancelled while ' || state ||
+                  CASE WHEN idempotency_key IS NULL THEN '; no key sent' ELSE '; key sent: ' || idempotency_key END
+           FROM work_items WHERE execution_id = ?1 AND state IN ('DISPATCHED', 'EXECUTING') AND ${running}`,
         )
         .bind(...params),
     )
@@ -214,6 +236,17 @@ export async function cancelExecution(
           `UPDATE step_attempts SET outcome = 'cancelled', finished_at = max(started_at, ?3),
                   seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
            WHERE execution_id = ?1 AND outcome = 'running' AND ${running}`,
+        )
+        .bind(...params),
+    )
+    .add(
+      "items",
+      db
+        .prepare(
+          `UPDATE work_items
+             SET state = 'CANCELLED', epoch = epoch + 1, lease_until = NULL, finished_at = ?3, updated_at = ?3, next_resend_at = NULL,
+                 error = 'cancelled by an operator'
+           WHERE ${itemsInFlight}`,
         )
         .bind(...params),
     )

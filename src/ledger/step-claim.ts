@@ -23,7 +23,8 @@ import {
   type StepInputsBound,
   type StepInputsRow,
 } from "./step-inputs";
-import { CLAIMABLE, fenceParams, SETTLED, STEP_FENCE, WAITING, WAITING_DETAIL, type Fence, type StepRef, type StepState } from "./step-sql";
+import { CLAIMABLE, fenceParams, SETTLED, WAITING, WAITING_DETAIL, type Fence, type StepRef, type StepState } from "./step-sql";
+import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
 
 export interface ClaimedStep {
   epoch: number;
@@ -83,13 +84,13 @@ const CLAIMED_STEP = selectList<ClaimedStep>({
  * expired. One statement: epoch and attempt +1, lease set, RETURNING the new epoch and the key.
  * A message arrived, so the reaper's re-send back-off starts over (`next_resend_at` cleared).
  */
-function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): D1PreparedStatement {
+export function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE steps
+      `UPDATE ${rows.table}
          SET state = 'EXECUTING', epoch = epoch + 1, attempt = attempt + 1, lease_until = ?3 + ?4, updated_at = ?3,
              next_resend_at = NULL, parked_until = NULL
-       WHERE execution_id = ?1 AND vertex_id = ?2 AND ${CLAIMABLE}
+       WHERE execution_id = ?1 AND ${rows.key} = ?2 AND ${CLAIMABLE}
        RETURNING ${CLAIMED_STEP}`,
     )
     .bind(ref.executionId, ref.vertexId, now, leaseMs);
@@ -100,12 +101,13 @@ function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number): 
  * `lease_expired` event naming the epoch that lost the step. A parked step whose time came is not
  * a lost lease (its resume is this claim): no event.
  */
-function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number): D1PreparedStatement {
+export function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-       SELECT execution_id, vertex_id, 'lease_expired', epoch, ?3, 'taken over by a new claim'
-       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND state = 'EXECUTING' AND lease_until <= ?3 AND parked_until IS NULL`,
+       SELECT execution_id, ${rows.key}, 'lease_expired', epoch, ?3, 'taken over by a new claim'
+       FROM ${rows.table}
+       WHERE execution_id = ?1 AND ${rows.key} = ?2 AND state = 'EXECUTING' AND lease_until <= ?3 AND parked_until IS NULL`,
     )
     .bind(ref.executionId, ref.vertexId, now);
 }
@@ -119,14 +121,22 @@ function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number): D1Prepare
  * no extra round trip. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's
  * description, ?5 drop (0/1).
  */
-function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, message: string, drop: boolean): D1PreparedStatement {
+export function recordRedeliveryDropped(
+  db: D1Database,
+  ref: StepRef,
+  now: number,
+  message: string,
+  drop: boolean,
+  rows: RowSource = STEP_ROWS,
+): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-       SELECT execution_id, vertex_id, 'redelivery_dropped', epoch, ?3,
+       SELECT execution_id, ${rows.key}, 'redelivery_dropped', epoch, ?3,
               CASE WHEN ${SETTLED} THEN ?4 || ' acked: the step was already ' || state
                    ELSE ?4 || ' acked instead of retried: ' || ${WAITING_DETAIL} END
-       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2 AND (${SETTLED} OR (?5 = 1 AND ${WAITING} AND parked_until IS NULL))`,
+       FROM ${rows.table}
+       WHERE execution_id = ?1 AND ${rows.key} = ?2 AND (${SETTLED} OR (?5 = 1 AND ${WAITING} AND parked_until IS NULL))`,
     )
     .bind(ref.executionId, ref.vertexId, now, message, drop ? 1 : 0);
 }
@@ -135,7 +145,7 @@ function recordRedeliveryDropped(db: D1Database, ref: StepRef, now: number, mess
  * When the destination first answered "in progress" since the last operator retry: the first
  * `attempt_failed` event whose detail starts with `IN_PROGRESS_MARK`. Binds ?2 vertex id.
  */
-const IN_PROGRESS_SINCE = `(SELECT min(ev.at) FROM step_events ev
+export const IN_PROGRESS_SINCE = `(SELECT min(ev.at) FROM step_events ev
   WHERE ev.execution_id = e.id AND ev.vertex_id = ?2 AND ev.type = 'attempt_failed'
     AND substr(ev.detail, 1, ${IN_PROGRESS_MARK.length}) = '${IN_PROGRESS_MARK}'
     AND ev.id > coalesce((SELECT max(r.id) FROM step_events r
@@ -233,9 +243,15 @@ export async function claimAndLoad(
 }
 
 /** `extendLease`: the fenced heartbeat of a long call. False: the step is no longer ours. */
-export async function extendLease(db: D1Database, fence: Fence, now: number, leaseMs: number): Promise<boolean> {
+export async function extendLease(
+  db: D1Database,
+  fence: Fence,
+  now: number,
+  leaseMs: number,
+  rows: RowSource = STEP_ROWS,
+): Promise<boolean> {
   const row = await db
-    .prepare(`UPDATE steps SET lease_until = ?4 + ?5, updated_at = ?4 WHERE ${STEP_FENCE} RETURNING lease_until`)
+    .prepare(`UPDATE ${rows.table} SET lease_until = ?4 + ?5, updated_at = ?4 WHERE ${fenceOn(rows)} RETURNING lease_until`)
     .bind(...fenceParams(fence), now, leaseMs)
     .first();
   return row !== null;

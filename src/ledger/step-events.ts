@@ -5,7 +5,8 @@
  *
  * Binds as every worker statement: ?1 execution id, ?2 vertex id, ?3 epoch, ?4 now, then the rest.
  */
-import { fenceParams, STEP_FENCE, type Fence } from "./step-sql";
+import { fenceParams, type Fence } from "./step-sql";
+import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
 
 export type StepEventType =
   "fenced_out" | "attempt_failed" | "lease_expired" | "operator_retry" | "dead_lettered" | "redelivery_dropped" | "cancelled";
@@ -22,23 +23,36 @@ export const IN_PROGRESS_MARK = "waiting: destination says in progress";
  * when the fence does NOT hold, i.e. when the write that follows is about to match zero rows: a
  * late worker's result is never silently lost, and recording it costs no extra round trip.
  */
-export function recordFencedOut(db: D1Database, fence: Fence, now: number, detail: string): D1PreparedStatement {
+export function recordFencedOut(
+  db: D1Database,
+  fence: Fence,
+  now: number,
+  detail: string,
+  rows: RowSource = STEP_ROWS,
+): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
        SELECT ?1, ?2, 'fenced_out', ?3, ?4, ?5
-       WHERE NOT EXISTS (SELECT 1 FROM steps WHERE ${STEP_FENCE})`,
+       WHERE NOT EXISTS (SELECT 1 FROM ${rows.table} WHERE ${fenceOn(rows)})`,
     )
     .bind(...fenceParams(fence), now, detail);
 }
 
 /** An event recorded only while the fence holds (so a fenced-out worker cannot add history). */
-export function recordFencedEvent(db: D1Database, fence: Fence, now: number, type: StepEventType, detail: string): D1PreparedStatement {
+export function recordFencedEvent(
+  db: D1Database,
+  fence: Fence,
+  now: number,
+  type: StepEventType,
+  detail: string,
+  rows: RowSource = STEP_ROWS,
+): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
        SELECT ?1, ?2, ?5, ?3, ?4, ?6
-       WHERE EXISTS (SELECT 1 FROM steps WHERE ${STEP_FENCE})`,
+       WHERE EXISTS (SELECT 1 FROM ${rows.table} WHERE ${fenceOn(rows)})`,
     )
     .bind(...fenceParams(fence), now, type, detail);
 }

@@ -5,6 +5,7 @@
  * (./step-claim.ts `claimAndLoad`), or on its own after a chained claim (`loadStepInputs`).
  */
 import type { StepRef } from "./step-sql";
+import { STEP_ROWS, type RowSource } from "./work-rows";
 
 /** What a claimed step reads: only the outputs its expressions can reach, and the payload only if they read it. */
 export type StepInputs =
@@ -73,7 +74,14 @@ export interface StepInputsRow {
  * Runs only for a claim made by this batch (EXECUTING, updated at `now`): a duplicate delivery
  * reads nothing. Binds ?1 execution id, ?2 vertex id, ?3 analysis version, ?4 max bytes, ?5 now.
  */
-export function readStepInputs(db: D1Database, ref: StepRef, now: number, bound: StepInputsBound): D1PreparedStatement {
+export function readStepInputs(
+  db: D1Database,
+  ref: StepRef,
+  now: number,
+  bound: StepInputsBound,
+  /** The row this batch claimed, when it is not the step itself: a MAP's item reads its MAP's inputs (./work-rows.ts). */
+  claimed: { rows: RowSource; key: string } = { rows: STEP_ROWS, key: ref.vertexId },
+): D1PreparedStatement {
   return db
     .prepare(
       `WITH run AS (
@@ -82,7 +90,8 @@ export function readStepInputs(db: D1Database, ref: StepRef, now: number, bound:
          FROM executions e
          JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
          WHERE e.id = ?1
-           AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id = ?2 AND s.state = 'EXECUTING' AND s.updated_at = ?5)
+           AND EXISTS (SELECT 1 FROM ${claimed.rows.table} s
+                       WHERE s.execution_id = ?1 AND s.${claimed.rows.key} = ?6 AND s.state = 'EXECUTING' AND s.updated_at = ?5)
        ),
        unrecorded AS (
          SELECT json_group_array(vertex_id) AS ids, count(*) AS n FROM steps
@@ -126,7 +135,7 @@ export function readStepInputs(db: D1Database, ref: StepRef, now: number, bound:
                 THEN (SELECT json_group_object(vertex_id, length(CAST(output AS BLOB))) FROM needed) END AS output_sizes
        FROM measured`,
     )
-    .bind(ref.executionId, ref.vertexId, bound.analysisVersion, bound.maxBytes, now);
+    .bind(ref.executionId, ref.vertexId, bound.analysisVersion, bound.maxBytes, now, claimed.key);
 }
 
 export function toStepInputs(row: StepInputsRow): StepInputs {

@@ -8,7 +8,8 @@
 import { recordAttemptKey } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { upsertKeySend, type KeySend } from "./key-sends";
-import { fenceParams, STEP_FENCE, type Fence } from "./step-sql";
+import { fenceParams, type Fence } from "./step-sql";
+import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
 
 /** The key a step sends, and when it was first sent to the destination it goes to. */
 export interface PersistedKey {
@@ -31,20 +32,21 @@ export async function persistIdempotencyKey(
   now: number,
   destination: string,
   guarded: boolean,
+  rows: RowSource = STEP_ROWS,
 ): Promise<PersistedKey | null> {
   const results = await new LabelledBatch<"key" | "attempt" | "send">(db)
     .add(
       "key",
       db
         .prepare(
-          `UPDATE steps SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
-           WHERE ${STEP_FENCE}
+          `UPDATE ${rows.table} SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
+           WHERE ${fenceOn(rows)}
            RETURNING idempotency_key`,
         )
         .bind(...fenceParams(fence), now, key),
     )
-    .add("attempt", recordAttemptKey(db, fence))
-    .add("send", upsertKeySend(db, fence, now, destination, guarded))
+    .add("attempt", recordAttemptKey(db, fence, rows))
+    .add("send", upsertKeySend(db, fence, now, destination, guarded, rows))
     .run();
   const stored = results.first<{ idempotency_key: string }>("key");
   const send = results.first<KeySend>("send");

@@ -4,6 +4,7 @@
  */
 import { LabelledBatch } from "./batch";
 import { SETTLED, toStepRef, WAITING, WAITING_DETAIL, type StepRef } from "./step-sql";
+import { ITEM_ROWS, itemRowKey, STEP_ROWS, type RowSource } from "./work-rows";
 
 /** The reaper's longest wait between two re-sends of the same step (its back-off cap). */
 export const DEFAULT_MAX_RESEND_WAIT_MS = 60 * 60_000;
@@ -91,8 +92,8 @@ export interface DeadLetter {
   /** The message body as JSON text (the caller bounds its size). */
   body: string;
   attempts: number;
-  /** The step the message was for, when its body names one. */
-  step: StepRef | null;
+  /** The step the message was for, when its body names one (and the MAP item, when it names one). */
+  step: (StepRef & { item?: number }) | null;
 }
 
 /**
@@ -107,34 +108,43 @@ export interface DeadLetter {
 export async function recordDeadLetters(db: D1Database, letters: readonly DeadLetter[], now: number): Promise<void> {
   const batch = new LabelledBatch<"deadLetter" | "stepEvent">(db);
   for (const m of letters) {
+    // A MAP item's dead letter is its row's: its state, its event under its row key (./work-rows.ts).
+    const rows = m.step?.item === undefined ? STEP_ROWS : ITEM_ROWS;
+    const step =
+      m.step && m.step.item !== undefined
+        ? { executionId: m.step.executionId, vertexId: itemRowKey(m.step.vertexId, m.step.item) }
+        : m.step;
     batch.add(
       "deadLetter",
       db
         .prepare(
           `INSERT INTO dead_letters (queue, message_id, body, attempts, at, step_state)
-           VALUES (?1, ?2, ?3, ?4, ?5, (SELECT state FROM steps WHERE execution_id = ?6 AND vertex_id = ?7))`,
+           VALUES (?1, ?2, ?3, ?4, ?5, (SELECT state FROM ${rows.table} WHERE execution_id = ?6 AND ${rows.key} = ?7))`,
         )
-        .bind(m.queue, m.messageId, m.body, m.attempts, now, m.step?.executionId ?? null, m.step?.vertexId ?? null),
+        .bind(m.queue, m.messageId, m.body, m.attempts, now, step?.executionId ?? null, step?.vertexId ?? null),
     );
-    if (m.step)
-      batch.add("stepEvent", deadLetterEvent(db, m.step, now, `message ${m.messageId} reached ${m.queue} after ${m.attempts} attempts`));
+    if (step)
+      batch.add(
+        "stepEvent",
+        deadLetterEvent(db, step, now, `message ${m.messageId} reached ${m.queue} after ${m.attempts} attempts`, rows),
+      );
   }
   await batch.run();
 }
 
 /** The step's event for a dead letter. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's description. */
-function deadLetterEvent(db: D1Database, step: StepRef, now: number, message: string): D1PreparedStatement {
+function deadLetterEvent(db: D1Database, step: StepRef, now: number, message: string, rows: RowSource): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-       SELECT execution_id, vertex_id,
+       SELECT execution_id, ${rows.key},
               CASE WHEN ${SETTLED} OR ${WAITING} THEN 'redelivery_dropped' ELSE 'dead_lettered' END,
               epoch, ?3,
               ?4 || CASE
                 WHEN ${SETTLED} THEN '; harmless: the step is already ' || state || ', the message had nothing left to run'
                 WHEN ${WAITING} THEN '; harmless: ' || ${WAITING_DETAIL}
                 ELSE '; the step still needs a run: the reaper re-sends it' END
-       FROM steps WHERE execution_id = ?1 AND vertex_id = ?2`,
+       FROM ${rows.table} WHERE execution_id = ?1 AND ${rows.key} = ?2`,
     )
     .bind(step.executionId, step.vertexId, now, message);
 }

@@ -11,6 +11,8 @@ import { LabelledBatch } from "./batch";
 import { countAttemptEnd, isReplayed } from "./execution-counters";
 import { IN_PROGRESS_MARK, recordFencedEvent, recordFencedOut } from "./step-events";
 import { fenceParams, STEP_FENCE, type Fence } from "./step-sql";
+import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
+import { MAP_DONE, type MapPark } from "./map-sql";
 
 export interface RetryInput {
   now: number;
@@ -35,7 +37,7 @@ export interface ScheduledRetry extends RetryInput {
  * transition. `uncounted` (an in-progress re-check) moves `retry_base` up with `attempt`, so
  * `attempt - retry_base` — the claims the budgets count — stays where it was.
  */
-async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, reason: RetryDelayReason): Promise<boolean> {
+async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, reason: RetryDelayReason, rows: RowSource): Promise<boolean> {
   const uncounted = reason === "in-progress";
   const attempt: AttemptEnd = {
     outcome: uncounted ? "in_progress" : "retried",
@@ -45,19 +47,19 @@ async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, rea
     delay: { ms: Math.max(0, r.availableAt - r.now), reason },
   };
   const results = await new LabelledBatch<"fencedOut" | "counters" | "attemptFailed" | "attempt" | "dispatched">(db)
-    .add("fencedOut", recordFencedOut(db, fence, r.now, "late retry rejected: the step was taken over or re-dispatched"))
-    .add("counters", countAttemptEnd(db, fence, isReplayed(r.response?.headers)))
-    .add("attemptFailed", recordFencedEvent(db, fence, r.now, "attempt_failed", r.error))
-    .add("attempt", finishAttempt(db, fence, r.now, attempt))
+    .add("fencedOut", recordFencedOut(db, fence, r.now, "late retry rejected: the step was taken over or re-dispatched", rows))
+    .add("counters", countAttemptEnd(db, fence, isReplayed(r.response?.headers), rows))
+    .add("attemptFailed", recordFencedEvent(db, fence, r.now, "attempt_failed", r.error, rows))
+    .add("attempt", finishAttempt(db, fence, r.now, attempt, rows))
     .add(
       "dispatched",
       db
         .prepare(
-          `UPDATE steps
+          `UPDATE ${rows.table}
              SET state = 'DISPATCHED', available_at = ?5, lease_until = NULL, error = ?6,
                  request = coalesce(?7, request), output = ?8, retry_base = retry_base + ?9, updated_at = ?4
-           WHERE ${STEP_FENCE}
-           RETURNING vertex_id`,
+           WHERE ${fenceOn(rows)}
+           RETURNING ${rows.key}`,
         )
         .bind(...fenceParams(fence), r.now, r.availableAt, r.error, r.request, r.output, uncounted ? 1 : 0),
     )
@@ -66,8 +68,8 @@ async function backToDispatched(db: D1Database, fence: Fence, r: RetryInput, rea
 }
 
 /** `scheduleRetry`: a failed attempt within its budget waits for the next (counted). False: fenced out. */
-export function scheduleRetry(db: D1Database, fence: Fence, r: ScheduledRetry): Promise<boolean> {
-  return backToDispatched(db, fence, r, r.delayReason);
+export function scheduleRetry(db: D1Database, fence: Fence, r: ScheduledRetry, rows: RowSource = STEP_ROWS): Promise<boolean> {
+  return backToDispatched(db, fence, r, r.delayReason, rows);
 }
 
 /**
@@ -80,10 +82,11 @@ export function scheduleInProgressRecheck(
   db: D1Database,
   fence: Fence,
   r: Omit<RetryInput, "error"> & { attempt: number; detail: string },
+  rows: RowSource = STEP_ROWS,
 ): Promise<boolean> {
   const error = `${IN_PROGRESS_MARK} (attempt ${r.attempt}): ${r.detail}`;
   const { now, availableAt, request, output, response } = r;
-  return backToDispatched(db, fence, { now, availableAt, error, request, output, response }, "in-progress");
+  return backToDispatched(db, fence, { now, availableAt, error, request, output, response }, "in-progress", rows);
 }
 
 /**
@@ -102,10 +105,12 @@ export function scheduleInProgressRecheck(
 export async function parkStep(
   db: D1Database,
   fence: Fence,
-  r: { now: number; until: number; waitKey?: string },
+  r: { now: number; until: number; waitKey?: string; mapItems?: MapPark },
 ): Promise<"parked" | "event-arrived" | "fenced-out"> {
-  // ?4 until, ?5 now, ?6 wait key (NULL for a DELAY).
-  const arrived = "(?6 IS NOT NULL AND EXISTS (SELECT 1 FROM event_consumptions c WHERE c.wait_key = ?6))";
+  // ?4 until, ?5 now, ?6 wait key (NULL for a DELAY), ?7 a MAP's park (0/1), ?8 its stop on a failed item (0/1).
+  // A MAP parks only while an item is unsettled (./map-items.ts MAP_DONE): an item that settled after the
+  // MAP's read found it not parked and could not wake it, so the park leaves it claimable now instead.
+  const arrived = `((?6 IS NOT NULL AND EXISTS (SELECT 1 FROM event_consumptions c WHERE c.wait_key = ?6)) OR (?7 = 1 AND ${MAP_DONE}))`;
   const results = await new LabelledBatch<"attempt" | "parked">(db)
     .add("attempt", finishAttempt(db, fence, r.now, { outcome: "slept", request: null, response: null, error: null, delay: null }))
     .add(
@@ -114,12 +119,13 @@ export async function parkStep(
         .prepare(
           // An event that arrived meanwhile: parked and woken at once (parked_until = now, as the event's un-park
           // does: step-sql.ts UNPARK_NOW), so the claim that resumes the step records no lease_expired.
+          // A MAP's park is progress, not a crash: its claims so far leave the crash allowance (retry_base).
           `UPDATE steps SET lease_until = iif(${arrived}, ?5, ?4), parked_until = iif(${arrived}, ?5, ?4),
-                            wake_at = coalesce(wake_at, ?4), updated_at = ?5
+                            wake_at = coalesce(wake_at, ?4), updated_at = ?5, retry_base = iif(?7 = 1, attempt, retry_base)
            WHERE ${STEP_FENCE}
            RETURNING parked_until`,
         )
-        .bind(...fenceParams(fence), r.until, r.now, r.waitKey ?? null),
+        .bind(...fenceParams(fence), r.until, r.now, r.waitKey ?? null, r.mapItems ? 1 : 0, r.mapItems?.stopOnFailure ? 1 : 0),
     )
     .run();
   const row = results.first<{ parked_until: number | null }>("parked");

@@ -213,6 +213,21 @@ export class ChainBudget {
     return { candidates, leaseMs: this.config.leaseMs, queries };
   }
 
+  /**
+   * One more MAP item for a settle batch to claim (docs/steps.md "MAP"), or null when the budget is
+   * spent: counted and reserved as a chained step (`offer`), its timeout the item step's. Hand it
+   * back with `unclaimed` or `ran`.
+   */
+  offerItem(definition: WorkflowDefinition, timeoutMs: number, now: number): BudgetOffer | null {
+    if (this.#steps >= this.config.maxSteps) return null;
+    const queries = QUERIES_PER_STEP + definition.vertices.length;
+    if (this.committed() + queries > this.config.maxQueries) return null;
+    if (now + timeoutMs + CHAIN_MARGIN_MS > this.deadline) return null;
+    this.#steps++;
+    this.#heldQueries += queries;
+    return { candidates: [], leaseMs: this.config.leaseMs, queries };
+  }
+
   /** The batch claimed nothing: the step and its queries are free again. */
   unclaimed(offer: BudgetOffer): void {
     this.#steps--;

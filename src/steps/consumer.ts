@@ -23,6 +23,7 @@ import { maybeReap } from "./reaper";
 import { delaySeconds } from "./retry-policy";
 import { MIN_HEARTBEAT_MS } from "./heartbeat";
 import { runStep } from "./run-step";
+import { runItem } from "./map-item";
 import { defaultRuntime, type StepRuntime } from "./runtime";
 import type { QueryReservation } from "../lib/query-count";
 import { errorMessage, log } from "../lib/log";
@@ -44,7 +45,12 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
     return;
   }
   try {
-    const decision = await runStep(ref, rt, { messageId: message.id, attempts: message.attempts });
+    const delivery = { messageId: message.id, attempts: message.attempts };
+    // A MAP item's message names its item (src/steps/messages.ts): the item's runner (docs/steps.md "MAP").
+    const decision =
+      ref.item === undefined
+        ? await runStep(ref, rt, delivery)
+        : await runItem({ executionId: ref.executionId, vertexId: ref.vertexId, item: ref.item }, rt, delivery);
     switch (decision.action) {
       case "ack":
         message.ack();

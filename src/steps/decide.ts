@@ -11,6 +11,7 @@ import { DEFAULT_RETRY, type RetryPolicy } from "../definitions/schema";
 import { isoTimeText } from "../lib/iso-time";
 import type { PermitWait } from "../ledger/connector-permits";
 import type { RunOutcome } from "./outcome";
+import type { MapPark } from "../ledger";
 import { inProgressBudgetMs, inProgressWaitMs, planRetry } from "./retry-policy";
 
 /** What the claim tells the decision. */
@@ -33,7 +34,7 @@ export type Transition =
   /** Back to DISPATCHED, due in `delayMs`, not counted: the destination is still working on the key. */
   | { kind: "recheck_in_progress"; delayMs: number; reason: "in-progress"; detail: string; output?: unknown }
   /** Parked until `until` (a DELAY, a wait's timeout): nothing held, resumed by the claim after it or by an event. */
-  | { kind: "park"; until: number; detail: string; waitKey?: string }
+  | { kind: "park"; until: number; detail: string; waitKey?: string; mapItems?: MapPark }
   /** Parked until `until` for a connector's permit: not an attempt (its claim is undone), no budget spent. */
   | { kind: "await_permit"; until: number; detail: string; wait: PermitWait };
 
@@ -77,7 +78,13 @@ export function decide(outcome: RunOutcome, claim: ClaimFacts, policy: RetryPoli
     case "completed":
       return { kind: "complete", output: outcome.output };
     case "parked":
-      return { kind: "park", until: outcome.until, detail: outcome.detail, ...(outcome.waitKey ? { waitKey: outcome.waitKey } : {}) };
+      return {
+        kind: "park",
+        until: outcome.until,
+        detail: outcome.detail,
+        ...(outcome.waitKey ? { waitKey: outcome.waitKey } : {}),
+        ...(outcome.mapItems ? { mapItems: outcome.mapItems } : {}),
+      };
     case "awaiting_permit":
       return { kind: "await_permit", until: outcome.until, detail: outcome.detail, wait: outcome.wait };
     case "failed":

@@ -14,11 +14,18 @@ export const MIN_HEARTBEAT_MS = 1000;
  * step lease, or a chained claim's CHAIN_LEASE_MS), by that same lease, so a short chained lease
  * cannot run out before its first heartbeat.
  */
-export async function withHeartbeat<T>(rt: StepRuntime, fence: Fence, leaseMs: number, work: () => Promise<T>): Promise<T> {
+export async function withHeartbeat<T>(
+  rt: StepRuntime,
+  fence: Fence,
+  leaseMs: number,
+  work: () => Promise<T>,
+  /** The fenced lease extension (default: the step's; a MAP item passes its own). */
+  extend: (now: number, leaseMs: number) => Promise<boolean> = (now, ms) => extendLease(rt.db, fence, now, ms),
+): Promise<T> {
   const every = rt.heartbeatEveryMs ?? Math.max(MIN_HEARTBEAT_MS, Math.floor(leaseMs / 3));
   if (every === null || every <= 0) return work();
   const timer = setInterval(() => {
-    extendLease(rt.db, fence, rt.now(), leaseMs)
+    extend(rt.now(), leaseMs)
       .then((ours) => {
         if (!ours) log.warn("step.heartbeat_fenced_out", { message: "the step was taken over", ...fence });
       })

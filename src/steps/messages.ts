@@ -1,14 +1,27 @@
-/** The body of a step queue message: which step of which execution to run. */
+/**
+ * The body of a step queue message: which step of which execution to run — and, for one item of a
+ * MAP (docs/steps.md "MAP"), which item: `item` is its index in the MAP's persisted list. An item
+ * has its own field rather than a derived vertex id, which could collide with a real one.
+ */
 export interface StepMessage {
   executionId: string;
   vertexId: string;
+  item?: number;
 }
 
-/** A queue body is untrusted input: anything but `{ executionId, vertexId }` strings is poison. */
+/** The most items a MAP holds (src/definitions/schema.ts MAP_MAX_ITEMS): an index is below it. */
+const MAX_ITEM_INDEX = 999;
+
+/**
+ * A queue body is untrusted input: anything but `{ executionId, vertexId }` strings, with an
+ * optional integer `item` from 0 to 999, is poison.
+ */
 export function parseStepMessage(body: unknown): StepMessage | null {
   if (body === null || typeof body !== "object") return null;
-  const { executionId, vertexId } = body as Record<string, unknown>;
+  const { executionId, vertexId, item } = body as Record<string, unknown>;
   if (typeof executionId !== "string" || executionId.length === 0 || executionId.length > 128) return null;
   if (typeof vertexId !== "string" || vertexId.length === 0 || vertexId.length > 64) return null;
-  return { executionId, vertexId };
+  if (item === undefined) return { executionId, vertexId };
+  if (typeof item !== "number" || !Number.isInteger(item) || item < 0 || item > MAX_ITEM_INDEX) return null;
+  return { executionId, vertexId, item };
 }

@@ -1,5 +1,6 @@
 /** What running a vertex produced, before the consumer turns it into a step transition. */
 import type { PermitWait } from "../ledger/connector-permits";
+import type { MapPark } from "../ledger";
 
 /** The recorded request: redacted, bounded. */
 export interface RequestSummary {
@@ -37,7 +38,17 @@ export type RunOutcome =
    * A DELAY whose time has not come (src/steps/delay.ts), or a WAIT_FOR_EVENT with no event yet
    * (src/steps/wait-for-event.ts, `waitKey` its registration): the step parks until `until`.
    */
-  | { kind: "parked"; until: number; detail: string; waitKey?: string; output?: undefined; request?: undefined; response?: undefined }
+  | {
+      kind: "parked";
+      until: number;
+      detail: string;
+      waitKey?: string;
+      /** A MAP waiting for its items (src/steps/map.ts): it parks only while one is unsettled. */
+      mapItems?: MapPark;
+      output?: undefined;
+      request?: undefined;
+      response?: undefined;
+    }
   /**
    * A Gateway step through a limited connector found no permit (src/flow/permits.ts): it parks until
    * `until` without it being an attempt — nothing was sent, nothing is counted.

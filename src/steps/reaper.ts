@@ -6,9 +6,16 @@
  *   `min(overdueMs · 2^n, maxResendWaitMs)` (a message stuck in a backlog is not joined by one
  *   more every sweep).
  * A re-sent message for a step that is in fact fine costs one claim attempt that misses.
+ * MAP items (docs/steps.md "MAP") get the same two sweeps over their rows, re-sent as item messages.
  */
-import { redispatchExpiredLeases, redispatchOverdue } from "../ledger";
-import { sendStepMessages } from "./dispatch";
+import {
+  DEFAULT_MAX_RESEND_WAIT_MS,
+  redispatchExpiredItemLeases,
+  redispatchExpiredLeases,
+  redispatchOverdue,
+  redispatchOverdueItems,
+} from "../ledger";
+import { sendItemMessages, sendStepMessages } from "./dispatch";
 import type { StepRuntime } from "./runtime";
 import { errorMessage, log, type LogLine } from "../lib/log";
 import { shardOfEnv } from "../shards/shard-env";
@@ -22,8 +29,17 @@ export async function reap(rt: StepRuntime): Promise<ReapReport> {
   const now = rt.now();
   const expired = await redispatchExpiredLeases(rt.db, now, rt.reapLimit);
   const overdue = await redispatchOverdue(rt.db, now, rt.overdueMs, rt.reapLimit, rt.maxResendWaitMs);
+  const expiredItems = await redispatchExpiredItemLeases(rt.db, now, rt.reapLimit);
+  const overdueItems = await redispatchOverdueItems(
+    rt.db,
+    now,
+    rt.overdueMs,
+    rt.reapLimit,
+    rt.maxResendWaitMs ?? DEFAULT_MAX_RESEND_WAIT_MS,
+  );
   await sendStepMessages(rt.queue, [...expired, ...overdue]);
-  return { expiredLeases: expired.length, overdue: overdue.length };
+  await sendItemMessages(rt.queue, [...expiredItems, ...overdueItems]);
+  return { expiredLeases: expired.length + expiredItems.length, overdue: overdue.length + overdueItems.length };
 }
 
 /** A reap that re-sent anything is a warning (something crashed or lost a message); an idle one logs nothing. */

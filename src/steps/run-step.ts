@@ -354,14 +354,20 @@ async function afterPermitWait(rt: StepRuntime, a: Applying, t: Extract<Transiti
  * whose event arrived while it ran is left claimable instead, and its message goes at once.
  */
 async function afterParked(rt: StepRuntime, a: Applying, t: Extract<Transition, { kind: "park" }>): Promise<Decision> {
-  const parked = await parkStep(rt.db, a.fence, { now: a.now, until: t.until, ...(t.waitKey ? { waitKey: t.waitKey } : {}) });
+  const parked = await parkStep(rt.db, a.fence, {
+    now: a.now,
+    until: t.until,
+    ...(t.waitKey ? { waitKey: t.waitKey } : {}),
+    ...(t.mapItems ? { mapItems: t.mapItems } : {}),
+  });
   if (parked === "fenced-out") return { action: "ack", why: "park fenced out: the step was taken over or cancelled" };
   if (parked === "event-arrived") {
     await sendStepMessages(rt.queue, [a.ref]);
     return { action: "ack", why: "an event arrived while the wait registered: resumed at once" };
   }
   const delayMs = t.until - a.now;
-  if (delayMs <= MAX_QUEUE_DELAY_MS) await sendStepMessages(rt.queue, [a.ref], Math.ceil(delayMs / 1000));
+  // A MAP is woken by its last item's settle; its park's end is only a safety net, the cron's wake-up task's.
+  if (delayMs <= MAX_QUEUE_DELAY_MS && !t.mapItems) await sendStepMessages(rt.queue, [a.ref], Math.ceil(delayMs / 1000));
   return { action: "ack", why: t.detail };
 }
 

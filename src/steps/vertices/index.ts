@@ -6,6 +6,7 @@ import type { RetryPolicy, Vertex } from "../../definitions/schema";
 import type { RunOutcome } from "../outcome";
 import { gatewayKind } from "./gateway";
 import type { VertexKind, VertexRun } from "./kind";
+import { mapKind } from "./map";
 import { delayKind, entryPointKind, transformKind, waitForEventKind } from "./simple";
 
 export type { VertexRun } from "./kind";
@@ -16,6 +17,7 @@ const KINDS: { [T in Vertex["type"]]: VertexKind<Extract<Vertex, { type: T }>> }
   TRANSFORM: transformKind,
   DELAY: delayKind,
   WAIT_FOR_EVENT: waitForEventKind,
+  MAP: mapKind,
 };
 
 const kindOf = (vertex: Vertex) => KINDS[vertex.type] as VertexKind<Vertex>;
