@@ -255,6 +255,13 @@ describe("every Gateway check reaches the Gateway inside a MAP", () => {
     }
   });
 
+  it("accepts a secret template in a literal header of the MAP's step, as at top level", () => {
+    expect(errorsOf(refunds({}, { headers: { Authorization: "Bearer {{ secrets.REFUNDS_KEY }}" } }))).toEqual([]);
+    expect(pairs(errorsOf(refunds({}, { headers: { Authorization: "= 'Bearer {{ secrets.REFUNDS_KEY }}'" } })))).toEqual([
+      [`${STEP}/headers/Authorization`, "secret-in-expression"],
+    ]);
+  });
+
   it("warns of a write without a key inside a MAP, at the step's config", () => {
     const doc = refunds();
     delete (doc.vertices[1]!.config as { step: { config: Record<string, unknown> } }).step.config.idempotencyKey;
