@@ -804,6 +804,173 @@ export interface components {
                     /** @description decisions a person may take from the inspector (`approve`, `reject`): each sends the event with `{ decision }` as data */
                     decisions?: string[];
                 };
+            } | {
+                id: string;
+                /** @constant */
+                type: "MAP";
+                config: {
+                    /**
+                     * Format: starts_with
+                     * @description an expression giving the list (an array); evaluated once, at the MAP's first claim, and persisted
+                     */
+                    items: string;
+                    /**
+                     * @description the item's name in `step` and `collect` (default `item`); `index` is its position, from 0
+                     * @default item
+                     */
+                    as: string;
+                    /**
+                     * @description how many items run at once: 1 to 50 (default 10)
+                     * @default 10
+                     */
+                    concurrency: number;
+                    /**
+                     * @description the longest list accepted: 1 to 1000 (default 100); a longer one fails the step
+                     * @default 100
+                     */
+                    maxItems: number;
+                    /**
+                     * @description `fail`: the first item that fails for good fails the MAP (no new item starts); `continue`: the MAP completes with `{ items, failed: [{ index, error }] }`
+                     * @default fail
+                     * @enum {string}
+                     */
+                    onItemFailure: "fail" | "continue";
+                    /**
+                     * Format: starts_with
+                     * @description what the MAP keeps of each item, an expression over the item, `index` and the item step's output; default: a GATEWAY item's `status` and `body.id`, a TRANSFORM item's output
+                     */
+                    collect?: string;
+                    /**
+                     * @description the most bytes one item's collected value may take (default 1024, at most 16384); over it fails that item
+                     * @default 1024
+                     */
+                    maxCollectBytes: number;
+                    /** @description the work done for each item: `{ "type": "GATEWAY", "config": {…} }` or `{ "type": "TRANSFORM", "config": {…} }` */
+                    step: {
+                        /** @constant */
+                        type: "GATEWAY";
+                        config: {
+                            /** @enum {string} */
+                            method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+                            /** @description an http(s) URL on the outbound allowlist, or an expression producing one; with `connector`: none (its base URL and `path`) */
+                            url?: string;
+                            /** @description a connector of the workspace (PUT /v1/connectors/{name}): the step takes its base URL, headers, key, probe, retry and timeout, and cannot drop or override the key; resolved when the workflow is saved */
+                            connector?: string | {
+                                name: string;
+                                version: string;
+                                operation?: string;
+                            };
+                            /** @description with `connector`: the write's operation, the prefix of the key the connector's rule makes (`charge`) */
+                            operation?: string;
+                            /** @description with `connector`: the path under its base URL (`/charges`), or an expression producing one */
+                            path?: string;
+                            /** @description with `connector`: the business fields its key rule needs, each a literal or an `=` expression (`"= payload.order.id"`) */
+                            keyFields?: {
+                                [key: string]: string;
+                            };
+                            /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only; `Idempotency-Key` must be an expression over business data (payload, steps) */
+                            headers?: {
+                                [key: string]: string;
+                            };
+                            /** @description query parameters; values are literals or `=` expressions */
+                            query?: {
+                                [key: string]: string;
+                            };
+                            /** @description a JSON value whose `=` strings are expressions, or one expression */
+                            body?: components["schemas"]["JsonValue"];
+                            /** @default 10000 */
+                            timeoutMs: number;
+                            /** @description the destination key: what it is, where it travels, and what the destination accepts and remembers */
+                            idempotencyKey?: {
+                                /**
+                                 * Format: starts_with
+                                 * @description the key: an expression over business data (payload, steps), usually `= $idempotencyKey('prefix', …)`
+                                 */
+                                value: string;
+                                /**
+                                 * @description a destination whose documented key facts apply (docs/definitions.md); any field below overrides
+                                 * @enum {string}
+                                 */
+                                profile?: "stripe" | "paypal" | "square" | "adyen" | "ietf";
+                                /** @description the header that carries the key (default: the profile's, else Idempotency-Key) */
+                                header?: string;
+                                /** @description the JSON body field that carries the key, as a JSON Pointer, instead of a header */
+                                bodyField?: string;
+                                /** @description the longest key the destination accepts, in characters */
+                                maxLength?: number;
+                                /**
+                                 * @description the characters the destination accepts (default printable-ascii)
+                                 * @enum {string}
+                                 */
+                                alphabet?: "printable-ascii" | "url-safe" | "alphanumeric";
+                                /** @description how long the destination remembers a key, at least (at most 365d); idemflow refuses to re-send a key older than this */
+                                retention?: number | string;
+                            };
+                            /** @description a GET (no body) run before every re-attempt of this write; when its condition holds, the step completes without writing */
+                            verify?: {
+                                /** @description the GET's http(s) URL on the outbound allowlist, or an expression producing one */
+                                url: string;
+                                /** @description query parameters; values are literals or `=` expressions */
+                                query?: {
+                                    [key: string]: string;
+                                };
+                                /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                                headers?: {
+                                    [key: string]: string;
+                                };
+                                /**
+                                 * Format: starts_with
+                                 * @description true means the write already happened: an expression over the probe's answer (`status`, `headers`, `body`) and the usual context (`payload`, `steps`), e.g. `= $count(body.items) > 0`
+                                 */
+                                condition: string;
+                            };
+                            retry?: {
+                                /**
+                                 * @description attempts in total, the first included
+                                 * @default 3
+                                 */
+                                maxAttempts: number;
+                                /**
+                                 * @default exponential
+                                 * @enum {string}
+                                 */
+                                backoff: "fixed" | "exponential";
+                                /** @default 1000 */
+                                initialDelayMs: number;
+                                /**
+                                 * @description longest backoff, and the longest Retry-After honoured: a destination asking for more fails the step (except 'in progress')
+                                 * @default 300000
+                                 */
+                                maxDelayMs: number;
+                                /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
+                                inProgressBudgetMs?: number;
+                            };
+                            /**
+                             * @description `complete`: a response that is neither 2xx nor retried (a 4xx, a 3xx, a 409 without conflictAsProcessed) becomes the step's output so edges can route on it; `fail` fails the step
+                             * @default fail
+                             * @enum {string}
+                             */
+                            clientErrorMode: "fail" | "complete";
+                            /**
+                             * @description treat a 409 Conflict as 'already processed' (destinations with natural unique keys)
+                             * @default false
+                             */
+                            conflictAsProcessed: boolean;
+                            /**
+                             * @description a larger response fails the step; at most 1 MiB (1048576), what the step's D1 row can hold
+                             * @default 65536
+                             */
+                            maxResponseBytes: number;
+                        };
+                    } | {
+                        /** @constant */
+                        type: "TRANSFORM";
+                        config: {
+                            /** @description the step's output; `=` strings in it are evaluated */
+                            output: components["schemas"]["JsonValue"];
+                        };
+                    };
+                };
             })[];
             /** @default [] */
             edges: {
@@ -1554,6 +1721,173 @@ export interface components {
                     /** @description decisions a person may take from the inspector (`approve`, `reject`): each sends the event with `{ decision }` as data */
                     decisions?: string[];
                 };
+            } | {
+                id: string;
+                /** @constant */
+                type: "MAP";
+                config: {
+                    /**
+                     * Format: starts_with
+                     * @description an expression giving the list (an array); evaluated once, at the MAP's first claim, and persisted
+                     */
+                    items: string;
+                    /**
+                     * @description the item's name in `step` and `collect` (default `item`); `index` is its position, from 0
+                     * @default item
+                     */
+                    as: string;
+                    /**
+                     * @description how many items run at once: 1 to 50 (default 10)
+                     * @default 10
+                     */
+                    concurrency: number;
+                    /**
+                     * @description the longest list accepted: 1 to 1000 (default 100); a longer one fails the step
+                     * @default 100
+                     */
+                    maxItems: number;
+                    /**
+                     * @description `fail`: the first item that fails for good fails the MAP (no new item starts); `continue`: the MAP completes with `{ items, failed: [{ index, error }] }`
+                     * @default fail
+                     * @enum {string}
+                     */
+                    onItemFailure: "fail" | "continue";
+                    /**
+                     * Format: starts_with
+                     * @description what the MAP keeps of each item, an expression over the item, `index` and the item step's output; default: a GATEWAY item's `status` and `body.id`, a TRANSFORM item's output
+                     */
+                    collect?: string;
+                    /**
+                     * @description the most bytes one item's collected value may take (default 1024, at most 16384); over it fails that item
+                     * @default 1024
+                     */
+                    maxCollectBytes: number;
+                    /** @description the work done for each item: `{ "type": "GATEWAY", "config": {…} }` or `{ "type": "TRANSFORM", "config": {…} }` */
+                    step: {
+                        /** @constant */
+                        type: "GATEWAY";
+                        config: {
+                            /** @enum {string} */
+                            method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+                            /** @description an http(s) URL on the outbound allowlist, or an expression producing one; with `connector`: none (its base URL and `path`) */
+                            url?: string;
+                            /** @description a connector of the workspace (PUT /v1/connectors/{name}): the step takes its base URL, headers, key, probe, retry and timeout, and cannot drop or override the key; resolved when the workflow is saved */
+                            connector?: string | {
+                                name: string;
+                                version: string;
+                                operation?: string;
+                            };
+                            /** @description with `connector`: the write's operation, the prefix of the key the connector's rule makes (`charge`) */
+                            operation?: string;
+                            /** @description with `connector`: the path under its base URL (`/charges`), or an expression producing one */
+                            path?: string;
+                            /** @description with `connector`: the business fields its key rule needs, each a literal or an `=` expression (`"= payload.order.id"`) */
+                            keyFields?: {
+                                [key: string]: string;
+                            };
+                            /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only; `Idempotency-Key` must be an expression over business data (payload, steps) */
+                            headers?: {
+                                [key: string]: string;
+                            };
+                            /** @description query parameters; values are literals or `=` expressions */
+                            query?: {
+                                [key: string]: string;
+                            };
+                            /** @description a JSON value whose `=` strings are expressions, or one expression */
+                            body?: components["schemas"]["JsonValue"];
+                            /** @default 10000 */
+                            timeoutMs: number;
+                            /** @description the destination key: what it is, where it travels, and what the destination accepts and remembers */
+                            idempotencyKey?: {
+                                /**
+                                 * Format: starts_with
+                                 * @description the key: an expression over business data (payload, steps), usually `= $idempotencyKey('prefix', …)`
+                                 */
+                                value: string;
+                                /**
+                                 * @description a destination whose documented key facts apply (docs/definitions.md); any field below overrides
+                                 * @enum {string}
+                                 */
+                                profile?: "stripe" | "paypal" | "square" | "adyen" | "ietf";
+                                /** @description the header that carries the key (default: the profile's, else Idempotency-Key) */
+                                header?: string;
+                                /** @description the JSON body field that carries the key, as a JSON Pointer, instead of a header */
+                                bodyField?: string;
+                                /** @description the longest key the destination accepts, in characters */
+                                maxLength?: number;
+                                /**
+                                 * @description the characters the destination accepts (default printable-ascii)
+                                 * @enum {string}
+                                 */
+                                alphabet?: "printable-ascii" | "url-safe" | "alphanumeric";
+                                /** @description how long the destination remembers a key, at least (at most 365d); idemflow refuses to re-send a key older than this */
+                                retention?: number | string;
+                            };
+                            /** @description a GET (no body) run before every re-attempt of this write; when its condition holds, the step completes without writing */
+                            verify?: {
+                                /** @description the GET's http(s) URL on the outbound allowlist, or an expression producing one */
+                                url: string;
+                                /** @description query parameters; values are literals or `=` expressions */
+                                query?: {
+                                    [key: string]: string;
+                                };
+                                /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                                headers?: {
+                                    [key: string]: string;
+                                };
+                                /**
+                                 * Format: starts_with
+                                 * @description true means the write already happened: an expression over the probe's answer (`status`, `headers`, `body`) and the usual context (`payload`, `steps`), e.g. `= $count(body.items) > 0`
+                                 */
+                                condition: string;
+                            };
+                            retry?: {
+                                /**
+                                 * @description attempts in total, the first included
+                                 * @default 3
+                                 */
+                                maxAttempts: number;
+                                /**
+                                 * @default exponential
+                                 * @enum {string}
+                                 */
+                                backoff: "fixed" | "exponential";
+                                /** @default 1000 */
+                                initialDelayMs: number;
+                                /**
+                                 * @description longest backoff, and the longest Retry-After honoured: a destination asking for more fails the step (except 'in progress')
+                                 * @default 300000
+                                 */
+                                maxDelayMs: number;
+                                /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
+                                inProgressBudgetMs?: number;
+                            };
+                            /**
+                             * @description `complete`: a response that is neither 2xx nor retried (a 4xx, a 3xx, a 409 without conflictAsProcessed) becomes the step's output so edges can route on it; `fail` fails the step
+                             * @default fail
+                             * @enum {string}
+                             */
+                            clientErrorMode: "fail" | "complete";
+                            /**
+                             * @description treat a 409 Conflict as 'already processed' (destinations with natural unique keys)
+                             * @default false
+                             */
+                            conflictAsProcessed: boolean;
+                            /**
+                             * @description a larger response fails the step; at most 1 MiB (1048576), what the step's D1 row can hold
+                             * @default 65536
+                             */
+                            maxResponseBytes: number;
+                        };
+                    } | {
+                        /** @constant */
+                        type: "TRANSFORM";
+                        config: {
+                            /** @description the step's output; `=` strings in it are evaluated */
+                            output: components["schemas"]["JsonValue"];
+                        };
+                    };
+                };
             })[];
             /** @default [] */
             edges: {
@@ -1682,6 +2016,15 @@ export interface components {
             };
             /** @description the timeout of a step that sets none */
             timeoutMs?: number;
+            /** @description flow control for every call through the connector, in this workspace (docs/connectors.md "Limits"): operational — not part of any workflow version, so an edit applies to every version at its next send */
+            limits?: {
+                /** @description at most this many calls through the connector in flight at once (1–1,000) */
+                concurrency?: number;
+                /** @description a token bucket: N calls per second, minute or hour (at most 10,000 per second) */
+                rate?: string;
+                /** @description the bucket's size: calls that may go at once after a quiet spell (1 to 10 × N; default N) */
+                burst?: number;
+            };
         };
         /** @description an event source: how a provider's signed webhook becomes an event (POST /events/{workspace}/{source}) */
         EventSourceDefinitionInput: {
