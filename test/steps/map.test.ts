@@ -265,9 +265,13 @@ describe("MAP races", () => {
     while (h.dest.requests.length < 1) await new Promise((r) => setTimeout(r, 5));
     h.clock.advance(h.rt.leaseMs + 1);
     await h.deliver([first!.body]); // worker B takes over (epoch 2) and settles
+    const settledByB = (await itemsOf(id))[0];
+    h.clock.advance(1000);
     resume();
     await slow;
     const items = await itemsOf(id);
+    // A's late settle changed nothing on the item (its finish time, output and state are B's).
+    expect(items[0]).toEqual(settledByB);
     expect(items[0]).toMatchObject({ state: "COMPLETED", epoch: 2 });
     expect(await eventsOf(id, "refund#0")).toEqual(["lease_expired", "fenced_out"]);
     expect(await attemptsOf(id, "refund#0")).toEqual([
