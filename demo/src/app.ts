@@ -20,6 +20,8 @@
  *   POST /faults             { path, mode: "after-commit", count, method? } → next `count` matching
  *                            requests do their work, then answer 502
  *   GET  /faults · DELETE /faults   list · disarm all
+ *   POST /limited/charges    rate-limited: 429 with Retry-After past its own rate; GET /limited/record: the most in
+ *                            flight, calls per second, effects per key (limited.ts)
  */
 import { Hono } from "hono";
 import { ProblemError } from "../../src/lib/problem";
@@ -29,6 +31,7 @@ import { defaultConfirmations } from "./confirmations";
 import { FORGETFUL_RETENTION_MS, type ConfirmationOptions, type DemoAppEnv, type DemoOptions } from "./env";
 import { faultRoutes } from "./faults";
 import { legacyRoutes } from "./legacy";
+import { limitedRoutes } from "./limited";
 import { paymentRoutes } from "./payments";
 import { refundRoutes } from "./refunds";
 import { shippingRoutes } from "./shipping";
@@ -50,12 +53,13 @@ export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
   app.route("/checkout", checkoutRoutes(resolved));
   app.route("/refunds", refundRoutes(resolved));
   app.route("/faults", faultRoutes(resolved));
+  app.route("/limited", limitedRoutes(resolved));
 
   app.notFound(() =>
     commonProblems
       .routeNotFound(
         "The demo serves /payments/charges, /payments/webhooks, /forgetful/charges, /shipping/labels, /legacy/orders, " +
-          "/checkout/payments, /refunds/lines and /faults " +
+          "/checkout/payments, /refunds/lines, /limited/charges and /faults " +
           "(see docs/walkthrough.md).",
       )
       .toResponse(),
