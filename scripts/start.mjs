@@ -7,7 +7,9 @@
  *      wrangler.toml holds no token, so a deploy never serves the local ones (scripts/lib/local-tokens.mjs),
  *   2. applies the D1 migrations of the engine to every shard of D1_SHARDS (locally two databases,
  *      each its own SQLite file: workspace `dev` on shard 0, `other` on shard 1) and of the demo
- *      destinations (local state lives in .wrangler/state and survives restarts; `npm run reset` wipes it),
+ *      destinations — all three at once, in this process (./lib/local-migrate.mjs), saying how far each
+ *      is every few seconds; wrangler's own `d1 migrations apply`, one database after the other, only
+ *      if that fails (local state lives in .wrangler/state and survives restarts; `npm run reset` wipes it),
  *   3. starts the engine (`wrangler dev --port 8787 --test-scheduled`: HTTP, queue consumer, cron)
  *      and the demo destinations (`wrangler dev -c demo/wrangler.toml --port 8788`),
  *   4. waits for both /health routes, loads every workflows/*.json into workspace `dev`, and gives `dev`
@@ -21,6 +23,7 @@ import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
 import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-source.mjs";
 import { LOCAL_TOKENS, ensureDevVars } from "./lib/local-tokens.mjs";
 import { describeShard, migrateShards, readShards, tokenWorkspaces } from "./lib/shards.mjs";
+import { migrateLocalDatabases } from "./lib/local-migrate.mjs";
 import { DEMO_CONFIG, ROOT, WRANGLER, applyMigrations, portInUse, startWorker, stopAll, waitForHealth } from "./lib/wrangler-dev.mjs";
 
 const ENGINE_PORT = 8787;
@@ -86,15 +89,55 @@ try {
 } catch (error) {
   fail(error.message);
 }
-say(`applying D1 migrations (the engine's ${config.shards.length} shards, then the demo destinations)…`);
 try {
-  await migrateShards({
-    onMigrated: (shard, applied) => say(`  ${describeShard(shard)}: ${applied.length === 0 ? "up to date" : `applied ${applied.length}`}`),
-  });
-  await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: STATE_DIR });
+  await migrateAll();
 } catch (error) {
   fail(`migrations failed.\n${error.message}\nIf the local state is from an older build, \`npm run reset\` wipes it.`);
 }
+/**
+ * The engine's shards and the demo's database, migrated at once in this process, with a progress line every
+ * few seconds while it runs (a first start applies every migration three times); wrangler's one-by-one
+ * `d1 migrations apply` if that path fails for another reason than a migration.
+ */
+async function migrateAll() {
+  const demoDb = readShards({ config: DEMO_CONFIG }).shards[0];
+  const databases = [
+    ...config.shards.map((shard) => ({ label: describeShard(shard), ...shard })),
+    { label: `the demo destinations (${demoDb.databaseName})`, ...demoDb },
+  ];
+  const what = `the engine's ${config.shards.length} shards, the demo's`;
+  say(`applying D1 migrations to ${databases.length} local databases at once (${what})…`);
+  const progress = new Map(databases.map((d) => [d.label, "checking"]));
+  const began = Date.now();
+  const ticker = setInterval(() => {
+    const seconds = Math.round((Date.now() - began) / 1000);
+    say(`  … ${seconds}s: ${[...progress].map(([label, state]) => `${label.replace(/ \(.*\)$/, "")} ${state}`).join(", ")}`);
+  }, 3_000);
+  try {
+    await migrateLocalDatabases({
+      persistTo: STATE_DIR,
+      databases,
+      onMigration: (database, name, index, count) => progress.set(database.label, `${index}/${count} (${name})`),
+      onDone: (database, applied) => {
+        progress.set(database.label, "done");
+        const summary = applied.length === 0 ? "up to date" : `applied ${applied.length} (${applied[0]} … ${applied.at(-1)})`;
+        say(`  ${database.label}: ${summary}`);
+      },
+    });
+    say(`  migrated in ${((Date.now() - began) / 1000).toFixed(1)}s`);
+  } catch (error) {
+    if (/ failed: /.test(error.message) && error.cause) throw error;
+    say(`  could not migrate in this process (${error.message}); applying with wrangler, one database after the other…`);
+    await migrateShards({
+      onMigrated: (shard, applied) =>
+        say(`  ${describeShard(shard)}: ${applied.length === 0 ? "up to date" : `applied ${applied.length}`}`),
+    });
+    await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: STATE_DIR });
+  } finally {
+    clearInterval(ticker);
+  }
+}
+
 /** Where each workspace of the local API_TOKENS lives: "dev (dev-token) on shard 0 (DB → idemflow)". */
 const placements = tokenWorkspaces(devVars).map(
   ({ token, workspace }) => `${workspace} (${token}) on ${describeShard(config.shards[config.placement.shardOf(workspace)])}`,
