@@ -82,7 +82,8 @@ function sendLine(world: ScenarioWorld, s: Send): string {
   const what = s.kind === "probe" ? "probe" : "attempt";
   const key = s.key === null ? "no key" : `key ${s.key}`;
   const body = s.body === null ? "" : `, body ${clip(JSON.stringify(s.body), 120)}`;
-  return `    ${s.step} ${what} ${s.n} at +${formatDuration(s.at - world.t0)}: ${key}${body} → ${s.answer}`;
+  const item = s.item === null ? "" : ` (item ${s.item})`;
+  return `    ${s.step} ${what} ${s.n}${item} at +${formatDuration(s.at - world.t0)}: ${key}${body} → ${s.answer}`;
 }
 
 /** The trace excerpt of one step: its sends and probes, then its state (and error) in the newest execution. */
@@ -151,13 +152,17 @@ export async function checkExpectations(scenario: Scenario, played: Played): Pro
         fail(`${at}.key: expected ${e.key}, actual ${wrong.key ?? "no key"} (attempt ${wrong.n})`, excerpt(world, trace, step));
     }
     if (e.sameKey) {
+      // A MAP's items have a key each: one and the same key over every send of an item.
+      const firstOf = new Map<number | null, Send>();
+      for (const s of sends) if (!firstOf.has(s.item)) firstOf.set(s.item, s);
       const first = sends[0];
-      const wrong = sends.find((s) => s.key === null || s.key !== first?.key);
+      const wrong = sends.find((s) => s.key === null || s.key !== firstOf.get(s.item)?.key);
       if (!first) fail(`${at}.sameKey: expected one key over every send, actual no send of ${step}`, excerpt(world, trace, step));
       else if (wrong)
         fail(
           `${at}.sameKey: expected one key over every send, ` +
-            `actual attempt ${wrong.n} sent ${wrong.key ?? "no key"} where attempt 1 sent ${first.key ?? "no key"}`,
+            `actual attempt ${wrong.n} sent ${wrong.key ?? "no key"} where attempt ${firstOf.get(wrong.item)!.n} sent ` +
+            `${firstOf.get(wrong.item)!.key ?? "no key"}`,
           excerpt(world, trace, step),
         );
     }

@@ -80,7 +80,7 @@ describe("a scenario file that does not check is reported with its pointers", ()
       },
       {
         pointer: "/scenarios/0/destinations/received",
-        message: 'step "received" is a ENTRY_POINT, not a GATEWAY: only a Gateway step calls a destination',
+        message: 'step "received" is a ENTRY_POINT, not a GATEWAY: only a Gateway step (or a MAP over one) calls a destination',
       },
       {
         pointer: "/scenarios/0/expect/steps/nope",
@@ -88,7 +88,7 @@ describe("a scenario file that does not check is reported with its pointers", ()
       },
       {
         pointer: "/scenarios/0/expect/sent/received",
-        message: 'step "received" is a ENTRY_POINT, not a GATEWAY: only a Gateway step calls a destination',
+        message: 'step "received" is a ENTRY_POINT, not a GATEWAY: only a Gateway step (or a MAP over one) calls a destination',
       },
     ]);
   });

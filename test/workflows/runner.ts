@@ -16,7 +16,7 @@ import { cronMatcher } from "../../src/ingress/tick";
 import type { WorkflowFiles } from "./bundle.mjs";
 import { checkExpectations, formatDuration, type Resent } from "./expect";
 import { ScenarioFile, type Scenario } from "./scenario-schema";
-import { RunnerError, ScenarioWorld, type Scripted } from "./world";
+import { gatewayOf, RunnerError, ScenarioWorld, type Scripted } from "./world";
 
 export interface Problem {
   pointer: string;
@@ -86,12 +86,16 @@ function workflowText(files: WorkflowFiles, id: string): string | undefined {
   return undefined;
 }
 
-/** The connector names a workflow's steps go through. */
+/** The connector names a workflow's steps go through (a MAP's step too). */
 function connectorsOf(workflow: unknown): string[] {
   const names = new Set<string>();
-  for (const v of (workflow as { vertices?: Array<{ config?: { connector?: unknown } }> }).vertices ?? []) {
-    if (typeof v.config?.connector === "string") names.add(v.config.connector);
-  }
+  const walk = (config: unknown) => {
+    if (config === null || typeof config !== "object") return;
+    const c = config as { connector?: unknown; step?: { config?: unknown } };
+    if (typeof c.connector === "string") names.add(c.connector);
+    walk(c.step?.config);
+  };
+  for (const v of (workflow as { vertices?: Array<{ config?: unknown }> }).vertices ?? []) walk(v.config);
   return [...names];
 }
 
@@ -159,27 +163,31 @@ export async function checkScenarioFile(files: WorkflowFiles, file: string, text
 function checkAgainst(parsed: ScenarioFile, definition: WorkflowDefinition): Problem[] {
   const problems: Problem[] = [];
   const types = new Map(definition.vertices.map((v) => [v.id, v.type]));
-  const verifies = new Set(definition.vertices.filter((v) => v.type === "GATEWAY" && v.config.verify).map((v) => v.id));
+  const calls = (id: string) => gatewayOf(definition, id) !== undefined;
+  const verifies = new Set(definition.vertices.filter((v) => gatewayOf(definition, v.id)?.config.verify).map((v) => v.id));
   const entry = definition.vertices.find((v) => v.type === "ENTRY_POINT");
   const schedule = (entry?.config as { schedule?: string } | undefined)?.schedule;
   const list = [...types.keys()].join(", ");
   const step = (pointer: string, id: string, gateway: boolean) => {
     const type = types.get(id);
     if (type === undefined) problems.push({ pointer, message: `no step "${id}" in workflow ${definition.id} (its steps: ${list})` });
-    else if (gateway && type !== "GATEWAY")
-      problems.push({ pointer, message: `step "${id}" is a ${type}, not a GATEWAY: only a Gateway step calls a destination` });
+    else if (gateway && !calls(id))
+      problems.push({
+        pointer,
+        message: `step "${id}" is a ${type}, not a GATEWAY: only a Gateway step (or a MAP over one) calls a destination`,
+      });
   };
   parsed.scenarios.forEach((s, i) => {
     const at = `/scenarios/${i}`;
     for (const [id, d] of Object.entries(s.destinations ?? {})) {
       step(`${at}/destinations/${id}`, id, true);
-      if (!Array.isArray(d) && d.probes && types.get(id) === "GATEWAY" && !verifies.has(id))
+      if (!Array.isArray(d) && d.probes && calls(id) && !verifies.has(id))
         problems.push({ pointer: `${at}/destinations/${id}/probes`, message: `step "${id}" declares no \`verify\`: it sends no probes` });
     }
     for (const id of Object.keys(s.expect.steps ?? {})) step(`${at}/expect/steps/${id}`, id, false);
     for (const [id, e] of Object.entries(s.expect.steps ?? {})) {
       for (const m of ["attempts", "probes", "key", "sameKey", "request"] as const)
-        if (e[m] !== undefined && types.has(id) && types.get(id) !== "GATEWAY")
+        if (e[m] !== undefined && types.has(id) && !calls(id))
           problems.push({
             pointer: `${at}/expect/steps/${id}/${m}`,
             message: `step "${id}" is a ${types.get(id)}: \`${m}\` is for Gateway steps`,

@@ -137,7 +137,10 @@ const StepExpect = z
     attempts: z.number().int().min(0).optional().describe("sends of this step that reached the (mocked) destination, over all executions"),
     probes: z.number().int().min(0).optional().describe("verify probes of this step"),
     key: z.string().optional().describe("the destination key every send carried"),
-    sameKey: z.literal(true).optional().describe("every send carried one and the same key"),
+    sameKey: z
+      .literal(true)
+      .optional()
+      .describe("every send carried one and the same key (a MAP: every send of an item carried that item's one key)"),
     request: z.unknown().optional().describe("a subset every send's JSON body contains"),
     output: z.unknown().optional().describe("a subset the step's output (newest execution) contains"),
     error: z.string().optional().describe("a text the step's error contains"),
@@ -170,7 +173,10 @@ export const Scenario = z
       .optional()
       .describe("fake values for the workspace's secrets (default: every secret the workflow names gets `test-<NAME>`)"),
     trigger: Trigger,
-    destinations: z.record(z.string(), Destination).optional().describe("by Gateway step id: its answers, in order"),
+    destinations: z
+      .record(z.string(), Destination)
+      .optional()
+      .describe("by Gateway step id (or a MAP over a Gateway: its items' sends): its answers, in order"),
     events: z.array(Event).optional(),
     actions: z.array(Action).optional(),
     resend: z.array(Resend).optional(),

@@ -34,6 +34,8 @@ export interface Send {
   step: string;
   execution: string;
   kind: "send" | "probe";
+  /** A MAP's item index (the message's `item`), or null for a plain step. */
+  item: number | null;
   /** 1-based, per step and kind, over the scenario's executions: the scenario's answer number. */
   n: number;
   at: number;
@@ -82,7 +84,7 @@ export class ScenarioWorld {
   /** The first call the scenario did not script: the run stops there. */
   unscripted: string | null = null;
   private pending: Pending[] = [];
-  private current: { executionId: string; vertexId: string } | null = null;
+  private current: { executionId: string; vertexId: string; item: number | null } | null = null;
   private readonly counts = new Map<string, number>();
   private keys = 0;
   private readonly timers: Array<{ ms: number; id: ReturnType<typeof setTimeout>; fire: () => void }> = [];
@@ -245,12 +247,12 @@ export class ScenarioWorld {
   private async deliver(p: Pending): Promise<void> {
     this.pending.splice(this.pending.indexOf(p), 1);
     if (!(await this.isOurs(p.body))) return;
-    const { executionId, vertexId } = p.body as { executionId: string; vertexId: string };
+    const { executionId, vertexId, item } = p.body as { executionId: string; vertexId: string; item?: number };
     const batch = createMessageBatch<unknown>("idemflow-steps", [
       { id: "m0", timestamp: new Date(this.t), attempts: p.attempts, body: p.body },
     ]);
     const ctx = createExecutionContext();
-    this.current = { executionId, vertexId };
+    this.current = { executionId, vertexId, item: item ?? null };
     const realSetTimeout = globalThis.setTimeout;
     // The send's own timer (src/steps/gateway/send.ts) is recorded, so a scripted `timeout` fires it at once.
     globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
@@ -275,9 +277,9 @@ export class ScenarioWorld {
 
   // ------------------------------------------------------------------ the mocked destinations
 
+  /** The Gateway a call of `vertexId` comes from: the step itself, or the Gateway step of a MAP. */
   private gateway(vertexId: string): GatewayVertex | undefined {
-    const v = this.definition.vertices.find((x) => x.id === vertexId);
-    return v?.type === "GATEWAY" ? (v as GatewayVertex) : undefined;
+    return gatewayOf(this.definition, vertexId);
   }
 
   /** The outbound seam: the step being delivered is the caller; its next scripted answer is the answer. */
@@ -302,6 +304,7 @@ export class ScenarioWorld {
       step,
       execution: current?.executionId ?? "",
       kind,
+      item: current?.item ?? null,
       n,
       at: this.t,
       method: request.method,
@@ -360,6 +363,15 @@ export class ScenarioWorld {
   sendsOf(step: string, kind: Send["kind"] = "send"): Send[] {
     return this.sends.filter((s) => s.step === step && s.kind === kind);
   }
+}
+
+/** The Gateway vertex whose calls `vertexId` makes: a GATEWAY step, or a MAP's GATEWAY `step` (under the MAP's id). */
+export function gatewayOf(definition: WorkflowDefinition, vertexId: string): GatewayVertex | undefined {
+  const v = definition.vertices.find((x) => x.id === vertexId);
+  if (v?.type === "GATEWAY") return v as GatewayVertex;
+  const step = (v?.config as { step?: { type?: string; config?: unknown } } | undefined)?.step;
+  if (v?.type === "MAP" && step?.type === "GATEWAY") return { id: v.id, type: "GATEWAY", config: step.config } as GatewayVertex;
+  return undefined;
 }
 
 /** A verify probe: the step declares `verify` (always a GET) and this request is a GET where the write is not. */
