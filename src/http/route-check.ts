@@ -1,6 +1,6 @@
 /**
  * The `/v1` surface's one check of a request's shape against the operations the OpenAPI document
- * states (./openapi/document.ts `OPERATIONS`), before authentication and before any route runs:
+ * states (./openapi/operations.ts `OPERATIONS`), before authentication and before any route runs:
  *
  * - a path the document knows, asked with a method it does not serve, answers 405
  *   `method-not-allowed` with `Allow` (HEAD goes with GET, as Hono serves it);
@@ -13,7 +13,7 @@
  */
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "./auth";
-import { OPERATIONS } from "./openapi/document";
+import { OPERATIONS } from "./openapi/operations";
 import { httpProblems } from "./problems";
 
 interface Served {
