@@ -40,7 +40,9 @@
 //               without the operator route (to measure "before"), the size is dbstat's pages in use.
 //
 // Options: --rate=10 --minutes=6 --payload=tiny|10k --cron-every=60 --verify-every=1 --archive=on|off
-// (soak; default on, as wrangler.toml) --workflow=order-fulfilment|order-charge --backlog=2000 --n=300.
+// (soak; default on, as wrangler.toml) --workflow=order-fulfilment|order-charge --backlog=2000 --n=300
+// --key-hot=<duration> (soak; test-only: the engine's KEY_MEMORY_HOT, so kept key sends move to the
+// cold tier within the run — docs/history.md "Key memory: hot and cold"; default: wrangler.toml's).
 // Prints markdown; raw figures go to bench/results/soak-<mode>-<run>.json.
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -76,6 +78,7 @@ const SOAK_ARCHIVE = flag("archive", "on");
 const WORKFLOW = flag("workflow", "order-fulfilment");
 const BACKLOG = Number(flag("backlog", 2000));
 const BYTES_N = Number(flag("n", 300));
+const KEY_HOT = flag("key-hot", null);
 const SAMPLE_EVERY_S = 10;
 /** The sample the plateau is judged against, and the margin. */
 const PLATEAU_FROM_S = 120;
@@ -143,6 +146,7 @@ async function startSystem(dir, tag, vars) {
     logFile: join(logs, `${tag}-demo.log`),
   });
   const sweeps = [];
+  const coldReads = [];
   const engine = await startWorker({
     name: `engine-${tag}`,
     config: snapshots.engine,
@@ -154,6 +158,8 @@ async function startSystem(dir, tag, vars) {
     logFile: join(logs, `${tag}-engine.log`),
     // The sweep's own report, one line per invocation that removed something (src/history/cron.ts).
     onLine: (line) => {
+      // The retention guard's reads of the cold tier (src/keys/recall.ts).
+      if (line.includes('"keys.cold_read"')) coldReads.push(Date.now());
       if (!line.includes('"history.swept"')) return;
       try {
         sweeps.push({ at: Date.now(), ...JSON.parse(line.slice(line.indexOf("{"))) });
@@ -163,7 +169,7 @@ async function startSystem(dir, tag, vars) {
     },
   });
   await Promise.all([waitForHealth(demo, 120_000), waitForHealth(engine, 120_000)]);
-  return { engine, demo, persistTo: enginePersist, sweeps, logs, sqlite: () => sqliteFile(enginePersist) };
+  return { engine, demo, persistTo: enginePersist, sweeps, coldReads, logs, sqlite: () => sqliteFile(enginePersist) };
 }
 
 async function stopSystem(system) {
@@ -327,7 +333,7 @@ async function bytesByTable(file) {
 // The soak
 
 async function soak(dir) {
-  const system = await startSystem(dir, "soak", { HISTORY_ARCHIVE: SOAK_ARCHIVE });
+  const system = await startSystem(dir, "soak", { HISTORY_ARCHIVE: SOAK_ARCHIVE, ...(KEY_HOT ? { KEY_MEMORY_HOT: KEY_HOT } : {}) });
   const file = system.sqlite();
   const mode = await journalMode(file);
   const walOk = mode === "wal";
@@ -564,6 +570,14 @@ async function soak(dir) {
     finalCounts,
     tableBytes,
     growth: growthOf(samples, finalCounts, tableBytes),
+    keyMemory: {
+      hot: KEY_HOT ?? "wrangler.toml",
+      movedCold: sweepRuns.reduce((n, s) => n + (s.keysMovedCold ?? 0), 0),
+      coldWritten: sweepRuns.reduce((n, s) => n + (s.keysColdWritten ?? 0), 0),
+      coldWriteFailed: sweepRuns.reduce((n, s) => n + (s.keysColdFailed ?? 0), 0),
+      guardColdReads: system.coldReads.length,
+      sends: triggers.accepted,
+    },
     checks: { completedAll, noneLost, plateau, drift, at120: at120?.sizeBytes, last: last?.sizeBytes },
   };
 }
@@ -656,6 +670,14 @@ function formatSoak(r) {
       `${v.sweptChecks.archived} the archived trace, ` +
       `${v.sweptChecks.stillThere} still there, ${v.sweptChecks.other} other.`,
   );
+  const k = r.keyMemory;
+  if (k) {
+    lines.push(
+      `Key memory (KEY_MEMORY_HOT ${k.hot}): ${k.movedCold} kept key sends moved cold (${k.coldWritten} objects written, ` +
+        `${k.coldWriteFailed} failed); the guard read the cold tier ${k.guardColdReads} times for ${k.sends} sends ` +
+        `(${((1000 * k.guardColdReads) / Math.max(1, k.sends)).toFixed(2)} per 1,000).`,
+    );
+  }
   lines.push(
     `After the drain: ${r.runningAtEnd} RUNNING, ${r.failedAtEnd} FAILED; ` +
       `storage ${MB(r.final.sizeBytes)} MB, ${r.final.executionsRetained} retained.`,

@@ -10,6 +10,7 @@
  * Without a bucket nothing moves: kept sends stay in D1, as before the cold tier.
  */
 import { durationMs, DURATION_PATTERN } from "../definitions/schema";
+import { keySendHorizonMs } from "../history/retention";
 
 export const DEFAULT_KEY_MEMORY_HOT_MS = 2 * 86_400_000;
 const MIN_KEY_MEMORY_HOT_MS = 10_000;
@@ -30,4 +31,9 @@ export function keyMemoryHotMs(env: object): number {
   if (typeof value !== "string" || !DURATION_PATTERN.test(value)) return DEFAULT_KEY_MEMORY_HOT_MS;
   const ms = durationMs(value);
   return ms >= MIN_KEY_MEMORY_HOT_MS ? ms : DEFAULT_KEY_MEMORY_HOT_MS;
+}
+
+/** HISTORY_KEY_SENDS (src/history/retention.ts): kept sends counted from longer ago are forgotten on purpose; null: kept for good. */
+export function keyForgetHorizonMs(env: object): number | null {
+  return keySendHorizonMs(env as { HISTORY_KEY_SENDS?: string });
 }

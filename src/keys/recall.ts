@@ -11,8 +11,9 @@
  * R2 unreachable, or the filter says "maybe" with no bucket bound: `ColdUnreachable` — the
  * gateway retries the step later and sends nothing (never blindly).
  */
-import type { Fence, KeySend } from "../ledger";
+import type { KeySend } from "../ledger";
 import { restoreColdSend } from "../ledger/key-memory";
+import { log } from "../lib/log";
 import { coldSendTo, readColdRecord } from "./cold";
 import { keyDigest, maybeCold } from "./filter";
 
@@ -22,7 +23,6 @@ export interface RecallDeps {
   db: D1Database;
   bucket: R2Bucket | null;
   workspace: string;
-  fence: Fence;
   /** HISTORY_KEY_SENDS: a cold send counted from longer ago than this is forgotten on purpose; null: kept for good. */
   horizonMs: number | null;
   now: () => number;
@@ -32,7 +32,7 @@ export interface RecallDeps {
 
 /**
  * The send to use for the guard: `hot` when it predates the step (a hot hit), else the cold
- * record's when there is one (restored hot), else `hot`. Null: fenced out while restoring.
+ * record's when there is one (restored hot), else `hot`.
  */
 export async function recallKeySend(
   deps: RecallDeps,
@@ -40,7 +40,7 @@ export async function recallKeySend(
   destination: string,
   hot: KeySend,
   stepCreatedAt: number,
-): Promise<KeySend | null> {
+): Promise<KeySend> {
   if (hot.firstSentAt < stepCreatedAt) return hot;
   const digest = await keyDigest(deps.workspace, key);
   if ((await maybeCold(deps.db, [digest])).size === 0) return hot;
@@ -52,7 +52,9 @@ export async function recallKeySend(
   } catch (error) {
     throw new ColdUnreachable(`the cold key memory (R2) did not answer: ${error instanceof Error ? error.message : String(error)}`);
   }
+  // Rare by design (a re-send across the hot period, or the filter's false positive): logged, counted by the soak.
+  log.info("keys.cold_read", { workspace: deps.workspace, destination, found: cold !== null });
   if (cold === null || cold.firstSentAt >= hot.firstSentAt) return hot;
   if (deps.horizonMs !== null && cold.countedFrom <= deps.now() - deps.horizonMs) return hot;
-  return restoreColdSend(deps.db, deps.fence, destination, cold);
+  return (await restoreColdSend(deps.db, deps.workspace, key, destination, cold)) ?? cold;
 }

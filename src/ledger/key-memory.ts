@@ -3,37 +3,50 @@
  * guard's restore of a cold send onto the step's hot row, and the move's select and delete.
  */
 import type { KeySend } from "./key-sends";
-import { fenceParams, STEP_FENCE, type Fence } from "./step-sql";
 
 /**
- * `restoreColdSend`: the key's first send on record in the cold tier, copied back onto the step's
- * hot row when that row is younger (written by this step, without the cold record in view) — so
- * every later attempt, a takeover, the trace and an operator's acknowledgement see the first send
- * without asking R2 again. Fenced: a stale worker changes nothing. Returns the hot row as it stands,
- * or null when fenced out. Binds the step fence ?1–?3, ?4 the destination, ?5 first sent, ?6 counted from.
+ * `restoreColdSend`: the key's first send on record in the cold tier, copied back onto its hot row
+ * when that row is younger (written without the cold record in view) — so every later attempt, a
+ * takeover, the trace and an operator's acknowledgement see the first send without asking R2 again.
+ * Not fenced: it only ever makes the row older, to a fact on record (a stale worker writing it is
+ * harmless), and a step and a MAP item restore it alike. Returns the hot row as it stands (null: none).
+ * Binds ?1 workspace, ?2 key, ?3 destination, ?4 first sent, ?5 counted from.
  */
-export async function restoreColdSend(db: D1Database, fence: Fence, destination: string, send: KeySend): Promise<KeySend | null> {
+export async function restoreColdSend(
+  db: D1Database,
+  workspace: string,
+  key: string,
+  destination: string,
+  send: KeySend,
+): Promise<KeySend | null> {
+  const params = [workspace, key, destination, send.firstSentAt, send.countedFrom];
   const row = await db
     .prepare(
-      `UPDATE destination_key_sends SET first_sent_at = ?5, counted_from = max(?6, ?5)
-       WHERE (workspace, idempotency_key) IN
-               (SELECT workspace, idempotency_key FROM steps WHERE ${STEP_FENCE} AND idempotency_key IS NOT NULL)
-         AND destination = ?4 AND first_sent_at > ?5
+      `UPDATE destination_key_sends SET first_sent_at = ?4, counted_from = max(?5, ?4)
+       WHERE workspace = ?1 AND idempotency_key = ?2 AND destination = ?3 AND first_sent_at > ?4
        RETURNING first_sent_at AS firstSentAt, counted_from AS countedFrom`,
     )
-    .bind(...fenceParams(fence), destination, send.firstSentAt, send.countedFrom)
+    .bind(...params)
     .first<KeySend>();
   if (row !== null) return row;
-  // Not younger (already restored, or older all along): read it, fenced.
+  // Not younger (already restored, or older all along): as it stands.
   return db
     .prepare(
-      `SELECT ks.first_sent_at AS firstSentAt, ks.counted_from AS countedFrom
-       FROM steps s JOIN destination_key_sends ks ON ks.workspace = s.workspace AND ks.idempotency_key = s.idempotency_key
-       WHERE s.${STEP_FENCE.replaceAll(" AND ", " AND s.")} AND ks.destination = ?4`,
+      `SELECT first_sent_at AS firstSentAt, counted_from AS countedFrom FROM destination_key_sends
+       WHERE workspace = ?1 AND idempotency_key = ?2 AND destination = ?3`,
     )
-    .bind(...fenceParams(fence), destination)
+    .bind(workspace, key, destination)
     .first<KeySend>();
 }
+
+/**
+ * No kept step and no kept MAP item holds the key of `ks` (by the partial indexes `steps_by_key` and
+ * `work_items_by_key`): its retries, a refusal's acknowledgement and the trace read the hot row.
+ */
+const HELD_BY_NO_STEP = `NOT EXISTS (SELECT 1 FROM steps s
+    WHERE s.workspace = ks.workspace AND s.idempotency_key = ks.idempotency_key AND s.idempotency_key IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM work_items w
+    WHERE w.workspace = ks.workspace AND w.idempotency_key = ks.idempotency_key AND w.idempotency_key IS NOT NULL)`;
 
 /** A kept key send due to move cold, as the move reads it. */
 export interface DueKeySend {
@@ -62,8 +75,7 @@ export async function selectColdDue(db: D1Database, countedBefore: number, limit
              WHERE guarded = 1 AND counted_from <= ?1 ORDER BY counted_from LIMIT ?3) head
        JOIN destination_key_sends ks
          ON ks.workspace = head.workspace AND ks.idempotency_key = head.idempotency_key AND ks.destination = head.destination
-       WHERE NOT EXISTS (SELECT 1 FROM steps s
-                         WHERE s.workspace = ks.workspace AND s.idempotency_key = ks.idempotency_key AND s.idempotency_key IS NOT NULL)
+       WHERE ${HELD_BY_NO_STEP}
        ORDER BY ks.counted_from LIMIT ?2`,
     )
     .bind(countedBefore, limit, scan)
@@ -81,9 +93,7 @@ export function deleteMovedKeySends(db: D1Database, rows: ReadonlyArray<readonly
     .prepare(
       `DELETE FROM destination_key_sends AS ks
        WHERE (workspace, idempotency_key, destination) IN (SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2 FROM json_each(?1) j)
-         AND guarded = 1 AND counted_from <= ?2
-         AND NOT EXISTS (SELECT 1 FROM steps s
-                         WHERE s.workspace = ks.workspace AND s.idempotency_key = ks.idempotency_key AND s.idempotency_key IS NOT NULL)`,
+         AND guarded = 1 AND counted_from <= ?2 AND ${HELD_BY_NO_STEP}`,
     )
     .bind(JSON.stringify(rows), countedBefore);
 }

@@ -61,6 +61,8 @@ export type LogEvent =
   | "history.swept"
   | "history.archive_failed"
   | "history.erased"
+  // key memory (src/keys): the retention guard read a key's cold record
+  | "keys.cold_read"
   // the database's storage figures (operator)
   | "storage.high"
   // the hourly rollup of what was stopped (src/stats)

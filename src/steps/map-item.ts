@@ -49,6 +49,8 @@ import { MAX_OUTPUT_BYTES, runStep, type Decision } from "./run-step";
 import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
 import { isoTimeText } from "../lib/iso-time";
+import { keyForgetHorizonMs, keyMemoryBucket } from "../keys/memory";
+import { recallKeySend } from "../keys/recall";
 
 /** An item in hand: the claim's result, or a chained claim's (the settle before it claimed it). */
 interface ClaimedItem {
@@ -304,6 +306,15 @@ async function execute(rt: StepRuntime, c: ClaimedItem, fence: ItemFence, p: Pre
         reattempt: mustVerify({ attempt: c.claimed.attempt, startedOverFrom: c.run.startedOverFrom }),
         persistKey: (key, destination, guarded) => persistItemKey(rt.db, fence, key, rt.now(), destination, guarded),
         recordSend: (destination, at, guarded) => recordItemKeySend(rt.db, fence, at, destination, guarded),
+        // The retention guard's cold lookup (docs/history.md "Key memory: hot and cold"), as for a step.
+        recallColdSend: (key, destination, hot) =>
+          recallKeySend(
+            { db: rt.db, bucket: keyMemoryBucket(rt.env), workspace: c.run.workspace, horizonMs: keyForgetHorizonMs(rt.env), now: rt.now },
+            key,
+            destination,
+            hot,
+            c.run.itemCreatedAt ?? 0,
+          ),
       }),
     (now, leaseMs) => extendItemLease(rt.db, fence, now, leaseMs),
   );

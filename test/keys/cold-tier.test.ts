@@ -238,6 +238,59 @@ describe("key memory: hot and cold", () => {
     expect(await charges(order)).toBe(1);
   });
 
+  it("a MAP item's guarded key moved cold is refused like a step's: no item charges twice", async () => {
+    const h = setup();
+    const order = unique("M");
+    const wf = await seedWorkflow(WS, {
+      id: unique("wf"),
+      vertices: [
+        { id: "received", type: "ENTRY_POINT", config: {} },
+        {
+          id: "refund",
+          type: "MAP",
+          config: {
+            items: "= payload.order.lines",
+            as: "line",
+            concurrency: 2,
+            maxItems: 10,
+            onItemFailure: "continue",
+            step: {
+              type: "GATEWAY",
+              config: {
+                method: "POST",
+                url: `${DEST}/forgetful/charges`,
+                headers: { Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}" },
+                idempotencyKey: { value: "= $idempotencyKey('line', payload.order.id, line.sku)", retention: "120s" },
+                body: "= { 'order': payload.order.id & '-' & line.sku, 'amount': line.amount }",
+                timeoutMs: 5_000,
+              },
+            },
+          },
+        },
+      ],
+      edges: [{ from: "received", to: "refund" }],
+    } as WorkflowDefinitionInput);
+    const lines = [
+      { sku: "a", amount: 1 },
+      { sku: "b", amount: 2 },
+    ];
+    const first = await h.start(wf, { order: { id: order, lines } });
+    await h.drain();
+    expect(await executionStatus(first)).toBe("COMPLETED");
+    h.clock.advance(400 * DAY);
+    const report = await sweep(h.clock.now());
+    expect(report.keysMoved).toBeGreaterThanOrEqual(2);
+    const again = await h.start(wf, { order: { id: order, lines } });
+    await h.drain();
+    const { results } = await env.DB.prepare("SELECT state, error FROM work_items WHERE execution_id = ?1")
+      .bind(again)
+      .all<{ state: string; error: string | null }>();
+    expect(results.map((r) => r.state)).toEqual(["FAILED", "FAILED"]);
+    for (const r of results) expect(r.error).toContain(KEY_MAY_BE_FORGOTTEN_MARK);
+    expect(await charges(`${order}-a`)).toBe(1);
+    expect(await charges(`${order}-b`)).toBe(1);
+  });
+
   it("?destinationKey= finds a key whose send moved cold", async () => {
     const h = setup();
     const order = unique("S");

@@ -5,9 +5,8 @@ import { secretLookup } from "../../secrets/resolve";
 import { parseSealedSecrets } from "../../secrets/store";
 import { mustVerify, runGateway } from "../gateway";
 import { withHeartbeat } from "../heartbeat";
-import { keyMemoryBucket } from "../../keys/memory";
+import { keyForgetHorizonMs, keyMemoryBucket } from "../../keys/memory";
 import { recallKeySend } from "../../keys/recall";
-import { keySendHorizonMs } from "../../history/retention";
 import { withPermit } from "../../flow/gate";
 import type { VertexKind } from "./kind";
 
@@ -38,8 +37,7 @@ export const gatewayKind: VertexKind<GatewayVertex> = {
                 db: rt.db,
                 bucket: keyMemoryBucket(rt.env),
                 workspace: run.workspace,
-                fence,
-                horizonMs: keySendHorizonMs(rt.env),
+                horizonMs: keyForgetHorizonMs(rt.env),
                 now: rt.now,
               },
               key,
