@@ -6,7 +6,7 @@
  * (src/ledger/connector-permits.ts); this module decides the times and the words.
  */
 import type { GatewayVertex } from "../definitions/schema";
-import { isoTimeText } from "../lib/iso-time";
+import { isoTime, isoTimeText } from "../lib/iso-time";
 import type { Grant, PermitWait } from "../ledger/connector-permits";
 
 /** The longest a refused step sleeps before it asks again (a release wakes the oldest waiter sooner). */
@@ -73,8 +73,8 @@ export function permitWaitLine(wait: PermitWait, now: number): string {
     const seconds = ((wait.grantedAt - wait.since) / 1000).toFixed(1);
     return `waited ${seconds} s for ${wait.connector}: ${wait.reason}`;
   }
-  const seconds = ((now - wait.since) / 1000).toFixed(1);
-  return `waiting for a permit of ${wait.connector} for ${seconds} s: ${wait.reason}; asks again at ${isoTimeText(wait.until)}`;
+  const asks = wait.until > now ? `asks again at ${isoTimeText(wait.until)}` : `asking again since ${isoTimeText(wait.until)}`;
+  return `waiting for a permit of ${wait.connector} since ${isoTimeText(wait.since)}: ${wait.reason}; ${asks}`;
 }
 
 /**
@@ -90,4 +90,23 @@ export function pauseOf(
   if (outcome.kind !== "retryable" || (status !== 429 && status !== 503)) return null;
   if (outcome.retryAfterMs === undefined || outcome.retryAfterMs <= 0) return null;
   return { until: now + Math.min(outcome.retryAfterMs, ceilingMs), reason: `paused by a ${status} at ${isoTimeText(now)}` };
+}
+
+/** The trace's `permitWait` of a step (`steps.permit_wait`); null if it never waited (or the record is unreadable). */
+export function permitWaitTrace(json: string | null, now: number) {
+  if (json === null) return null;
+  let wait: PermitWait;
+  try {
+    wait = JSON.parse(json) as PermitWait;
+  } catch {
+    return null;
+  }
+  return {
+    connector: wait.connector,
+    since: isoTime(wait.since),
+    until: isoTime(wait.until),
+    grantedAt: isoTime(wait.grantedAt ?? null),
+    reason: wait.reason,
+    text: permitWaitLine(wait, now),
+  };
 }

@@ -22,6 +22,8 @@ export interface StepRecord {
   leaseUntil: number | null;
   /** Set while the step is parked (a DELAY sleeping). */
   parkedUntil: number | null;
+  /** The step's wait for a connector's permit (JSON, src/ledger/connector-permits.ts `PermitWait`), if it waited. */
+  permitWaitJson: string | null;
   idempotencyKey: string | null;
   /** The redacted request summary (JSON text); null too when over `TRACE_VALUE_MAX_BYTES` (see `requestBytes`). */
   requestJson: string | null;
@@ -125,6 +127,7 @@ const STEP_RECORD = selectList<StepRecord>({
   availableAt: "available_at",
   leaseUntil: "lease_until",
   parkedUntil: "parked_until",
+  permitWaitJson: "permit_wait",
   idempotencyKey: "idempotency_key",
   requestJson: bounded("request"),
   requestBytes: byteLength("request"),

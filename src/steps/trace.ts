@@ -23,6 +23,7 @@ import {
 import { isoTime } from "../lib/iso-time";
 import { destinationKeyTrace, gatewayVerticesOf } from "./key-trace";
 import { waitTrace, waitVerticesOf } from "./wait-trace";
+import { permitWaitTrace } from "../flow/permits";
 
 /**
  * Milliseconds as an ISO-8601 timestamp (src/lib/iso-time.ts). The engine never stores a time a
@@ -146,6 +147,8 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
     nextVertices: parsed(s.nextVerticesJson),
     // A WAIT_FOR_EVENT's wait (docs/steps.md "The trace of a wait"); null for every other step.
     wait: waitTrace(facts.wait, facts.registered, facts.readAt),
+    // A wait for a limited connector's permit (docs/connectors.md "Limits"); null if it never waited.
+    permitWait: permitWaitTrace(s.permitWaitJson, facts.readAt),
     error: s.error,
     createdAt: iso(s.createdAt),
     finishedAt: iso(s.finishedAt),

@@ -209,7 +209,20 @@ describe("shared backpressure", () => {
     await h.deliver([h.queue.pending.find((m) => m.body.executionId === other)!.body]);
     h.queue.pending = h.queue.pending.filter((m) => !(m.body.executionId === other && m.dueAt <= h.clock.now()));
     expect(await stepRow(other)).toMatchObject({ state: "EXECUTING", attempt: 0, parked_until: pausedAt + 3000 });
+    const traced = async () => {
+      const trace = (await (await callApp(h, "GET", `/v1/executions/${other}`)).json()) as {
+        steps: Array<{ vertexId: string; attempts: unknown[]; permitWait: { text: string; grantedAt: string | null } | null }>;
+      };
+      return trace.steps.find((step) => step.vertexId === "charge")!;
+    };
+    const waiting = await traced();
+    expect(waiting.attempts).toEqual([]);
+    expect(waiting.permitWait).toMatchObject({
+      grantedAt: null,
+      text: expect.stringMatching(`^waiting for a permit of ${name} since [^:]+:[^:]+:[^ ]+: paused by a 429 at `),
+    });
     await h.drain();
+    expect((await traced()).permitWait!.text).toMatch(new RegExp(`^waited 3\\.0 s for ${name}: paused by a 429 at `));
     expect(await executionStatus(hit)).toBe("COMPLETED");
     expect(await executionStatus(other)).toBe("COMPLETED");
     // The destination's record: the 429, then nothing until the pause ended.

@@ -338,6 +338,17 @@ export const StepWait = z
   })
   .describe('a WAIT_FOR_EVENT step\'s wait and the events that arrived for it (docs/steps.md "The trace of a wait")');
 
+export const PermitWait = z
+  .object({
+    connector: z.string(),
+    since: MaybeTime.describe("when the step first asked (kept across its wake-ups)"),
+    until: MaybeTime.describe("when it asks again (while waiting)"),
+    grantedAt: MaybeTime.describe("when it got the permit; null while it waits"),
+    reason: z.string().describe("why it waited: paused by a 429, no token, every permit in flight, older waiters first"),
+    text: z.string().describe('"waiting for a permit of …" or "waited 4.2 s for …: …"'),
+  })
+  .describe('a wait for a connector\'s permit (docs/connectors.md "Limits"): not an attempt');
+
 export const Step = z.object({
   vertexId: z.string(),
   state: StepState,
@@ -358,6 +369,7 @@ export const Step = z.object({
     .describe("the output's size when it is over `limit` bytes (64 KiB): too large for the trace, so `output` is null; else null"),
   nextVertices: z.array(z.string()).nullable(),
   wait: StepWait.nullable().describe("a WAIT_FOR_EVENT step's wait; null for every other step"),
+  permitWait: PermitWait.nullable().describe("a step through a limited connector that waited for a permit; null if it never did"),
   error: z.string().nullable(),
   createdAt: MaybeTime,
   finishedAt: MaybeTime,
