@@ -15,6 +15,7 @@
 import { selectList } from "./columns";
 import { fenceParams, type Fence, type StepRef } from "./step-sql";
 import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
+import { ITEMS_BEYOND_PAGE } from "./map-trace";
 
 /**
  * Attempts kept per step: the newest 20 (older ones are deleted by the claim batch that adds the
@@ -69,7 +70,7 @@ export interface AttemptRecord {
   delayReason: RetryDelayReason | null;
 }
 
-const ATTEMPT_RECORD = selectList<AttemptRecord>({
+export const ATTEMPT_RECORD = selectList<AttemptRecord>({
   vertexId: "a.vertex_id",
   epoch: "a.epoch",
   attempt: "a.attempt",
@@ -214,7 +215,7 @@ export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown
   return db
     .prepare(
       `SELECT a.execution_id AS executionId, ${ATTEMPT_RECORD} FROM step_attempts a
-       WHERE a.execution_id IN ${owned}
+       WHERE a.execution_id IN ${owned} AND NOT ${ITEMS_BEYOND_PAGE("a.vertex_id")}
        ORDER BY a.execution_id, a.vertex_id, a.epoch`,
     )
     .bind(...params);

@@ -87,6 +87,7 @@ export {
   type StartedItem,
 } from "./map-items";
 export type { MapPark } from "./map-sql";
+export { MAP_ITEMS_PAGE, readItemsPage, type ItemCountRecord, type ItemEventRecord, type ItemRecord, type ItemsPage } from "./map-trace";
 
 // Recovery: the reaper's sweeps and dead letters.
 export {

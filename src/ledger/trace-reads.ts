@@ -10,6 +10,7 @@ import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { bounded, byteLength, EXECUTION_SUMMARY_RECORD, type ExecutionSummaryRecord } from "./execution-records";
 import { keySendsColumn } from "./key-sends";
+import { ITEMS_BEYOND_PAGE, readItemCountsOfSet, readItemsOfSet, type ItemCountRecord, type ItemRecord } from "./map-trace";
 import type { StepEventType } from "./step-events";
 import type { StepState } from "./step-sql";
 
@@ -117,6 +118,10 @@ export interface TraceRecords {
   dedupeWindowEnd: number | null;
   /** The registered waits of the execution's WAIT_FOR_EVENT steps (a step not registered yet has none). */
   waits: WaitRecord[];
+  /** The first page of each MAP's items (./map-trace.ts); their attempts and events are in `attempts` and `events` under their row keys. */
+  items: ItemRecord[];
+  /** Each MAP's items counted by state. */
+  itemCounts: ItemCountRecord[];
 }
 
 const STEP_RECORD = selectList<StepRecord>({
@@ -312,7 +317,7 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       db
         .prepare(
           `SELECT ev.execution_id AS executionId, ${STEP_EVENT_RECORD} FROM step_events ev
-           WHERE ev.execution_id IN ${OWNED_IDS} ORDER BY ev.execution_id, ev.id`,
+           WHERE ev.execution_id IN ${OWNED_IDS} AND NOT ${ITEMS_BEYOND_PAGE("ev.vertex_id")} ORDER BY ev.execution_id, ev.id`,
         )
         .bind(param),
     )
@@ -339,6 +344,9 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
         .bind(param),
     )
     .add("waits", db.prepare(WAITS_OF_SET).bind(param))
+    // A MAP's items (./map-trace.ts): the first page of each MAP, and its counts by state.
+    .add("items", readItemsOfSet(db, OWNED_IDS, [param]))
+    .add("itemCounts", readItemCountsOfSet(db, OWNED_IDS, [param]))
     .run();
   const duplicates = byExecution(results.rows<Owned<DuplicateTriggerRecord>>("duplicates"));
   const steps = byExecution(results.rows<Owned<StepRecord>>("steps"));
@@ -351,6 +359,8 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       .map((d) => [versionKey(d.workspace, d.workflowId, d.version), d.definitionJson]),
   );
   const waits = waitRecords(results.rows<WaitRow>("waits"));
+  const items = byExecution(results.rows<Owned<ItemRecord>>("items"));
+  const itemCounts = byExecution(results.rows<Owned<ItemCountRecord>>("itemCounts"));
   const identities = new Map(
     results.rows<{ executionId: string; expiresAt: number }>("identities").map((i) => [i.executionId, i.expiresAt]),
   );
@@ -364,13 +374,26 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       definitionJson: definitions.get(versionKey(execution.workspace, execution.workflowId, execution.version)) ?? null,
       dedupeWindowEnd: identities.get(execution.id) ?? null,
       waits: waits.get(execution.id) ?? [],
+      items: items.get(execution.id) ?? [],
+      itemCounts: itemCounts.get(execution.id) ?? [],
     });
   }
   return out;
 }
 
 /** The statements of `readTraceRecordsForSet`'s batch, by label. */
-const TRACE_SET_STATEMENTS = ["execution", "duplicates", "steps", "events", "attempts", "definitions", "identities", "waits"] as const;
+const TRACE_SET_STATEMENTS = [
+  "execution",
+  "duplicates",
+  "steps",
+  "events",
+  "attempts",
+  "definitions",
+  "identities",
+  "waits",
+  "items",
+  "itemCounts",
+] as const;
 
 /** D1 statements one `readTraceRecordsForSet` sends (one batch), whatever the size of the set. */
 export const TRACE_SET_QUERIES = TRACE_SET_STATEMENTS.length;

@@ -10,6 +10,7 @@
 import type { GatewayVertex, WaitForEventVertex } from "../definitions/schema";
 import {
   listExecutionRecords,
+  itemRowKey,
   parseKeySends,
   readTraceRecords,
   TRACE_VALUE_MAX_BYTES,
@@ -21,6 +22,7 @@ import {
   type WaitRecord,
 } from "../ledger";
 import { isoTime } from "../lib/iso-time";
+import { itemsCursor, itemTrace, mapCounts, type MapTrace } from "./map-trace";
 import { destinationKeyTrace, gatewayVerticesOf } from "./key-trace";
 import { waitTrace, waitVerticesOf } from "./wait-trace";
 import { permitWaitTrace } from "../flow/permits";
@@ -81,7 +83,7 @@ interface AttemptResponseSummary {
  * step has moved on — another epoch, or no longer EXECUTING (the reaper re-dispatched it after its
  * lease expired) — is shown `lost` even before the next claim records it so.
  */
-function attemptTrace(a: AttemptRecord, step: StepRecord) {
+export function attemptTrace(a: AttemptRecord, step: { state: string; epoch: number }) {
   const open = step.state === "EXECUTING" && step.epoch === a.epoch;
   return {
     epoch: a.epoch,
@@ -119,6 +121,7 @@ interface StepFacts {
   wait: WaitForEventVertex | undefined;
   registered: WaitRecord | undefined;
   readAt: number;
+  map?: MapTrace | null;
 }
 
 function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[], facts: StepFacts) {
@@ -149,6 +152,8 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
     wait: waitTrace(facts.wait, facts.registered, facts.readAt),
     // A wait for a limited connector's permit (docs/connectors.md "Limits"); null if it never waited.
     permitWait: permitWaitTrace(s.permitWaitJson, facts.readAt),
+    // A MAP's items: counts by state and the first page (docs/steps.md "MAP"); null for every other step.
+    map: facts.map ?? null,
     error: s.error,
     createdAt: iso(s.createdAt),
     finishedAt: iso(s.finishedAt),
@@ -183,6 +188,7 @@ export function buildTrace(rows: TraceRecords, now: number = Date.now()): Trace 
   const gateways = gatewayVerticesOf(rows.definitionJson, versionKey);
   const waits = waitVerticesOf(rows.definitionJson, versionKey);
   const registered = new Map(rows.waits.map((w) => [w.vertexId, w]));
+  const maps = mapTraces(rows, events, attempts);
   return {
     ...executionSummary(rows.execution),
     // Until when a trigger with the same identity is a duplicate of this execution (null: no identity held).
@@ -195,9 +201,43 @@ export function buildTrace(rows: TraceRecords, now: number = Date.now()): Trace 
         wait: waits.get(s.vertexId),
         registered: registered.get(s.vertexId),
         readAt: now,
+        map: maps.get(s.vertexId) ?? null,
       }),
     ),
   };
+}
+
+/**
+ * Each MAP step's items (docs/steps.md "MAP"): a MAP vertex of the pinned definition, or a step with
+ * items on record. Their attempts and events are grouped under their row keys.
+ */
+function mapTraces(rows: TraceRecords, events: Map<string, TraceEvent[]>, attempts: Map<string, AttemptRecord[]>): Map<string, MapTrace> {
+  const out = new Map<string, MapTrace>();
+  const ids = new Set([...mapVerticesOf(rows.definitionJson), ...rows.itemCounts.map((c) => c.vertexId)]);
+  for (const id of ids) {
+    const counts = mapCounts(rows.itemCounts.filter((c) => c.vertexId === id));
+    const page = rows.items.filter((i) => i.vertexId === id);
+    out.set(id, {
+      ...counts,
+      items: page.map((i) => {
+        const key = itemRowKey(id, i.index);
+        return itemTrace(i, attempts.get(key) ?? [], events.get(key) ?? [], attemptTrace);
+      }),
+      nextCursor: counts.total > page.length && page.length > 0 ? itemsCursor(page.at(-1)!.index) : null,
+    });
+  }
+  return out;
+}
+
+/** The MAP vertices of a pinned definition (JSON text), by id. */
+function mapVerticesOf(definitionJson: string | null): string[] {
+  if (definitionJson === null) return [];
+  try {
+    const { vertices } = JSON.parse(definitionJson) as { vertices?: Array<{ id?: unknown; type?: unknown }> };
+    return (vertices ?? []).filter((v) => v.type === "MAP" && typeof v.id === "string").map((v) => v.id as string);
+  } catch {
+    return [];
+  }
 }
 
 /** Records grouped by their step, in the order read. */

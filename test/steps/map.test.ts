@@ -7,7 +7,9 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { cancelExecution, retryFailedStep } from "../../src/ledger";
+import { cancelExecution, MAP_ITEMS_PAGE, readItemsPage, retryFailedStep } from "../../src/ledger";
+import { itemsCursorAfter } from "../../src/steps/map-trace";
+import { readTrace } from "../../src/steps/trace";
 import { reap } from "../../src/steps/reaper";
 import { countingD1 } from "../helpers/counting-d1";
 import { dbOf } from "../helpers/shards";
@@ -375,5 +377,75 @@ describe("MAP budgets (counting D1)", () => {
     expect(await executionStatus(id, db())).toBe("COMPLETED");
     expect(h.queue.sends).toBeLessThanOrEqual(100);
     expect(effectsPerKey(h).size).toBe(100);
+  });
+});
+
+describe("MAP trace", () => {
+  it("a MAP step lists its items: counts by state and the first page (index, state, attempts, key, output)", async () => {
+    const h = harness({}, { workspace: WS });
+    const wf = await seedWorkflow(WS, refundLines({ concurrency: 2 }));
+    const id = await h.start(wf, order(3));
+    await h.drain();
+    const trace = (await readTrace(db(), WS, id))!;
+    const refund = trace.steps.find((s) => s.vertexId === "refund")!;
+    expect(refund.map).toMatchObject({ total: 3, completed: 3, failed: 0, pending: 0, nextCursor: null });
+    expect(refund.map!.items.map((i) => [i.index, i.state, i.attempts.length])).toEqual([
+      [0, "COMPLETED", 1],
+      [1, "COMPLETED", 1],
+      [2, "COMPLETED", 1],
+    ]);
+    const first = refund.map!.items[0]!;
+    expect(first.idempotencyKey).toMatch(/^refund-.*-S0$/);
+    expect(first.item).toEqual({ sku: "S0", amount: 10 });
+    expect(first.output).toMatchObject({ status: 201 });
+    expect(first.attempts[0]).toMatchObject({ outcome: "completed", idempotencyKey: first.idempotencyKey });
+    // Other steps carry no map; the items' attempts are not the MAP step's own.
+    expect(trace.steps.find((s) => s.vertexId === "done")!.map).toBeNull();
+    expect(refund.attempts.map((a) => a.outcome)).toEqual(["slept", "completed"]);
+  });
+
+  it("the trace of a 1,000-item MAP reads one page of items; the items route's pages read the rest", async () => {
+    const h = harness({}, { workspace: WS });
+    const wf = await seedWorkflow(WS, refundLines({ concurrency: 1, maxItems: 1000 }));
+    const id = await h.start(wf, order(1000));
+    await h.deliver(h.queue.take().map((m) => m.body)); // the list persisted, item 0 started
+    // Every item settled as if run (their rows and an attempt each), straight in SQL: this reads, it runs nothing.
+    await db().batch([
+      db()
+        .prepare(
+          `UPDATE work_items SET state = 'COMPLETED', epoch = 1, attempt = 1, lease_until = NULL, finished_at = ?2, updated_at = ?2,
+                  output = json_object('status', 201, 'body', json_object('id', 'ch_' || item_index, 'pad', printf('%.500c', 'x'))),
+                  collected = json_object('status', 201), idempotency_key = 'refund-' || item_index
+           WHERE execution_id = ?1`,
+        )
+        .bind(id, h.clock.now()),
+      db()
+        .prepare(
+          `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key)
+           SELECT execution_id, row_key, 1, 1, 'completed', ?2, ?2, idempotency_key FROM work_items WHERE execution_id = ?1
+           ON CONFLICT DO UPDATE SET outcome = 'completed', finished_at = ?2`,
+        )
+        .bind(id, h.clock.now()),
+    ]);
+    const counting = countingD1(db());
+    const trace = (await readTrace(counting.db, WS, id))!;
+    const refund = trace.steps.find((s) => s.vertexId === "refund")!;
+    expect(refund.map).toMatchObject({ total: 1000, completed: 1000 });
+    expect(refund.map!.items).toHaveLength(MAP_ITEMS_PAGE);
+    expect(refund.map!.items.every((i) => i.attempts.length === 1)).toBe(true);
+    expect(counting.roundTrips()).toBe(1);
+    // One page: 100 items of ~600 bytes of output each, their attempts; not 1,000.
+    expect(counting.bytesRead()).toBeLessThan(150_000);
+    // The rest, page by page after the trace's cursor.
+    let after = itemsCursorAfter(refund.map!.nextCursor!)!;
+    let seen = refund.map!.items.length;
+    for (let pages = 0; pages < 20 && after !== null; pages++) {
+      const page = (await readItemsPage(db(), WS, id, "refund", after, MAP_ITEMS_PAGE))!;
+      expect(page.items[0]!.index).toBe(after + 1);
+      seen += page.items.length;
+      expect(page.attempts).toHaveLength(Math.min(page.items.length + 1, 1000 - after - 1));
+      after = page.nextAfter ?? (null as unknown as number);
+    }
+    expect(seen).toBe(1000);
   });
 });
