@@ -15,22 +15,20 @@
 //   2. Throughput of the longest chain: `--n` executions at `--concurrency`, per engine: end-to-end
 //      executions/s and steps/s (first created → last finished, on the engine's clock).
 // Prints one markdown table; raw figures go to bench/results/.
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ROOT, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { ROOT, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
 import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
 import { migrateShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { machine, markdownTable } from "./lib/report.mjs";
+import { flag, runBench } from "./lib/bench-run.mjs";
 
 process.env.X_LOCAL_OBSERVABILITY ??= "false";
 
 const RUN = Date.now().toString(36);
-const args = process.argv.slice(2);
-const flag = (name, fallback) => args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const RUNS = Number(flag("runs", 10));
 const STEPS = flag("steps", "1,2,5,10").split(",").map(Number);
 const N = Number(flag("n", 64));
@@ -117,97 +115,79 @@ async function waitFinished(engine, executionId, deadline, pollMs = 200) {
   throw new Error(`execution ${executionId} did not finish in time`);
 }
 
-async function main() {
-  const info = machine();
-  log(`machine: ${info.cpus} × ${info.cpuModel}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`);
-  const dir = await mkdtemp(join(tmpdir(), "idemflow-bench-chain-"));
-  const hardStop = setTimeout(async () => {
-    log(`hard stop after ${HARD_STOP_MS} ms`);
-    await stopAll();
-    process.exit(1);
-  }, HARD_STOP_MS);
-  try {
-    const engines = [];
-    for (const mode of ["on", "off"]) {
-      const persistTo = join(dir, `engine-${mode}`);
-      await migrateShards({ persistTo, logFile: join(dir, "setup.log") });
-      const envFile = join(dir, `engine-${mode}.env`);
-      await writeFile(envFile, "PAYMENTS_KEY=sk_bench_chain_local\nWEBHOOK_SECRET=whsec_bench_chain_local\n");
-      const worker = await startWorker({
-        name: `engine-${mode}`,
-        persistTo,
-        envFile,
-        vars: { ...LOCAL_TOKENS, CHAIN_STEPS: mode },
-        logLevel: "warn",
-        logFile: join(dir, `engine-${mode}.log`),
-      });
-      engines.push(Object.assign(worker, { mode }));
-    }
-    await Promise.all(engines.map((e) => waitForHealth(e, 120_000)));
-    // Warm-up: isolates, the workflow cache, the queue consumer.
-    const warm = await prepare(engines, 2, "warm");
-    for (const engine of engines) {
-      for (let i = 0; i < 3; i++) {
-        const { executionId } = await api(engine.url, "POST", `/v1/workflows/${warm}/trigger`, { n: i });
-        await waitFinished(engine, executionId, Date.now() + 30_000, 10);
-      }
-    }
-
-    const latencyRows = [];
-    for (const steps of STEPS) {
-      log(`latency, ${steps} steps…`);
-      latencyRows.push({ steps, ...(await latency(engines, steps)) });
-    }
-    const longest = Math.max(...STEPS);
-    const load = {};
-    for (const engine of engines) {
-      log(`throughput, ${longest} steps, chaining ${engine.mode}…`);
-      load[engine.mode] = await throughput(engine, longest);
-    }
-
-    const after = machine().loadAverage1m;
-    const table = [
-      `bench:chain — ${new Date().toISOString()}, ${info.cpus} × ${info.cpuModel}, ` +
-        `load average ${info.loadAverage1m} before / ${after} after`,
-      "",
-      markdownTable(
-        ["steps after the entry", "chaining on: p50 / max ms", "chaining off: p50 / max ms", "on ÷ off (p50)"],
-        latencyRows.map((r) => [
-          String(r.steps),
-          `${r.on.p50.toFixed(0)} / ${r.on.max.toFixed(0)}`,
-          `${r.off.p50.toFixed(0)} / ${r.off.max.toFixed(0)}`,
-          `${(r.on.p50 / r.off.p50).toFixed(2)}×`,
-        ]),
-      ),
-      "",
-      markdownTable(
-        [`${longest} steps, ${N} executions at c${CONCURRENCY}`, "chaining on", "chaining off"],
-        [
-          ["end-to-end executions/s", load.on.executionsPerSecond.toFixed(1), load.off.executionsPerSecond.toFixed(1)],
-          ["steps/s", load.on.stepsPerSecond.toFixed(0), load.off.stepsPerSecond.toFixed(0)],
-          [
-            "execution p50 / p99 ms (created → finished)",
-            `${load.on.p50.toFixed(0)} / ${load.on.p99.toFixed(0)}`,
-            `${load.off.p50.toFixed(0)} / ${load.off.p99.toFixed(0)}`,
-          ],
-        ],
-      ),
-    ].join("\n");
-    console.log(table);
-    const results = join(ROOT, "bench", "results");
-    await mkdir(results, { recursive: true });
-    const file = join(results, `chain-${RUN}.json`);
-    await writeFile(file, JSON.stringify({ machine: info, loadAfter: after, runs: RUNS, latency: latencyRows, load }, null, 2));
-    log(`raw results: ${file}`);
-  } finally {
-    clearTimeout(hardStop);
-    await stopAll();
-    await rm(dir, { recursive: true, force: true });
+async function main({ dir, info }) {
+  const engines = [];
+  for (const mode of ["on", "off"]) {
+    const persistTo = join(dir, `engine-${mode}`);
+    await migrateShards({ persistTo, logFile: join(dir, "setup.log") });
+    const envFile = join(dir, `engine-${mode}.env`);
+    await writeFile(envFile, "PAYMENTS_KEY=sk_bench_chain_local\nWEBHOOK_SECRET=whsec_bench_chain_local\n");
+    const worker = await startWorker({
+      name: `engine-${mode}`,
+      persistTo,
+      envFile,
+      vars: { ...LOCAL_TOKENS, CHAIN_STEPS: mode },
+      logLevel: "warn",
+      logFile: join(dir, `engine-${mode}.log`),
+    });
+    engines.push(Object.assign(worker, { mode }));
   }
+  await Promise.all(engines.map((e) => waitForHealth(e, 120_000)));
+  // Warm-up: isolates, the workflow cache, the queue consumer.
+  const warm = await prepare(engines, 2, "warm");
+  for (const engine of engines) {
+    for (let i = 0; i < 3; i++) {
+      const { executionId } = await api(engine.url, "POST", `/v1/workflows/${warm}/trigger`, { n: i });
+      await waitFinished(engine, executionId, Date.now() + 30_000, 10);
+    }
+  }
+
+  const latencyRows = [];
+  for (const steps of STEPS) {
+    log(`latency, ${steps} steps…`);
+    latencyRows.push({ steps, ...(await latency(engines, steps)) });
+  }
+  const longest = Math.max(...STEPS);
+  const load = {};
+  for (const engine of engines) {
+    log(`throughput, ${longest} steps, chaining ${engine.mode}…`);
+    load[engine.mode] = await throughput(engine, longest);
+  }
+
+  const after = machine().loadAverage1m;
+  const table = [
+    `bench:chain — ${new Date().toISOString()}, ${info.cpus} × ${info.cpuModel}, ` +
+      `load average ${info.loadAverage1m} before / ${after} after`,
+    "",
+    markdownTable(
+      ["steps after the entry", "chaining on: p50 / max ms", "chaining off: p50 / max ms", "on ÷ off (p50)"],
+      latencyRows.map((r) => [
+        String(r.steps),
+        `${r.on.p50.toFixed(0)} / ${r.on.max.toFixed(0)}`,
+        `${r.off.p50.toFixed(0)} / ${r.off.max.toFixed(0)}`,
+        `${(r.on.p50 / r.off.p50).toFixed(2)}×`,
+      ]),
+    ),
+    "",
+    markdownTable(
+      [`${longest} steps, ${N} executions at c${CONCURRENCY}`, "chaining on", "chaining off"],
+      [
+        ["end-to-end executions/s", load.on.executionsPerSecond.toFixed(1), load.off.executionsPerSecond.toFixed(1)],
+        ["steps/s", load.on.stepsPerSecond.toFixed(0), load.off.stepsPerSecond.toFixed(0)],
+        [
+          "execution p50 / p99 ms (created → finished)",
+          `${load.on.p50.toFixed(0)} / ${load.on.p99.toFixed(0)}`,
+          `${load.off.p50.toFixed(0)} / ${load.off.p99.toFixed(0)}`,
+        ],
+      ],
+    ),
+  ].join("\n");
+  console.log(table);
+  const results = join(ROOT, "bench", "results");
+  await mkdir(results, { recursive: true });
+  const file = join(results, `chain-${RUN}.json`);
+  await writeFile(file, JSON.stringify({ machine: info, loadAfter: after, runs: RUNS, latency: latencyRows, load }, null, 2));
+  log(`raw results: ${file}`);
 }
 
-main().catch(async (error) => {
-  log(error.stack ?? String(error));
-  await stopAll();
-  process.exit(1);
-});
+await runBench({ name: "chain", hardStopMs: HARD_STOP_MS }, main);

@@ -38,11 +38,13 @@
 //
 // Options: --delay-ms=5 --duration=12000 --concurrency=16 --workspaces=8 --real-n=192
 //          --scenarios=real,realq,1,2,4,skew,1q,4q,4qw --json=FILE (raw figures) --hard-stop=420000
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { loadavg, tmpdir } from "node:os";
+import { cp, mkdir, readFile, writeFile } from "node:fs/promises";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { demoCharge, orderWorkflow } from "../scripts/lib/order-workflow.mjs";
+import { flag, runBench } from "./lib/bench-run.mjs";
 import { treeCpuMs } from "./lib/cpu.mjs";
 import { runLoad } from "./lib/load.mjs";
 import { machine, markdownTable } from "./lib/report.mjs";
@@ -50,8 +52,6 @@ import { snapshotConfig } from "./lib/snapshot.mjs";
 
 process.env.X_LOCAL_OBSERVABILITY ??= "false";
 
-const args = process.argv.slice(2);
-const flag = (name, fallback) => args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const DELAY_MS = Number(flag("delay-ms", 5));
 const DURATION_MS = Number(flag("duration", 12_000));
 const CONCURRENCY = Number(flag("concurrency", 16));
@@ -177,43 +177,22 @@ async function setup(dir) {
 // ---------------------------------------------------------------------------------------------
 // One scenario
 
-const definition = (demoPort) => ({
-  id: WORKFLOW_ID,
-  vertices: [
-    { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
-    {
-      id: "charge",
-      type: "GATEWAY",
-      config: {
-        method: "POST",
-        url: `http://127.0.0.1:${demoPort}/payments/charges`,
-        headers: {
-          "Idempotency-Key": "= $idempotencyKey('charge', payload.order.id)",
-          Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}",
-          "Content-Type": "application/json",
-        },
-        body: "= { 'order': payload.order.id, 'amount': payload.order.total }",
-        timeoutMs: 10_000,
-        retry: { maxAttempts: 5, backoff: "fixed", initialDelayMs: 100 },
-      },
-    },
-    {
+const definition = (demoPort) =>
+  orderWorkflow({
+    id: WORKFLOW_ID,
+    gateway: demoCharge(`http://127.0.0.1:${demoPort}`, {
+      timeoutMs: 10_000,
+      retry: { maxAttempts: 5, backoff: "fixed", initialDelayMs: 100 },
+    }),
+    then: {
       id: "receipt",
-      type: "TRANSFORM",
-      config: {
-        output: {
-          order: "= payload.order.id",
-          charged: "= steps.charge.status = 201 or steps.charge.status = 200",
-          key: "= steps.charge.idempotencyKey",
-        },
+      output: {
+        order: "= payload.order.id",
+        charged: "= steps.charge.status = 201 or steps.charge.status = 200",
+        key: "= steps.charge.idempotencyKey",
       },
     },
-  ],
-  edges: [
-    { from: "received", to: "charge" },
-    { from: "charge", to: "receipt" },
-  ],
-});
+  });
 
 const headersOf = (workspace) => ({ authorization: `Bearer ${tokenOf(workspace)}`, "content-type": "application/json" });
 
@@ -476,76 +455,58 @@ function realTable(r) {
 
 // ---------------------------------------------------------------------------------------------
 
-async function main() {
-  const info = machine();
-  log(`machine: ${info.cpus} × ${info.cpuModel}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`);
-  const dir = await mkdtemp(join(tmpdir(), "idemflow-bench-shards-"));
-  const hardStop = setTimeout(async () => {
-    log(`hard stop after ${HARD_STOP_MS} ms`);
-    await stopAll();
-    process.exit(1);
-  }, HARD_STOP_MS);
+async function main({ dir, info }) {
   const results = [];
-  try {
-    const ctx = { dir, ...(await setup(dir)) };
-    for (const key of SCENARIOS) {
-      if (!SCENARIO_DEFS[key]) throw new Error(`unknown scenario ${key} (${Object.keys(SCENARIO_DEFS).join(", ")})`);
-      const result = await runScenario(ctx, key);
-      log(
-        `${result.label}: ${result.executions} executions, ${f1(result.executionsPerSecond)}/s, ` +
-          `queue messages ${result.stats.queueMessages}, misplaced ${result.misplaced.length}`,
-      );
-      results.push(result);
-    }
-    const after = machine().loadAverage1m;
-    const lines = [
-      `bench:shards — ${new Date().toISOString()}, ${info.cpus} × ${info.cpuModel}, node ${info.node}, wrangler ${info.wrangler}, ` +
-        `load average ${info.loadAverage1m} before / ${after} after`,
-    ];
-    const sim = results.filter((r) => r.delayMs > 0);
-    if (sim.length > 0) {
-      lines.push(
-        "",
-        `SIMULATION: each shard's round trips run one at a time, each holding its shard ${DELAY_MS} ms per statement ` +
-          `before the real (local) database runs it. Closed loop, ${CONCURRENCY} triggers in flight for ${DURATION_MS / 1000} s ` +
-          `(${Math.round(DURATION_MS / 3) / 1000} s with CHAIN_STEPS=off), ` +
-          `round-robin over ${WORKSPACES} workspaces; executions/s = executions / (first trigger → last finished).`,
-        "It shows whether the engine serialises anything ACROSS shards (N shards ≈ N × one shard when it does not, " +
-          "as long as the machine has CPU to spare). It does not measure D1: the per-shard ceiling is set by the injected delay.",
-        "",
-        simulationTable(sim),
-      );
-    }
-    for (const real of results.filter((r) => r.delayMs === 0)) {
-      lines.push(
-        "",
-        `REAL run${real.chain === "off" ? ", CHAIN_STEPS=off" : ""} (no delay, no gate): ${real.executions} executions ` +
-          `at c${CONCURRENCY} over 4 shards, ${WORKSPACES / 4} workspaces each; counters per shard (the warm-up excluded). ` +
-          `${f1(real.executionsPerSecond)} executions/s on this machine (CPU-bound); ` +
-          `queue messages ${f2(real.stats.queueMessages / real.executions)} per execution.`,
-        "",
-        realTable(real),
-      );
-    }
-    const misplaced = results.flatMap((r) => r.misplaced.map((m) => `${r.label}: ${m}`));
+  const ctx = { dir, ...(await setup(dir)) };
+  for (const key of SCENARIOS) {
+    if (!SCENARIO_DEFS[key]) throw new Error(`unknown scenario ${key} (${Object.keys(SCENARIO_DEFS).join(", ")})`);
+    const result = await runScenario(ctx, key);
+    log(
+      `${result.label}: ${result.executions} executions, ${f1(result.executionsPerSecond)}/s, ` +
+        `queue messages ${result.stats.queueMessages}, misplaced ${result.misplaced.length}`,
+    );
+    results.push(result);
+  }
+  const after = machine().loadAverage1m;
+  const lines = [
+    `bench:shards — ${new Date().toISOString()}, ${info.cpus} × ${info.cpuModel}, node ${info.node}, wrangler ${info.wrangler}, ` +
+      `load average ${info.loadAverage1m} before / ${after} after`,
+  ];
+  const sim = results.filter((r) => r.delayMs > 0);
+  if (sim.length > 0) {
     lines.push(
       "",
-      misplaced.length === 0 ? "Placement: every execution's rows are on its workspace's shard." : `MISPLACED: ${misplaced.join("; ")}`,
+      `SIMULATION: each shard's round trips run one at a time, each holding its shard ${DELAY_MS} ms per statement ` +
+        `before the real (local) database runs it. Closed loop, ${CONCURRENCY} triggers in flight for ${DURATION_MS / 1000} s ` +
+        `(${Math.round(DURATION_MS / 3) / 1000} s with CHAIN_STEPS=off), ` +
+        `round-robin over ${WORKSPACES} workspaces; executions/s = executions / (first trigger → last finished).`,
+      "It shows whether the engine serialises anything ACROSS shards (N shards ≈ N × one shard when it does not, " +
+        "as long as the machine has CPU to spare). It does not measure D1: the per-shard ceiling is set by the injected delay.",
+      "",
+      simulationTable(sim),
     );
-    console.log(lines.join("\n"));
-    if (JSON_OUT) {
-      await writeFile(JSON_OUT, JSON.stringify({ machine: info, loadAfter: after, delayMs: DELAY_MS, results }, null, 2));
-      log(`raw results: ${JSON_OUT}`);
-    }
-  } finally {
-    clearTimeout(hardStop);
-    await stopAll();
-    await rm(dir, { recursive: true, force: true });
+  }
+  for (const real of results.filter((r) => r.delayMs === 0)) {
+    lines.push(
+      "",
+      `REAL run${real.chain === "off" ? ", CHAIN_STEPS=off" : ""} (no delay, no gate): ${real.executions} executions ` +
+        `at c${CONCURRENCY} over 4 shards, ${WORKSPACES / 4} workspaces each; counters per shard (the warm-up excluded). ` +
+        `${f1(real.executionsPerSecond)} executions/s on this machine (CPU-bound); ` +
+        `queue messages ${f2(real.stats.queueMessages / real.executions)} per execution.`,
+      "",
+      realTable(real),
+    );
+  }
+  const misplaced = results.flatMap((r) => r.misplaced.map((m) => `${r.label}: ${m}`));
+  lines.push(
+    "",
+    misplaced.length === 0 ? "Placement: every execution's rows are on its workspace's shard." : `MISPLACED: ${misplaced.join("; ")}`,
+  );
+  console.log(lines.join("\n"));
+  if (JSON_OUT) {
+    await writeFile(JSON_OUT, JSON.stringify({ machine: info, loadAfter: after, delayMs: DELAY_MS, results }, null, 2));
+    log(`raw results: ${JSON_OUT}`);
   }
 }
 
-main().catch(async (error) => {
-  log(error.stack ?? String(error));
-  await stopAll();
-  process.exit(1);
-});
+await runBench({ name: "shards", hardStopMs: HARD_STOP_MS }, main);

@@ -17,14 +17,13 @@
 // they are counted by calling the engine's own public ledger operations (src/ledger/index.ts)
 // with a recording stand-in that executes nothing. See
 // docs/benchmarks.md ("Steps") for the derivation from the code.
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { importTs } from "../scripts/import-ts.mjs";
-import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, stopAll, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
-import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
-import { migrateShards } from "../scripts/lib/shards.mjs";
+import { ROOT, stopAll } from "../scripts/lib/wrangler-dev.mjs";
+import { demoCharge, orderWorkflow } from "../scripts/lib/order-workflow.mjs";
+import { flag, runBench, startEngineAndDemo } from "./lib/bench-run.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { fmt, machine, markdownTable } from "./lib/report.mjs";
@@ -32,8 +31,6 @@ import { fmt, machine, markdownTable } from "./lib/report.mjs";
 const RUN = Date.now().toString(36);
 const STEPS_PER_EXECUTION = 2; // GATEWAY + TRANSFORM; the entry is written COMPLETED by ingress
 
-const args = process.argv.slice(2);
-const flag = (name, fallback) => args.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback;
 const N = Number(flag("n", 300));
 const CONCURRENCIES = flag("concurrency", "16,64").split(",").map(Number);
 /** Per round: the trigger phase and the wait for completion are each capped by this. */
@@ -45,36 +42,15 @@ const LOG_LEVEL = flag("log-level", "warn");
 /** The whole run, servers included, is stopped after this no matter what. */
 const HARD_STOP_MS = Number(flag("hard-stop", 240_000));
 
-const log = (line) => console.error(`[bench:steps] ${line}`);
-
 // ---------------------------------------------------------------------------------------------
 // The workflow and the API calls
 
-const definition = (id, demoPort) => ({
-  id,
-  vertices: [
-    { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
-    {
-      id: "charge",
-      type: "GATEWAY",
-      config: {
-        method: "POST",
-        url: `http://127.0.0.1:${demoPort}/payments/charges`,
-        headers: {
-          "Idempotency-Key": "= $idempotencyKey('charge', payload.order.id)",
-          Authorization: "Bearer {{ secrets.PAYMENTS_KEY }}",
-          "Content-Type": "application/json",
-        },
-        body: "= { 'order': payload.order.id, 'amount': payload.order.total }",
-      },
-    },
-    { id: "done", type: "TRANSFORM", config: { output: { order: "= payload.order.id", charge: "= steps.charge.body.id" } } },
-  ],
-  edges: [
-    { from: "received", to: "charge" },
-    { from: "charge", to: "done" },
-  ],
-});
+const definition = (id, demoPort) =>
+  orderWorkflow({
+    id,
+    gateway: demoCharge(`http://127.0.0.1:${demoPort}`),
+    then: { id: "done", output: { order: "= payload.order.id", charge: "= steps.charge.body.id" } },
+  });
 
 /** Every execution of a workflow with the given status (newest first, following the cursor). */
 async function listAll(baseUrl, workflowId, status, maxPages = 50) {
@@ -417,63 +393,12 @@ function format(rounds, counts) {
   );
 }
 
-async function main() {
-  const info = machine();
-  log(`machine: ${info.cpus} × ${info.cpuModel}, node ${info.node}, wrangler ${info.wrangler}, load average ${info.loadAverage1m}`);
-  const dir = await mkdtemp(join(tmpdir(), "idemflow-bench-steps-"));
-  const hardStop = setTimeout(async () => {
-    log(`hard stop after ${HARD_STOP_MS} ms`);
-    await stopAll();
-    process.exit(1);
-  }, HARD_STOP_MS);
-  const cleanup = async () => {
-    clearTimeout(hardStop);
-    await stopAll();
-    await rm(dir, { recursive: true, force: true });
-  };
-  process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
-  /** On a failed check or run: stop, keep the logs (not the state) for a look. */
-  const keepLogs = async () => {
-    clearTimeout(hardStop);
-    await stopAll();
-    await Promise.all(["engine-state", "demo-state"].map((d) => rm(join(dir, d), { recursive: true, force: true })));
-  };
-
+async function main({ dir, info, log, keepDir }) {
   const workers = [];
   try {
-    const setupLog = join(dir, "setup.log");
-    const enginePersist = join(dir, "engine-state");
-    const demoPersist = join(dir, "demo-state");
-    await Promise.all([
-      migrateShards({ persistTo: enginePersist, logFile: setupLog }),
-      applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: demoPersist, logFile: setupLog }),
-    ]);
-    // Secrets for the engine from a temporary env file: with --env-file, wrangler dev does not
-    // read the .dev.vars next to wrangler.toml. Dummy values; the demo accepts any bearer.
-    const engineEnv = join(dir, "engine.env");
-    const demoEnv = join(dir, "demo.env");
-    await writeFile(engineEnv, "PAYMENTS_KEY=sk_bench_steps_local\nWEBHOOK_SECRET=whsec_bench_steps_local\n");
-    await writeFile(demoEnv, "");
-
-    const demo = await startWorker({
-      name: "demo",
-      config: DEMO_CONFIG,
-      persistTo: demoPersist,
-      envFile: demoEnv,
-      logLevel: LOG_LEVEL,
-      logFile: join(dir, "demo.log"),
-    });
-    const engine = await startWorker({
-      name: "engine",
-      persistTo: enginePersist,
-      envFile: engineEnv,
-      vars: { ...LOCAL_TOKENS, OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
-      logLevel: LOG_LEVEL,
-      logFile: join(dir, "engine.log"),
-    });
-    workers.push(demo, engine);
     const bootStarted = Date.now();
-    await Promise.all([waitForHealth(demo, 120_000), waitForHealth(engine, 120_000)]);
+    const { engine, demo } = await startEngineAndDemo({ dir, name: "steps", engineLogLevel: LOG_LEVEL, demoLogLevel: LOG_LEVEL });
+    workers.push(demo, engine);
     log(`engine ${engine.url}, demo ${demo.url}; healthy after ${((Date.now() - bootStarted) / 1000).toFixed(1)} s; logs in ${dir}`);
 
     const counts = await countStatements(demo.port);
@@ -585,18 +510,16 @@ async function main() {
     console.log(`raw figures: ${file}`);
     const bad = rounds.some((r) => r.completed !== r.n || r.traces.offHappyPath > 0 || r.charges !== r.completed);
     if (bad) {
-      await keepLogs();
-      log(`a check failed; logs kept in ${dir}`);
-      process.exit(2);
+      // Stop, keep the logs (not the state) for a look.
+      keepDir(["engine-state", "demo-state"]);
+      log("a check failed");
+      return 2;
     }
-    await cleanup();
-    process.exit(0);
+    return 0;
   } catch (error) {
-    log(`failed: ${error.message}`);
     for (const w of workers) log(`  ${w.name} log: ${w.logFile}`);
-    await keepLogs();
-    process.exit(1);
+    throw error;
   }
 }
 
-await main();
+await runBench({ name: "steps", hardStopMs: HARD_STOP_MS }, main);

@@ -23,7 +23,7 @@
  * variables). Nothing is retried. Every wait has a cap.
  */
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as wait } from "node:timers/promises";
@@ -31,7 +31,6 @@ import { describeLoadResult, loadWorkflows } from "./lib/load-workflows.mjs";
 import {
   DEMO_CONFIG,
   ROOT,
-  applyMigrations,
   freePorts,
   queryD1,
   runWrangler,
@@ -41,11 +40,14 @@ import {
   waitForHealth,
 } from "./lib/wrangler-dev.mjs";
 import { describeSeedResult, seedPaymentsEventSource } from "./lib/demo-event-source.mjs";
-import { describeShard, migrateShards, readShards } from "./lib/shards.mjs";
+import { describeShard, readShards } from "./lib/shards.mjs";
 import { openApiChecker } from "./lib/openapi-check.mjs";
 import { LOCAL_TOKENS } from "./lib/local-tokens.mjs";
 import { browserStories } from "./lib/browser-stories.mjs";
 import { storyRunner } from "./lib/e2e-runner.mjs";
+import { migrateLocalDatabases } from "./lib/local-migrate.mjs";
+import { orderWorkflow } from "./lib/order-workflow.mjs";
+import { loadWalkthrough, rewriteBlock, walkthroughRunner } from "./lib/walkthrough.mjs";
 
 const TOKEN = "dev-token";
 const OTHER_TOKEN = "other-token";
@@ -117,8 +119,12 @@ await start(async ({ left }) => {
     throw new Error(`wrangler.toml places dev and other on one shard (WORKSPACE_SHARDS "${SHARDS.vars.WORKSPACE_SHARDS ?? ""}")`);
   }
   stateDir = await mkdtemp(join(tmpdir(), "idemflow-e2e-"));
-  await migrateShards({ persistTo: stateDir });
-  await applyMigrations({ database: "idemflow-demo", config: DEMO_CONFIG, persistTo: stateDir });
+  // The engine's shards and the demo's database, at once in this process (scripts/lib/local-migrate.mjs).
+  const demoDb = readShards({ config: DEMO_CONFIG }).shards[0];
+  await migrateLocalDatabases({
+    persistTo: stateDir,
+    databases: [...SHARDS.shards, demoDb].map((db) => ({ label: db.databaseName, ...db })),
+  });
 
   const echo = (tag) => (verbose ? (line) => log(`${tag} ${line}`) : undefined);
   // The demo first: the engine's outbound allowlist names the demo's (free) port. The engine's port is
@@ -709,28 +715,18 @@ await test("the typed client (clients/typescript): a refund waits, is listed, an
 const shardRuns = [];
 await test("shards: other's workflow runs on its shard (a queued retry, a duplicate, a replayed key), dev's on its own", async () => {
   const workflowId = `shards-${RUN}`;
-  const definition = {
+  const definition = orderWorkflow({
     id: workflowId,
-    vertices: [
-      { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
-      {
-        id: "label",
-        type: "GATEWAY",
-        config: {
-          method: "POST",
-          url: `${demo.url}/shipping/labels`,
-          headers: { "Idempotency-Key": "= $idempotencyKey('shard-label', payload.order.id)", "Content-Type": "application/json" },
-          body: "= { 'order': payload.order.id }",
-          retry: { maxAttempts: 5, backoff: "exponential", initialDelayMs: 1000 },
-        },
-      },
-      { id: "done", type: "TRANSFORM", config: { output: { label: "= steps.label.body.id" } } },
-    ],
-    edges: [
-      { from: "received", to: "label" },
-      { from: "label", to: "done" },
-    ],
-  };
+    gatewayId: "label",
+    gateway: {
+      method: "POST",
+      url: `${demo.url}/shipping/labels`,
+      headers: { "Idempotency-Key": "= $idempotencyKey('shard-label', payload.order.id)", "Content-Type": "application/json" },
+      body: "= { 'order': payload.order.id }",
+      retry: { maxAttempts: 5, backoff: "exponential", initialDelayMs: 1000 },
+    },
+    then: { id: "done", output: { label: "= steps.label.body.id" } },
+  });
   const runs = [];
   for (const [workspace, token] of [
     ["other", OTHER_TOKEN],
@@ -847,6 +843,33 @@ await test("erasure: DELETE a finished execution; GET says it was erased; the we
   const charges = await demoGet(`/payments/charges?order=${orderId}`);
   expectEqual(charges.items.length, 1, "charges for the order");
 });
+
+// docs/walkthrough.md, every command in page order, one story per section (scripts/lib/walkthrough.mjs):
+// the page's ports, tokens and secrets rewritten to this run's; its `<!-- e2e: … -->` comments say
+// where to wait and what each answer must say.
+{
+  const walkthrough = await loadWalkthrough(ROOT);
+  const tmpDir = join(stateDir ?? tmpdir(), "walkthrough");
+  await mkdir(tmpDir, { recursive: true });
+  const runner = walkthroughRunner({
+    root: ROOT,
+    tmpDir,
+    variables: walkthrough.variables,
+    rewrite: (code) =>
+      rewriteBlock(code, {
+        enginePort: engine?.port,
+        demoPort: demo?.port,
+        webhookSecret: WEBHOOK_SECRET,
+        paymentsWebhookSecret: PAYMENTS_WEBHOOK_SECRET,
+        tmpDir,
+      }),
+  });
+  for (const section of walkthrough.sections) {
+    await test(`walkthrough §${section.number}: ${section.title}`, () => runner.runSection(section, { signal: storySignal() }), {
+      budgetMs: 240_000,
+    });
+  }
+}
 
 await test("the storage figures answer an operator token only", async () => {
   const figures = await api("GET", "/v1/operator/storage", { headers: { authorization: "Bearer operator-token" } });

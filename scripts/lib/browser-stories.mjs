@@ -22,6 +22,7 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { orderWorkflow } from "./order-workflow.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
@@ -194,24 +195,16 @@ export async function browserStories(ctx) {
         "PUT a wrong secret",
       );
       const put = await ctx.api("PUT", `/v1/workflows/${workflowId}`, {
-        body: {
+        body: orderWorkflow({
           id: workflowId,
-          vertices: [
-            { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
-            {
-              id: "charge",
-              type: "GATEWAY",
-              config: {
-                method: "POST",
-                url: `${ctx.demoUrl}/payments/charges`,
-                headers: { Authorization: `{{ secrets.${secret} }}` },
-                idempotencyKey: { value: "= 'ui-retry-' & payload.order.id" },
-                body: { order: "= payload.order.id", amount: "= payload.order.total" },
-              },
-            },
-          ],
-          edges: [{ from: "received", to: "charge" }],
-        },
+          gateway: {
+            method: "POST",
+            url: `${ctx.demoUrl}/payments/charges`,
+            headers: { Authorization: `{{ secrets.${secret} }}` },
+            idempotencyKey: { value: "= 'ui-retry-' & payload.order.id" },
+            body: { order: "= payload.order.id", amount: "= payload.order.total" },
+          },
+        }),
       });
       expectEqual(put.status, 201, `PUT the workflow (${put.text.slice(0, 300)})`);
       const orderId = `UI-R-${ctx.run}`;

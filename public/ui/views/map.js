@@ -2,7 +2,9 @@
  * A MAP step on the execution page, from its trace's `map` (docs/steps.md "MAP", "The trace"):
  * one vertex with its progress ("37 / 100 done, 2 failed") — on the graph node and beside the
  * step's name — and a table of its items: index, state, attempts, key, duration, error. Each row
- * opens that item's attempts (request and response, redacted), its collected value and its output.
+ * opens that item's attempts (request and response, redacted), its list element, its collected value
+ * and its output. An item's duration runs from its first attempt's start (not from when the list was
+ * persisted: waiting for a slot is not its work) to its settle.
  *
  * A MAP has up to 1,000 items, so the page never holds them all: the trace carries the first page
  * (100), and "Next items" reads the following page from
@@ -219,6 +221,14 @@ function itemRows(vertexId, item, open, onToggle) {
                 h("pre", {}, json(a.response)),
               ),
             ),
+        item.item !== undefined ? h("p", {}, "Item: ", h("code", { class: "mono" }, JSON.stringify(item.item))) : null,
+        Array.isArray(item.events) && item.events.length > 0
+          ? h(
+              "ul",
+              { class: "item-events" },
+              item.events.map((e) => h("li", {}, `${time(e.at)} · ${e.type} · epoch ${e.epoch ?? "—"}${e.detail ? ` · ${e.detail}` : ""}`)),
+            )
+          : null,
         item.collected !== undefined && item.collected !== null
           ? h("p", {}, "Collected: ", h("code", { class: "mono" }, JSON.stringify(item.collected)))
           : null,
