@@ -83,6 +83,8 @@ export class ScenarioWorld {
   readonly executions: string[] = [];
   /** The first call the scenario did not script: the run stops there. */
   unscripted: string | null = null;
+  /** What the runner could not do inside a call (the engine would take a throw there for a network error). */
+  private broken: string | null = null;
   private pending: Pending[] = [];
   private current: { executionId: string; vertexId: string; item: number | null } | null = null;
   private readonly counts = new Map<string, number>();
@@ -170,6 +172,7 @@ export class ScenarioWorld {
    */
   async runUntil(limit: number): Promise<void> {
     while (this.unscripted === null) {
+      if (this.broken !== null) throw new RunnerError(this.broken);
       if (++this.rounds > MAX_ROUNDS) throw new RunnerError(`the run did not settle within ${MAX_ROUNDS} deliveries and cron ticks`);
       const due = this.nextDue();
       if (due !== undefined && due.dueAt <= this.t) {
@@ -330,10 +333,10 @@ export class ScenarioWorld {
       send.answer = "timeout";
       const ms = vertex?.config.timeoutMs ?? 0;
       const timer = [...this.timers].reverse().find((x) => x.ms === ms);
-      if (!timer)
-        throw new RunnerError(
-          `a scripted timeout for ${step}: the send's ${ms} ms timer was not found (src/steps/gateway/send.ts changed?)`,
-        );
+      if (!timer) {
+        this.broken = `a scripted timeout for ${step}: the send's ${ms} ms timer was not found (src/steps/gateway/send.ts changed?)`;
+        throw new TypeError(this.broken);
+      }
       this.t += ms; // the call took the whole timeout, in virtual time
       clearTimeout(timer.id);
       timer.fire();
