@@ -9,9 +9,12 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ROOT } from "./wrangler-dev.mjs";
 
-/** Every `workflows/*.json` as `{ file, text }`, sorted by name. */
+/**
+ * Every `workflows/*.json` as `{ file, text }`, sorted by name — the definitions only: a workflow's
+ * scenarios (`workflows/<id>.test.json`, `npm run test:workflows`: docs/testing-workflows.md) are not one.
+ */
 export async function readWorkflowFiles(dir = join(ROOT, "workflows")) {
-  const names = (await readdir(dir)).filter((name) => name.endsWith(".json")).sort();
+  const names = (await readdir(dir)).filter((name) => name.endsWith(".json") && !name.endsWith(".test.json")).sort();
   return Promise.all(names.map(async (name) => ({ file: `workflows/${name}`, text: await readFile(join(dir, name), "utf8") })));
 }
 
