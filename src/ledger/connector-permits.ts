@@ -44,7 +44,7 @@ const BUCKET = (l: string) =>
 // ---------------------------------------------------------------------------------------------
 // The scope's limits: written by the connector's save (src/connectors/store.ts, same batch)
 
-/** Upsert the scope's limits (a new scope starts with a full bucket; an edit keeps the tokens, within the new burst). */
+/** Upsert the scope's limits (a new bucket starts full; an edit keeps the tokens, within the new burst). */
 export function writeScopeLimits(db: D1Database, workspace: string, connector: string, limits: ScopeLimitsRow, now: number) {
   return db
     .prepare(
@@ -52,7 +52,9 @@ export function writeScopeLimits(db: D1Database, workspace: string, connector: s
        VALUES (?1, ?2, ?3, ?4, ?5, ?6, coalesce(?6, 0), ?7, ?7)
        ON CONFLICT (workspace, connector) DO UPDATE SET
          concurrency = excluded.concurrency, rate_count = excluded.rate_count, rate_period_ms = excluded.rate_period_ms,
-         burst = excluded.burst, tokens = min(tokens, coalesce(excluded.burst, 0)), updated_at = excluded.updated_at`,
+         burst = excluded.burst, updated_at = excluded.updated_at,
+         tokens = CASE WHEN connector_limits.rate_count IS NULL THEN excluded.tokens ELSE min(tokens, coalesce(excluded.burst, 0)) END,
+         tokens_at = CASE WHEN connector_limits.rate_count IS NULL THEN excluded.tokens_at ELSE tokens_at END`,
     )
     .bind(
       workspace,

@@ -59,6 +59,10 @@ describe("concurrency", () => {
     expect(h.queue.pending).toHaveLength(4); // the four waiters' wake-ups
     const state = await readScopeState(env.DB, WS, name, h.clock.now());
     expect(state).toMatchObject({ concurrency: 2, inFlight: 2, waiting: 4 });
+    // The same, live, on the API (its clock is the deployment's: the leases run 30 s from the harness's).
+    const read = await callApp(h, "GET", `/v1/connectors/${name}/state`);
+    expect(read.status).toBe(200);
+    expect(await read.json()).toMatchObject({ name, limited: true, concurrency: 2, rate: null, waiting: 4, pausedUntil: null });
     gate.open();
     await running;
     await h.drain();
@@ -119,9 +123,18 @@ describe("saving limits", () => {
       rate: { count: 2, periodMs: 1000, burst: 2 },
     });
     expect((await getWorkflow(env.DB, WS, wf.definition.id))!.version).toBe(wf.version);
+    expect(await (await callApp(h, "GET", `/v1/connectors/${name}/state`)).json()).toMatchObject({
+      limited: true,
+      concurrency: 3,
+      rate: { count: 2, per: "s", burst: 2 },
+      tokens: 2,
+      heldBack: 0,
+    });
+    expect((await callApp(h, "GET", `/v1/connectors/${name}-absent/state`)).status).toBe(404);
     // Saved without limits: the scope's row goes, sends are unlimited.
     expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, undefined))).status).toBe(201);
     expect(await readScopeState(env.DB, WS, name, h.clock.now())).toBeNull();
+    expect(await (await callApp(h, "GET", `/v1/connectors/${name}/state`)).json()).toMatchObject({ limited: false, inFlight: 0 });
     // An inline step (no connector) is never limited, and a connector without limits costs the grant's one read.
     const id = await h.start(wf, order(`U-${name}`));
     await h.drain();

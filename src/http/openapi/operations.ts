@@ -10,6 +10,7 @@ import { CONNECTOR_OPERATIONS } from "./paths/connectors";
 import { DEMO_OPERATIONS } from "./paths/demo";
 import { EVENT_OPERATIONS } from "./paths/events";
 import { EXECUTION_OPERATIONS } from "./paths/executions";
+import { FLOW_OPERATIONS } from "./paths/flow";
 import { META_OPERATIONS } from "./paths/meta";
 import { OPERATOR_OPERATIONS } from "./paths/operator";
 import { RUN_OPERATIONS } from "./paths/runs";
@@ -25,6 +26,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...EXECUTION_OPERATIONS,
   ...EVENT_OPERATIONS,
   ...CONNECTOR_OPERATIONS,
+  ...FLOW_OPERATIONS,
   ...SECRET_OPERATIONS,
   ...OPERATOR_OPERATIONS,
   ...DEMO_OPERATIONS,

@@ -4,6 +4,7 @@
  *                                  with every error's pointer
  *   GET    /v1/connectors          the workspace's connectors (latest versions), by name
  *   GET    /v1/connectors/{name}[?version=]
+ *   GET    /v1/connectors/{name}/state  the live state of its limits: in flight, tokens, paused until
  *   DELETE /v1/connectors/{name}   204; saved workflow versions keep their resolved steps
  * No Idempotency-Key: a PUT is idempotent by itself (the same document is the same version).
  */
@@ -22,6 +23,8 @@ import { requireWorkspace, type AppEnv } from "../auth";
 import { WorkflowReadQuery } from "../openapi/requests";
 import { parseQuery } from "../query-params";
 import { nowOf } from "../../lib/clock";
+import { presentState } from "../../flow/state";
+import { readScopeState } from "../../ledger/connector-permits";
 
 /** A connector is a short document: headers, a key rule, a probe. */
 export const MAX_CONNECTOR_BYTES = 64 * 1024;
@@ -63,6 +66,16 @@ connectorRoutes.get("/:name", async (c) => {
   const stored = CONNECTOR_NAME_PATTERN.test(name) ? await getConnector(c.env.DB, c.get("workspace"), name, version) : null;
   if (!stored) throw commonProblems.notFound(version ? `Version ${version} of connector "${name}"` : `Connector "${name}"`);
   return c.json(present(stored));
+});
+
+/** The live state of the connector's limits (docs/connectors.md "Limits"): read now, not versioned. */
+connectorRoutes.get("/:name/state", async (c) => {
+  const name = c.req.param("name");
+  const workspace = c.get("workspace");
+  const stored = CONNECTOR_NAME_PATTERN.test(name) ? await getConnector(c.env.DB, workspace, name) : null;
+  if (!stored) throw commonProblems.notFound(`Connector "${name}"`);
+  const now = nowOf(c.env);
+  return c.json(presentState(name, await readScopeState(c.env.DB, workspace, name, now)));
 });
 
 connectorRoutes.delete("/:name", async (c) => {
