@@ -397,6 +397,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/connectors/{name}/state": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A connector's live flow-control state: in flight, tokens, paused until */
+        get: operations["getConnectorState"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/secrets": {
         parameters: {
             query?: never;
@@ -1208,6 +1225,20 @@ export interface components {
                      */
                     state: "taken" | "taken-elsewhere" | "buffered" | "expired";
                 }[];
+            } | null;
+            /** @description a step through a limited connector that waited for a permit; null if it never did */
+            permitWait: {
+                connector: string;
+                /** @description when the step first asked (kept across its wake-ups) */
+                since: string | null;
+                /** @description when it asks again (while waiting) */
+                until: string | null;
+                /** @description when it got the permit; null while it waits */
+                grantedAt: string | null;
+                /** @description why it waited: paused by a 429, no token, every permit in flight, older waiters first */
+                reason: string;
+                /** @description "waiting for a permit of …" or "waited 4.2 s for …: …" */
+                text: string;
             } | null;
             error: string | null;
             createdAt: string | null;
@@ -4628,6 +4659,101 @@ export interface operations {
                 headers: {
                     /** @description Bearer realm="idemflow" */
                     "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getConnectorState: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the state now (not versioned: read at this instant) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        name: string;
+                        /** @description false: the connector has no limits (every other member is then null or 0) */
+                        limited: boolean;
+                        /** @description the most calls in flight at once; null: no cap */
+                        concurrency: number | null;
+                        /** @description the token bucket: `count` tokens per second, minute or hour, at most `burst` held; null: no rate */
+                        rate: {
+                            count: number;
+                            /** @enum {string} */
+                            per: "s" | "m" | "h";
+                            burst: number;
+                        } | null;
+                        /** @description permits held now by live calls */
+                        inFlight: number;
+                        /** @description steps parked for a permit */
+                        waiting: number;
+                        /** @description tokens in the bucket now (refilled to this instant); null without a rate */
+                        tokens: number | null;
+                        /** @description a 429/503 with Retry-After paused every send until then; null: not paused */
+                        pausedUntil: string | null;
+                        pauseReason: string | null;
+                        /** @description sends held back so far (every refused ask, counted) */
+                        heldBack: number;
+                    };
+                };
+            };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `not-found` */
+            404: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
