@@ -213,8 +213,9 @@ async function moveKeys(deps: HistorySweepDeps, limits: HistorySweepLimits, repo
     report.keysMoveFailed += moved.failed;
     report.keysColdReads += moved.coldReads;
     report.keySendsExpired += moved.forgotten;
-    // A short pass: nothing more is due. A full one that wrote nothing (R2 down): stop until the next tick.
-    if (!moved.full || moved.moved + moved.forgotten === 0) return;
+    // A short pass: nothing more is due. One whose writes all failed (R2 down): stop until the next tick.
+    // A pass that found only held sends moved its cursor past them: go on.
+    if (!moved.full || (moved.failed > 0 && moved.moved === 0)) return;
   }
   report.keysBehind = true;
 }

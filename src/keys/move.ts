@@ -12,18 +12,21 @@
  *    row's upsert: ./recall.ts).
  * A send past `HISTORY_KEY_SENDS` is deleted without a cold record (forgotten on purpose, as before).
  * A crash between 3 and 4 leaves the objects beside their hot rows; the next pass writes them again.
- * Queries per pass: 1 select, 1 generation read + 1 filter probe (one batch), the final batch of 4
- * — `MOVE_PASS_QUERIES`.
+ * Queries per pass: the cursor's read, 1 select, 1 generation read + 1 filter probe (one batch),
+ * the final batch of 4 (the cursor's save among them) — `MOVE_PASS_QUERIES`.
+ * The scan walks the due index from a cursor (`key_move_cursor`): a send still held by a kept
+ * execution is skipped and looked at again next cycle, so a long head of them (keys of FAILED
+ * executions kept 30 days) never stalls the keys behind it.
  */
 import { LabelledBatch } from "../ledger/batch";
-import { deleteMovedKeySends, selectColdDue, type DueKeySend } from "../ledger/key-memory";
+import { deleteMovedKeySends, readMoveCursor, saveMoveCursor, selectColdDue, type DueKeySend, type MoveCursor } from "../ledger/key-memory";
 import { mergeSend, readColdRecord, writeColdRecord, type ColdRecord } from "./cold";
 import { addToFilter, CURRENT_GENERATION_SQL, generationFor, keyDigest, MAYBE_COLD_SQL, type KeyDigest } from "./filter";
 
 export const KEYS_PER_PASS = 100;
 /** Index entries a pass may walk past that a step still holds. */
 const SCAN_PER_PASS = 500;
-export const MOVE_PASS_QUERIES = 7;
+export const MOVE_PASS_QUERIES = 8;
 const PUT_CONCURRENCY = 6;
 
 export interface MoveDeps {
@@ -35,6 +38,8 @@ export interface MoveDeps {
   /** HISTORY_KEY_SENDS: null keeps every key for good. */
   horizonMs: number | null;
   onColdRead?: () => void;
+  /** Index entries one pass looks at (held ones included); `SCAN_PER_PASS` unless a test says. */
+  scan?: number;
 }
 
 export interface MoveReport {
@@ -61,9 +66,28 @@ interface Group {
 
 export async function moveKeySendsOnce(deps: MoveDeps, limit = KEYS_PER_PASS): Promise<MoveReport> {
   const countedBefore = deps.now - deps.hotMs;
-  const due = await selectColdDue(deps.db, countedBefore, limit, SCAN_PER_PASS);
-  const report: MoveReport = { moved: 0, written: 0, forgotten: 0, failed: 0, coldReads: 0, full: due.length >= limit };
-  if (due.length === 0) return report;
+  const after = await readMoveCursor(deps.db);
+  const scan = deps.scan ?? SCAN_PER_PASS;
+  const scanned = await selectColdDue(deps.db, countedBefore, scan, after);
+  // The first `limit` movable rows; the cursor goes to the last row looked at (past the held ones
+  // before it), or back to the head when the scan reached the end of what is due.
+  const due: DueKeySend[] = [];
+  let last: DueKeySend | undefined;
+  for (const row of scanned) {
+    if (due.length >= limit) break;
+    last = row;
+    if (row.held === 0) due.push(row);
+  }
+  const more = due.length >= limit || scanned.length >= scan;
+  const cursor: MoveCursor = more && last ? [last.countedFrom, last.workspace, last.key, last.destination] : null;
+  // A scan that began mid-way and reached the end wraps to the head: sends that came due behind the
+  // cursor are next (`full`: the caller runs another pass).
+  const report: MoveReport = { moved: 0, written: 0, forgotten: 0, failed: 0, coldReads: 0, full: more || after !== null };
+  if (due.length === 0) {
+    // Only held rows (or none): look further next pass, or start over from the head.
+    if (after !== null || cursor !== null) await saveMoveCursor(deps.db, cursor).run();
+    return report;
+  }
   const horizon = deps.horizonMs;
   const forget = horizon === null ? [] : due.filter((r) => r.countedFrom <= deps.now - horizon);
   const keep = due.filter((r) => !forget.includes(r));
@@ -117,9 +141,11 @@ export async function moveKeySendsOnce(deps: MoveDeps, limit = KEYS_PER_PASS): P
 
   const digests = written.map((g) => g.digest);
   const rows = [...written.flatMap((g) => g.rows), ...forget].map((r) => [r.workspace, r.key, r.destination] as const);
+  // Every put failed (R2 down): the cursor stays, the rows are looked at again next pass.
   if (rows.length === 0) return report;
   const latest = probe.first<{ gen: number; keys: number }>("gen");
-  const batch = new LabelledBatch<"filter" | "gens" | "delete">(deps.db);
+  const batch = new LabelledBatch<"filter" | "gens" | "delete" | "cursor">(deps.db);
+  batch.add("cursor", saveMoveCursor(deps.db, report.failed > 0 ? after : cursor));
   if (digests.length > 0) {
     const [filter, gens] = addToFilter(deps.db, digests, generationFor(latest, digests.length));
     batch.add("filter", filter).add("gens", gens);

@@ -57,30 +57,56 @@ export interface DueKeySend {
   countedFrom: number;
   executionId: string;
   vertexId: string;
+  /** A kept step or MAP item still holds the key: it stays hot for now. */
+  held: 0 | 1;
 }
+
+/** Where the move's scan of the due index stands: the last row it looked at (null: the head). */
+export type MoveCursor = readonly [countedFrom: number, workspace: string, key: string, destination: string] | null;
 
 /**
  * `selectColdDue`: kept (guarded = 1) key sends whose retention counts from `countedBefore` or
- * earlier — past the hot period — and that no kept step holds any more (a step that still holds
- * the key keeps it hot: its retries, a refusal's acknowledgement and the trace read the hot row).
- * Oldest first, through the partial index `destination_key_sends_guarded_age`; the scan is bounded
- * by `scan` index entries, so a head of rows still held costs a bounded read per pass.
+ * earlier — past the hot period — in index order after the move's cursor (`key_move_cursor`), at
+ * most `scan` of them, each marked `held` when a kept step or MAP item still holds its key (it
+ * stays hot: its retries, a refusal's acknowledgement and the trace read the row). Through the
+ * partial index `destination_key_sends_guarded_age` (counted_from, then the primary key). The
+ * cursor makes held rows cost one look per cycle: a head of keys whose executions are kept for 30
+ * days never stalls the move of the keys behind it.
  */
-export async function selectColdDue(db: D1Database, countedBefore: number, limit: number, scan: number): Promise<DueKeySend[]> {
+export async function selectColdDue(db: D1Database, countedBefore: number, scan: number, after: MoveCursor): Promise<DueKeySend[]> {
   const { results } = await db
     .prepare(
       `SELECT ks.workspace, ks.idempotency_key AS key, ks.destination, ks.first_sent_at AS firstSentAt,
-              ks.counted_from AS countedFrom, ks.execution_id AS executionId, ks.vertex_id AS vertexId
-       FROM (SELECT workspace, idempotency_key, destination FROM destination_key_sends
-             WHERE guarded = 1 AND counted_from <= ?1 ORDER BY counted_from LIMIT ?3) head
-       JOIN destination_key_sends ks
-         ON ks.workspace = head.workspace AND ks.idempotency_key = head.idempotency_key AND ks.destination = head.destination
-       WHERE ${HELD_BY_NO_STEP}
-       ORDER BY ks.counted_from LIMIT ?2`,
+              ks.counted_from AS countedFrom, ks.execution_id AS executionId, ks.vertex_id AS vertexId,
+              CASE WHEN ${HELD_BY_NO_STEP} THEN 0 ELSE 1 END AS held
+       FROM destination_key_sends ks
+       WHERE ks.guarded = 1 AND ks.counted_from <= ?1
+         AND (ks.counted_from, ks.workspace, ks.idempotency_key, ks.destination) > (?3, ?4, ?5, ?6)
+       ORDER BY ks.counted_from, ks.workspace, ks.idempotency_key, ks.destination LIMIT ?2`,
     )
-    .bind(countedBefore, limit, scan)
+    .bind(countedBefore, scan, ...(after ?? [-1, "", "", ""]))
     .all<DueKeySend>();
   return results ?? [];
+}
+
+/** `readMoveCursor`: where the last pass of the move stopped (null: at the head). */
+export async function readMoveCursor(db: D1Database): Promise<MoveCursor> {
+  const row = await db
+    .prepare("SELECT counted_from AS c, workspace AS w, idempotency_key AS k, destination AS d FROM key_move_cursor WHERE id = 0")
+    .first<{ c: number; w: string; k: string; d: string }>();
+  return row === null ? null : [row.c, row.w, row.k, row.d];
+}
+
+/** `saveMoveCursor`: the move's scan goes on after `cursor` next time (null: from the head). */
+export function saveMoveCursor(db: D1Database, cursor: MoveCursor): D1PreparedStatement {
+  if (cursor === null) return db.prepare("DELETE FROM key_move_cursor");
+  return db
+    .prepare(
+      `INSERT INTO key_move_cursor (id, counted_from, workspace, idempotency_key, destination) VALUES (0, ?1, ?2, ?3, ?4)
+       ON CONFLICT (id) DO UPDATE SET counted_from = excluded.counted_from, workspace = excluded.workspace,
+         idempotency_key = excluded.idempotency_key, destination = excluded.destination`,
+    )
+    .bind(...cursor);
 }
 
 /**

@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { coldObjectName } from "../../src/keys/cold";
 import { keyDigest, maybeCold } from "../../src/keys/filter";
+import { moveKeySendsOnce } from "../../src/keys/move";
 import { DEFAULT_SWEEP_LIMITS, sweepHistory } from "../../src/history/sweep";
 import { KEY_MAY_BE_FORGOTTEN_MARK } from "../../src/ledger";
 import { app } from "../../src/app";
@@ -217,6 +218,45 @@ describe("key memory: hot and cold", () => {
     await sweep(h.clock.now() + 20 * DAY, { hotMs: 1 * DAY });
     expect(await executionStatus(held)).toBeDefined();
     expect(await hotRow(heldKey)).not.toBeNull();
+  });
+
+  it("sends still held by kept executions never stall the move of those behind them (the cursor)", async () => {
+    const h = setup();
+    const kept = await seedWorkflow(WS, { ...workflow(), history: { completed: "30d" } } as WorkflowDefinitionInput);
+    const wf = await seedWorkflow(WS, workflow());
+    const heldKeys: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const id = await h.start(kept, { order: { id: unique("H"), total: 1 } });
+      await h.drain();
+      heldKeys.push((await stepsOf(id)).charge!.idempotency_key!);
+      h.clock.advance(1_000);
+    }
+    const free = await h.start(wf, { order: { id: unique("F"), total: 1 } });
+    await h.drain();
+    const freeKey = (await stepsOf(free)).charge!.idempotency_key!;
+    h.clock.advance(8 * DAY);
+    await sweepHistory(
+      {
+        db: env.DB,
+        now: h.clock.now(),
+        elapsed: () => 0,
+        queries: () => 0,
+        archive: null,
+        archiveQueries: 0,
+        deadLetterMaxAgeMs: 30 * DAY,
+      },
+      DEFAULT_SWEEP_LIMITS,
+    ); // the free key's execution swept; the kept ones not
+    const deps = { db: env.DB, bucket: env.KEY_MEMORY, now: h.clock.now(), hotMs: DAY, horizonMs: null, scan: 2 };
+    await env.DB.prepare("DELETE FROM key_move_cursor").run();
+    // Pass 1 looks at two held sends (older) and moves nothing; pass 2 goes on after them.
+    const first = await moveKeySendsOnce(deps);
+    expect(first).toMatchObject({ moved: 0, full: true });
+    let moved = 0;
+    for (let pass = 0; pass < 30 && (await hotRow(freeKey)) !== null; pass++) moved += (await moveKeySendsOnce(deps)).moved;
+    expect(moved).toBeGreaterThanOrEqual(1);
+    expect(await hotRow(freeKey)).toBeNull();
+    for (const key of heldKeys) expect(await hotRow(key)).not.toBeNull();
   });
 
   it("erasure of a cold key's execution keeps the key's existence: the guard still refuses", async () => {
