@@ -11,6 +11,7 @@ import { workflowRoutes } from "./http/routes/workflows";
 import { triggerRoutes } from "./http/routes/triggers";
 import { hookRoutes } from "./http/routes/hooks";
 import { executionRoutes } from "./http/routes/executions";
+import { mapItemRoutes } from "./http/routes/map-items";
 import { statsRoutes } from "./http/routes/stats";
 import { demoRoutes } from "./http/routes/demo";
 import { secretRoutes } from "./http/routes/secrets";
@@ -36,6 +37,8 @@ app.use("/v1/*", requireConfiguredTokens);
 app.route("/v1/operator", operatorRoutes);
 app.route("/v1/workflows", workflowRoutes);
 app.route("/v1/workflows", triggerRoutes);
+// A MAP's items (docs/steps.md "MAP"): before the executions group, so its own workspace check is the only one.
+app.route("/v1/executions", mapItemRoutes);
 app.route("/v1/executions", executionRoutes);
 app.route("/v1/secrets", secretRoutes);
 app.route("/v1/connectors", connectorRoutes);

@@ -274,6 +274,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/{executionId}/steps/{vertexId}/items": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A MAP step's items, a page of 100 after a cursor: state, attempts, key, output or error */
+        get: operations["listMapItems"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -1225,6 +1242,68 @@ export interface components {
                      */
                     state: "taken" | "taken-elsewhere" | "buffered" | "expired";
                 }[];
+            } | null;
+            /** @description a MAP step's items: counts by state and the first page; null for every other step */
+            map: {
+                total: number;
+                /** @description persisted, not started: waiting for a slot of the MAP's concurrency (or stopped by a failed item) */
+                pending: number;
+                dispatched: number;
+                executing: number;
+                completed: number;
+                failed: number;
+                cancelled: number;
+                /** @description the first page of items, in list order */
+                items: {
+                    /** @description the item's position in the persisted list, from 0 */
+                    index: number;
+                    /** @enum {string} */
+                    state: "PENDING" | "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "CANCELLED";
+                    attempt: number;
+                    epoch: number;
+                    /** @description the key the item persisted and sends on every attempt */
+                    idempotencyKey: string | null;
+                    /** @description the list element */
+                    item: unknown;
+                    output: unknown;
+                    outputOmitted: {
+                        bytes: number;
+                        limit: number;
+                    } | null;
+                    /** @description what the item passes on to the MAP's output */
+                    collected: unknown;
+                    error: string | null;
+                    /** @description ISO-8601 UTC */
+                    createdAt: string | null;
+                    /** @description ISO-8601 UTC */
+                    finishedAt: string | null;
+                    durationMs: number | null;
+                    events: {
+                        type: string;
+                        epoch: number | null;
+                        /** @description ISO-8601 UTC */
+                        at: string | null;
+                        detail: string | null;
+                    }[];
+                    attempts: {
+                        epoch: number;
+                        attempt: number;
+                        /** @enum {string} */
+                        outcome: "running" | "completed" | "failed" | "retried" | "in_progress" | "lost" | "cancelled" | "slept";
+                        /** @description ISO-8601 UTC */
+                        startedAt: string | null;
+                        /** @description ISO-8601 UTC */
+                        finishedAt: string | null;
+                        durationMs: number | null;
+                        idempotencyKey: string | null;
+                        request: unknown;
+                        response: unknown;
+                        error: string | null;
+                        retryDelay: unknown;
+                    }[];
+                }[];
+                /** @description the items route's cursor for the next page; null when every item is here */
+                nextCursor: string | null;
             } | null;
             /** @description a step through a limited connector that waited for a permit; null if it never did */
             permitWait: {
@@ -3679,6 +3758,141 @@ export interface operations {
                 headers: {
                     /** @description Bearer realm="idemflow" */
                     "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listMapItems: {
+        parameters: {
+            query?: {
+                /** @description the `nextCursor` of the trace's `map`, or of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                executionId: string;
+                vertexId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of the MAP's items, in list order */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        executionId: string;
+                        vertexId: string;
+                        total: number;
+                        /** @description persisted, not started: waiting for a slot of the MAP's concurrency (or stopped by a failed item) */
+                        pending: number;
+                        dispatched: number;
+                        executing: number;
+                        completed: number;
+                        failed: number;
+                        cancelled: number;
+                        items: {
+                            /** @description the item's position in the persisted list, from 0 */
+                            index: number;
+                            /** @enum {string} */
+                            state: "PENDING" | "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "CANCELLED";
+                            attempt: number;
+                            epoch: number;
+                            /** @description the key the item persisted and sends on every attempt */
+                            idempotencyKey: string | null;
+                            /** @description the list element */
+                            item: unknown;
+                            output: unknown;
+                            outputOmitted: {
+                                bytes: number;
+                                limit: number;
+                            } | null;
+                            /** @description what the item passes on to the MAP's output */
+                            collected: unknown;
+                            error: string | null;
+                            /** @description ISO-8601 UTC */
+                            createdAt: string | null;
+                            /** @description ISO-8601 UTC */
+                            finishedAt: string | null;
+                            durationMs: number | null;
+                            events: {
+                                type: string;
+                                epoch: number | null;
+                                /** @description ISO-8601 UTC */
+                                at: string | null;
+                                detail: string | null;
+                            }[];
+                            attempts: {
+                                epoch: number;
+                                attempt: number;
+                                /** @enum {string} */
+                                outcome: "running" | "completed" | "failed" | "retried" | "in_progress" | "lost" | "cancelled" | "slept";
+                                /** @description ISO-8601 UTC */
+                                startedAt: string | null;
+                                /** @description ISO-8601 UTC */
+                                finishedAt: string | null;
+                                durationMs: number | null;
+                                idempotencyKey: string | null;
+                                request: unknown;
+                                response: unknown;
+                                error: string | null;
+                                retryDelay: unknown;
+                            }[];
+                        }[];
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description problem+json, `code` one of: `invalid-query`, `invalid-cursor`, `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `not-found` */
+            404: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -13,7 +13,7 @@ import { readTrace } from "../../src/steps/trace";
 import { reap } from "../../src/steps/reaper";
 import { countingD1 } from "../helpers/counting-d1";
 import { dbOf } from "../helpers/shards";
-import { DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
+import { callApp, DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 const WS = "steps-map";
 const db = () => dbOf(env, WS);
@@ -447,5 +447,36 @@ describe("MAP trace", () => {
       after = page.nextAfter ?? (null as unknown as number);
     }
     expect(seen).toBe(1000);
+  });
+});
+
+describe("GET /v1/executions/{id}/steps/{vertexId}/items", () => {
+  it("pages a MAP's items after the trace's first page; another workspace's execution is 404; a foreign cursor 400", async () => {
+    const DEV = "dev"; // dev-token's workspace
+    const h = harness({}, { workspace: DEV });
+    const wf = await seedWorkflow(DEV, refundLines({ concurrency: 1, maxItems: 150 }));
+    const id = await h.start(wf, order(150));
+    await h.deliver(h.queue.take().map((m) => m.body)); // the list persisted, item 0 started
+    const trace = (await (await callApp(h, "GET", `/v1/executions/${id}`)).json()) as {
+      steps: Array<{ vertexId: string; map: { total: number; items: Array<{ index: number }>; nextCursor: string | null } | null }>;
+    };
+    const map = trace.steps.find((s) => s.vertexId === "refund")!.map!;
+    expect(map.total).toBe(150);
+    expect(map.items).toHaveLength(100);
+    const res = await callApp(h, "GET", `/v1/executions/${id}/steps/refund/items?cursor=${encodeURIComponent(map.nextCursor!)}`);
+    expect(res.status).toBe(200);
+    const page = (await res.json()) as {
+      total: number;
+      pending: number;
+      items: Array<{ index: number; state: string }>;
+      nextCursor: string | null;
+    };
+    expect(page.items.map((i) => i.index)).toEqual(Array.from({ length: 50 }, (_, i) => 100 + i));
+    expect(page).toMatchObject({ total: 150, nextCursor: null });
+    expect(page.items[0]!.state).toBe("PENDING");
+    const first = (await (await callApp(h, "GET", `/v1/executions/${id}/steps/refund/items`)).json()) as { items: unknown[] };
+    expect(first.items).toHaveLength(100);
+    expect((await callApp(h, "GET", `/v1/executions/${id}/steps/refund/items`, { token: "other-token" })).status).toBe(404);
+    expect((await callApp(h, "GET", `/v1/executions/${id}/steps/refund/items?cursor=bm9wZQ`)).status).toBe(400);
   });
 });

@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { WorkflowDefinition } from "../../definitions/schema";
+import { MapTrace } from "./map-items";
 import type { CommonProblemCode } from "../../lib/common-problems";
 import type { DefinitionProblemCode } from "../../definitions/problems";
 import type { IdempotencyProblemCode } from "../idempotency/problems";
@@ -369,6 +370,7 @@ export const Step = z.object({
     .describe("the output's size when it is over `limit` bytes (64 KiB): too large for the trace, so `output` is null; else null"),
   nextVertices: z.array(z.string()).nullable(),
   wait: StepWait.nullable().describe("a WAIT_FOR_EVENT step's wait; null for every other step"),
+  map: MapTrace.nullable().describe("a MAP step's items: counts by state and the first page; null for every other step"),
   permitWait: PermitWait.nullable().describe("a step through a limited connector that waited for a permit; null if it never did"),
   error: z.string().nullable(),
   createdAt: MaybeTime,

@@ -5,6 +5,7 @@
 import { area, AUTH, eventStream, json, keyedAction, merge, op } from "../operation";
 import * as req from "../requests";
 import * as res from "../responses";
+import { MAP_ITEM_OPERATIONS } from "../map-items";
 
 /** Both stats reads refuse a bad query the same way. */
 const STATS_PROBLEMS = merge(AUTH, { 400: ["invalid-query"] });
@@ -105,4 +106,6 @@ export const EXECUTION_OPERATIONS = area("executions", [
     answers: { 200: json("every bucket of the range, and the total", res.StatsSeries) },
     problems: STATS_PROBLEMS,
   }),
+  // A MAP step's items after the trace's first page (../map-items.ts).
+  ...MAP_ITEM_OPERATIONS,
 ]);
