@@ -10,12 +10,10 @@
 import { z } from "zod";
 import { KEY_ALPHABET_IDS, KEY_PROFILE_IDS } from "./key-profiles";
 import { WHOLE_SECRET_TEMPLATE_SOURCE } from "./secret-template";
+import { EXPRESSION_PREFIX } from "../expressions/prefix";
 
-/** A string that begins with `=` is a JSONata expression; any other string is a literal. */
-export const EXPRESSION_PREFIX = "=";
-export function isExpression(value: unknown): value is string {
-  return typeof value === "string" && value.startsWith(EXPRESSION_PREFIX);
-}
+// A string that begins with `=` is a JSONata expression (the rule is the expressions': src/expressions/prefix.ts).
+export { EXPRESSION_PREFIX, isExpression } from "../expressions/prefix";
 
 export const VERTEX_ID_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 export const WORKFLOW_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;

@@ -16,7 +16,7 @@ import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../lib/key-constraints";
 import { log } from "../lib/log";
 import { sendStepMessages } from "../steps/dispatch";
 import type { StepQueue } from "../steps/runtime";
-import { correlationOf } from "./correlation";
+import { correlationOf } from "../lib/correlation";
 import { eventProblems } from "./problems";
 import { eventSettings } from "./settings";
 

@@ -18,7 +18,7 @@ import { canonicalJson } from "../lib/canonical-json";
 import { sha256Hex } from "../lib/crypto";
 import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../lib/key-constraints";
 import { setOwnMember } from "../lib/own-member";
-import { correlationOf } from "./correlation";
+import { correlationOf } from "../lib/correlation";
 import { MAX_EVENT_DATA_BYTES, type EventInput } from "./ingest";
 import { eventProblems } from "./problems";
 import type { EventSourceDefinition } from "./source-definition";

@@ -2,7 +2,7 @@
  * Verifying a delivery to an event source (`POST /events/{workspace}/{source}`): the signature is
  * the route's only authentication, checked before the body is parsed or anything is written.
  *
- * - `v1`: the hooks' scheme (src/ingress/signature.ts, `signedBytesV1`) with the target
+ * - `v1`: the hooks' scheme (src/lib/signature-v1.ts, `signedBytesV1`) with the target
  *   `<workspace>` and `events/<source>` in place of the workflow id, so the signed bytes are
  *   `v1:<timestamp>:<workspace>:events/<source>:<raw body>`. A workflow id never holds `/` (nor a
  *   source name `:`), so a delivery signed for an event source never verifies at a workflow's hook,
@@ -13,8 +13,8 @@
  * What a verified delivery hands on: the headers the signature covers (all an extraction may read,
  * src/events/source-extract.ts) and, under Standard Webhooks, `webhook-id` as the default event id.
  */
-import { signedBytesV1 } from "../ingress/signature";
 import { hmacSha256, sha256Hex, timingSafeEqualStrings, toHex } from "../lib/crypto";
+import { signedBytesV1, timestampWithinTolerance } from "../lib/signature-v1";
 import { log } from "../lib/log";
 import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
 import { MissingSecretError, type SecretLookup } from "../secrets/resolve";
@@ -104,7 +104,7 @@ export async function verifySourceDelivery(input: {
   const timestamp = headers.get(V1_TIMESTAMP_HEADER);
   const given = headers.get(V1_SIGNATURE_HEADER);
   if (timestamp === null || given === null) throw eventProblems.signatureMissing("v1");
-  if (!/^\d{1,12}$/.test(timestamp) || Math.abs(input.nowMs / 1000 - Number(timestamp)) > tolerance) {
+  if (!timestampWithinTolerance(timestamp, input.nowMs, tolerance)) {
     throw eventProblems.signatureStale("v1", V1_TIMESTAMP_HEADER, tolerance);
   }
   const presented = /^\s*v1=([0-9A-Fa-f]*)\s*$/.exec(given)?.[1]?.toLowerCase() ?? "";

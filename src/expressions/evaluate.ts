@@ -26,7 +26,7 @@
  * No `eval` and no `new Function` anywhere on this path (both are blocked in Workers).
  */
 import jsonata from "jsonata";
-import { EXPRESSION_PREFIX, isExpression } from "../definitions/schema";
+import { EXPRESSION_PREFIX, isExpression } from "./prefix";
 import { ExpressionError, isJsonataErrorCode } from "./errors";
 import type { KeyConstraints } from "../lib/key-constraints";
 import { setOwnMember } from "../lib/own-member";

@@ -26,7 +26,7 @@ export type IngressProblemCode =
   | "delivery-rejected"
   | "delivery-unavailable";
 
-/** The v1 signing recipe as the refusals spell it out (src/ingress/signature.ts, `signedBytesV1`, is the code of it). */
+/** The v1 signing recipe as the refusals spell it out (src/lib/signature-v1.ts, `signedBytesV1`, is the code of it). */
 const SCHEME_TEXT = `hex(HMAC-SHA256(secret, "v1:<timestamp>:<workspaceId>:<workflowId>:" + raw body))`;
 
 /** Long literals and pointers are cut in the answer (a body may hold a megabyte of digits). */

@@ -20,7 +20,8 @@
  * comparison is constant-time (both sides hashed, then compared byte by byte).
  */
 import type { EntryPointConfig } from "../definitions/schema";
-import { concatBytes, hmacSha256, timingSafeEqualStrings, toHex, utf8, type Bytes } from "../lib/crypto";
+import { hmacSha256, timingSafeEqualStrings, toHex } from "../lib/crypto";
+import { SIGNATURE_SCHEME, signedBytesV1, timestampWithinTolerance, type SignedTarget } from "../lib/signature-v1";
 import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
 import { MissingSecretError, type SecretLookup } from "../secrets/resolve";
 import { log } from "../lib/log";
@@ -28,19 +29,10 @@ import { ingressProblems } from "./problems";
 
 export type SignatureSettings = NonNullable<EntryPointConfig["webhook"]>["signature"];
 
-export const SIGNATURE_SCHEME = "v1";
-
 const SECRET_REFERENCE = /^\s*\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*$/;
 
-export interface HookTarget {
-  workspace: string;
-  workflowId: string;
-}
-
-/** The exact bytes signed under v1. */
-export function signedBytesV1(timestamp: string, target: HookTarget, raw: Uint8Array): Bytes {
-  return concatBytes([utf8(`${SIGNATURE_SCHEME}:${timestamp}:${target.workspace}:${target.workflowId}:`), raw]);
-}
+/** A hook: its workspace and workflow (the v1 recipe: src/lib/signature-v1.ts). */
+export type HookTarget = SignedTarget;
 
 /**
  * The signing secret named by `{{ secrets.NAME }}`, for the hook's workspace (its own sealed
@@ -87,7 +79,7 @@ export async function verifyWebhookSignature(input: {
   const given = headers.get(settings.header);
   if (timestamp === null || given === null) throw ingressProblems.signatureMissing(settings.header, settings.timestampHeader);
   const presented = presentedV1(given, settings.header);
-  if (!/^\d{1,12}$/.test(timestamp) || Math.abs(input.nowMs / 1000 - Number(timestamp)) > settings.toleranceSeconds) {
+  if (!timestampWithinTolerance(timestamp, input.nowMs, settings.toleranceSeconds)) {
     throw ingressProblems.signatureStale(settings.timestampHeader, settings.toleranceSeconds);
   }
   const expected = toHex(await hmacSha256(input.secret, signedBytesV1(timestamp, input.target, input.raw)));

@@ -12,7 +12,7 @@
  *   claim finds the event; one arriving between this batch and the park is caught by the park.
  */
 import { durationMs, type WaitForEventVertex } from "../definitions/schema";
-import { correlationOf } from "../events/correlation";
+import { correlationOf } from "../lib/correlation";
 import { evaluateValue } from "../expressions/evaluate";
 import { isoTimeText } from "../lib/iso-time";
 import { errorMessage } from "../lib/log";

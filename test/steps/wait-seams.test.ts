@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { correlationOf } from "../../src/events/correlation";
+import { correlationOf } from "../../src/lib/correlation";
 import { ingestEvent } from "../../src/events/ingest";
 import { listOpenWaits } from "../../src/ledger";
 import { eventSettings } from "../../src/events/settings";

@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import { EVENT_NAME_PATTERN, WORKFLOW_ID_PATTERN, WorkflowDefinition } from "../../definitions/schema";
-import { MAX_MATCH_BYTES } from "../../events/correlation";
+import { MAX_MATCH_BYTES } from "../../lib/correlation";
 import { MAX_EVENT_DATA_BYTES } from "../../events/ingest";
 import { MAX_EXACT_NUMBER } from "../../lib/json-numbers";
 import { KEY_PATTERN } from "./patterns";
@@ -89,7 +89,7 @@ export const StatsSeriesQuery = z.object({
 
 /** `POST /v1/events` (SPEC section 14); src/events/ingest.ts checks each member and names the one it refuses. */
 /**
- * A correlation value as src/events/correlation.ts accepts it: a string with a non-space character,
+ * A correlation value as src/lib/correlation.ts accepts it: a string with a non-space character,
  * or a number JSON carries exactly; at most MAX_MATCH_BYTES as canonical JSON (a string's quotes and
  * escapes count; `maxLength` states the ASCII bound, the description the byte rule).
  */

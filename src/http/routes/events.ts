@@ -9,7 +9,7 @@
  */
 import { Hono } from "hono";
 import { ingestEvent, MAX_EVENT_DATA_BYTES } from "../../events/ingest";
-import { correlationOf } from "../../events/correlation";
+import { correlationOf } from "../../lib/correlation";
 import { eventProblems } from "../../events/problems";
 import { ingressProblems } from "../../ingress/problems";
 import { listOpenWaits } from "../../ledger";

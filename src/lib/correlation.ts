@@ -4,10 +4,13 @@
  * canonical JSON of the value. So `1001` and `1001.0` meet (JSON has one number 1001), `1001` and
  * `"1001"` do not (a string is not a number), and a number a double cannot hold exactly never got
  * this far (the body is refused first, src/lib/json-numbers.ts).
+ *
+ * Both sides use it — an event's delivery (src/events) and a wait's registration
+ * (src/steps/wait-for-event.ts) — so it lives below both.
  */
-import { canonicalJson } from "../lib/canonical-json";
-import { sha256Hex } from "../lib/crypto";
-import { isExactNumber } from "../lib/json-numbers";
+import { canonicalJson } from "./canonical-json";
+import { sha256Hex } from "./crypto";
+import { isExactNumber } from "./json-numbers";
 
 /** The most bytes a correlation value's canonical JSON may have (the column's CHECK). */
 export const MAX_MATCH_BYTES = 1024;
