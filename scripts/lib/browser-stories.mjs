@@ -22,6 +22,7 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { houseUiStories } from "./browser-stories-house-ui.mjs";
 import { orderWorkflow } from "./order-workflow.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -584,6 +585,9 @@ export async function browserStories(ctx) {
       await page.waitForSelector("#search-none");
       await page.context().close();
     });
+
+    // Times in one zone, the rollup's catching up, graph labels, the Trigger column, an erased execution (issue 42 §4).
+    await houseUiStories(ctx, { browser, watch, newPage, openExecution });
 
     await test("inspector: no console error on any page, and the token never reached the engine's log", async () => {
       expect(problems.length === 0, problems.join("\n"));

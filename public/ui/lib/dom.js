@@ -53,14 +53,25 @@ export function json(value) {
   return JSON.stringify(value, null, 2) ?? "null";
 }
 
-/** An ISO timestamp as local time with milliseconds; "—" for none. */
+/**
+ * The inspector shows every time in one zone, UTC, and labels each one with it (the header says so
+ * too): the charts' buckets are UTC hours and days, so every other time is UTC as well.
+ */
+export const ZONE = "UTC";
+const pad = (n, w = 2) => String(n).padStart(w, "0");
+
+/** An ISO timestamp as "2026-12-07 01:49:12.123 UTC"; "—" for none. */
 export function time(iso) {
   if (!iso) return "—";
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return String(iso);
-  const pad = (n, w = 2) => String(n).padStart(w, "0");
-  const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
-  return `${day} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  const day = `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
+  return `${day} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}.${pad(d.getUTCMilliseconds(), 3)} ${ZONE}`;
+}
+
+/** The clock as "01:49:12 UTC" (the pages' "Updated …" lines). */
+export function clock(date = new Date()) {
+  return `${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())} ${ZONE}`;
 }
 
 /** A duration in ms as "850 ms", "2.4 s", "3 min 5 s", "2 h 10 min". */

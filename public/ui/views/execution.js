@@ -25,6 +25,8 @@ import { api, apiResponse, followExecution } from "../lib/api.js";
 import { drawGraph } from "./graph.js";
 import { cancelExecution, problemText, retryStep, startOver } from "./actions.js";
 import { sendDecision, waitPanel, waitTag } from "./wait.js";
+import { triggerWords } from "../lib/trigger.js";
+import { removedPage } from "./removed.js";
 import { mapNote, mapPanel, mapTag } from "./map.js";
 
 const POLL_MS = 1500;
@@ -57,6 +59,9 @@ export function showExecution(main, executionId) {
     definition: null,
     error: null,
     removedAt: null,
+    /** The 404 `execution-not-retained` problem of a removed execution with no readable trace. */
+    removed: null,
+    executionId,
     openPanel: null,
     selected: null,
     left: false,
@@ -90,8 +95,8 @@ export function showExecution(main, executionId) {
       view.trace = trace;
       view.error = null;
     } catch (e) {
-      // Removed by retention (or erased) with no archived copy: the problem says when and why.
-      if (e.problem?.code === "execution-not-retained") view.error = problemText(e);
+      // Removed by retention (or erased) with no archived copy: the problem says when, why and what remains (./removed.js).
+      if (e.problem?.code === "execution-not-retained") view.removed = e.problem;
       else view.error = e.status === 404 ? `Execution ${executionId} does not exist in this workspace (404).` : problemText(e);
     } finally {
       reading = false;
@@ -177,6 +182,10 @@ function render(main, view, actions) {
   const focused = document.activeElement?.id || null;
   const open = new Set([...main.querySelectorAll("details[open][id]")].map((d) => d.id));
   const started = performance.now();
+  if (!view.trace && view.removed) {
+    replace(main, removedPage(view.executionId, view.removed));
+    return;
+  }
   if (!view.trace) {
     replace(main, h("p", { class: "error", role: "alert" }, view.error ?? "Not found."));
     return;
@@ -187,7 +196,7 @@ function render(main, view, actions) {
     h(
       "article",
       { class: "execution", "data-status": trace.status, "data-archived": trace.archived === true ? "true" : null },
-      header(trace, view.error, actions, view.removedAt),
+      header(trace, view.error, actions, view.removedAt, definition),
       strip(trace, view.openPanel, actions),
       h("section", { "aria-labelledby": "graph-title" }, h("h2", { id: "graph-title" }, "Graph"), graphOf(trace, definition, actions)),
       timeline(trace),
@@ -216,7 +225,7 @@ function archivedBanner(removedAt) {
   );
 }
 
-function header(trace, error, actions, removedAt) {
+function header(trace, error, actions, removedAt, definition) {
   const archived = trace.archived === true;
   let windowEnd = "— (no identity is held: swept after its window, or taken by a newer execution)";
   if (trace.identity === "forced") windowEnd = "— (a forced start has no identity)";
@@ -228,7 +237,7 @@ function header(trace, error, actions, removedAt) {
   const facts = [
     ["Workflow", h("a", { href: `#/executions?workflowId=${encodeURIComponent(trace.workflowId)}` }, trace.workflowId)],
     ["Version", h("span", { class: "mono", title: trace.version }, trace.version.slice(0, 12))],
-    ["Trigger", trace.trigger],
+    ["Trigger", triggerFact(trace, definition)],
     ["Identity", trace.identity],
     ["Created", time(trace.createdAt)],
     ["Finished", time(trace.finishedAt)],
@@ -259,6 +268,12 @@ function header(trace, error, actions, removedAt) {
     h("div", { class: "buttons" }, buttons),
     error ? h("p", { class: "error", role: "alert" }, error) : null,
   );
+}
+
+/** The trigger in words (the pinned definition tells an API trigger from a signed hook: ../lib/trigger.js). */
+function triggerFact(trace, definition) {
+  const words = triggerWords(trace, definition?.vertices?.length ? definition : null);
+  return h("span", { id: "fact-trigger", title: words.title }, words.text);
 }
 
 /** The records behind each counter. */

@@ -4,9 +4,10 @@
  * the tab is visible. Filters live in the URL's hash so a filtered list can be linked. Above them,
  * one search box for a business id or a destination key (`#/executions?q=…`: ./execution-search.js).
  */
-import { badge, h, replace, time } from "../lib/dom.js";
+import { badge, clock, h, replace, time } from "../lib/dom.js";
 import { api } from "../lib/api.js";
 import { showSearch } from "./execution-search.js";
+import { triggerWordsOf } from "../lib/trigger.js";
 import { pollWhileVisible } from "../lib/poll.js";
 
 const REFRESH_MS = 3000;
@@ -15,13 +16,16 @@ const STATUSES = ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
 /** The sum of the four "duplicates stopped" counters. */
 export const stoppedTotal = (d) => (d ? d.triggers + d.redeliveries + d.fencedOut + d.destinationReplays : 0);
 
-/** datetime-local value (local time, no zone) → ISO with zone, which the API requires. */
-const isoOf = (local) => (local ? new Date(local).toISOString() : "");
+/** A datetime-local value, read as UTC (every time of the inspector is: lib/dom.js) → ISO with zone, which the API requires. */
+const isoOf = (utc) => {
+  const d = utc ? new Date(`${utc}Z`) : null;
+  return d && !Number.isNaN(d.getTime()) ? d.toISOString() : "";
+};
+/** ISO → a datetime-local value in UTC. */
 const localOf = (iso) => {
   if (!iso) return "";
   const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return "";
-  return new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+  return Number.isNaN(d.getTime()) ? "" : d.toISOString().slice(0, 16);
 };
 
 export function showExecutions(main, params) {
@@ -80,8 +84,8 @@ export function showExecutions(main, params) {
         STATUSES.map((st) => option(st, st || "any", filters.status === st)),
       ),
     ),
-    field("Since", h("input", { name: "since", type: "datetime-local", value: localOf(filters.since) })),
-    field("Until", h("input", { name: "until", type: "datetime-local", value: localOf(filters.until) })),
+    field("Since (UTC)", h("input", { name: "since", type: "datetime-local", value: localOf(filters.since) })),
+    field("Until (UTC)", h("input", { name: "until", type: "datetime-local", value: localOf(filters.until) })),
     h(
       "label",
       { class: "check" },
@@ -139,19 +143,27 @@ export function showExecutions(main, params) {
   /** Rows beyond the first page, kept across refreshes of the first one. */
   let older = [];
   let first = [];
+  /** Each row's trigger in words, by execution id. */
+  let triggers = new Map();
   const draw = () => {
     const items = [...first, ...older.filter((o) => !first.some((f) => f.executionId === o.executionId))];
     if (items.length === 0) replace(body, h("tr", {}, h("td", { colspan: 7 }, "No execution matches.")));
-    else replace(body, items.map(row));
+    else
+      replace(
+        body,
+        items.map((e) => row(e, triggers.get(e.executionId))),
+      );
     more.hidden = !nextCursor;
   };
   const refresh = async () => {
     try {
       const page = await api("GET", `/v1/executions?${query()}`);
+      // The Trigger column's words need each webhook's pinned definition (read once per version: ../lib/trigger.js).
+      triggers = await triggerWordsOf(page.items);
       if (left) return;
       first = page.items;
       if (older.length === 0) nextCursor = page.nextCursor;
-      replace(status, `Updated ${new Date().toLocaleTimeString()} · refreshes every ${REFRESH_MS / 1000} s`);
+      replace(status, `Updated ${clock()} · refreshes every ${REFRESH_MS / 1000} s`);
       draw();
     } catch (e) {
       if (!left) replace(status, h("span", { class: "error" }, `Could not load the executions: ${e.message}`));
@@ -160,6 +172,7 @@ export function showExecutions(main, params) {
   const loadMore = async () => {
     if (!nextCursor) return;
     const page = await api("GET", `/v1/executions?${query(nextCursor)}`);
+    for (const [id, words] of await triggerWordsOf(page.items)) triggers.set(id, words);
     older = [...older, ...page.items];
     nextCursor = page.nextCursor;
     draw();
@@ -173,7 +186,7 @@ export function showExecutions(main, params) {
   };
 }
 
-function row(e) {
+function row(e, trigger) {
   const stopped = stoppedTotal(e.duplicatesStopped);
   return h(
     "tr",
@@ -181,7 +194,7 @@ function row(e) {
     h("td", { class: "mono" }, h("a", { href: `#/executions/${encodeURIComponent(e.executionId)}` }, e.executionId)),
     h("td", {}, e.workflowId),
     h("td", {}, badge(e.status)),
-    h("td", {}, e.trigger),
+    h("td", { class: "trigger", title: trigger?.title ?? null }, trigger?.text ?? e.trigger),
     h("td", {}, time(e.createdAt)),
     h("td", { class: stopped > 0 ? "num strong" : "num" }, String(stopped)),
     h("td", { class: "num" }, String(e.maxAttempt)),

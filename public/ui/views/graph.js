@@ -3,13 +3,44 @@
  * Layout: a vertex's column is its longest path from the entry point, its row its order within the
  * column — enough for the DAGs idemflow runs, with no layout library. Every node is a button (Tab
  * reaches it, Enter or Space selects it) that brings its step into view.
+ * A node's two lines (its id; its type and state) are fitted to its box: measured in the page's own
+ * font and cut with "…" when too long, the whole text in the node's <title>. An edge with a `when`
+ * is dashed and carries its condition as a label (fitted the same way, whole in its <title>); the
+ * columns are wider when the graph has one.
  */
 import { s } from "../lib/dom.js";
 
-const W = 150;
+const W = 184;
 const H = 44;
 const GAP_X = 46;
+/** The gap between columns when an edge carries a `when` label. */
+const GAP_X_WHEN = 170;
 const GAP_Y = 18;
+const PAD = 10;
+/** The text styles of style.css (.node-id, .node-meta, .edge-label), for measuring. */
+const FONTS = { id: "600 13px", meta: "11px", when: "11px" };
+
+let measurer = null;
+/** The width of `text` in the page's font at `style` (a canvas measures it; a rough guess where none exists). */
+function widthOf(text, style) {
+  if (measurer === null) {
+    measurer = document.createElement("canvas").getContext("2d") ?? false;
+  }
+  if (!measurer) return text.length * 8;
+  measurer.font = `${style} ${getComputedStyle(document.documentElement).fontFamily || "sans-serif"}`;
+  return measurer.measureText(text).width;
+}
+
+/** `text`, or as much of it as fits in `max` pixels followed by "…". */
+export function fit(text, style, max) {
+  if (widthOf(text, style) <= max) return text;
+  let n = text.length;
+  while (n > 1 && widthOf(`${text.slice(0, n)}…`, style) > max) n--;
+  return `${text.slice(0, n)}…`;
+}
+
+/** An edge's condition as written, without the expression marker: "steps.charge.status = 201". */
+const whenText = (when) => String(when).replace(/^=\s*/, "");
 
 /** Columns by longest path from the roots (Kahn's order; a cycle, which validation refuses, just stops the walk). */
 function layers(vertices, edges) {
@@ -42,15 +73,16 @@ export function drawGraph(definition, stateOf, onSelect, noteOf = () => null) {
   const vertices = definition?.vertices ?? [];
   const edges = definition?.edges ?? [];
   const depth = layers(vertices, edges);
+  const gapX = edges.some((e) => e.when) ? GAP_X_WHEN : GAP_X;
   const rows = new Map();
   const pos = new Map();
   for (const v of vertices) {
     const col = depth.get(v.id) ?? 0;
     const row = rows.get(col) ?? 0;
     rows.set(col, row + 1);
-    pos.set(v.id, { x: 10 + col * (W + GAP_X), y: 10 + row * (H + GAP_Y) });
+    pos.set(v.id, { x: 10 + col * (W + gapX), y: 10 + row * (H + GAP_Y) });
   }
-  const width = 20 + (Math.max(0, ...depth.values()) + 1) * (W + GAP_X) - GAP_X;
+  const width = 20 + (Math.max(0, ...depth.values()) + 1) * (W + gapX) - gapX;
   const height = 20 + Math.max(1, ...rows.values()) * (H + GAP_Y) - GAP_Y;
 
   const lines = edges
@@ -58,7 +90,7 @@ export function drawGraph(definition, stateOf, onSelect, noteOf = () => null) {
     .map((e) => {
       const a = pos.get(e.from);
       const b = pos.get(e.to);
-      return s("line", {
+      const line = s("line", {
         class: e.when ? "edge edge-when" : "edge",
         x1: a.x + W,
         y1: a.y + H / 2,
@@ -66,12 +98,24 @@ export function drawGraph(definition, stateOf, onSelect, noteOf = () => null) {
         y2: b.y + H / 2,
         "marker-end": "url(#arrow)",
       });
+      if (!e.when) return line;
+      // The label sits over the edge's middle, within the gap between the two columns.
+      const condition = whenText(e.when);
+      const mid = { x: (a.x + W + b.x) / 2, y: (a.y + b.y) / 2 + H / 2 - 5 };
+      return s(
+        "g",
+        { class: "edge-group", "data-from": e.from, "data-to": e.to },
+        s("title", {}, `${e.from} → ${e.to} when ${condition}`),
+        line,
+        s("text", { class: "edge-label", x: mid.x, y: mid.y, "text-anchor": "middle" }, fit(condition, FONTS.when, b.x - (a.x + W) - 12)),
+      );
     });
   const nodes = vertices.map((v) => {
     const p = pos.get(v.id);
     const state = stateOf(v.id) ?? "NOT_REACHED";
     const note = noteOf(v.id);
-    const label = v.id.length > 18 ? `${v.id.slice(0, 17)}…` : v.id;
+    // A MAP's node shows its progress where the others show their state (its colour still says the state).
+    const meta = `${v.type.toLowerCase()} · ${note ?? state.replace("_", " ").toLowerCase()}`;
     const choose = () => onSelect(v.id);
     return s(
       "g",
@@ -92,8 +136,8 @@ export function drawGraph(definition, stateOf, onSelect, noteOf = () => null) {
       },
       s("title", {}, `${v.id} (${v.type}): ${state}${note ? ` (${note})` : ""}`),
       s("rect", { width: W, height: H, rx: 6 }),
-      s("text", { x: 10, y: 18, class: "node-id" }, label),
-      s("text", { x: 10, y: 34, class: "node-meta" }, `${v.type.toLowerCase()} · ${note ?? state.replace("_", " ").toLowerCase()}`),
+      s("text", { x: PAD, y: 18, class: "node-id" }, fit(v.id, FONTS.id, W - 2 * PAD)),
+      s("text", { x: PAD, y: 34, class: "node-meta" }, fit(meta, FONTS.meta, W - 2 * PAD)),
     );
   });
   return s(

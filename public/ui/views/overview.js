@@ -9,7 +9,7 @@
  * the filter once. The filters live in the URL's hash (`#/overview?workflowId=&bucket=&range=`), so
  * a view can be linked; changing one re-opens the page with it.
  */
-import { badge, h, replace, time } from "../lib/dom.js";
+import { badge, clock, h, replace, time } from "../lib/dom.js";
 import { api } from "../lib/api.js";
 import { drawBars } from "./chart.js";
 import { pollWhileVisible } from "../lib/poll.js";
@@ -258,7 +258,11 @@ export function showOverview(main, params) {
       legend(STATUSES),
     );
     drawTable(series, boundaries);
-    replace(status, `${provenance(series)} Updated ${new Date().toLocaleTimeString()}; refreshes every ${REFRESH_MS / 1000} s.`);
+    replace(
+      status,
+      h("span", { id: "overview-provenance", "data-missing": series.missingBehind ? "true" : "false" }, provenance(series)),
+      ` Updated ${clock()}; refreshes every ${REFRESH_MS / 1000} s.`,
+    );
     section.dataset.loaded = "true";
   };
 
@@ -314,11 +318,30 @@ export function showOverview(main, params) {
     );
   };
 
+  /**
+   * Whether any execution in scope was created in the hours the rollup has not reached and the live
+   * part does not count (from `rolledUpUntil`, or the range's start, to `liveSince`): only then is
+   * something missing from the chart. A fresh install's rollup starts 7 days back with nothing there.
+   */
+  const missingBehind = async (series) => {
+    const from = series.rolledUpUntil ?? series.since;
+    if (!from || !series.liveSince || !(Date.parse(from) < Date.parse(series.liveSince))) return false;
+    const q = new URLSearchParams({ since: from, until: series.liveSince, limit: "1" });
+    if (filters.workflowId) q.set("workflowId", filters.workflowId);
+    try {
+      return (await api("GET", `/v1/executions?${q.toString()}`)).items.length > 0;
+    } catch {
+      return true; // unknown: say what may be missing
+    }
+  };
+
   const refresh = async () => {
     const [series, page] = await Promise.allSettled([
       api("GET", `/v1/stats/series?${seriesQuery()}`),
       api("GET", `/v1/executions?${latestQuery()}`),
     ]);
+    if (left) return;
+    if (series.status === "fulfilled") series.value.missingBehind = await missingBehind(series.value);
     if (left) return;
     if (series.status === "fulfilled") draw(series.value);
     else replace(status, h("span", { class: "error" }, `Could not load the figures: ${series.reason?.message ?? series.reason}`));
@@ -334,19 +357,25 @@ export function showOverview(main, params) {
   };
 }
 
-/** Where the figures come from, in a sentence: the rollup up to a time, live after, and the hours between while it catches up. */
+/**
+ * Where the figures come from, in a sentence: the rollup up to a time, live after — and, only when
+ * executions were created in the hours between (`series.missingBehind`), that the rollup is catching up.
+ */
 function provenance(series) {
   const live = bucketText(series.liveSince, "hour");
-  if (!series.rolledUpUntil) {
-    return `The hourly rollup has not run yet: hours from ${live} UTC are counted live, earlier ones appear once it has run.`;
-  }
-  const rolled = bucketText(series.rolledUpUntil, "hour");
-  if (Date.parse(series.rolledUpUntil) < Date.parse(series.liveSince)) {
+  if (series.missingBehind) {
+    if (!series.rolledUpUntil) {
+      return `The hourly rollup has not run yet: hours from ${live} UTC are counted live, earlier ones appear once it has run.`;
+    }
     return (
-      `The hourly rollup is catching up: it has reached ${rolled} UTC (6 hours a minute), hours from ${live} UTC are counted live, ` +
-      "and the ones between appear as it reaches them."
+      `The hourly rollup is catching up: it has reached ${bucketText(series.rolledUpUntil, "hour")} UTC (6 hours a minute), ` +
+      `hours from ${live} UTC are counted live, and the ones between appear as it reaches them.`
     );
   }
+  if (!series.rolledUpUntil || Date.parse(series.rolledUpUntil) < Date.parse(series.liveSince)) {
+    return `Hours from ${live} UTC are counted live; earlier hours come from the hourly rollup.`;
+  }
+  const rolled = bucketText(series.rolledUpUntil, "hour");
   return `Hours before ${rolled} UTC come from the hourly rollup (kept 400 days); later ones are counted live.`;
 }
 

@@ -2,7 +2,7 @@
  * The workflows of the workspace: id, latest version, how the entry point identifies a delivery
  * (its identity kind), schedule. One `GET /v1/workflows`, then each workflow's latest definition.
  */
-import { h, replace } from "../lib/dom.js";
+import { h, replace, time } from "../lib/dom.js";
 import { api } from "../lib/api.js";
 
 /** How an entry point names a delivery, in words (SPEC section 3). */
@@ -60,7 +60,7 @@ export function showWorkflows(main) {
             h("td", { class: "mono" }, w.latestVersion),
             h("td", {}, details[i] ? identityOf(details[i].definition) : "—"),
             h("td", { class: "mono" }, w.schedule ?? "—"),
-            h("td", {}, new Date(w.updatedAt).toLocaleString()),
+            h("td", {}, time(w.updatedAt)),
           ),
         ),
       );
