@@ -7,7 +7,7 @@
  * - a value: `identity_values` by (workspace, value hash) — rows written by the start batch
  *   (migrations/0024 `executions_identity_values`), kept until the execution's tombstone goes;
  * - a key: `steps` by (workspace, key) — the partial index `steps_by_key`: every execution whose
- *   step persisted it, whatever its lineage — and `destination_key_sends` by its primary key (the
+ *   step persisted it, whatever its lineage —, a MAP's items the same way (`work_items_by_key`), and `destination_key_sends` by its primary key (the
  *   execution that sent it first to each destination: after the sweep, the one left to name);
  * - then each match's execution, or its tombstone, by primary key.
  *
@@ -102,6 +102,9 @@ function matchedIds(): string {
   // The `IS NOT NULL` lets SQLite prove the partial index's WHERE.
   return `SELECT s.execution_id AS id FROM steps s
           WHERE s.workspace = ?1 AND s.idempotency_key IN (SELECT value FROM json_each(?2)) AND s.idempotency_key IS NOT NULL
+          UNION
+          SELECT w.execution_id FROM work_items w
+          WHERE w.workspace = ?1 AND w.idempotency_key IN (SELECT value FROM json_each(?2)) AND w.idempotency_key IS NOT NULL
           UNION
           SELECT ks.execution_id FROM destination_key_sends ks
           WHERE ks.workspace = ?1 AND ks.idempotency_key IN (SELECT value FROM json_each(?2))`;

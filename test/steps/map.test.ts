@@ -480,3 +480,23 @@ describe("GET /v1/executions/{id}/steps/{vertexId}/items", () => {
     expect((await callApp(h, "GET", `/v1/executions/${id}/steps/refund/items?cursor=bm9wZQ`)).status).toBe(400);
   });
 });
+
+describe("MAP and the search by destination key", () => {
+  it("?destinationKey= finds every execution whose item sent the key: the first and its start over", async () => {
+    const DEV = "dev";
+    const h = harness({}, { workspace: DEV });
+    const wf = await seedWorkflow(DEV, refundLines({ concurrency: 2 }));
+    const payload = order(3);
+    const first = await h.start(wf, payload);
+    await h.drain();
+    const second = (await h.startOver(wf, payload, first)).executionId;
+    await h.drain();
+    const key = `refund-${payload.order.id}-S1`;
+    const res = await callApp(h, "GET", `/v1/executions?destinationKey=${encodeURIComponent(key)}`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { items: Array<{ executionId: string }> };
+    expect(body.items.map((i) => i.executionId).sort()).toEqual([first, second].sort());
+    // The same key both times: the destination charged once.
+    expect(effectsPerKey(h).get(key)).toBe(1);
+  });
+});
