@@ -7,7 +7,8 @@
  * - a value: `identity_values` by (workspace, value hash) — rows written by the start batch
  *   (migrations/0024 `executions_identity_values`), kept until the execution's tombstone goes;
  * - a key: `steps` by (workspace, key) — the partial index `steps_by_key`: every execution whose
- *   step persisted it, whatever its lineage —, a MAP's items the same way (`work_items_by_key`), and `destination_key_sends` by its primary key (the
+ *   step persisted it, whatever its lineage —, a MAP's items the same way (`work_items_by_key`), and
+ *   `destination_key_sends` by its primary key (the
  *   execution that sent it first to each destination: after the sweep, the one left to name);
  * - then each match's execution, or its tombstone, by primary key.
  *
