@@ -109,6 +109,8 @@ export class ScenarioWorld {
       ...deliveredEnv(env),
       QUEUE: queue,
       CHAIN_STEPS: "off",
+      // One shard: the scenario's workspace is on shard 0, and the cron runs its tasks there only.
+      D1_SHARDS: "DB",
       WORKSPACE_SHARDS: `${this.workspace}:0`,
       API_TOKENS: `${this.workspace}-token:${this.workspace}`,
       // Every destination is allowed: none is called.
