@@ -12,6 +12,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { DEMO_CONFIG, ROOT } from "./wrangler-dev.mjs";
+import { putJson } from "./load-workflows.mjs";
 
 export const PAYMENTS_SOURCE = "payments";
 export const PAYMENTS_SECRET_NAME = "PAYMENTS_WEBHOOK_SECRET";
@@ -37,19 +38,7 @@ export function paymentsSourceDefinition() {
 export async function seedPaymentsEventSource(engineUrl, token, { secret = demoWebhookSecret(), onRequest, onAnswer } = {}) {
   const put = async (what, path, value) => {
     try {
-      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-      const body = JSON.stringify(value);
-      onRequest?.("PUT", path, { headers, body });
-      const res = await fetch(`${engineUrl}${path}`, { method: "PUT", headers, body, signal: AbortSignal.timeout(20_000) });
-      const text = await res.text();
-      onAnswer?.("PUT", path, res, text);
-      let answer = null;
-      try {
-        answer = JSON.parse(text);
-      } catch {
-        // not JSON: the status says it
-      }
-      return { what, ok: res.ok, status: res.status, answer };
+      return { what, ...(await putJson(engineUrl, token, path, JSON.stringify(value), { onRequest, onAnswer })) };
     } catch (error) {
       return { what, ok: false, status: 0, answer: { detail: error.message } };
     }

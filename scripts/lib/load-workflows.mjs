@@ -10,6 +10,27 @@ import { join } from "node:path";
 import { ROOT } from "./wrangler-dev.mjs";
 
 /**
+ * `PUT <path>` of the JSON text `body` with the workspace token: `{ ok, status, answer }` (`answer` the
+ * parsed body, null when it is not JSON); throws only when the request itself fails. `onRequest(method,
+ * path, { headers, body })` sees the request before it is sent, `onAnswer(method, path, response, text)`
+ * the answer (the e2e checks both against the OpenAPI document).
+ */
+export async function putJson(engineUrl, token, path, body, { onRequest, onAnswer, timeoutMs = 60_000 } = {}) {
+  const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+  onRequest?.("PUT", path, { headers, body });
+  const res = await fetch(`${engineUrl}${path}`, { method: "PUT", headers, body, signal: AbortSignal.timeout(timeoutMs) });
+  const text = await res.text();
+  onAnswer?.("PUT", path, res, text);
+  let answer = null;
+  try {
+    answer = JSON.parse(text);
+  } catch {
+    // not JSON: the status says it
+  }
+  return { ok: res.ok, status: res.status, answer };
+}
+
+/**
  * Every `workflows/*.json` as `{ file, text }`, sorted by name — the definitions only: a workflow's
  * scenarios (`workflows/<id>.test.json`, `npm run test:workflows`: docs/testing-workflows.md) are not one.
  */
@@ -44,19 +65,8 @@ export async function loadWorkflows(engineUrl, token, { rewrite = (text) => text
       continue;
     }
     try {
-      const path = `/v1/workflows/${encodeURIComponent(id)}`;
-      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-      onRequest?.("PUT", path, { headers, body });
-      const res = await fetch(`${engineUrl}${path}`, { method: "PUT", headers, body });
-      const text = await res.text();
-      onAnswer?.("PUT", path, res, text);
-      let answer = null;
-      try {
-        answer = JSON.parse(text);
-      } catch {
-        // not JSON: the result says the status
-      }
-      results.push({ file, id, ok: res.ok, status: res.status, answer });
+      const answer = await putJson(engineUrl, token, `/v1/workflows/${encodeURIComponent(id)}`, body, { onRequest, onAnswer });
+      results.push({ file, id, ...answer });
     } catch (error) {
       results.push({ file, id, ok: false, status: 0, message: error.message });
     }
@@ -77,19 +87,7 @@ export async function loadDemoConnectors(engineUrl, token, { rewrite = (text) =>
     const parsed = JSON.parse(rewrite(text));
     const path = `/v1/connectors/${encodeURIComponent(parsed.name)}`;
     try {
-      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-      const body = JSON.stringify(parsed);
-      onRequest?.("PUT", path, { headers, body });
-      const res = await fetch(`${engineUrl}${path}`, { method: "PUT", headers, body });
-      const answerText = await res.text();
-      onAnswer?.("PUT", path, res, answerText);
-      let answer = null;
-      try {
-        answer = JSON.parse(answerText);
-      } catch {
-        // not JSON
-      }
-      results.push({ file, id: parsed.name, ok: res.ok, status: res.status, answer });
+      results.push({ file, id: parsed.name, ...(await putJson(engineUrl, token, path, JSON.stringify(parsed), { onRequest, onAnswer })) });
     } catch (error) {
       results.push({ file, id: parsed.name, ok: false, status: 0, message: error.message });
     }
