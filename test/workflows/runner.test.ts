@@ -96,10 +96,15 @@ describe("a scenario file that does not check is reported with its pointers", ()
   it("one `deduplicated` per resend; a schedule tick without a schedule; an assert that does not compile", async () => {
     const s = scenario({ resend: [{ at: "1m" }], expect: { deduplicated: [true, true], assert: ["= trace.("] } });
     const t = scenario({ trigger: { schedule: true } });
-    expect(await problemsOf(file([s, t]))).toEqual([
+    const u = scenario({ trigger: { payload: {}, headers: { Prefer: "wait=10" } } });
+    expect(await problemsOf(file([s, t, u]))).toEqual([
       { pointer: "/scenarios/0/expect/deduplicated", message: "2 answers expected for 1 resend: one per resend" },
       { pointer: "/scenarios/0/expect/assert/0", message: expect.stringMatching(/^does not compile: /) },
       { pointer: "/scenarios/1/trigger/schedule", message: "workflow order-fulfilment's entry point has no `schedule`" },
+      {
+        pointer: "/scenarios/2/trigger/headers/Prefer",
+        message: "`Prefer: wait` waits in real time while the runner holds the queue (nothing would run): leave it out",
+      },
     ]);
   });
 });

@@ -197,6 +197,14 @@ function checkAgainst(parsed: ScenarioFile, definition: WorkflowDefinition): Pro
     (s.actions ?? []).forEach((a, j) => {
       if (a.step !== undefined) step(`${at}/actions/${j}/step`, a.step, false);
     });
+    for (const [j, h] of [s.trigger.headers, ...(s.resend ?? []).map((r) => r.headers)].entries()) {
+      const name = Object.keys(h ?? {}).find((n) => n.toLowerCase() === "prefer");
+      if (name !== undefined)
+        problems.push({
+          pointer: `${at}/${j === 0 ? "trigger" : `resend/${j - 1}`}/headers/${name}`,
+          message: "`Prefer: wait` waits in real time while the runner holds the queue (nothing would run): leave it out",
+        });
+    }
     if (s.trigger.schedule && !schedule)
       problems.push({ pointer: `${at}/trigger/schedule`, message: `workflow ${definition.id}'s entry point has no \`schedule\`` });
     else if (s.trigger.schedule && !cronMatcher(schedule!))
