@@ -4,11 +4,16 @@
  * final status, when it was created, finished and removed (`tombstone`, the schema's
  * RemovedExecution) — so the inspector's page of an erased execution can say what remains.
  */
-import { describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { executionRow, tombstoneOf } from "./helpers";
 import { callApp, chargeWorkflow, executionStatus, harness, seedWorkflow, unique } from "../steps/helpers";
 
 const WS = "dev"; // dev-token's workspace
+
+beforeEach(() => {
+  for (const level of ["warn", "error", "info", "log"] as const) vi.spyOn(console, level).mockImplementation(() => {});
+});
+afterEach(() => vi.restoreAllMocks());
 
 describe("GET of an erased execution", () => {
   it("answers 404 execution-not-retained with what its tombstone keeps", async () => {
