@@ -197,7 +197,7 @@ function render(main, view, actions) {
       "article",
       { class: "execution", "data-status": trace.status, "data-archived": trace.archived === true ? "true" : null },
       header(trace, view.error, actions, view.removedAt, definition),
-      strip(trace, view.openPanel, actions),
+      strip(trace, view.openPanel, actions, definition),
       h("section", { "aria-labelledby": "graph-title" }, h("h2", { id: "graph-title" }, "Graph"), graphOf(trace, definition, actions)),
       timeline(trace),
       keyPanels(trace, definition),
@@ -277,10 +277,12 @@ function triggerFact(trace, definition) {
 }
 
 /** The records behind each counter. */
-function stopsOf(trace) {
+function stopsOf(trace, definition) {
   const events = (type) => trace.steps.flatMap((s) => s.events.filter((e) => e.type === type).map((e) => ({ vertexId: s.vertexId, ...e })));
   return {
-    triggers: trace.duplicateTriggers.map((d) => `#${d.seq} ${time(d.at)} · ${d.trigger} trigger · identity ${d.identity}`),
+    triggers: trace.duplicateTriggers.map(
+      (d) => `#${d.seq} ${time(d.at)} · ${triggerWords(d, definition?.vertices?.length ? definition : null).text} · identity ${d.identity}`,
+    ),
     redeliveries: events("redelivery_dropped").map((e) => `${time(e.at)} · ${e.vertexId} epoch ${e.epoch ?? "—"} · ${e.detail ?? ""}`),
     fencedOut: events("fenced_out").map((e) => `${time(e.at)} · ${e.vertexId} epoch ${e.epoch ?? "—"} · ${e.detail ?? ""}`),
     destinationReplays: trace.steps.flatMap((s) =>
@@ -291,9 +293,9 @@ function stopsOf(trace) {
   };
 }
 
-function strip(trace, openPanel, actions) {
+function strip(trace, openPanel, actions, definition) {
   const d = trace.duplicatesStopped;
-  const stops = stopsOf(trace);
+  const stops = stopsOf(trace, definition);
   const panel = COUNTERS.find((c) => c.name === openPanel);
   const listed = panel ? stops[panel.name] : [];
   const unlisted = panel ? d[panel.name] - listed.length : 0;
