@@ -4,7 +4,7 @@
  * by wall time, with their traces archived first when an archive is given.
  *
  * A pass is one select of due chains (one statement), at most one statement holding the chains
- * that must wait, the archive's reads and writes, and one removal batch (ten statements, every
+ * that must wait, the archive's reads and writes, and one removal batch (eleven statements, every
  * DELETE bounded by the pass's ids). Passes repeat while they come back full and the budget lasts;
  * the caller continues through the queue when one invocation is not enough (./cron.ts).
  *
@@ -48,8 +48,8 @@ export const DEFAULT_SWEEP_LIMITS: HistorySweepLimits = {
 /** How long the chains of a pass's archive failures wait before they are tried again. */
 export const ARCHIVE_RETRY_MS = 10 * 60_000;
 
-/** Statements of one pass besides the archive: select, hold, removal batch (10). */
-const PASS_QUERIES = 12;
+/** Statements of one pass besides the archive: select, hold, removal batch (11: a MAP's items among them). */
+const PASS_QUERIES = 13;
 /** Tombstones, dead letters and expired key sends removed per bounded delete, and batches per sweep. */
 const SIDE_SWEEP_LIMIT = 500;
 const SIDE_SWEEP_MAX_BATCHES = 20;

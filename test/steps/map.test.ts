@@ -500,3 +500,21 @@ describe("MAP and the search by destination key", () => {
     expect(effectsPerKey(h).get(key)).toBe(1);
   });
 });
+
+describe("MAP and history", () => {
+  it("an erasure takes the MAP's items with their execution (their rows, attempts and events)", async () => {
+    const DEV = "dev";
+    const h = harness({}, { workspace: DEV });
+    const wf = await seedWorkflow(DEV, refundLines({ concurrency: 2 }));
+    const id = await h.start(wf, order(3));
+    await h.drain();
+    const ddb = dbOf(env, DEV);
+    const count = async (sql: string) => (await ddb.prepare(sql).bind(id).first<{ n: number }>())!.n;
+    expect(await count("SELECT count(*) AS n FROM work_items WHERE execution_id = ?1")).toBe(3);
+    const res = await callApp(h, "DELETE", `/v1/executions/${id}`, { key: unique("erase") });
+    expect(res.status).toBe(200);
+    expect(await count("SELECT count(*) AS n FROM work_items WHERE execution_id = ?1")).toBe(0);
+    expect(await count("SELECT count(*) AS n FROM step_attempts WHERE execution_id = ?1")).toBe(0);
+    expect(await count("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1")).toBe(0);
+  });
+});
