@@ -16,8 +16,7 @@
 import { hmacSha256, sha256Hex, timingSafeEqualStrings, toHex } from "../lib/crypto";
 import { signedBytesV1, timestampWithinTolerance } from "../lib/signature-v1";
 import { log } from "../lib/log";
-import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
-import { MissingSecretError, type SecretLookup } from "../secrets/resolve";
+import { lookupOrReason, type SecretLookup } from "../secrets/resolve";
 import { SECRET_TEMPLATE_SOURCE } from "../definitions/secrets";
 import { eventProblems } from "./problems";
 import type { EventSourceDefinition } from "./source-definition";
@@ -60,12 +59,9 @@ export async function resolveSourceSecret(definition: EventSourceDefinition, loo
   const name = TEMPLATE.exec(definition.secret)?.[1];
   let reason = "the secret is not `{{ secrets.NAME }}`";
   if (name !== undefined) {
-    try {
-      return await lookup(name);
-    } catch (error) {
-      if (!(error instanceof MissingSecretError || error instanceof SecretUnreadableError || error instanceof MasterKeyError)) throw error;
-      reason = error.message;
-    }
+    const found = await lookupOrReason(lookup, name);
+    if ("value" in found) return found.value;
+    reason = found.reason;
   }
   unavailable(target, name ?? null, reason);
 }

@@ -22,8 +22,7 @@
 import type { EntryPointConfig } from "../definitions/schema";
 import { hmacSha256, timingSafeEqualStrings, toHex } from "../lib/crypto";
 import { SIGNATURE_SCHEME, signedBytesV1, timestampWithinTolerance, type SignedTarget } from "../lib/signature-v1";
-import { MasterKeyError, SecretUnreadableError } from "../secrets/crypto";
-import { MissingSecretError, type SecretLookup } from "../secrets/resolve";
+import { lookupOrReason, type SecretLookup } from "../secrets/resolve";
 import { log } from "../lib/log";
 import { ingressProblems } from "./problems";
 
@@ -44,12 +43,9 @@ export async function resolveSigningSecret(settings: SignatureSettings, lookup: 
   const match = SECRET_REFERENCE.exec(settings.secret);
   let reason: string;
   if (match) {
-    try {
-      return await lookup(match[1]!);
-    } catch (error) {
-      if (!(error instanceof MissingSecretError || error instanceof SecretUnreadableError || error instanceof MasterKeyError)) throw error;
-      reason = error.message;
-    }
+    const found = await lookupOrReason(lookup, match[1]!);
+    if ("value" in found) return found.value;
+    reason = found.reason;
   } else {
     reason = "webhook.signature.secret must be `{{ secrets.NAME }}`";
   }

@@ -195,24 +195,14 @@ function byExecution<Row>(rows: Array<Owned<Row>>): Map<string, Row[]> {
   return grouped;
 }
 
-/** A row of the waits statement: the wait, and one of its events (all null for a wait with none). */
-interface WaitRow {
+/**
+ * A row of the waits statement: the wait (its flag as SQLite's 0/1), and one of its events — each
+ * member null for a wait with none, each flag 0/1.
+ */
+type WaitRow = Omit<WaitRecord, "timedOut" | "events"> & {
   executionId: string;
-  vertexId: string;
-  name: string;
-  matchValue: string;
-  consume: "one" | "all";
-  registeredAt: number;
-  timeoutAt: number;
   timedOut: number;
-  eventId: string | null;
-  receivedAt: number | null;
-  source: string | null;
-  duplicates: number | null;
-  bufferedUntil: number | null;
-  taken: number | null;
-  takenHere: number | null;
-}
+} & { [Member in keyof WaitEventRecord]: (WaitEventRecord[Member] extends boolean ? number : WaitEventRecord[Member]) | null };
 
 /**
  * The registered waits of the set's executions (the primary key of `event_waits`), each with the

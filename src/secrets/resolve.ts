@@ -8,7 +8,7 @@
  * A stored row that does not open fails closed (SecretUnreadableError): it never falls back to a
  * granted Worker secret, which would silently send a different credential.
  */
-import { keyringFrom, openSecret, type Keyring } from "./crypto";
+import { keyringFrom, MasterKeyError, openSecret, SecretUnreadableError, type Keyring } from "./crypto";
 import type { StoredSecret } from "./store";
 
 /**
@@ -94,4 +94,18 @@ export function secretLookup(scope: SecretScope): SecretLookup {
     if (isGranted(scope.env, scope.workspace, name) && typeof worker === "string" && worker.length > 0) return worker;
     throw new MissingSecretError(name);
   };
+}
+
+/**
+ * A secret's value, or why it cannot be had (missing, unreadable, no master key) for a caller that
+ * answers the reason itself — a public route's signing secret, whose reason goes only to the
+ * operator's log. Any other failure is thrown.
+ */
+export async function lookupOrReason(lookup: SecretLookup, name: string): Promise<{ value: string } | { reason: string }> {
+  try {
+    return { value: await lookup(name) };
+  } catch (error) {
+    if (!(error instanceof MissingSecretError || error instanceof SecretUnreadableError || error instanceof MasterKeyError)) throw error;
+    return { reason: error.message };
+  }
 }

@@ -190,7 +190,7 @@ export const SecretBody = z.strictObject({
 /**
  * The JSON object a trigger sends: any JSON (the entry point may select `idempotencyFields` from it).
  * Every number in it must be one a 64-bit float carries exactly (src/lib/json-numbers.ts); the document
- * states that in the description, since a recursive "any JSON" schema is stated as `{}` (document.ts).
+ * states that in the description, since a recursive "any JSON" schema is stated as `{}` (components.ts).
  */
 export const TriggerPayload = z
   .json()

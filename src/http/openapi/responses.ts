@@ -1,5 +1,5 @@
 /**
- * The response bodies of the HTTP API as zod schemas: what src/http/openapi/document.ts turns into
+ * The response bodies of the HTTP API as zod schemas: what src/http/openapi/components.ts turns into
  * the OpenAPI document's component schemas (zod's own `z.toJSONSchema`, output shapes). TypeScript
  * types do not exist at run time, so these are the run-time statement of what each route answers;
  * the e2e (scripts/e2e.mjs) validates every answer it receives against the document, so a schema

@@ -2,7 +2,7 @@
  * The OpenAPI operations of the `connectors` area: reusable destinations with their key rule,
  * resolved into a workflow when it is saved (src/http/routes/connectors.ts).
  */
-import { area, AUTH, DELETED, json, merge, op, savingPut } from "../operation";
+import { area, AUTH, DELETED, json, listing, merge, op, savingPut } from "../operation";
 import * as req from "../requests";
 import * as res from "../responses";
 
@@ -15,11 +15,12 @@ export const CONNECTOR_OPERATIONS = area("connectors", [
       ["connector-invalid"],
     ),
   }),
-  op("get", "/v1/connectors", "listConnectors", {
-    summary: "The workspace's connectors (their latest versions)",
-    answers: { 200: json("the connectors", res.ConnectorList) },
-    problems: AUTH,
-  }),
+  op(
+    "get",
+    "/v1/connectors",
+    "listConnectors",
+    listing("The workspace's connectors (their latest versions)", "the connectors", res.ConnectorList),
+  ),
   op("get", "/v1/connectors/{name}", "getConnector", {
     summary: "A connector: its latest version, or `?version=`",
     query: req.WorkflowReadQuery,

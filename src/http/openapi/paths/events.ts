@@ -11,6 +11,7 @@ import {
   idempotencyKey,
   JSON_BODY,
   json,
+  listing,
   merge,
   op,
   PUBLIC_DELIVERY,
@@ -35,11 +36,12 @@ export const EVENT_OPERATIONS = area("events", [
     answers: { 200: json("the open waits", res.WaitList) },
     problems: merge(AUTH, { 400: ["invalid-query"], 422: ["event-invalid"] }),
   }),
-  op("get", "/v1/event-sources", "listEventSources", {
-    summary: "The workspace's event sources (how providers' signed webhooks become events), by name",
-    answers: { 200: json("every source", res.EventSourceList) },
-    problems: AUTH,
-  }),
+  op(
+    "get",
+    "/v1/event-sources",
+    "listEventSources",
+    listing("The workspace's event sources (how providers' signed webhooks become events), by name", "every source", res.EventSourceList),
+  ),
   op("put", "/v1/event-sources/{name}", "putEventSource", {
     summary: "Create or replace an event source: its signature scheme, its secret (a template) and the expressions that read the event",
     ...savingPut(

@@ -1,14 +1,15 @@
 /** The OpenAPI operations of the `secrets` area: the workspace's secrets, write-only (src/http/routes/secrets.ts). */
-import { area, AUTH, DELETED, JSON_BODY, json, merge, op } from "../operation";
+import { area, AUTH, DELETED, JSON_BODY, json, listing, merge, op } from "../operation";
 import * as req from "../requests";
 import * as res from "../responses";
 
 export const SECRET_OPERATIONS = area("secrets", [
-  op("get", "/v1/secrets", "listSecrets", {
-    summary: "Names of the workspace's secrets with their times (never a value)",
-    answers: { 200: json("the names", res.SecretList) },
-    problems: AUTH,
-  }),
+  op(
+    "get",
+    "/v1/secrets",
+    "listSecrets",
+    listing("Names of the workspace's secrets with their times (never a value)", "the names", res.SecretList),
+  ),
   op("put", "/v1/secrets/{name}", "putSecret", {
     summary: "Create or replace a workspace secret (write-only)",
     body: { schema: req.SecretBody, required: true, description: "exactly `{ value }`" },
