@@ -4,6 +4,7 @@
  * the model knows of), resolved against the state when it runs, so any subsequence of a run is
  * still a valid run (what shrinking needs).
  */
+import { withFlowOps, type FlowOp } from "./ops-flow";
 
 /** Workspaces of a run: 0 and 1 share shard 0, 2 is on shard 1. */
 export const WORKSPACES = 3;
@@ -17,6 +18,8 @@ export type WorkflowName = (typeof WORKFLOWS)[number];
 export const ADVANCES_MS = [1_000, 5_000, 30_000, 61_000, 150_000, 330_000, 3_600_000, 86_400_000, 8 * 86_400_000] as const;
 
 export type Op =
+  /** Flow control's operations (./ops-flow.ts). */
+  | FlowOp
   /**
    * A trigger: `order` null sends no order (an absent field); `client` sends `?clientIdempotencyId=`;
    * `again` re-sends the last payload of this workspace and workflow. `follow` (a wait workflow):
@@ -128,7 +131,7 @@ export function generate(seed: number, length: number): Op[] {
     }
   }
   ops.push({ t: "settle" });
-  return ops;
+  return withFlowOps(seed, ops, WORKSPACES);
 }
 
 /** One line per operation, for a failing run's report. */

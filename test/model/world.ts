@@ -32,6 +32,7 @@ import { idempotency } from "../../src/http/idempotency";
 import { DEST } from "../steps/helpers";
 import { deliveredEnv } from "../helpers/shards";
 import { ADVANCES_MS, WORKSPACES, type Op, type WorkflowName } from "./ops";
+import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
 
 /** A broken invariant: the run stops at the first. */
 export class Violation extends Error {
@@ -266,6 +267,7 @@ export class World {
         const res = await this.call(ws, "PUT", `/v1/workflows/${name}`, definition);
         if (res.status >= 300) throw new Error(`saving ${name}: ${res.status} ${await res.text()}`);
       }
+      await setupFlow(this, ws, DEST);
     }
   }
 
@@ -323,6 +325,9 @@ export class World {
         return this.retry(op.ws, op.pick);
       case "settle":
         return this.settle();
+      case "flowSend":
+      case "flowLimits":
+        return applyFlowOp(this, op, DEST);
     }
   }
 
@@ -639,6 +644,7 @@ export class World {
       if (set.size > 1) throw new Violation("every key belongs to one business value", `${key} sent for orders ${[...set].join(", ")}`);
     }
     for (const shard of [0, 1]) await this.checkEvents(shard);
+    for (const shard of [0, 1]) await checkFlow(this, shard);
   }
 
   private async checkEvents(shard: number): Promise<void> {
