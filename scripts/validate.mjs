@@ -19,7 +19,9 @@ const jsonFilesOf = async (dir) =>
     .map((f) => `${dir}/${f}`);
 
 let paths = process.argv.slice(2);
-if (paths.length === 0) paths = [...(await jsonFilesOf("workflows")), ...(await jsonFilesOf("connectors"))];
+// The definitions only: a workflow's scenario file (`<id>.test.json`) is `npm run test:workflows`'s.
+if (paths.length === 0)
+  paths = [...(await jsonFilesOf("workflows")).filter((f) => !f.endsWith(".test.json")), ...(await jsonFilesOf("connectors"))];
 const connectorFiles = await Promise.all(
   (await jsonFilesOf("connectors")).map(async (path) => ({ path, text: await readFile(path, "utf8") })),
 );

@@ -5,7 +5,10 @@ import { validateFiles } from "../../src/cli/validate";
 import { cronsFromWranglerToml } from "../../src/definitions/crons";
 import { workflowJsonSchema } from "../../src/definitions/json-schema";
 
-const examples = import.meta.glob<{ default: Record<string, unknown> }>("../../workflows/*.json", { eager: true });
+// The definitions only: a workflow's scenario file (`<id>.test.json`, docs/testing-workflows.md) is not one.
+const examples = import.meta.glob<{ default: Record<string, unknown> }>(["../../workflows/*.json", "!../../workflows/*.test.json"], {
+  eager: true,
+});
 
 describe("the committed JSON Schema", () => {
   it("is what the zod schema generates now (run `npm run schema` when this fails)", () => {

@@ -5,7 +5,8 @@ import { VERTEX_TYPES } from "../../src/definitions/schema";
 import { resolveConnectors } from "../../src/connectors/resolve";
 import { ConnectorDefinition, type StoredConnector } from "../../src/connectors/schema";
 
-const examples = import.meta.glob<{ default: unknown }>("../../workflows/*.json", { eager: true });
+// The definitions only: a workflow's scenario file (`<id>.test.json`, docs/testing-workflows.md) is not one.
+const examples = import.meta.glob<{ default: unknown }>(["../../workflows/*.json", "!../../workflows/*.test.json"], { eager: true });
 // An example may go through the demo's connectors (docs/connectors.md): resolved as its save resolves it.
 const connectorFiles = import.meta.glob<{ default: unknown }>("../../connectors/*.json", { eager: true });
 const connectors = new Map<string, StoredConnector>(
