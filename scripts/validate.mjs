@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Validate workflow definitions and connectors offline: `npm run validate -- workflows/*.json
-// connectors/*.json` (no arguments: every workflows/*.json and connectors/*.json). A workflow that
+// connectors/*.json` (no arguments: every workflows/*.json but the scenario files *.test.json, and connectors/*.json). A workflow that
 // names a connector is resolved against the connector files given, or else those in connectors/.
 // Prints `file pointer message [code]` per error (and per warning, marked); exits 1 on any error.
 // Schedules are checked against the crons in ./wrangler.toml [triggers] when it exists.
