@@ -23,6 +23,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { houseUiStories } from "./browser-stories-house-ui.mjs";
+import { mapStories } from "./browser-stories-map.mjs";
 import { orderWorkflow } from "./order-workflow.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -588,6 +589,9 @@ export async function browserStories(ctx) {
 
     // Times in one zone, the rollup's catching up, graph labels, the Trigger column, an erased execution (issue 42 §4).
     await houseUiStories(ctx, { browser, watch, newPage, openExecution });
+
+    // A MAP: its progress on the graph and beside its name, its items paged, each opening its attempts (issue 43).
+    await mapStories(ctx, { newPage, openExecution });
 
     await test("inspector: no console error on any page, and the token never reached the engine's log", async () => {
       expect(problems.length === 0, problems.join("\n"));
