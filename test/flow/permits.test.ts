@@ -9,7 +9,9 @@ import { env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { getWorkflow } from "../../src/definitions/store";
 import { readScopeState } from "../../src/ledger/connector-permits";
+import { countingD1 } from "../helpers/counting-d1";
 import { permitWaitLine } from "../../src/flow/permits";
+import { charging } from "../connectors/helpers";
 import { callApp, executionStatus, harness, type Harness } from "../steps/helpers";
 import { attemptsOf, counters, eventTypes, inFlightMeter, limitedPayments, limitedWorkflow, putJson, stepRow, WS } from "./helpers";
 
@@ -306,5 +308,85 @@ describe("fairness", () => {
     const orders = h.dest.effects.map((e) => (e.body as { order: string }).order);
     expect(orders).toEqual([`H-${name}`, ...arrivals]);
     expect(holder).toBeDefined();
+  });
+});
+
+describe("where the permit is asked", () => {
+  it("a chained first step (inserted claimed by the start batch) asks between that claim and its send, and parks without an attempt", async () => {
+    const h = harness({}, { chain: true });
+    const { name, wf } = await limitedWorkflow(h, { rate: "1/h" });
+    const first = await h.start(wf, order(`CF-${name}`)); // chained inline: takes the one token
+    expect(await executionStatus(first)).toBe("COMPLETED");
+    const second = await h.start(wf, order(`CS-${name}`)); // chained inline: no token, parks
+    expect(await stepRow(second)).toMatchObject({ state: "EXECUTING", epoch: 1, attempt: 0 });
+    expect(await attemptsOf(second)).toEqual([]);
+    expect(h.dest.effects).toHaveLength(1);
+    expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, { rate: "10/s" }))).status).toBe(201);
+    await h.drain();
+    expect(await executionStatus(second)).toBe("COMPLETED");
+    expect(await attemptsOf(second)).toEqual([{ attempt: 1, outcome: "completed" }]);
+    expect(await eventTypes(second)).toEqual([]);
+  });
+
+  it("a verify probe and its write share one permit: a re-attempt through a keyless connector asks once", async () => {
+    const h = harness();
+    const name = `verify-${Math.random().toString(36).slice(2, 8)}`;
+    const connector = {
+      name,
+      baseUrl: "http://localhost:8788/legacy",
+      headers: { "Content-Type": "application/json" },
+      verify: { path: "/orders", query: { external_id: "= payload.order.id" }, condition: "= $count(body.items) > 0" },
+      retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 1000 },
+      limits: { concurrency: 1 },
+    };
+    expect((await putJson(h, `/v1/connectors/${name}`, connector)).status).toBe(201);
+    const wf = {
+      id: `wf-${name}`,
+      vertices: [
+        { id: "received", type: "ENTRY_POINT", config: {} },
+        {
+          id: "charge",
+          type: "GATEWAY",
+          config: { connector: name, method: "POST", path: "/orders", body: "= { 'external_id': payload.order.id }" },
+        },
+      ],
+      edges: [{ from: "received", to: "charge" }],
+    };
+    expect((await putJson(h, `/v1/workflows/${wf.id}`, wf)).status).toBe(201);
+    const stored = (await getWorkflow(env.DB, WS, wf.id))!;
+    const id = await h.start(stored, order(`V-${name}`));
+    h.dest.fault("/legacy/orders", 503, 1);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    // Attempt 2 ran the probe (a GET) and the write under one permit: the scope saw no refusal.
+    const methods = h.dest.requests.map((r) => r.method);
+    expect(methods).toEqual(["POST", "GET", "POST"]);
+    expect((await readScopeState(env.DB, WS, name, h.clock.now()))!.heldBack).toBe(0);
+  });
+});
+
+describe("the cost of a permit", () => {
+  it("a send through a limited connector: the ask and the release — one round trip more than an unlimited connector's, two more than an inline step's", async () => {
+    const cost = async (limits: Record<string, unknown> | undefined) => {
+      const counting = countingD1(env.DB);
+      const h = harness({ db: counting.db });
+      const name = `cost-${Math.random().toString(36).slice(2, 8)}`;
+      expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, limits))).status).toBe(201);
+      const wf = charging(name);
+      expect((await putJson(h, `/v1/workflows/${wf.id}`, wf)).status).toBe(201);
+      const id = await h.start((await getWorkflow(env.DB, WS, wf.id))!, order(`K-${name}`));
+      const [message] = h.queue.take();
+      counting.reset();
+      await h.deliver([message!.body]);
+      expect(await executionStatus(id)).toBe("COMPLETED");
+      return { roundTrips: counting.calls.length, statements: counting.statements() };
+    };
+    const unlimited = await cost(undefined);
+    const limited = await cost({ concurrency: 5, rate: "20/s" });
+    console.info(`permit cost: unlimited ${JSON.stringify(unlimited)}, limited ${JSON.stringify(limited)}`);
+    // No limits: the ask finds no scope row (one round trip of 3 statements), and nothing is released.
+    // Limits: the ask (3 statements) and the release (3: permit back, oldest waiter woken, sweep).
+    expect(limited.roundTrips - unlimited.roundTrips).toBe(1);
+    expect(limited.statements - unlimited.statements).toBe(3);
   });
 });
