@@ -14,7 +14,7 @@
  * src/events/source-extract.ts) and, under Standard Webhooks, `webhook-id` as the default event id.
  */
 import { hmacSha256, sha256Hex, timingSafeEqualStrings, toHex } from "../lib/crypto";
-import { signedBytesV1, timestampWithinTolerance } from "../lib/signature-v1";
+import { signedBytesV1, timestampWithinTolerance, type SignedDelivery } from "../lib/signature-v1";
 import { log } from "../lib/log";
 import { lookupOrReason, type SecretLookup } from "../secrets/resolve";
 import { SECRET_TEMPLATE_SOURCE } from "../definitions/secrets";
@@ -72,14 +72,9 @@ function unavailable(target: SourceTarget, secretName: string | null, reason: st
   throw eventProblems.sourceUnavailable();
 }
 
-export async function verifySourceDelivery(input: {
-  definition: EventSourceDefinition;
-  secret: string;
-  target: SourceTarget;
-  headers: Headers;
-  raw: Uint8Array;
-  nowMs: number;
-}): Promise<VerifiedDelivery> {
+export async function verifySourceDelivery(
+  input: SignedDelivery<SourceTarget> & { definition: EventSourceDefinition },
+): Promise<VerifiedDelivery> {
   const { definition, headers } = input;
   const tolerance = definition.toleranceSeconds;
   if (definition.scheme === "standard-webhooks") {

@@ -21,7 +21,7 @@
  */
 import type { EntryPointConfig } from "../definitions/schema";
 import { hmacSha256, timingSafeEqualStrings, toHex } from "../lib/crypto";
-import { SIGNATURE_SCHEME, signedBytesV1, timestampWithinTolerance, type SignedTarget } from "../lib/signature-v1";
+import { SIGNATURE_SCHEME, signedBytesV1, timestampWithinTolerance, type SignedDelivery, type SignedTarget } from "../lib/signature-v1";
 import { lookupOrReason, type SecretLookup } from "../secrets/resolve";
 import { log } from "../lib/log";
 import { ingressProblems } from "./problems";
@@ -62,14 +62,7 @@ function presentedV1(given: string, header: string): string {
   return match[2]!.trim().toLowerCase();
 }
 
-export async function verifyWebhookSignature(input: {
-  settings: SignatureSettings;
-  secret: string;
-  target: HookTarget;
-  headers: Headers;
-  raw: Uint8Array;
-  nowMs: number;
-}): Promise<void> {
+export async function verifyWebhookSignature(input: SignedDelivery<HookTarget> & { settings: SignatureSettings }): Promise<void> {
   const { settings, headers } = input;
   const timestamp = headers.get(settings.timestampHeader);
   const given = headers.get(settings.header);

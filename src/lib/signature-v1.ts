@@ -25,3 +25,12 @@ export function signedBytesV1(timestamp: string, target: SignedTarget, raw: Uint
 export function timestampWithinTolerance(timestamp: string, nowMs: number, toleranceSeconds: number): boolean {
   return /^\d{1,12}$/.test(timestamp) && Math.abs(nowMs / 1000 - Number(timestamp)) <= toleranceSeconds;
 }
+
+/** A signed delivery as a public route verifies it: the signing secret, what it was sent to, and the request's headers and raw bytes. */
+export interface SignedDelivery<Target> {
+  secret: string;
+  target: Target;
+  headers: Headers;
+  raw: Uint8Array;
+  nowMs: number;
+}
