@@ -312,7 +312,7 @@ describe("fairness", () => {
 });
 
 describe("where the permit is asked", () => {
-  it("a chained first step (inserted claimed by the start batch) asks between that claim and its send, and parks without an attempt", async () => {
+  it("a chained first step (inserted claimed at the start) asks between that claim and its send; parks without an attempt", async () => {
     const h = harness({}, { chain: true });
     const { name, wf } = await limitedWorkflow(h, { rate: "1/h" });
     const first = await h.start(wf, order(`CF-${name}`)); // chained inline: takes the one token
@@ -366,7 +366,8 @@ describe("where the permit is asked", () => {
 });
 
 describe("the cost of a permit", () => {
-  it("a send through a limited connector: the ask and the release — one round trip more than an unlimited connector's, two more than an inline step's", async () => {
+  // The ask and the release: one round trip more than through an unlimited connector, two more than an inline step's.
+  it("a send through a limited connector costs the ask and the release", async () => {
     const cost = async (limits: Record<string, unknown> | undefined) => {
       const counting = countingD1(env.DB);
       const h = harness({ db: counting.db });
