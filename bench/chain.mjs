@@ -20,7 +20,8 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ROOT, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
 import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
-import { migrateShards } from "../scripts/lib/shards.mjs";
+import { migrateLocalDatabases } from "../scripts/lib/local-migrate.mjs";
+import { readShards } from "../scripts/lib/shards.mjs";
 import { api, HEADERS } from "./lib/api.mjs";
 import { percentile, runLoad } from "./lib/load.mjs";
 import { machine, markdownTable } from "./lib/report.mjs";
@@ -119,7 +120,8 @@ async function main({ dir, info }) {
   const engines = [];
   for (const mode of ["on", "off"]) {
     const persistTo = join(dir, `engine-${mode}`);
-    await migrateShards({ persistTo, logFile: join(dir, "setup.log") });
+    // The shards migrated in this process, at once (scripts/lib/local-migrate.mjs, as npm start).
+    await migrateLocalDatabases({ persistTo, databases: readShards().shards.map((shard) => ({ label: shard.databaseName, ...shard })) });
     const envFile = join(dir, `engine-${mode}.env`);
     await writeFile(envFile, "PAYMENTS_KEY=sk_bench_chain_local\nWEBHOOK_SECRET=whsec_bench_chain_local\n");
     const worker = await startWorker({

@@ -22,7 +22,7 @@
  * - a thrown error: its stack logged, every Worker stopped, the directory kept, exit 1.
  *
  * `startEngineAndDemo` starts the engine (wrangler.toml, or `engineConfig`/`main`) and the demo
- * destinations on free loopback ports with fresh state under `dir`, both migrated first, the
+ * destinations on free loopback ports with fresh state under `dir`, both migrated first (in-process, at once), the
  * engine's `OUTBOUND_ALLOWLIST` pointed at the demo, its secrets from a temporary env file (never
  * the user's .dev.vars) and the local tokens; resolves once both answer /health.
  */
@@ -32,7 +32,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEMO_CONFIG, applyMigrations, startWorker, stopAll, waitForHealth } from "../../scripts/lib/wrangler-dev.mjs";
 import { LOCAL_TOKENS } from "../../scripts/lib/local-tokens.mjs";
-import { migrateShards } from "../../scripts/lib/shards.mjs";
+import { migrateLocalDatabases } from "../../scripts/lib/local-migrate.mjs";
+import { migrateShards, readShards } from "../../scripts/lib/shards.mjs";
 import { machine } from "./report.mjs";
 
 /** `--name=value` from the command line (`npm run bench:x -- --n=64`), else `fallback`. */
@@ -79,6 +80,27 @@ export async function runBench({ name, hardStopMs }, body) {
 }
 
 /**
+ * The engine's shards and the demo's database migrated in this process, both state directories at once
+ * (scripts/lib/local-migrate.mjs, as `npm start` and the e2e); wrangler's `d1 migrations apply` when that
+ * path fails for another reason than a migration.
+ */
+async function migrateBoth({ engineConfig, demoConfig, enginePersist, demoPersist, setupLog }) {
+  const database = (shard) => ({ label: shard.databaseName, ...shard });
+  try {
+    await Promise.all([
+      migrateLocalDatabases({ persistTo: enginePersist, databases: readShards({ config: engineConfig }).shards.map(database) }),
+      migrateLocalDatabases({ persistTo: demoPersist, databases: [database(readShards({ config: demoConfig }).shards[0])] }),
+    ]);
+  } catch (error) {
+    if (/ failed: /.test(error.message) && error.cause) throw error;
+    await Promise.all([
+      migrateShards({ config: engineConfig, persistTo: enginePersist, logFile: setupLog }),
+      applyMigrations({ database: "idemflow-demo", config: demoConfig, persistTo: demoPersist, logFile: setupLog }),
+    ]);
+  }
+}
+
+/**
  * The demo destinations and the engine, migrated and healthy. Options: `name` (the bench's, in the
  * secrets' dummy values), `engineConfig` / `demoConfig` (default: the repo's configs; a bench's
  * snapshot config), `main` (another entry for the engine, e.g. an instrumented wrapper),
@@ -105,10 +127,7 @@ export async function startEngineAndDemo({
   await mkdir(logsDir, { recursive: true });
   const suffix = tag ? `-${tag}` : "";
   const setupLog = join(logsDir, `setup${suffix}.log`);
-  await Promise.all([
-    migrateShards({ config: engineConfig, persistTo: enginePersist, logFile: setupLog }),
-    applyMigrations({ database: "idemflow-demo", config: demoConfig, persistTo: demoPersist, logFile: setupLog }),
-  ]);
+  await migrateBoth({ engineConfig, demoConfig, enginePersist, demoPersist, setupLog });
   // With --env-file, wrangler dev reads no .dev.vars: dummy secrets (the demo accepts any bearer).
   const engineEnv = join(dir, `engine${suffix}.env`);
   const demoEnv = join(dir, `demo${suffix}.env`);
