@@ -151,12 +151,14 @@ export const eventStream = (description: string): Answer => ({
   bodySchema: { type: "string" },
 });
 
-/** A read of the workspace's collection: 200 with its JSON, refused only as any authenticated route is. */
-export const listing = (summary: string, description: string, schema: z.ZodType): OperationDetails => ({
-  summary,
-  answers: { 200: json(description, schema) },
-  problems: AUTH,
-});
+/** A `GET` of the workspace's collection: 200 with its JSON, refused only as any authenticated route is. */
+export const listing = (
+  path: string,
+  operationId: string,
+  summary: string,
+  description: string,
+  schema: z.ZodType,
+): Omit<Operation, "tag"> => op("get", path, operationId, { summary, answers: { 200: json(description, schema) }, problems: AUTH });
 
 /** A `DELETE` that answers no body. */
 export const DELETED: Record<number, Answer> = { 204: { description: "deleted" } };

@@ -15,12 +15,7 @@ export const CONNECTOR_OPERATIONS = area("connectors", [
       ["connector-invalid"],
     ),
   }),
-  op(
-    "get",
-    "/v1/connectors",
-    "listConnectors",
-    listing("The workspace's connectors (their latest versions)", "the connectors", res.ConnectorList),
-  ),
+  listing("/v1/connectors", "listConnectors", "The workspace's connectors (their latest versions)", "the connectors", res.ConnectorList),
   op("get", "/v1/connectors/{name}", "getConnector", {
     summary: "A connector: its latest version, or `?version=`",
     query: req.WorkflowReadQuery,

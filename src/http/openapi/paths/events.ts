@@ -36,11 +36,12 @@ export const EVENT_OPERATIONS = area("events", [
     answers: { 200: json("the open waits", res.WaitList) },
     problems: merge(AUTH, { 400: ["invalid-query"], 422: ["event-invalid"] }),
   }),
-  op(
-    "get",
+  listing(
     "/v1/event-sources",
     "listEventSources",
-    listing("The workspace's event sources (how providers' signed webhooks become events), by name", "every source", res.EventSourceList),
+    "The workspace's event sources (how providers' signed webhooks become events), by name",
+    "every source",
+    res.EventSourceList,
   ),
   op("put", "/v1/event-sources/{name}", "putEventSource", {
     summary: "Create or replace an event source: its signature scheme, its secret (a template) and the expressions that read the event",

@@ -4,12 +4,7 @@ import * as req from "../requests";
 import * as res from "../responses";
 
 export const SECRET_OPERATIONS = area("secrets", [
-  op(
-    "get",
-    "/v1/secrets",
-    "listSecrets",
-    listing("Names of the workspace's secrets with their times (never a value)", "the names", res.SecretList),
-  ),
+  listing("/v1/secrets", "listSecrets", "Names of the workspace's secrets with their times (never a value)", "the names", res.SecretList),
   op("put", "/v1/secrets/{name}", "putSecret", {
     summary: "Create or replace a workspace secret (write-only)",
     body: { schema: req.SecretBody, required: true, description: "exactly `{ value }`" },
