@@ -5,6 +5,7 @@
  * still a valid run (what shrinking needs).
  */
 import { withFlowOps, type FlowOp } from "./ops-flow";
+import { withMapOps, type MapOp } from "./ops-map";
 
 /** Workspaces of a run: 0 and 1 share shard 0, 2 is on shard 1. */
 export const WORKSPACES = 3;
@@ -20,6 +21,8 @@ export const ADVANCES_MS = [1_000, 5_000, 30_000, 61_000, 150_000, 330_000, 3_60
 export type Op =
   /** Flow control's operations (./ops-flow.ts). */
   | FlowOp
+  /** MAP's operations (./ops-map.ts). */
+  | MapOp
   /**
    * A trigger: `order` null sends no order (an absent field); `client` sends `?clientIdempotencyId=`;
    * `again` re-sends the last payload of this workspace and workflow. `follow` (a wait workflow):
@@ -131,7 +134,7 @@ export function generate(seed: number, length: number): Op[] {
     }
   }
   ops.push({ t: "settle" });
-  return withFlowOps(seed, ops, WORKSPACES);
+  return withMapOps(seed, withFlowOps(seed, ops, WORKSPACES), WORKSPACES);
 }
 
 /** One line per operation, for a failing run's report. */

@@ -33,6 +33,7 @@ import { DEST } from "../steps/helpers";
 import { deliveredEnv } from "../helpers/shards";
 import { ADVANCES_MS, WORKSPACES, type Op, type WorkflowName } from "./ops";
 import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
+import { applyMapOp, checkMap, setupMap } from "./ops-map";
 
 /** A broken invariant: the run stops at the first. */
 export class Violation extends Error {
@@ -268,6 +269,7 @@ export class World {
         if (res.status >= 300) throw new Error(`saving ${name}: ${res.status} ${await res.text()}`);
       }
       await setupFlow(this, ws, DEST);
+      await setupMap(this, ws, DEST);
     }
   }
 
@@ -328,6 +330,8 @@ export class World {
       case "flowSend":
       case "flowLimits":
         return applyFlowOp(this, op, DEST);
+      case "mapSend":
+        return applyMapOp(this, op);
     }
   }
 
@@ -645,6 +649,7 @@ export class World {
     }
     for (const shard of [0, 1]) await this.checkEvents(shard);
     for (const shard of [0, 1]) await checkFlow(this, shard);
+    for (const shard of [0, 1]) await checkMap(this, shard);
   }
 
   private async checkEvents(shard: number): Promise<void> {
