@@ -1,5 +1,5 @@
 /**
- * The start batch's execution upsert (src/ledger/executions.ts `startExecutionRow`), driven directly
+ * The start batch's execution upsert (src/ledger/start-execution-row.ts `startExecutionRow`), driven directly
  * with ids chosen by the test: its `DO UPDATE` counts a duplicate only on a row another request's
  * claim names. A conflict on the execution id this request's own claim chose is a collision, never
  * a duplicate — the request must not be answered "deduplicated" for an execution it did not join.
