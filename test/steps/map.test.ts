@@ -194,6 +194,29 @@ describe("MAP end to end", () => {
   });
 });
 
+describe("MAP and the overview's counters", () => {
+  it("a redelivered item message is stopped and counted (redeliveries), with its event under the item's row key", async () => {
+    const h = harness({}, { workspace: WS });
+    const wf = await seedWorkflow(WS, refundLines({ concurrency: 1 }));
+    const id = await h.start(wf, order(1));
+    await h.deliver(h.queue.take().map((m) => m.body));
+    const [item] = h.queue.take();
+    await h.deliver([item!.body]);
+    await h.drain();
+    expect(await executionStatus(id, db())).toBe("COMPLETED");
+    const before = h.dest.requests.length;
+    const again = await h.deliver([item!.body]);
+    expect(again.explicitAcks).toHaveLength(1);
+    expect(h.dest.requests).toHaveLength(before);
+    const { redeliveries_stopped } = (await db()
+      .prepare("SELECT redeliveries_stopped FROM executions WHERE id = ?1")
+      .bind(id)
+      .first<{ redeliveries_stopped: number }>())!;
+    expect(redeliveries_stopped).toBe(1);
+    expect(await eventsOf(id, "refund#0")).toEqual(["redelivery_dropped"]);
+  });
+});
+
 describe("MAP races", () => {
   it("every item settling at once decides the MAP once: one wake, one decision, the successor once", async () => {
     const h = harness({}, { workspace: WS });
