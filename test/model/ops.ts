@@ -5,6 +5,7 @@
  * still a valid run (what shrinking needs).
  */
 import { withFlowOps, type FlowOp } from "./ops-flow";
+import { withKeyOps, type KeysOp } from "./ops-keys";
 import { withMapOps, type MapOp } from "./ops-map";
 
 /** Workspaces of a run: 0 and 1 share shard 0, 2 is on shard 1. */
@@ -21,6 +22,8 @@ export const ADVANCES_MS = [1_000, 5_000, 30_000, 61_000, 150_000, 330_000, 3_60
 export type Op =
   /** Flow control's operations (./ops-flow.ts). */
   | FlowOp
+  /** The key memory's operations (./ops-keys.ts). */
+  | KeysOp
   /** MAP's operations (./ops-map.ts). */
   | MapOp
   /**
@@ -134,7 +137,7 @@ export function generate(seed: number, length: number): Op[] {
     }
   }
   ops.push({ t: "settle" });
-  return withMapOps(seed, withFlowOps(seed, ops, WORKSPACES), WORKSPACES);
+  return withMapOps(seed, withFlowOps(seed, withKeyOps(seed, ops, WORKSPACES), WORKSPACES), WORKSPACES);
 }
 
 /** One line per operation, for a failing run's report. */

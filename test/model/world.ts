@@ -33,6 +33,7 @@ import { DEST } from "../steps/helpers";
 import { deliveredEnv } from "../helpers/shards";
 import { ADVANCES_MS, WORKSPACES, type Op, type WorkflowName } from "./ops";
 import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
+import { applyKeysOp, checkKeys, KEYS_HOT, keysWorkflow } from "./ops-keys";
 import { applyMapOp, checkMap, setupMap } from "./ops-map";
 
 /** A broken invariant: the run stops at the first. */
@@ -137,13 +138,14 @@ let activeDest: ModelDestination | null = null;
  */
 export class ModelDestination {
   effects: Array<{ path: string; key: string | null; body: unknown }> = [];
-  requests: Array<{ url: string; headers: Record<string, string>; body: string }> = [];
+  /** Every request, with the virtual time it arrived (`at`: ./ops-keys.ts checks when a key came again). */
+  requests: Array<{ url: string; headers: Record<string, string>; body: string; at: number }> = [];
   private faults: Array<{ path: string; status: number }> = [];
   private readonly app = new Hono();
 
   constructor(
     readonly principal: string,
-    now: () => number,
+    private readonly now: () => number,
   ) {
     // Keys kept a year: longer than any retry the model lets the engine make (a destination that
     // forgets a key within a retry's reach double-charges by design; the retention guard is for declared ones).
@@ -164,7 +166,12 @@ export class ModelDestination {
 
   fetch: typeof fetch = async (input, init) => {
     const request = new Request(input as RequestInfo, init);
-    this.requests.push({ url: request.url, headers: Object.fromEntries(request.headers), body: await request.clone().text() });
+    this.requests.push({
+      url: request.url,
+      headers: Object.fromEntries(request.headers),
+      body: await request.clone().text(),
+      at: this.now(),
+    });
     const path = new URL(request.url).pathname;
     const ctx = createExecutionContext();
     const response = await this.app.fetch(request, env, ctx);
@@ -236,6 +243,7 @@ export class World {
       EVENT_BUFFER: "2m",
       EVENT_DEDUPE_WINDOW: "2m",
       EVENT_HISTORY: "5m",
+      KEY_MEMORY_HOT: KEYS_HOT,
     } as unknown as Env;
     this.env = withClock(base, () => this.t);
   }
@@ -270,6 +278,8 @@ export class World {
       }
       await setupFlow(this, ws, DEST);
       await setupMap(this, ws, DEST);
+      const keys = await this.call(ws, "PUT", `/v1/workflows/${(keysWorkflow(DEST) as { id: string }).id}`, keysWorkflow(DEST));
+      if (keys.status >= 300) throw new Error(`saving the guarded workflow: ${keys.status} ${await keys.text()}`);
     }
   }
 
@@ -330,6 +340,8 @@ export class World {
       case "flowSend":
       case "flowLimits":
         return applyFlowOp(this, op, DEST);
+      case "keySend":
+        return applyKeysOp(this, op);
       case "mapSend":
         return applyMapOp(this, op);
     }
@@ -650,6 +662,7 @@ export class World {
     for (const shard of [0, 1]) await this.checkEvents(shard);
     for (const shard of [0, 1]) await checkFlow(this, shard);
     for (const shard of [0, 1]) await checkMap(this, shard);
+    checkKeys(this);
   }
 
   private async checkEvents(shard: number): Promise<void> {
