@@ -148,8 +148,12 @@ export function lintKey(
   /** A root field read: `execution…`, `attempt`, `payload…`, `steps…`. `rest` are the steps after it. */
   const rootField = (name: AstNode, rest: unknown[], scope: Scope) => {
     const field = name.value;
+    // Inside a MAP its item's name reads the item, whatever the name (a reserved one is refused once, at `as`).
+    if (itemName !== undefined && field === itemName) {
+      readsBusinessData = readsItem = true;
+      return;
+    }
     if (field === "payload" || field === "steps") readsBusinessData = true;
-    if (itemName !== undefined && field === itemName) readsBusinessData = readsItem = true;
     if (itemName !== undefined && field === "index") readsIndex = true;
     if (field === "attempt") report("`attempt`", FORBIDDEN_FUNCTIONS.attempt!, name, scope);
     if (field === "execution") {
