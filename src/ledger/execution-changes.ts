@@ -10,7 +10,7 @@
  * finish gets it once, finished.
  */
 import { LabelledBatch } from "./batch";
-import type { AttemptOutcome } from "./attempts";
+import type { AttemptRecord } from "./attempts";
 import type { ExecutionStatus } from "./execution-types";
 import type { StepEventType } from "./step-events";
 
@@ -20,20 +20,14 @@ export type ChangePosition = readonly [number, number];
 /** A position as an event id (`<major>.<minor>`): what `Last-Event-ID` sends back to resume after it. */
 export const eventId = (p: ChangePosition): string => `${p[0]}.${p[1]}`;
 
+/** What an attempt change carries of the attempt's record (./attempts.ts). */
+type AttemptChangeFields = Pick<
+  AttemptRecord,
+  "vertexId" | "epoch" | "attempt" | "outcome" | "startedAt" | "finishedAt" | "idempotencyKey" | "error" | "delayMs"
+>;
+
 export type ExecutionChange =
-  | {
-      kind: "attempt";
-      position: ChangePosition;
-      vertexId: string;
-      epoch: number;
-      attempt: number;
-      outcome: AttemptOutcome;
-      startedAt: number;
-      finishedAt: number | null;
-      idempotencyKey: string | null;
-      error: string | null;
-      delayMs: number | null;
-    }
+  | ({ kind: "attempt"; position: ChangePosition } & AttemptChangeFields)
   | { kind: "step.event"; position: ChangePosition; id: number; vertexId: string; type: StepEventType; epoch: number | null; at: number };
 
 export interface ExecutionChanges {
