@@ -42,7 +42,9 @@ import { cp, mkdir, readFile, writeFile } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { DEMO_CONFIG, ROOT, applyMigrations, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { DEMO_CONFIG, ROOT, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { migrateLocalDatabases } from "../scripts/lib/local-migrate.mjs";
+import { readShards } from "../scripts/lib/shards.mjs";
 import { demoCharge, orderWorkflow } from "../scripts/lib/order-workflow.mjs";
 import { flag, runBench } from "./lib/bench-run.mjs";
 import { treeCpuMs } from "./lib/cpu.mjs";
@@ -143,26 +145,19 @@ async function setup(dir) {
     snapshotConfig({ dir, logFile: join(logs, "demo-build.log"), name: "demo", config: DEMO_CONFIG }),
   ]);
   log("applying migrations to the four shards (into one template state, copied per scenario) and to the demo…");
-  // Each shard's database is its own SQLite file (named after its id) under the state directory:
-  // migrated two at a time into separate directories, then merged into the template.
+  // In this process, every database at once (scripts/lib/local-migrate.mjs, as npm start): each shard's
+  // database is its own SQLite file (named after its id) in the template's state directory.
   const template = join(dir, "template");
-  const jobs = SHARD_BINDINGS.map((_, i) => async () => {
-    const persistTo = join(dir, `migrate-${i}`);
-    await applyMigrations({ database: `idemflow-bench-shard-${i}`, config: engine, persistTo, logFile: join(logs, `migrate-${i}.log`) });
-    return persistTo;
-  });
-  jobs.push(async () => {
-    await applyMigrations({
-      database: "idemflow-demo",
-      config: demo,
-      persistTo: join(dir, "demo"),
-      logFile: join(logs, "migrate-demo.log"),
-    });
-    return null;
-  });
-  const migrated = [];
-  for (let i = 0; i < jobs.length; i += 2) migrated.push(...(await Promise.all(jobs.slice(i, i + 2).map((job) => job()))));
-  for (const from of migrated.filter(Boolean)) await cp(from, template, { recursive: true });
+  const shards = SHARD_BINDINGS.map((_, i) => ({
+    label: `idemflow-bench-shard-${i}`,
+    databaseId: `00000000-0000-0000-0000-0000000005b${i}`,
+    migrationsDir: join(ROOT, "migrations"),
+  }));
+  const demoDb = readShards({ config: DEMO_CONFIG }).shards[0];
+  await Promise.all([
+    migrateLocalDatabases({ persistTo: template, databases: shards }),
+    migrateLocalDatabases({ persistTo: join(dir, "demo"), databases: [{ label: demoDb.databaseName, ...demoDb }] }),
+  ]);
   const demoWorker = await startWorker({
     name: "demo",
     config: demo,
