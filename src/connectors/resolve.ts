@@ -204,6 +204,12 @@ function keyOf(
   let value: string;
   if ("expression" in rule) {
     value = rule.expression;
+    // The step wrote none of it: an error about the key (one that ignores a MAP's item, say) is the connector's.
+    origins.push({
+      resolved: at("idempotencyKey", "value"),
+      author: at("connector"),
+      note: `connector "${c.name}"'s key rule is the fixed expression \`${value}\``,
+    });
   } else {
     const operation = step.operation;
     if (typeof operation !== "string" || !OPERATION_PATTERN.test(operation)) {

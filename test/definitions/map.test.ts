@@ -362,6 +362,28 @@ describe("a MAP's step through a connector", () => {
     expect(fromIndex[0]!.pointer).toMatch(new RegExp(`^${STEP}/keyFields`));
   });
 
+  it("refuses a connector whose key rule is a fixed expression that ignores the item, once, at `connector`", () => {
+    const fixed = ConnectorDefinition.parse({
+      name: "fixed",
+      baseUrl: "http://localhost:8788/payments",
+      key: { rule: { expression: "= 'refund-' & payload.order.id" } },
+    });
+    const withFixed = new Map(connectors);
+    withFixed.set("fixed", { workspace: "dev", name: "fixed", version: "b".repeat(64), definition: fixed, createdAt: 0 });
+    const doc = through({ order: "= payload.order.id", sku: "= line.sku" });
+    (doc.vertices[1]!.config as { step: { config: Record<string, unknown> } }).step.config = {
+      connector: "fixed",
+      method: "POST",
+      path: "/refunds",
+      body: "= line",
+    };
+    const resolution = resolveConnectors(doc, withFixed);
+    const result = validateDefinition(resolution.document);
+    const refused = authorsErrors(resolution, result.ok ? [] : result.errors);
+    expect(pairs(refused)).toEqual([[`${STEP}/connector`, "map-item-key-ignores-item"]]);
+    expect(refused[0]!.message).toContain('connector "fixed"');
+  });
+
   it("reads a `__proto__` field of the item in keyFields safely", () => {
     expect(errors(through({ order: "= payload.order.id", sku: "= line.__proto__" }))).toEqual([]);
   });
