@@ -8,7 +8,17 @@ import type { ChainedClaim } from "./chain-claim";
 
 export type TriggerKind = "webhook" | "test" | "stream" | "schedule" | "start_over";
 export type IdentityKind = "content" | "fields" | "client" | "schedule" | "forced";
-export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "COMPENSATING" | "COMPENSATED" | "COMPENSATION_FAILED";
+
+/**
+ * The live statuses, as SQL: RUNNING, and COMPENSATING (its undo steps run: docs/steps.md
+ * "Compensation"). The one-live gate of a lineage counts both; the partial index
+ * `executions_live_by_lineage` (migrations/0031) has this very predicate.
+ */
+/** How an execution ended: the statuses a tombstone can hold. */
+export type FinalExecutionStatus = Exclude<ExecutionStatus, "RUNNING" | "COMPENSATING">;
+
+export const LIVE_STATUSES_SQL = "('RUNNING', 'COMPENSATING')";
 
 /** What the new execution is; the same whoever wins. */
 export interface NewExecution {

@@ -14,6 +14,7 @@
 import { LabelledBatch } from "./batch";
 import type { ChainOffer, FirstStepKey } from "./chain-claim";
 import {
+  LIVE_STATUSES_SQL,
   WorkflowVersionChanged,
   type ExecutionStatus,
   type NewExecution,
@@ -145,7 +146,7 @@ export async function startExecution(
       db
         .prepare(
           `SELECT f.status AS fromStatus, f.superseded_by AS supersededBy,
-                  (SELECT l.id FROM executions l WHERE l.lineage_id = f.lineage_id AND l.status = 'RUNNING' LIMIT 1) AS liveExecutionId
+                  (SELECT l.id FROM executions l WHERE l.lineage_id = f.lineage_id AND l.status IN ${LIVE_STATUSES_SQL} LIMIT 1) AS liveExecutionId
            FROM executions f WHERE f.id = ?1 AND f.workspace = ?2`,
         )
         .bind(record.startedOverFrom, record.workspace),

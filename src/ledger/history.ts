@@ -14,6 +14,7 @@
  * operator who reopened (retried) or started over a member between the selection and the removal
  * makes the whole batch a no-op, and the next pass decides again.
  */
+import type { FinalExecutionStatus } from "./execution-types";
 import { LabelledBatch } from "./batch";
 import { erasedEventsSql } from "./events";
 import { runBoundedDelete, type SweepSpec } from "./sweep";
@@ -23,7 +24,8 @@ export interface RemovableExecution {
   id: string;
   workspace: string;
   workflowId: string;
-  status: "COMPLETED" | "FAILED" | "CANCELLED";
+  /** A final status (COMPENSATED and COMPENSATION_FAILED are kept and tombstoned as a failure: migrations/0031). */
+  status: FinalExecutionStatus;
   createdAt: number;
   finishedAt: number;
 }
@@ -281,8 +283,8 @@ export async function removeExecutions(
              (id, workspace, workflow_id, status, created_at, finished_at, removed_at, reason, archived, expires_at)
            SELECT e.id, e.workspace, e.workflow_id, e.status, e.created_at, e.finished_at, ?2, ?3,
                   CASE WHEN ?3 = 'retention' AND e.id IN (SELECT value FROM json_each(?4)) THEN 1 ELSE 0 END,
-                  ?2 + CASE e.status WHEN 'COMPLETED' THEN e.retain_completed_ms WHEN 'FAILED' THEN e.retain_failed_ms
-                                     ELSE e.retain_cancelled_ms END
+                  ?2 + CASE e.status WHEN 'COMPLETED' THEN e.retain_completed_ms WHEN 'CANCELLED' THEN e.retain_cancelled_ms
+                                     ELSE e.retain_failed_ms END
            FROM executions e WHERE e.id IN ${IDS} AND ${removableGuard}
            ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, reason = excluded.reason,
              archived = excluded.archived, expires_at = excluded.expires_at`,

@@ -8,6 +8,7 @@
  * counter (./start-execution-row.ts).
  */
 import { latestVersionGate } from "./start-source";
+import { LIVE_STATUSES_SQL } from "./execution-types";
 
 /** `build()`, called once: the start batch's SQL texts are constants, built on first use (not on every trigger). */
 function once<T>(build: () => T): () => T {
@@ -28,7 +29,7 @@ function once<T>(build: () => T): () => T {
  */
 function liveOfIdentity(identity: string, named: string): string {
   return `(SELECT l.id FROM executions l
-     WHERE l.status = 'RUNNING'
+     WHERE l.status IN ${LIVE_STATUSES_SQL}
        AND l.lineage_id IN (${identity}, (SELECT n.lineage_id FROM executions n WHERE n.id = ${named}))
      LIMIT 1)`;
 }

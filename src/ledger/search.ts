@@ -20,6 +20,7 @@ import { selectList, type Columns } from "./columns";
 import { executionSummaryColumns, type ExecutionSummaryRecord } from "./execution-records";
 import { listFlags, type ExecutionListFilter } from "./execution-list";
 import type { RemovalReason } from "./history";
+import type { FinalExecutionStatus } from "./execution-types";
 
 /** What to look for; each list is bound as one JSON array. */
 export type SearchTerm =
@@ -32,7 +33,7 @@ export type SearchTerm =
 export interface RemovedExecutionRecord {
   id: string;
   workflowId: string;
-  status: "COMPLETED" | "FAILED" | "CANCELLED";
+  status: FinalExecutionStatus;
   createdAt: number;
   finishedAt: number;
   removedAt: number;

@@ -4,7 +4,7 @@
  * version gate (the definition taken from a cache is still the latest) and the start-over gate
  * (one live execution per lineage).
  */
-import type { NewExecution } from "./execution-types";
+import { LIVE_STATUSES_SQL, type NewExecution } from "./execution-types";
 
 /**
  * The version gate: true when not asked for (`?v` NULL), else true only while `?v` is the latest.
@@ -73,9 +73,10 @@ export function forcedSource(executionId: string, record: NewExecution): Source 
  */
 function startOverGate(id: string, ws: string, from: string): string {
   return `(${from} IS NULL OR (
-      EXISTS (SELECT 1 FROM executions f WHERE f.id = ${from} AND f.workspace = ${ws} AND f.status <> 'RUNNING' AND f.superseded_by IS NULL)
+      EXISTS (SELECT 1 FROM executions f WHERE f.id = ${from} AND f.workspace = ${ws}
+                AND f.status NOT IN ${LIVE_STATUSES_SQL} AND f.superseded_by IS NULL)
       AND NOT EXISTS (SELECT 1 FROM executions l
-                      WHERE l.status = 'RUNNING' AND l.id <> ${id}
+                      WHERE l.status IN ${LIVE_STATUSES_SQL} AND l.id <> ${id}
                         AND l.lineage_id = (SELECT f.lineage_id FROM executions f WHERE f.id = ${from}))))`;
 }
 

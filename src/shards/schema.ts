@@ -8,7 +8,7 @@
 import { shardProblems } from "./problems";
 
 /** The last file of migrations/ (a test keeps them equal): what this version of the engine needs. */
-export const LATEST_MIGRATION = "0030_key_memory.sql";
+export const LATEST_MIGRATION = "0031_compensation.sql";
 
 const RECHECK_MS = 5_000;
 

@@ -6,6 +6,7 @@
  */
 import { isoTime, isoTimeText } from "../lib/iso-time";
 import { ProblemError, type ProblemCatalog } from "../lib/problem";
+import type { FinalExecutionStatus } from "../ledger/execution-types";
 
 /** What is left of a removed execution that a problem explains (src/ledger/history.ts `Tombstone`). */
 export interface RemovedExecution {
@@ -15,7 +16,7 @@ export interface RemovedExecution {
   archived: boolean;
   /** The rest of the tombstone, when read whole (src/ledger/history.ts `readTombstone`): the 404's `tombstone`. */
   workflowId?: string;
-  status?: "COMPLETED" | "FAILED" | "CANCELLED";
+  status?: FinalExecutionStatus;
   createdAt?: number;
   finishedAt?: number;
 }

@@ -28,7 +28,15 @@ const Time = z.iso.datetime();
 const MaybeTime = Time.nullable();
 const Count = z.int().min(0);
 
-export const EXECUTION_STATUSES = ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"] as const;
+export const EXECUTION_STATUSES = [
+  "RUNNING",
+  "COMPLETED",
+  "FAILED",
+  "CANCELLED",
+  "COMPENSATING",
+  "COMPENSATED",
+  "COMPENSATION_FAILED",
+] as const;
 export const ExecutionStatus = z.enum(EXECUTION_STATUSES);
 export const StepState = z.enum(["DISPATCHED", "EXECUTING", "COMPLETED", "FAILED", "SKIPPED", "CANCELLED"]);
 export const TriggerKind = z.enum(["webhook", "test", "stream", "schedule", "start_over"]);
