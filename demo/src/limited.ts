@@ -12,7 +12,8 @@
  *                            limit (default 25/s), its Retry-After (1 s), its latency (20 ms), and the
  *                            next `inject429` calls refused whatever the rate
  *   GET    /limited/record   `{ maxInFlight, inFlight, calls, refused, perSecond: [{ second, calls, refused }],
- *                            effects, keys, doubled (orders charged under more than one key), refusedAt: [...] }`
+ *                            effects, keys, doubled (orders charged under more than one key), refusedAt: [...],
+ *                            startedAt: [epoch ms of each call, the first 20,000] }`
  *   DELETE /limited/record   start a new record (the config stays)
  *
  * In memory: the demo Worker is one isolate under `wrangler dev`, and the record is a measurement,
@@ -38,6 +39,8 @@ interface LimitedRecord {
   /** Key → the charge it made (a repeat answers it). */
   charges: Map<string, { id: string; order: unknown }>;
   refusedAt: number[];
+  /** When each call arrived (the first 20,000). */
+  startedAt: number[];
 }
 
 const newRecord = (): LimitedRecord => ({
@@ -48,6 +51,7 @@ const newRecord = (): LimitedRecord => ({
   perSecond: new Map(),
   charges: new Map(),
   refusedAt: [],
+  startedAt: [],
 });
 
 export function limitedRoutes(options: Required<Pick<DemoOptions, "now">>): Hono<DemoAppEnv> {
@@ -62,6 +66,7 @@ export function limitedRoutes(options: Required<Pick<DemoOptions, "now">>): Hono
     record.perSecond.set(second, bucket);
     record.calls++;
     bucket.calls++;
+    if (record.startedAt.length < 20_000) record.startedAt.push(now);
     record.inFlight++;
     record.maxInFlight = Math.max(record.maxInFlight, record.inFlight);
     try {
@@ -111,6 +116,7 @@ export function limitedRoutes(options: Required<Pick<DemoOptions, "now">>): Hono
       keys: record.charges.size,
       doubled: doubledOrders(record),
       refusedAt: record.refusedAt.map((ms) => new Date(ms).toISOString()),
+      startedAt: record.startedAt,
       config,
     }),
   );

@@ -29,9 +29,17 @@ const MAX_AHEAD_COUNTED = 1000;
 const LIVE = `p.held = 1 AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
     AND s.epoch = p.epoch AND s.state = 'EXECUTING' AND s.parked_until IS NULL AND s.lease_until > ?6)`;
 
-/** A permit row `p` that waits and still counts: its step EXECUTING, due within the horizon (binds ?6 now). */
+/** How long past its wake time a parked waiter still counts: later, its wake-up was lost (a release revives it). */
+export const WAITER_OVERDUE_MS = 3000;
+
+/**
+ * A permit row `p` that waits and still counts (binds ?6 now): its step EXECUTING and asking now (unparked,
+ * leased), or parked and due within the horizon — not overdue by more than `WAITER_OVERDUE_MS`.
+ */
 const STILL_WAITING = `p.held = 0 AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-    AND s.state = 'EXECUTING' AND (s.parked_until IS NULL OR s.parked_until <= ?6 + ${WAITER_HORIZON_MS}))`;
+    AND s.state = 'EXECUTING'
+    AND ((s.parked_until IS NULL AND s.lease_until > ?6)
+         OR s.parked_until BETWEEN ?6 - ${WAITER_OVERDUE_MS} AND ?6 + ${WAITER_HORIZON_MS}))`;
 
 const SCOPE = "p.workspace = ?1 AND p.connector = ?2";
 const MINE = "p.execution_id = ?3 AND p.vertex_id = ?4";
@@ -222,10 +230,11 @@ export interface Release {
 
 /**
  * `releasePermit`: ONE batch — the step's permit given back (its row deleted: fenced by the epoch
- * that took it), [the shared pause written, never shortened], the oldest parked waiter woken now
- * when the scope caps concurrency and is not paused (`UNPARK_NOW`: its claim records no
- * `lease_expired`) — returned, for the caller to send its message after the commit — and up to 20
- * rows of steps that no longer run swept. Returns the woken steps.
+ * that took it), [the shared pause written, never shortened], the oldest parked waiter woken now —
+ * when the scope caps concurrency and is not paused, or whatever the scope when that waiter is
+ * overdue (its wake-up was lost) — (`UNPARK_NOW`: its claim records no `lease_expired`), returned for
+ * the caller to send its message after the commit, and up to 20 rows of steps that no longer run
+ * swept. Returns the woken steps.
  */
 export async function releasePermit(
   db: D1Database,
@@ -257,12 +266,14 @@ export async function releasePermit(
       db
         .prepare(
           `UPDATE steps SET ${UNPARK_NOW("?6")}
-           WHERE state = 'EXECUTING' AND parked_until > ?6 AND (execution_id, vertex_id) IN (
+           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, vertex_id) IN (
              SELECT p.execution_id, p.vertex_id FROM connector_permits p
              JOIN steps s ON s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-             WHERE ${SCOPE} AND p.held = 0 AND s.state = 'EXECUTING' AND s.parked_until > ?6
-               AND EXISTS (SELECT 1 FROM connector_limits l WHERE l.workspace = ?1 AND l.connector = ?2
-                             AND l.concurrency IS NOT NULL AND coalesce(l.paused_until, 0) <= ?6)
+             WHERE ${SCOPE} AND p.held = 0 AND s.state = 'EXECUTING'
+               AND (s.parked_until < ?6 - ${WAITER_OVERDUE_MS}
+                    OR (s.parked_until > ?6
+                        AND EXISTS (SELECT 1 FROM connector_limits l WHERE l.workspace = ?1 AND l.connector = ?2
+                                      AND l.concurrency IS NOT NULL AND coalesce(l.paused_until, 0) <= ?6)))
              ORDER BY p.since, p.execution_id, p.vertex_id LIMIT 1)
            RETURNING execution_id, vertex_id`,
         )

@@ -168,6 +168,16 @@ function whyNotClaimed(run: StepRun, now: number, drop: boolean): Decision {
       return { action: "ack", why: `step already ${run.stepState}` };
     case "EXECUTING":
       // Parked (a DELAY sleeping): its wake-up is on its way (a delayed message, or the cron's wake-up task).
+      // A wake-up that arrives a little early (a queue's delay is not exact) is bounced to its time,
+      // not acked: acked, it would leave the step to the cron's wake-up task — a minute late, and a
+      // permit waiter holding its scope's line meanwhile (docs/connectors.md "Limits").
+      if (run.parkedUntil !== null && run.parkedUntil > now && run.parkedUntil - now <= EARLY_WAKE_BOUNCE_MS) {
+        return {
+          action: "retry",
+          delayMs: run.parkedUntil - now,
+          why: `a wake-up early by ${run.parkedUntil - now} ms: retried at its time`,
+        };
+      }
       if (run.parkedUntil !== null) return { action: "ack", why: `the step is parked until ${isoTimeText(run.parkedUntil)}` };
       if (drop) return { action: "drop", why: "lease held by another worker; the reaper re-dispatches the step if the lease expires" };
       return { action: "retry", delayMs: Math.max(1000, (run.leaseUntil ?? now) - now), why: "lease held by another worker" };
@@ -176,6 +186,9 @@ function whyNotClaimed(run: StepRun, now: number, drop: boolean): Decision {
       return { action: "retry", delayMs: Math.max(1000, (run.availableAt ?? now) - now), why: "not due yet (retry backoff)" };
   }
 }
+
+/** How early a parked step's wake-up may arrive and still be retried at its time rather than acked. */
+export const EARLY_WAKE_BOUNCE_MS = 5_000;
 
 /** A claimed step ready to run: its pinned definition, vertex, expression context and the unrecorded edges. */
 interface PreparedStep {

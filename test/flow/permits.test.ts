@@ -311,6 +311,45 @@ describe("fairness", () => {
   });
 });
 
+describe("lost and early wake-ups", () => {
+  it("a wake-up that arrives a little early is retried at its time, not acked (the waiter would sit until the cron)", async () => {
+    const h = harness();
+    const { name, wf } = await limitedWorkflow(h, { rate: "1/h" });
+    await h.start(wf, order(`E0-${name}`));
+    await h.drain();
+    const id = await h.start(wf, order(`E1-${name}`));
+    await h.deliver([h.queue.take()[0]!.body]);
+    const parkedUntil = (await stepRow(id))!.parked_until!;
+    h.clock.t = parkedUntil - 400;
+    const early = await h.deliver([h.queue.take()[0]!.body]);
+    expect(early.explicitAcks).toEqual([]);
+    expect(early.retryDelays).toEqual([1]);
+  });
+
+  it("a waiter whose wake-up was lost stops holding newer ones back, and a release revives it first", async () => {
+    const h = harness();
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 1 });
+    await h.start(wf, order(`H-${name}`));
+    const gate = holdCalls(h);
+    const holding = h.deliver([h.queue.take()[0]!.body]);
+    for (let i = 0; i < 100 && h.dest.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const lost = await h.start(wf, order(`L-${name}`));
+    await h.deliver([h.queue.take()[0]!.body]);
+    h.queue.take(); // its wake-up is lost
+    h.clock.advance(10_000);
+    const newcomer = await h.start(wf, order(`N-${name}`));
+    await h.deliver([takeFirst(h, newcomer).body]);
+    // Refused for the slot (every permit is in flight), not behind the lost waiter.
+    expect(JSON.parse((await stepRow(newcomer))!.permit_wait!).reason).toMatch(/^every permit is in flight/);
+    gate.open();
+    await holding; // the release wakes the oldest waiter: the lost one
+    expect(h.queue.pending.map((m) => m.body.executionId)).toContain(lost);
+    await h.drain();
+    const orders = h.dest.effects.map((e) => (e.body as { order: string }).order);
+    expect(orders).toEqual([`H-${name}`, `L-${name}`, `N-${name}`]);
+  });
+});
+
 describe("where the permit is asked", () => {
   it("a chained first step (inserted claimed at the start) asks between that claim and its send; parks without an attempt", async () => {
     const h = harness({}, { chain: true });
