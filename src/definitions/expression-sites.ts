@@ -4,7 +4,9 @@
  *
  * - GATEWAY: `url`, every `headers` and `query` value, every string anywhere inside `body`, the
  *   declared destination key's `idempotencyKey.value`; its verify probe's `url`, `headers` and
- *   `query` values and `condition`;
+ *   `query` values and `condition`; its `compensate` (the undo call: docs/steps.md "Compensation"):
+ *   `url`, `headers` and `query` values, `body`, `idempotencyKey.value`, marked `compensation` (they
+ *   also read `output`, the step's own output);
  * - TRANSFORM: every string anywhere inside `output`;
  * - DELAY: `until`;
  * - WAIT_FOR_EVENT: `match`;
@@ -28,6 +30,8 @@ export interface ExpressionSite {
   headerName?: string;
   /** The destination key's declared expression (`idempotencyKey.value`), wherever the key travels. */
   declaredKey?: true;
+  /** In a GATEWAY's `compensate`: the expression also sees `output` (the compensated step's output). */
+  compensation?: true;
   /** In a MAP's step or `collect`: the expression also sees the item (under `map.itemName`) and `index`. */
   map?: MapScope;
 }
@@ -37,7 +41,7 @@ export function expressionSites(document: unknown): ExpressionSite[] {
   const root = asRecord(document);
   if (!root) return sites;
 
-  const add = (value: unknown, path: PathSegment[], headerName?: string, scope: { map?: MapScope } = {}) => {
+  const add = (value: unknown, path: PathSegment[], headerName?: string, scope: { map?: MapScope; compensation?: true } = {}) => {
     if (isExpression(value)) {
       sites.push({
         pointer: pointerOf(...path),
@@ -47,7 +51,7 @@ export function expressionSites(document: unknown): ExpressionSite[] {
       });
     }
   };
-  const walk = (value: unknown, path: PathSegment[], scope: { map?: MapScope }) => {
+  const walk = (value: unknown, path: PathSegment[], scope: { map?: MapScope; compensation?: true }) => {
     if (Array.isArray(value)) value.forEach((item, i) => walk(item, [...path, i], scope));
     else if (asRecord(value)) for (const [key, item] of Object.entries(value as object)) walk(item, [...path, key], scope);
     else add(value, path, undefined, scope);
@@ -70,6 +74,24 @@ export function expressionSites(document: unknown): ExpressionSite[] {
           declaredKey: true,
           ...scope,
         });
+      }
+      const compensate = asRecord(config.compensate);
+      if (compensate) {
+        const at = [...base, "compensate"];
+        const undo = { ...scope, compensation: true as const };
+        add(compensate.url, [...at, "url"], undefined, undo);
+        for (const [name, value] of Object.entries(asRecord(compensate.headers) ?? {})) add(value, [...at, "headers", name], name, undo);
+        for (const [name, value] of Object.entries(asRecord(compensate.query) ?? {})) add(value, [...at, "query", name], undefined, undo);
+        if ("body" in compensate) walk(compensate.body, [...at, "body"], undo);
+        const undoKey = asRecord(compensate.idempotencyKey)?.value;
+        if (isExpression(undoKey)) {
+          sites.push({
+            pointer: pointerOf(...at, "idempotencyKey", "value"),
+            source: undoKey.slice(EXPRESSION_PREFIX.length),
+            declaredKey: true,
+            ...undo,
+          });
+        }
       }
       const verify = asRecord(config.verify);
       if (verify) {

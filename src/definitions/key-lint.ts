@@ -93,7 +93,11 @@ export function checkIdempotencyKeys(document: unknown): ValidationError[] {
           `not collapse on absent data, and every run of this step would fail before it sends. Key on a business value. ${ADVICE}`,
       });
     }
-    const { findings, readsBusinessData, readsItem, readsIndex } = lintKey(ast, site.map?.itemName);
+    // An undo's key (`compensate`) may also key on `output`, the compensated step's answer (its charge id): business data.
+    const { findings, readsBusinessData, readsItem, readsIndex } = lintKey(
+      ast,
+      site.map?.itemName ?? (site.compensation ? "output" : undefined),
+    );
     for (const finding of findings) {
       const through = finding.through.length > 0 ? ` (reached through ${finding.through.join(" inside ")})` : "";
       const at = finding.position === undefined ? "" : ` at position ${finding.position}`;

@@ -233,6 +233,36 @@ export const ConnectorProvenance = z.strictObject({
   operation: z.string().regex(OPERATION_PATTERN).optional(),
 });
 
+/**
+ * A GATEWAY's undo call (SPEC section 18, docs/steps.md "Compensation"): run once, when the
+ * execution fails for good after this step COMPLETED, in reverse order of completion. Its
+ * expressions read `output` (this step's own output), `payload` and `steps`. It must declare its own
+ * key (`idempotencyKey`, or an `Idempotency-Key` header expression), never the step's: refused at save.
+ */
+export const CompensateConfig = z
+  .strictObject({
+    method: z.enum(HTTP_METHODS).describe("a write (POST, PUT, PATCH, DELETE): GET and HEAD undo nothing and are refused"),
+    url: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("an http(s) URL on the outbound allowlist, or an expression producing one; default: the step's own `url`"),
+    headers: z
+      .record(HeaderName, z.string())
+      .optional()
+      .describe("header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only"),
+    query: z.record(z.string().min(1), z.string()).optional().describe("query parameters; values are literals or `=` expressions"),
+    body: JsonValue.optional().describe(
+      "a JSON value whose `=` strings are expressions (reading `output`, `payload`, `steps`), or one expression",
+    ),
+    timeoutMs: z.number().int().min(1).max(300_000).optional().describe("default: the step's"),
+    idempotencyKey: DestinationKeyDeclaration.optional().describe(
+      "the undo's own destination key, from business data (`= $idempotencyKey('refund', payload.order.id)`); never the step's",
+    ),
+    retry: RetryPolicy.optional().describe("default: the step's"),
+  })
+  .describe('the undo call run when the execution fails for good after this step COMPLETED (docs/steps.md "Compensation")');
+
 export const GatewayConfig = z.strictObject({
   method: z.enum(HTTP_METHODS),
   url: z
@@ -291,6 +321,7 @@ export const GatewayConfig = z.strictObject({
     )
     .default(64 * 1024)
     .describe("a larger response fails the step; at most 1 MiB (1048576), what the step's D1 row can hold"),
+  compensate: CompensateConfig.optional(),
 });
 
 export const TransformConfig = z.strictObject({
@@ -525,6 +556,7 @@ export type MapConfig = z.output<typeof MapConfig>;
 export type MapStep = z.output<typeof MapStep>;
 export type Edge = z.output<typeof Edge>;
 export type RetryPolicy = z.output<typeof RetryPolicy>;
+export type CompensateConfig = z.output<typeof CompensateConfig>;
 export type GatewayConfig = z.output<typeof GatewayConfig>;
 export type ConnectorProvenance = z.output<typeof ConnectorProvenance>;
 export type DestinationKeyDeclaration = z.output<typeof DestinationKeyDeclaration>;

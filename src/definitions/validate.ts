@@ -22,6 +22,7 @@ import { checkVerifyProbes } from "./verify-rules";
 import { checkVertexRules } from "./vertex-rules";
 import { checkPrototypeMembers } from "./prototype-members";
 import { checkKeylessWrites } from "./keyless-writes";
+import { checkCompensations } from "./compensation-rules";
 
 export type { ValidationError } from "./errors";
 
@@ -48,6 +49,7 @@ export function validateDefinition(input: unknown, options: ValidateOptions = {}
     ...checkVerifyProbes(input),
     ...checkHistory(input),
     ...checkPrototypeMembers(input),
+    ...checkCompensations(input),
   );
   const unique = dedupe(withoutRedundantPrototypeMembers(withoutRedundantVertexTypes(errors)));
   if (unique.length > 0 || !parsed.success) return { ok: false, errors: unique };

@@ -1,0 +1,74 @@
+/**
+ * A GATEWAY's `compensate` at save (SPEC section 18, docs/steps.md "Compensation"): the undo is a
+ * write (`compensation-not-a-write` for GET/HEAD), it has its own key (`compensation-key-missing`:
+ * neither `idempotencyKey` nor an `Idempotency-Key` header), and that key is not the step's
+ * (`compensation-key-equals-step-key`: the undo would replay the call it undoes). A MAP's step may
+ * not declare one yet (`compensation-in-map`: per-item undo is not built). Its expressions are
+ * expression sites (./expression-sites.ts), so the compile check, the key lint and the step-inputs
+ * analysis see them as the step's own.
+ */
+import { asRecord, asString, type ValidationError } from "./errors";
+import { isIdempotencyKeyHeader } from "./expression-sites";
+import { pointerOf } from "./pointer";
+import { stepConfigs } from "./step-configs";
+
+/** A key expression as compared: its text without white space. */
+const normalised = (value: string) => value.replace(/\s+/g, "");
+
+/** The key a Gateway config (or its `compensate`) declares: the declaration's value, else an Idempotency-Key header's. */
+function keyOf(config: Record<string, unknown>): { value: string; path: string[] } | null {
+  const declared = asString(asRecord(config.idempotencyKey)?.value);
+  if (declared !== undefined) return { value: declared, path: ["idempotencyKey", "value"] };
+  for (const [name, value] of Object.entries(asRecord(config.headers) ?? {})) {
+    if (isIdempotencyKeyHeader(name) && typeof value === "string") return { value, path: ["headers", name] };
+  }
+  return null;
+}
+
+export function checkCompensations(document: unknown): ValidationError[] {
+  const errors: ValidationError[] = [];
+  for (const site of stepConfigs(document)) {
+    if (site.type !== "GATEWAY") continue;
+    const compensate = asRecord(site.config.compensate);
+    if (!compensate) continue;
+    const at = (...path: string[]) => pointerOf(...site.base, "compensate", ...path);
+    if (site.map) {
+      errors.push({
+        pointer: at(),
+        code: "compensation-in-map",
+        message: "a MAP's step cannot declare `compensate` yet (per-item undo is not built); remove it, or undo the items in a later step",
+      });
+      continue;
+    }
+    const method = asString(compensate.method);
+    if (method === "GET" || method === "HEAD") {
+      errors.push({
+        pointer: at("method"),
+        code: "compensation-not-a-write",
+        message: `a ${method} changes nothing, so it cannot undo this step; use the destination's undo call (POST, PUT, PATCH or DELETE)`,
+      });
+    }
+    const key = keyOf(compensate);
+    if (key === null) {
+      errors.push({
+        pointer: at(),
+        code: "compensation-key-missing",
+        message:
+          "an undo call needs its own destination key, or a retried undo (its response lost) could refund twice: add " +
+          '`idempotencyKey: { "value": "= $idempotencyKey(\'refund\', payload.order.id)" }` from business data',
+      });
+      continue;
+    }
+    const stepKey = keyOf(site.config);
+    if (stepKey !== null && normalised(stepKey.value) === normalised(key.value)) {
+      errors.push({
+        pointer: at(...key.path),
+        code: "compensation-key-equals-step-key",
+        message:
+          `the undo's key is the step's own (${stepKey.value}): the destination would answer the undo with the call it ` +
+          "undoes (a replay), not undo it; give it its own prefix, e.g. `$idempotencyKey('refund', …)` for a `charge`",
+      });
+    }
+  }
+  return errors;
+}
