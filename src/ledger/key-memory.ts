@@ -59,6 +59,8 @@ export interface DueKeySend {
   vertexId: string;
   /** A kept step or MAP item still holds the key: it stays hot for now. */
   held: 0 | 1;
+  /** The execution that sent it first was erased (its tombstone says so): the cold record names no execution. */
+  erased: 0 | 1;
 }
 
 /** Where the move's scan of the due index stands: the last row it looked at (null: the head). */
@@ -78,7 +80,8 @@ export async function selectColdDue(db: D1Database, countedBefore: number, scan:
     .prepare(
       `SELECT ks.workspace, ks.idempotency_key AS key, ks.destination, ks.first_sent_at AS firstSentAt,
               ks.counted_from AS countedFrom, ks.execution_id AS executionId, ks.vertex_id AS vertexId,
-              CASE WHEN ${HELD_BY_NO_STEP} THEN 0 ELSE 1 END AS held
+              CASE WHEN ${HELD_BY_NO_STEP} THEN 0 ELSE 1 END AS held,
+              EXISTS (SELECT 1 FROM execution_tombstones t WHERE t.id = ks.execution_id AND t.reason = 'erased') AS erased
        FROM destination_key_sends ks
        WHERE ks.guarded = 1 AND ks.counted_from <= ?1
          AND (ks.counted_from, ks.workspace, ks.idempotency_key, ks.destination) > (?3, ?4, ?5, ?6)

@@ -278,6 +278,40 @@ describe("key memory: hot and cold", () => {
     expect(await charges(order)).toBe(1);
   });
 
+  it("an execution erased before its key moves cold leaves a record that names no execution: the key's existence only", async () => {
+    const h = setup();
+    const order = unique("B");
+    const wf = await seedWorkflow(WS, workflow());
+    const first = await h.start(wf, { order: { id: order, total: 5 } });
+    await h.drain();
+    const key = (await stepsOf(first)).charge!.idempotency_key!;
+    h.clock.advance(2 * DAY);
+    // On the harness's clock: the tombstone (what tells the move the execution was erased) dates from now.
+    const ctx = createExecutionContext();
+    const erased = await app.fetch(
+      new Request(`http://idemflow.test/v1/executions/${first}`, {
+        method: "DELETE",
+        headers: { authorization: "Bearer dev-token", "idempotency-key": unique("erase") },
+      }),
+      withClock({ ...env, QUEUE: h.queue as unknown as Queue }, h.clock.now),
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    expect(erased.status).toBe(200);
+    expect(await hotRow(key)).not.toBeNull(); // kept: the guard needs it
+    await sweep(h.clock.now(), { hotMs: 1 * DAY });
+    expect(await hotRow(key)).toBeNull();
+    const record = JSON.parse((await coldObject(key))!) as { sends: Array<Record<string, unknown>> };
+    expect(record.sends).toEqual([
+      { destination: DEST, firstSentAt: expect.any(Number), countedFrom: expect.any(Number), executionId: null, vertexId: null },
+    ]);
+    expect(JSON.stringify(record)).not.toContain(first);
+    const again = await h.start(wf, { order: { id: order, total: 5 } });
+    await h.drain();
+    expect((await stepsOf(again)).charge!.error).toContain(KEY_MAY_BE_FORGOTTEN_MARK);
+    expect(await charges(order)).toBe(1);
+  });
+
   it("a MAP item's guarded key moved cold is refused like a step's: no item charges twice", async () => {
     const h = setup();
     const order = unique("M");
