@@ -11,22 +11,44 @@
 //   2. One injected 429 with `Retry-After: 3`, then `--inject` more executions: the record must show
 //      no call to the scope for 3 s after it (the shared pause).
 // Prints a markdown table and exits 2 when a check fails (the Workers' logs kept).
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { DEMO_CONFIG, ROOT } from "../scripts/lib/wrangler-dev.mjs";
 import { flag, runBench, startEngineAndDemo } from "./lib/bench-run.mjs";
+import { snapshotConfig } from "./lib/snapshot.mjs";
 import { api } from "./lib/api.mjs";
 import { fmt, markdownTable } from "./lib/report.mjs";
 
 const N = Number(flag("n", 500));
 const INJECT = Number(flag("inject", 60));
 const CONCURRENCY = 5;
-const RATE = 20;
-const BURST = 20;
-const DEST_RATE = 25;
+/** The connector's rate (default 20/s, the issue's); locally keep it under the local queue's ceiling (see docs/benchmarks.md). */
+const RATE = Number(flag("rate", 20));
+
+/** The destination's own limit: a quarter above the connector's. */
+const DEST_RATE = Math.ceil(RATE * 1.25);
+/**
+ * The bucket's size: by default what keeps rate + burst — the most a token bucket lets through in
+ * one second — within the destination's own limit (the issue's 20/s with a burst of 20 would pass 40
+ * in the first second, past the destination's 25).
+ */
+const BURST = Number(flag("burst", Math.max(1, DEST_RATE - RATE)));
 const RETRY_AFTER_S = 3;
 
 const RUN = Date.now().toString(36);
 const CONNECTOR = "bench-limited";
 const WORKFLOW = `bench-flow-${RUN}`;
+/** A trigger of this no-op workflow every half second while the bench waits: see `settle`. */
+const NUDGE = `bench-flow-nudge-${RUN}`;
+const nudgeWorkflow = {
+  id: NUDGE,
+  vertices: [
+    { id: "received", type: "ENTRY_POINT", config: {} },
+    { id: "noop", type: "TRANSFORM", config: { output: { ok: true } } },
+  ],
+  edges: [{ from: "received", to: "noop" }],
+};
 
 const connector = (demoUrl) => ({
   name: CONNECTOR,
@@ -79,12 +101,19 @@ async function fire(engineUrl, ids) {
   );
 }
 
-/** Wait until no execution of the workflow is RUNNING (bounded). */
+/**
+ * Wait until no execution of the workflow is RUNNING (bounded). Meanwhile a no-op execution every
+ * half second: wrangler dev's local queue was seen delivering a delayed message only once another
+ * message was sent after its delay passed (200 waiters sat parked with their wake-ups due, until one
+ * more trigger), so the bench keeps the queue moving as production's queue does by itself.
+ */
 async function settle(engineUrl, capMs) {
   const deadline = Date.now() + capMs;
+  let nudges = 0;
   while (Date.now() < deadline) {
     const running = await api(engineUrl, "GET", `/v1/executions?workflowId=${WORKFLOW}&status=RUNNING&limit=1`);
     if (running.items.length === 0) return true;
+    await api(engineUrl, "POST", `/v1/workflows/${NUDGE}/test-runs`, { nudge: ++nudges });
     await sleep(500);
   }
   return false;
@@ -103,7 +132,17 @@ function maxPerSecond(starts) {
 }
 
 await runBench({ name: "flow", hardStopMs: 900_000 }, async ({ dir, info, log, keepDir }) => {
-  const { engine, demo } = await startEngineAndDemo({ dir, name: "flow" });
+  // Snapshots (bench/lib/snapshot.mjs): an edit of the shared tree during the run cannot reload a
+  // Worker — the demo's record is in memory, and a reload would reset it mid-measurement.
+  const logs = join(dir, "logs");
+  await mkdir(logs, { recursive: true });
+  log("bundling snapshots of the engine and the demo destinations…");
+  const [engineConfig, demoConfig] = await Promise.all([
+    snapshotConfig({ dir, logFile: join(logs, "engine-build.log"), name: "engine", config: join(ROOT, "wrangler.toml") }),
+    snapshotConfig({ dir, logFile: join(logs, "demo-build.log"), name: "demo", config: DEMO_CONFIG }),
+  ]);
+  const { engine, demo } = await startEngineAndDemo({ dir, name: "flow", engineConfig, demoConfig });
+  await api(engine.url, "PUT", `/v1/workflows/${NUDGE}`, nudgeWorkflow);
   await api(engine.url, "PUT", `/v1/connectors/${CONNECTOR}`, connector(demo.url));
   await api(engine.url, "PUT", `/v1/workflows/${WORKFLOW}`, workflow);
   await demoCall(demo.url, "POST", "/limited/config", { rate: DEST_RATE, retryAfterSeconds: RETRY_AFTER_S, delayMs: 20, inject429: 0 });
@@ -145,8 +184,12 @@ await runBench({ name: "flow", hardStopMs: 900_000 }, async ({ dir, info, log, k
   const record2 = await demoCall(demo.url, "GET", "/limited/record");
   const refusedAt = record2.refusedAt.map((t) => Date.parse(t));
   const first429 = refusedAt.length > 0 ? Math.min(...refusedAt) : null;
-  const during = first429 === null ? [] : record2.startedAt.filter((t) => t > first429 && t < first429 + RETRY_AFTER_S * 1000);
-  const after = first429 === null ? null : Math.min(...record2.startedAt.filter((t) => t > first429)) - first429;
+  // Calls granted before the pause was written (at most concurrency − 1 in flight beside the 429) still
+  // arrive; after them, nothing until the pause ends.
+  const later = first429 === null ? [] : record2.startedAt.filter((t) => t > first429).sort((a, b) => a - b);
+  const inFlightThen = later.filter((t, i) => i < CONCURRENCY - 1 && t < first429 + 1000);
+  const during = later.slice(inFlightThen.length).filter((t) => t < first429 + RETRY_AFTER_S * 1000);
+  const after = later.length > inFlightThen.length ? later[inFlightThen.length] - first429 : null;
 
   const checks = [
     ["all settled", settled && settled2],
@@ -156,7 +199,7 @@ await runBench({ name: "flow", hardStopMs: 900_000 }, async ({ dir, info, log, k
     [`one effect per order (${N})`, record.effects === N && record.doubled === 0],
     [`throughput ≥ 90 % of ${RATE}/s`, throughput >= 0.9 * RATE],
     ["attempts per execution = 1", perExecution === 1],
-    [`no send for ${RETRY_AFTER_S} s after the 429`, first429 !== null && during.length === 0],
+    [`no new send for ${RETRY_AFTER_S} s after the 429`, first429 !== null && during.length === 0],
   ];
   const table = markdownTable(
     ["figure", "value"],
@@ -169,8 +212,9 @@ await runBench({ name: "flow", hardStopMs: 900_000 }, async ({ dir, info, log, k
       ["throughput, first to last call", `${throughput.toFixed(1)} calls/s`],
       ["attempts per execution (40 traces)", perExecution.toFixed(2)],
       ["sends held back (GET …/state heldBack)", String(state.heldBack)],
-      ["phase 2: first call after the injected 429", after === null ? "—" : `${(after / 1000).toFixed(2)} s`],
-      ["phase 2: calls within the pause", String(during.length)],
+      ["phase 2: calls already granted when the 429 came (≤ concurrency − 1)", String(inFlightThen.length)],
+      ["phase 2: the next call after the 429", after === null ? "—" : `${(after / 1000).toFixed(2)} s`],
+      ["phase 2: other calls within the pause", String(during.length)],
     ],
   );
   console.log(`\nbench:flow — ${new Date().toISOString()} — ${info.cpus} × ${info.cpuModel}, load average ${info.loadAverage1m}\n`);

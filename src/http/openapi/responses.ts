@@ -108,6 +108,7 @@ export const PROBLEM_CODES = [
   "live-execution-exists",
   "execution-not-cancellable",
   "execution-cancelled",
+  "execution-compensation",
   "execution-superseded",
   "invalid-cancel-body",
   "execution-not-retained",
