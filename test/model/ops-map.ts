@@ -103,9 +103,9 @@ export async function checkMap(world: World, shard: number): Promise<void> {
               (SELECT count(*) FROM work_items w WHERE w.execution_id = s.execution_id AND w.vertex_id = s.vertex_id
                  AND w.state IN ('DISPATCHED', 'EXECUTING')) AS running
        FROM steps s JOIN executions e ON e.id = s.execution_id
-       WHERE e.workflow_id = ?1 AND s.vertex_id = 'refund'`,
+       WHERE e.workflow_id = ?1 AND s.vertex_id = 'refund' AND e.workspace LIKE ?2`,
     )
-    .bind(MAP_WORKFLOW)
+    .bind(MAP_WORKFLOW, `${world.tag}-%`)
     .all<MapRow>();
   for (const m of results) {
     if (m.state === "COMPLETED") {
@@ -124,8 +124,9 @@ export async function checkMap(world: World, shard: number): Promise<void> {
   const effects = new Map<string, number>();
   for (const e of world.dest.effects) if (e.key?.startsWith(`${KEY_PREFIX}-`)) effects.set(e.key, (effects.get(e.key) ?? 0) + 1);
   const { results: done } = await db
+    // This run's items only (their orders carry the run's tag): earlier runs' effects were another world's.
     .prepare(`SELECT idempotency_key AS key FROM work_items WHERE state = 'COMPLETED' AND idempotency_key LIKE ?1`)
-    .bind(`${KEY_PREFIX}-%`)
+    .bind(`${KEY_PREFIX}-${world.tag}-%`)
     .all<{ key: string }>();
   for (const { key } of done) {
     if ((effects.get(key) ?? 0) !== 1) {
