@@ -245,6 +245,30 @@ describe("MAP races", () => {
     expect(await executionStatus(id, db())).toBe("COMPLETED");
   });
 
+  it("items that all settle between the MAP's read and its park still wake it: the park leaves it claimable", async () => {
+    const h = harness({}, { workspace: WS });
+    const wf = await seedWorkflow(WS, refundLines({ concurrency: 2 }));
+    const id = await h.start(wf, order(2));
+    let raced = false;
+    // After the MAP's first claim persisted its list and sent its items' messages, before it parks:
+    // every item runs and settles. Their settles find the MAP not parked, so none can wake it.
+    await h.deliver(
+      h.queue.take().map((m) => m.body),
+      {
+        afterRun: async (step) => {
+          if (raced || step.vertexId !== "refund") return;
+          raced = true;
+          await h.deliver(h.queue.take().map((m) => m.body));
+        },
+      },
+    );
+    expect(raced).toBe(true);
+    expect((await itemsOf(id)).map((i) => i.state)).toEqual(["COMPLETED", "COMPLETED"]);
+    await h.drain(); // the park left the MAP claimable and sent its message at once
+    expect((await stepsOf(id, db())).refund!.state).toBe("COMPLETED");
+    expect(await executionStatus(id, db())).toBe("COMPLETED");
+  });
+
   it("an item settle racing cancel is fenced out: recorded, nothing started after, the not-started items cancelled", async () => {
     const h = harness({}, { workspace: WS });
     const wf = await seedWorkflow(WS, refundLines({ concurrency: 1 }));
