@@ -2,12 +2,16 @@
  * The queue handler: splits a batch by the shard its messages name (src/shards/messages.ts; none =
  * shard 0) and routes each shard's messages to its subsystem, on that shard's env. Step messages
  * (and the dead-letter queue) go to the step consumer (src/steps/consumer.ts); a history sweep's
- * continuation (src/history/cron.ts) runs the next sweep of its shard and is acked. A dead-letter
+ * continuation (src/history/cron.ts) runs the next sweep of its shard and is acked; a body with a
+ * `type` is routed by it — `notification` to src/notifications/consumer.ts, any other type is
+ * poison, acked and logged (a step message has no `type`). A dead-letter
  * batch goes to the consumer whole per shard: whatever reached the DLQ is recorded on its shard.
  *
  * The whole batch is one invocation: one query tally over every shard's database, and one
  * chaining budget (src/shards/invocation.ts).
  */
+import { handleNotificationMessages, notifyDepsOf } from "./notifications/consumer";
+import { messageType, NOTIFICATION_MESSAGE_TYPE } from "./notifications/messages";
 import { historyLogLine, isHistorySweepMessage, runHistorySweep } from "./history/cron";
 import { ChainBudget, chainConfigFromEnv } from "./steps/chain";
 import { handleStepBatch, isDeadLetterQueue } from "./steps/consumer";
@@ -43,10 +47,19 @@ export async function handleQueueBatch(batch: MessageBatch<unknown>, env: Env, c
       const shardEnv = shards.env(shard);
       if (deadLetters) return handleStepBatch(subBatch(batch, messages), shardEnv, ctx);
       const sweeps = messages.filter((m) => isHistorySweepMessage(m.body));
-      const steps = messages.filter((m) => !isHistorySweepMessage(m.body));
+      // A body with a `type` is not a step message: `notification` is delivered, any other is poison.
+      const typed = messages.filter((m) => !isHistorySweepMessage(m.body) && messageType(m.body) !== undefined);
+      const notifications = typed.filter((m) => messageType(m.body) === NOTIFICATION_MESSAGE_TYPE);
+      const steps = messages.filter((m) => !isHistorySweepMessage(m.body) && messageType(m.body) === undefined);
+      for (const m of typed) {
+        if (messageType(m.body) === NOTIFICATION_MESSAGE_TYPE) continue;
+        log.error("queue.message_poison", { messageId: m.id, why: `unknown message type ${JSON.stringify(messageType(m.body))}` });
+        m.ack();
+      }
       await Promise.all([
         steps.length > 0 ? handleStepBatch(subBatch(batch, steps), shardEnv, ctx, undefined, budgetFor(shardEnv)) : undefined,
         sweeps.length > 0 ? continueSweep(sweeps, shardEnv) : undefined,
+        notifications.length > 0 ? handleNotificationMessages(notifications, notifyDepsOf(shardEnv)) : undefined,
       ]);
     }),
   );

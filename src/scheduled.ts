@@ -12,6 +12,7 @@ import type { AnyPeriodicTask } from "./lib/periodic-task";
 import { placementAuditTask } from "./shards/audit";
 import { runOnEveryShard } from "./shards/cron";
 import { statsRollupTask } from "./stats/rollup-task";
+import { notificationsTask } from "./notifications/cron";
 import { tickTimeOf } from "./lib/clock";
 
 export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [
@@ -23,6 +24,7 @@ export const PERIODIC_TASKS: ReadonlyArray<AnyPeriodicTask> = [
   storageTask,
   placementAuditTask,
   statsRollupTask,
+  notificationsTask,
 ];
 
 export async function runScheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {

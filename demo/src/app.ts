@@ -20,6 +20,8 @@
  *   POST /faults             { path, mode: "after-commit", count, method? } → next `count` matching
  *                            requests do their work, then answer 502
  *   GET  /faults · DELETE /faults   list · disarm all
+ *   POST /notifications      the notification receiver: verifies Standard Webhooks signatures, counts duplicates per
+ *                            webhook-id; GET /notifications: what it received (notifications.ts)
  *   POST /limited/charges    rate-limited: 429 with Retry-After past its own rate; GET /limited/record: the most in
  *                            flight, calls per second, effects per key (limited.ts)
  */
@@ -32,6 +34,7 @@ import { FORGETFUL_RETENTION_MS, type ConfirmationOptions, type DemoAppEnv, type
 import { faultRoutes } from "./faults";
 import { legacyRoutes } from "./legacy";
 import { limitedRoutes } from "./limited";
+import { notificationReceiverRoutes } from "./notifications";
 import { paymentRoutes } from "./payments";
 import { refundRoutes } from "./refunds";
 import { shippingRoutes } from "./shipping";
@@ -54,12 +57,13 @@ export function createDemoApp(options: DemoOptions = {}): Hono<DemoAppEnv> {
   app.route("/refunds", refundRoutes(resolved));
   app.route("/faults", faultRoutes(resolved));
   app.route("/limited", limitedRoutes(resolved));
+  app.route("/notifications", notificationReceiverRoutes({ now: resolved.now }));
 
   app.notFound(() =>
     commonProblems
       .routeNotFound(
         "The demo serves /payments/charges, /payments/webhooks, /forgetful/charges, /shipping/labels, /legacy/orders, " +
-          "/checkout/payments, /refunds/lines, /limited/charges and /faults " +
+          "/checkout/payments, /refunds/lines, /limited/charges, /notifications and /faults " +
           "(see docs/walkthrough.md).",
       )
       .toResponse(),

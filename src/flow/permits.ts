@@ -24,20 +24,22 @@ export function limitedConnectorOf(vertex: GatewayVertex): string | null {
 }
 
 /**
- * When a refused step asks again: the pause's end; the bucket's token for its place in line; or,
- * waiting for a slot, one second per round of the waiters ahead (a release wakes the oldest at
- * once), never past the earliest live permit's lease. Whole seconds (a queue delay), 1–30 s; a
+ * When a refused step asks again: the pause's end; the bucket's token for its place in the whole
+ * line; or, waiting for a slot, one second per round of `concurrency` waiters ahead (a release wakes
+ * the oldest at once) — at the front of the line, never past the earliest live permit's lease. Whole seconds (a queue delay), 1–30 s; a
  * pause is waited out to its end.
  */
 export function permitWaitUntil(g: Refused, now: number): number {
   let waitMs: number;
   // The pause's end exactly (its wake-up message is delayed whole seconds, so it arrives at or after it).
   if (g.reason === "paused" && g.pausedUntil !== null) return Math.max(g.pausedUntil, now + 1);
-  if (g.rate && g.tokens !== null && g.tokens < g.ahead + 1) {
-    waitMs = ((g.ahead + 1 - g.tokens) * g.rate.periodMs) / g.rate.count;
+  // From the whole line (`queued`), not only the waiters due soon: a deep line wakes each waiter about
+  // when its turn comes, not every second (each refused wake-up is a claim, an ask and a park).
+  if (g.rate && g.tokens !== null && g.tokens < g.queued + 1) {
+    waitMs = ((g.queued + 1 - g.tokens) * g.rate.periodMs) / g.rate.count;
   } else {
-    waitMs = 1000 * (1 + Math.floor(g.ahead / 5));
-    if (g.nextFree !== null) waitMs = Math.min(waitMs, Math.max(1000, g.nextFree - now));
+    waitMs = 1000 * (1 + Math.floor(g.queued / (g.concurrency ?? 5)));
+    if (g.nextFree !== null && g.queued < (g.concurrency ?? 5)) waitMs = Math.min(waitMs, Math.max(1000, g.nextFree - now));
   }
   const seconds = Math.min(MAX_PERMIT_WAIT_MS / 1000, Math.max(1, Math.ceil(waitMs / 1000)));
   return now + seconds * 1000;

@@ -92,8 +92,11 @@ export type Grant =
   | {
       kind: "refused";
       reason: RefusalReason;
-      /** Older waiters counted ahead of this step. */
+      /** Older waiters counted ahead of this step (those due within the horizon: the grant's count). */
       ahead: number;
+      /** Every older waiter still waiting, due soon or not: the line before this step (its wait's estimate). */
+      queued: number;
+      concurrency: number | null;
       since: number;
       /** The bucket after this ask (null without a rate). */
       tokens: number | null;
@@ -113,6 +116,8 @@ interface AskRow {
 
 interface ScopeRow {
   tokens: number;
+  concurrency: number | null;
+  queued: number;
   paused_until: number | null;
   pause_reason: string | null;
   rate_count: number | null;
@@ -184,7 +189,14 @@ export async function askPermit(db: D1Database, workspace: string, connector: st
                  held_back = held_back + NOT ${grantedNow},
                  updated_at = ?6
            WHERE workspace = ?1 AND connector = ?2
-           RETURNING tokens, paused_until, pause_reason, rate_count, rate_period_ms,
+           RETURNING tokens, paused_until, pause_reason, rate_count, rate_period_ms, concurrency,
+             (SELECT count(*) FROM (
+                SELECT 1 FROM connector_permits p, connector_permits m
+                WHERE ${SCOPE} AND m.workspace = ?1 AND m.connector = ?2 AND m.execution_id = ?3 AND m.vertex_id = ?4
+                  AND p.held = 0 AND p.since < m.since
+                  AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
+                                AND s.state = 'EXECUTING')
+                LIMIT ${MAX_AHEAD_COUNTED})) AS queued,
              (SELECT min(s.lease_until) FROM connector_permits p
               JOIN steps s ON s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
               WHERE ${SCOPE} AND p.held = 1 AND s.epoch = p.epoch AND s.state = 'EXECUTING' AND s.parked_until IS NULL
@@ -211,6 +223,8 @@ export async function askPermit(db: D1Database, workspace: string, connector: st
     kind: "refused",
     reason: ask.reason ?? "concurrency",
     ahead: ask.ahead,
+    queued: Math.max(scope.queued, ask.ahead),
+    concurrency: scope.concurrency,
     since: ask.since,
     tokens: scope.rate_count === null ? null : scope.tokens,
     rate: scope.rate_count === null || scope.rate_period_ms === null ? null : { count: scope.rate_count, periodMs: scope.rate_period_ms },

@@ -57,6 +57,12 @@ export type LogEvent =
   | "events.duplicate"
   | "events.id_reused"
   | "events.source_unavailable"
+  // notifications (src/notifications)
+  | "notifications.delivered"
+  | "notifications.retrying"
+  | "notifications.failed"
+  | "notifications.send_failed"
+  | "notifications.swept"
   // history (retention, archive, erasure)
   | "history.swept"
   | "history.archive_failed"

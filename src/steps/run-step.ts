@@ -17,6 +17,7 @@
  */
 import { WorkflowDefinition as WorkflowDefinitionSchema, type Vertex, type WorkflowDefinition } from "../definitions/schema";
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
+import { notifyExecutionFailed } from "../notifications/messages";
 import { asStored, chainedStep, contextOf, inputsFromMemory, settleQueries, type ChainedStep, type KnownInputs } from "./chain";
 import {
   claimAndLoad,
@@ -449,6 +450,7 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
     rt.queue,
     result.dispatched.map((vertexId) => ({ executionId: a.ref.executionId, vertexId })),
   );
+  await notifyExecutionFailed(rt.db, rt.queue, a.ref.executionId, result.executionStatus);
   const decision: Decision = { action: "ack", why: `settled ${outcome.state}` };
   if (!result.chained) return { decision, next: null };
   const known: KnownInputs = { ...a.known, outputs: new Map(a.known.outputs).set(a.ref.vertexId, asStored(output)) };
@@ -466,5 +468,6 @@ async function settleFailedUnrun(rt: StepRuntime, fence: Fence, error: string): 
     descendants: [],
   });
   log.error("step.failed_unrun", { ...fence, error });
+  await notifyExecutionFailed(rt.db, rt.queue, fence.executionId, result.executionStatus);
   return { action: "ack", why: result.settled ? "settled FAILED" : "fenced out (recorded)" };
 }

@@ -74,6 +74,7 @@ describe("the cron's periodic tasks", () => {
       "storage figures",
       "placement audit",
       "stats rollup",
+      "notifications",
     ]);
   });
 });

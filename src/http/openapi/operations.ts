@@ -12,6 +12,7 @@ import { EVENT_OPERATIONS } from "./paths/events";
 import { EXECUTION_OPERATIONS } from "./paths/executions";
 import { FLOW_OPERATIONS } from "./paths/flow";
 import { META_OPERATIONS } from "./paths/meta";
+import { NOTIFICATION_OPERATIONS } from "./paths/notifications";
 import { OPERATOR_OPERATIONS } from "./paths/operator";
 import { RUN_OPERATIONS } from "./paths/runs";
 import { SECRET_OPERATIONS } from "./paths/secrets";
@@ -28,6 +29,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...CONNECTOR_OPERATIONS,
   ...FLOW_OPERATIONS,
   ...SECRET_OPERATIONS,
+  ...NOTIFICATION_OPERATIONS,
   ...OPERATOR_OPERATIONS,
   ...DEMO_OPERATIONS,
 ];
@@ -40,6 +42,7 @@ export const TAGS: ReadonlyArray<{ name: string; description: string }> = [
   { name: "executions", description: "traces, lists, operator actions, erasure and the stats of duplicates stopped" },
   { name: "events", description: "events that resume WAIT_FOR_EVENT steps, and the waits open on them" },
   { name: "secrets", description: "the workspace's secrets: write-only" },
+  { name: "notifications", description: "signed POSTs when an execution fails, is stuck or a key is refused, and their deliveries" },
   { name: "connectors", description: "reusable destinations with their key rule, resolved into a workflow when it is saved" },
   { name: "operator", description: "the deployment's operator: figures that describe every workspace (an `OPERATOR_TOKENS` token)" },
   { name: "demo", description: "demo endpoints of the engine Worker itself" },

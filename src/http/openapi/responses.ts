@@ -15,6 +15,7 @@ import type { IdempotencyProblemCode } from "../idempotency/problems";
 import type { IngressProblemCode } from "../../ingress/problems";
 import type { ExecutionProblemCode } from "../../steps/problems";
 import type { SecretProblemCode } from "../../secrets/problems";
+import type { NotificationProblemCode } from "../../notifications/problems";
 import type { OperatorProblemCode } from "../routes/operator";
 import type { ShardProblemCode } from "../../shards/problems";
 import type { EventProblemCode } from "../../events/problems";
@@ -51,6 +52,7 @@ type ProblemCode =
   | IngressProblemCode
   | ExecutionProblemCode
   | SecretProblemCode
+  | NotificationProblemCode
   | OperatorProblemCode
   | ShardProblemCode
   | EventProblemCode
@@ -121,6 +123,7 @@ export const PROBLEM_CODES = [
   "secret-name-reserved",
   "secret-value-invalid",
   "secrets-master-key-missing",
+  "notification-setting-invalid",
   "operator-token-required",
   "shards-misconfigured",
   "shard-schema-behind",

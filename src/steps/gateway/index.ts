@@ -49,6 +49,8 @@ export interface GatewayDeps extends KeyStore {
   reattempt?: boolean;
   /** The retention guard's cold lookup (src/keys/recall.ts); absent: the hot row only. */
   recallColdSend?: ColdRecall;
+  /** Told when the retention guard refuses (the `step.retention_refused` notification, src/notifications). */
+  onRetentionRefused?: () => Promise<void>;
 }
 
 export async function runGateway(vertex: GatewayVertex, context: ExpressionContext, deps: GatewayDeps): Promise<RunOutcome> {
@@ -78,7 +80,10 @@ export async function runGateway(vertex: GatewayVertex, context: ExpressionConte
       if ("error" in recalled) return { kind: recalled.retry ? "retryable" : "failed", error: recalled.error };
       const facts = { vertexId: vertex.id, key, destination, send: recalled.send, retentionMs: keyRule.retentionMs, now: deps.now() };
       const refusal = retentionRefusal(facts);
-      if (refusal !== null) return { kind: "failed", error: refusal };
+      if (refusal !== null) {
+        await deps.onRetentionRefused?.();
+        return { kind: "failed", error: refusal };
+      }
     }
     // Own member whatever the declared name: `headers["__proto__"] = key` would drop the key.
     if ("header" in keyRule.location) setOwnMember(headers, keyRule.location.header, key);

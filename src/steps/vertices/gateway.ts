@@ -9,6 +9,7 @@ import { keyForgetHorizonMs, keyMemoryBucket } from "../../keys/memory";
 import { recallKeySend } from "../../keys/recall";
 import { withPermit } from "../../flow/gate";
 import type { VertexKind } from "./kind";
+import { notifyRetentionRefused } from "../../notifications";
 
 export const gatewayKind: VertexKind<GatewayVertex> = {
   execute: (vertex, { rt, run, claimed, fence, leaseMs, context }) =>
@@ -31,6 +32,7 @@ export const gatewayKind: VertexKind<GatewayVertex> = {
           reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
           persistKey: (key, destination, guarded) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination, guarded),
           recordSend: (destination, at, guarded) => recordKeySend(rt.db, fence, at, destination, guarded),
+          onRetentionRefused: () => notifyRetentionRefused(rt, fence.executionId, vertex.id),
           recallColdSend: (key, destination, hot) =>
             recallKeySend(
               {
