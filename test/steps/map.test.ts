@@ -7,7 +7,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { cancelExecution, MAP_ITEMS_PAGE, readItemsPage, retryFailedStep } from "../../src/ledger";
+import { cancelExecution, MAP_ITEMS_PAGE, readExecutionChanges, readItemsPage, retryFailedStep } from "../../src/ledger";
 import { itemsCursorAfter } from "../../src/steps/map-trace";
 import { readTrace } from "../../src/steps/trace";
 import { reap } from "../../src/steps/reaper";
@@ -424,6 +424,19 @@ describe("MAP budgets (counting D1)", () => {
     expect(await executionStatus(id, db())).toBe("COMPLETED");
     expect(h.queue.sends).toBeLessThanOrEqual(100);
     expect(effectsPerKey(h).size).toBe(100);
+  });
+});
+
+describe("MAP and the change stream", () => {
+  it("each item's attempts are changes of the execution, under the item's row key (item progress on /events)", async () => {
+    const h = harness({}, { workspace: WS });
+    const wf = await seedWorkflow(WS, refundLines({ concurrency: 2 }));
+    const id = await h.start(wf, order(3));
+    await h.drain();
+    const { changes } = await readExecutionChanges(db(), WS, id, [0, 0], 100);
+    const items = changes.filter((c) => c.kind === "attempt" && c.vertexId.startsWith("refund#"));
+    expect(new Set(items.map((c) => (c as { vertexId: string }).vertexId))).toEqual(new Set(["refund#0", "refund#1", "refund#2"]));
+    expect(items.every((c) => (c as { outcome: string }).outcome === "completed")).toBe(true);
   });
 });
 
