@@ -23,6 +23,7 @@ interface MapOptions {
   maxItems?: number;
   onItemFailure?: "fail" | "continue";
   collect?: string;
+  maxCollectBytes?: number;
   items?: string;
   url?: string;
 }
@@ -43,6 +44,7 @@ function refundLines(o: MapOptions = {}): WorkflowDefinitionInput {
           maxItems: o.maxItems ?? 100,
           onItemFailure: o.onItemFailure ?? "fail",
           ...(o.collect ? { collect: o.collect } : {}),
+          ...(o.maxCollectBytes ? { maxCollectBytes: o.maxCollectBytes } : {}),
           step: {
             type: "GATEWAY",
             config: {
@@ -173,6 +175,28 @@ describe("MAP end to end", () => {
     expect(await itemsOf(b)).toEqual([]);
     expect(h.dest.requests).toEqual([]);
     expect(await executionStatus(a, db())).toBe("FAILED");
+  });
+
+  it("collect picks from the item and its output; over maxCollectBytes the item fails, not retried", async () => {
+    const h = harness({}, { workspace: WS });
+    const picked = await seedWorkflow(WS, refundLines({ collect: "= { 'sku': line.sku, 'refund': body.id, 'at': index }" }));
+    const a = await h.start(picked, order(2));
+    const tooBig = await seedWorkflow(
+      WS,
+      refundLines({ collect: "= { 'sku': line.sku, 'pad': $pad('', 100, 'x') }", maxCollectBytes: 64 }),
+    );
+    const b = await h.start(tooBig, order(1));
+    await h.drain();
+    const out = JSON.parse((await stepsOf(a, db())).refund!.output!) as Array<{ sku: string; refund: string; at: number }>;
+    expect(out.map((o) => [o.sku, o.at])).toEqual([
+      ["S0", 0],
+      ["S1", 1],
+    ]);
+    expect(out.every((o) => o.refund.startsWith("ch_"))).toBe(true);
+    const [item] = await itemsOf(b);
+    expect(item).toMatchObject({ state: "FAILED", attempt: 1 });
+    expect(item!.error).toMatch(/over maxCollectBytes 64/);
+    expect((await stepsOf(b, db())).refund!.state).toBe("FAILED");
   });
 
   it("onItemFailure continue: the MAP completes with the items in place and the failures listed", async () => {
