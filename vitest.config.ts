@@ -1,6 +1,7 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { buildD1Template } from "./test/d1-template.ts";
+import { pureTestFiles } from "./test/pure-files.mjs";
 import { loadWorkflowFiles } from "./test/workflows/bundle.mjs";
 
 /** The test values of the Worker secrets wrangler.toml requires (never real keys). */
@@ -113,6 +114,8 @@ export default defineConfig(async () => {
     test: {
       name,
       setupFiles: ["./test/apply-migrations.ts"],
+      // The files that reach only src/, vitest and npm packages skip that setup (test/pure-files.mjs).
+      provide: { pureTestFiles: pureTestFiles(process.cwd(), include) },
       // The Worker's npm dependencies pre-bundled, one module each. Every test file loads the Worker's whole
       // module graph afresh, in its own workerd (the pool imports `main` with cloudflare:test): zod and hono
       // are 120 of its 330 modules, and loading the graph, not the tests, was most of each file's time.
@@ -123,6 +126,10 @@ export default defineConfig(async () => {
   });
   return {
     test: {
+      // One test file per core at a time (vitest's default is one fewer than the cores: a single file at a time on
+      // the 2-core machine). A file alternates between Node (vite sends every module over the pool's socket) and
+      // its workerd (evaluates it): one file keeps about one core busy. docs/testing.md "What a test file costs".
+      maxWorkers: "100%",
       projects: [
         project("shard-0", ["test/**/*.test.ts"]),
         project("shard-1", SHARD_1_FILES, { WORKSPACE_SHARDS: "*:1", TEST_DB_IS_SHARD: "1" }),
