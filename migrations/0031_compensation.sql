@@ -176,6 +176,15 @@ CREATE INDEX work_items_by_key ON work_items (workspace, idempotency_key) WHERE 
 -- The undo steps of one execution in their order (the compensation's next one, its progress).
 CREATE INDEX work_items_undo_order ON work_items (execution_id, item_index) WHERE kind = 'undo';
 
+-- The compensation's undo steps, inserted when the execution moves RUNNING → COMPENSATING (the
+-- settle batch's `finishExecution` decides that once: src/ledger/step-settle.ts). One row per
+-- COMPLETED step whose vertex in the execution's pinned definition declares `compensate`, placed
+-- in reverse order of completion by the settle sequence on record (the `seq` of the step's
+-- completed attempt; ties, never expected, broken by `finished_at` then vertex id): place 0
+-- DISPATCHED (the settle's caller sends its message), the rest PENDING. No batch statement is
+-- added to a settle: the settle budgets are unchanged. One statement, iif() not CASE (wrangler's splitter).
+CREATE TRIGGER executions_compensation_starts AFTER UPDATE OF status ON executions WHEN NEW.status = 'COMPENSATING' AND OLD.status = 'RUNNING' BEGIN INSERT INTO work_items (execution_id, row_key, vertex_id, kind, item_index, workspace, state, available_at, item, created_at, updated_at) SELECT NEW.id, c.vertex_id || '#undo#' || c.place, c.vertex_id, 'undo', c.place, NEW.workspace, iif(c.place = 0, 'DISPATCHED', 'PENDING'), NEW.updated_at, json_object('undo', c.vertex_id, 'seq', c.seq), NEW.updated_at, NEW.updated_at FROM (SELECT u.vertex_id, u.seq, row_number() OVER (ORDER BY u.seq DESC, u.finished_at DESC, u.vertex_id DESC) - 1 AS place FROM (SELECT st.vertex_id, st.finished_at, (SELECT max(a.seq) FROM step_attempts a WHERE a.execution_id = NEW.id AND a.vertex_id = st.vertex_id AND a.outcome = 'completed') AS seq FROM steps st WHERE st.execution_id = NEW.id AND st.state = 'COMPLETED' AND st.vertex_id IN (SELECT json_extract(j.value, '$.id') FROM workflow_versions v, json_each(v.definition, '$.vertices') j WHERE v.workspace = NEW.workspace AND v.workflow_id = NEW.workflow_id AND v.version = NEW.version AND json_extract(j.value, '$.type') = 'GATEWAY' AND json_type(j.value, '$.config.compensate') = 'object')) u) c WHERE c.place < 1000 ON CONFLICT DO NOTHING; END;
+
 CREATE TABLE burnt_keys (
   workspace        TEXT NOT NULL,
   idempotency_key  TEXT NOT NULL,

@@ -88,6 +88,22 @@ export {
 } from "./map-items";
 export type { MapPark } from "./map-sql";
 export { MAP_ITEMS_PAGE, readItemsPage, type ItemCountRecord, type ItemEventRecord, type ItemRecord, type ItemsPage } from "./map-trace";
+// Compensation's undo steps (docs/steps.md "Compensation").
+export {
+  claimUndoAndLoad,
+  dispatchedUndos,
+  extendUndoLease,
+  persistUndoKey,
+  recordUndoKeySend,
+  scheduleUndoInProgressRecheck,
+  scheduleUndoRetry,
+  settleUndo,
+  undoRowKey,
+  type UndoFence,
+  type UndoRef,
+  type UndoRun,
+  type UndoSettleOutcome,
+} from "./undo-steps";
 
 // Recovery: the reaper's sweeps and dead letters.
 export {

@@ -473,7 +473,10 @@ export async function settleItem(db: D1Database, input: ItemSettleInput): Promis
  * `redispatchExpiredItemLeases`: EXECUTING items whose lease expired go back to DISPATCHED, due now,
  * with a `lease_expired` event under their row key (the step sweep's twin). RETURNING what to re-send.
  */
-export async function redispatchExpiredItemLeases(db: D1Database, now: number, limit: number): Promise<ItemRef[]> {
+/** A row the reaper re-dispatched: a MAP's item, or an undo step (`kind` 'undo', `item` its place: docs/steps.md "Compensation"). */
+export type RecoveredRow = ItemRef & { kind: "map_item" | "undo" };
+
+export async function redispatchExpiredItemLeases(db: D1Database, now: number, limit: number): Promise<RecoveredRow[]> {
   const expired = `SELECT rowid FROM work_items WHERE state = 'EXECUTING' AND lease_until <= ?1 AND parked_until IS NULL
                    ORDER BY lease_until LIMIT ?2`;
   const results = await new LabelledBatch<"leaseExpired" | "redispatched">(db)
@@ -493,12 +496,12 @@ export async function redispatchExpiredItemLeases(db: D1Database, now: number, l
         .prepare(
           `UPDATE work_items SET state = 'DISPATCHED', lease_until = NULL, available_at = ?1, updated_at = ?1
            WHERE rowid IN (${expired}) AND state = 'EXECUTING'
-           RETURNING execution_id AS executionId, vertex_id AS vertexId, item_index AS item`,
+           RETURNING execution_id AS executionId, vertex_id AS vertexId, item_index AS item, kind`,
         )
         .bind(now, limit),
     )
     .run();
-  return results.rows<ItemRef>("redispatched");
+  return results.rows<RecoveredRow>("redispatched");
 }
 
 /** `redispatchOverdueItems`: DISPATCHED items whose message is presumed lost, re-sent with the step sweep's back-off. */
@@ -508,7 +511,7 @@ export async function redispatchOverdueItems(
   overdueMs: number,
   limit: number,
   maxWaitMs: number,
-): Promise<ItemRef[]> {
+): Promise<RecoveredRow[]> {
   const due = `SELECT id FROM (
       SELECT * FROM (SELECT rowid AS id, available_at + ?2 AS due FROM work_items
                      WHERE state = 'DISPATCHED' AND next_resend_at IS NULL AND available_at <= ?1 - ?2
@@ -523,10 +526,10 @@ export async function redispatchOverdueItems(
       `UPDATE work_items
          SET resends = resends + 1, next_resend_at = ?1 + min(?2 << min(resends + 1, 30), ?4), updated_at = ?1
        WHERE rowid IN (${due}) AND state = 'DISPATCHED'
-       RETURNING execution_id AS executionId, vertex_id AS vertexId, item_index AS item`,
+       RETURNING execution_id AS executionId, vertex_id AS vertexId, item_index AS item, kind`,
     )
     .bind(now, overdueMs, limit, maxWaitMs)
-    .all<ItemRef>();
+    .all<RecoveredRow>();
   return results;
 }
 

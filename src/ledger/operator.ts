@@ -18,6 +18,8 @@ export type OperatorRetryResult =
   /** The retention guard refused this step's key: a retry must acknowledge that the destination may have forgotten it. */
   | { retried: false; reason: "needs-acknowledgement" }
   | { retried: false; reason: "execution-cancelled" }
+  /** The execution is being (or was) compensated (docs/steps.md "Compensation"): its failure stands. */
+  | { retried: false; reason: "compensation"; status: ExecutionStatus }
   /** Another execution of the lineage is RUNNING: reopening this one would make two live. */
   | { retried: false; reason: "live-execution"; liveExecutionId: string }
   /** A newer execution took this one's trigger identity (reuse after failure): retry that one instead. */
@@ -127,7 +129,8 @@ export async function retryFailedStep(
       db
         .prepare(
           `SELECT s.state, ${refusedByGuard} AS refusedByGuard, e.status AS executionStatus, e.superseded_by AS supersededBy,
-                  (SELECT l.id FROM executions l WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL} LIMIT 1)
+                  (SELECT l.id FROM executions l
+                   WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL} LIMIT 1)
                     AS liveExecutionId
            FROM steps s JOIN executions e ON e.id = s.execution_id
            WHERE s.execution_id = ?1 AND s.vertex_id = ?2 AND s.workspace = ?3`,
@@ -140,6 +143,7 @@ export async function retryFailedStep(
   if (!current) return { retried: false, reason: "not-found" };
   if (current.state !== "FAILED") return { retried: false, reason: "not-failed", state: current.state };
   if (current.executionStatus === "CANCELLED") return { retried: false, reason: "execution-cancelled" };
+  if (current.executionStatus.startsWith("COMPENSAT")) return { retried: false, reason: "compensation", status: current.executionStatus };
   if (current.supersededBy !== null) return { retried: false, reason: "superseded", supersededBy: current.supersededBy };
   if (current.liveExecutionId !== null) return { retried: false, reason: "live-execution", liveExecutionId: current.liveExecutionId };
   return { retried: false, reason: "needs-acknowledgement" };
@@ -154,7 +158,8 @@ interface RetryCurrent {
 }
 
 /** No execution of `e`'s lineage but `e` itself is RUNNING. For a statement where `e` is the execution acted on. */
-const NO_OTHER_LIVE = `NOT EXISTS (SELECT 1 FROM executions l WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL})`;
+const NO_OTHER_LIVE = `NOT EXISTS (SELECT 1 FROM executions l
+  WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL})`;
 
 export type CancelResult =
   /** Cancelled now: the steps that were in flight, with the key each had sent (a sent call cannot be unsent). */

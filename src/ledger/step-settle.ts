@@ -51,8 +51,8 @@ export interface SettleResult {
   /** The successor this batch claimed for the caller to run (`SettleInput.chain`), if any. */
   chained: ChainedClaim | null;
   skipped: string[];
-  /** The execution's new final status, if this batch finished it. */
-  executionStatus: "COMPLETED" | "FAILED" | null;
+  /** The execution's new status, if this batch finished it — or started its compensation (COMPENSATING: send the undo's message). */
+  executionStatus: "COMPLETED" | "FAILED" | "COMPENSATING" | null;
 }
 
 /** `settleStep`: EXECUTING (fenced) → COMPLETED | FAILED, with output, error and next vertices. */
@@ -164,22 +164,39 @@ interface Decided extends Omit<ChainedClaim, "keySendsJson"> {
 const DECIDED = `${CHAINED_CLAIM_COLUMNS}, state`;
 
 /**
- * `finishExecution`: RUNNING → COMPLETED | FAILED once nothing is dispatched or executing.
- * Derived from the step rows, so whichever settle batch commits last finishes the execution.
+ * `finishExecution`: RUNNING → COMPLETED | FAILED | COMPENSATING once nothing is dispatched or
+ * executing. Derived from the step rows, so whichever settle batch commits last finishes the
+ * execution — and decides its compensation once (docs/steps.md "Compensation"): a FAILED step and
+ * a COMPLETED step whose vertex declares `compensate` (`UNDOABLE`) → COMPENSATING, no finish yet;
+ * the move fires `executions_compensation_starts` (migrations/0031), which inserts the undo steps.
  */
 function finishExecution(db: D1Database, executionId: string, now: number): D1PreparedStatement {
+  const failed = `EXISTS (SELECT 1 FROM steps WHERE execution_id = ?1 AND state = 'FAILED')`;
+  const compensating = `(${failed} AND ${UNDOABLE})`;
   return db
     .prepare(
       `UPDATE executions
-         SET status = CASE WHEN EXISTS (SELECT 1 FROM steps WHERE execution_id = ?1 AND state = 'FAILED')
-                           THEN 'FAILED' ELSE 'COMPLETED' END,
-             finished_at = ?2, updated_at = ?2
+         SET status = iif(${failed}, iif(${UNDOABLE}, 'COMPENSATING', 'FAILED'), 'COMPLETED'),
+             finished_at = iif(${compensating}, NULL, ?2), updated_at = ?2
        WHERE id = ?1 AND status = 'RUNNING'
          AND NOT EXISTS (SELECT 1 FROM steps WHERE execution_id = ?1 AND state IN ('DISPATCHED', 'EXECUTING'))
        RETURNING status`,
     )
     .bind(executionId, now);
 }
+
+/**
+ * The vertex ids of the execution's pinned definition that declare `compensate` (inside an UPDATE of
+ * `executions`: its row's workspace, workflow and version). The same set as the trigger
+ * `executions_compensation_starts` reads (migrations/0031).
+ */
+export const COMPENSABLE_VERTICES = `(SELECT json_extract(j.value, '$.id') FROM workflow_versions v, json_each(v.definition, '$.vertices') j
+   WHERE v.workspace = executions.workspace AND v.workflow_id = executions.workflow_id AND v.version = executions.version
+     AND json_extract(j.value, '$.type') = 'GATEWAY' AND json_type(j.value, '$.config.compensate') = 'object')`;
+
+/** A COMPLETED step of execution ?1 has an undo to run. */
+const UNDOABLE = `EXISTS (SELECT 1 FROM steps c
+  WHERE c.execution_id = ?1 AND c.state = 'COMPLETED' AND c.vertex_id IN ${COMPENSABLE_VERTICES})`;
 
 /**
  * Settle and dispatch: ONE batch (one transaction, one round trip) — the fenced-out record, the
@@ -232,6 +249,6 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
     chained,
     dispatched: decided.filter((row) => row.state === "DISPATCHED").map((row) => row.vertexId),
     skipped: decided.filter((row) => row.state === "SKIPPED").map((row) => row.vertexId),
-    executionStatus: results.first<{ status: "COMPLETED" | "FAILED" }>("finish")?.status ?? null,
+    executionStatus: results.first<{ status: "COMPLETED" | "FAILED" | "COMPENSATING" }>("finish")?.status ?? null,
   };
 }

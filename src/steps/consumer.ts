@@ -24,6 +24,7 @@ import { delaySeconds } from "./retry-policy";
 import { MIN_HEARTBEAT_MS } from "./heartbeat";
 import { runStep } from "./run-step";
 import { runItem } from "./map-item";
+import { runUndo } from "./compensate";
 import { defaultRuntime, type StepRuntime } from "./runtime";
 import type { QueryReservation } from "../lib/query-count";
 import { errorMessage, log } from "../lib/log";
@@ -47,10 +48,13 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
   try {
     const delivery = { messageId: message.id, attempts: message.attempts };
     // A MAP item's message names its item (src/steps/messages.ts): the item's runner (docs/steps.md "MAP").
+    // An undo step of a compensation names its place (docs/steps.md "Compensation"): the undo's runner.
     const decision =
-      ref.item === undefined
-        ? await runStep(ref, rt, delivery)
-        : await runItem({ executionId: ref.executionId, vertexId: ref.vertexId, item: ref.item }, rt, delivery);
+      ref.undo !== undefined
+        ? await runUndo({ executionId: ref.executionId, vertexId: ref.vertexId, place: ref.undo }, rt, delivery)
+        : ref.item === undefined
+          ? await runStep(ref, rt, delivery)
+          : await runItem({ executionId: ref.executionId, vertexId: ref.vertexId, item: ref.item }, rt, delivery);
     switch (decision.action) {
       case "ack":
         message.ack();

@@ -7,6 +7,8 @@ export interface StepMessage {
   executionId: string;
   vertexId: string;
   item?: number;
+  /** An undo step of a compensation (docs/steps.md "Compensation"): its place in the order; `vertexId` is the step it undoes. */
+  undo?: number;
 }
 
 /** The most items a MAP holds (src/definitions/schema.ts MAP_MAX_ITEMS): an index is below it. */
@@ -18,9 +20,13 @@ const MAX_ITEM_INDEX = 999;
  */
 export function parseStepMessage(body: unknown): StepMessage | null {
   if (body === null || typeof body !== "object") return null;
-  const { executionId, vertexId, item } = body as Record<string, unknown>;
+  const { executionId, vertexId, item, undo } = body as Record<string, unknown>;
   if (typeof executionId !== "string" || executionId.length === 0 || executionId.length > 128) return null;
   if (typeof vertexId !== "string" || vertexId.length === 0 || vertexId.length > 64) return null;
+  if (undo !== undefined) {
+    if (item !== undefined || typeof undo !== "number" || !Number.isInteger(undo) || undo < 0 || undo > MAX_ITEM_INDEX) return null;
+    return { executionId, vertexId, undo };
+  }
   if (item === undefined) return { executionId, vertexId };
   if (typeof item !== "number" || !Number.isInteger(item) || item < 0 || item > MAX_ITEM_INDEX) return null;
   return { executionId, vertexId, item };

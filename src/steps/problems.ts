@@ -54,6 +54,7 @@ export type ExecutionProblemCode =
   | "live-execution-exists"
   | "execution-not-cancellable"
   | "execution-cancelled"
+  | "execution-compensation"
   | "invalid-cancel-body"
   | "execution-superseded"
   | "execution-not-retained"
@@ -135,6 +136,15 @@ export const executionProblems = {
       detail:
         `Execution ${executionId} is ${status}: nothing is left to stop. ` +
         `To run it again use POST /v1/executions/${executionId}/start-over.`,
+    }),
+  executionCompensation: (ref: { executionId: string; vertexId: string }, status: string) =>
+    new ProblemError({
+      status: 409,
+      code: "execution-compensation",
+      title: "The execution's failure is being compensated",
+      detail:
+        `Execution ${ref.executionId} is ${status}: its completed steps are undone (or were), so its step ${ref.vertexId} is ` +
+        `not retried (docs/steps.md "Compensation"). To run the order again, start it over (a compensated step's key is burnt).`,
     }),
   executionCancelled: (ref: { executionId: string; vertexId: string }) =>
     new ProblemError({

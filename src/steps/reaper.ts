@@ -16,6 +16,7 @@ import {
   redispatchOverdueItems,
 } from "../ledger";
 import { sendItemMessages, sendStepMessages } from "./dispatch";
+import { sendUndoMessages } from "./compensate";
 import type { StepRuntime } from "./runtime";
 import { errorMessage, log, type LogLine } from "../lib/log";
 import { shardOfEnv } from "../shards/shard-env";
@@ -38,7 +39,16 @@ export async function reap(rt: StepRuntime): Promise<ReapReport> {
     rt.maxResendWaitMs ?? DEFAULT_MAX_RESEND_WAIT_MS,
   );
   await sendStepMessages(rt.queue, [...expired, ...overdue]);
-  await sendItemMessages(rt.queue, [...expiredItems, ...overdueItems]);
+  // The item rows are a MAP's items and a compensation's undo steps (docs/steps.md "Compensation"): each its own message.
+  const recovered = [...expiredItems, ...overdueItems];
+  await sendItemMessages(
+    rt.queue,
+    recovered.filter((r) => r.kind !== "undo"),
+  );
+  await sendUndoMessages(
+    rt.queue,
+    recovered.filter((r) => r.kind === "undo").map((r) => ({ executionId: r.executionId, vertexId: r.vertexId, place: r.item })),
+  );
   return { expiredLeases: expired.length + expiredItems.length, overdue: overdue.length + overdueItems.length };
 }
 

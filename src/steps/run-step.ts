@@ -18,6 +18,7 @@
 import { WorkflowDefinition as WorkflowDefinitionSchema, type Vertex, type WorkflowDefinition } from "../definitions/schema";
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
 import { notifyExecutionFailed } from "../notifications/messages";
+import { startCompensation } from "./compensate";
 import { asStored, chainedStep, contextOf, inputsFromMemory, settleQueries, type ChainedStep, type KnownInputs } from "./chain";
 import {
   claimAndLoad,
@@ -446,6 +447,7 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
     return unchained({ action: "ack", why: "fenced out (recorded)" });
   }
   if (outcome.state === "FAILED") log.warn("step.failed", { ...a.fence, attempt: a.attempt, error: outcome.error });
+  if (result.executionStatus === "COMPENSATING") await startCompensation(rt, a.ref.executionId);
   await sendStepMessages(
     rt.queue,
     result.dispatched.map((vertexId) => ({ executionId: a.ref.executionId, vertexId })),
@@ -468,6 +470,7 @@ async function settleFailedUnrun(rt: StepRuntime, fence: Fence, error: string): 
     descendants: [],
   });
   log.error("step.failed_unrun", { ...fence, error });
+  if (result.executionStatus === "COMPENSATING") await startCompensation(rt, fence.executionId);
   await notifyExecutionFailed(rt.db, rt.queue, fence.executionId, result.executionStatus);
   return { action: "ack", why: result.settled ? "settled FAILED" : "fenced out (recorded)" };
 }

@@ -97,6 +97,7 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       liveExecutionExists: () => executionProblems.liveExecutionExists("e1", "e2"),
       executionNotCancellable: () => executionProblems.executionNotCancellable("e1", "COMPLETED"),
       executionCancelled: () => executionProblems.executionCancelled({ executionId: "e1", vertexId: "charge" }),
+      executionCompensation: () => executionProblems.executionCompensation({ executionId: "e1", vertexId: "ship" }, "COMPENSATED"),
       cancelBodyInvalid: () => executionProblems.cancelBodyInvalid('Unknown member "force"'),
       executionSuperseded: () => executionProblems.executionSuperseded("e1", "e2"),
       executionNotRetained: () =>

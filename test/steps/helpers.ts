@@ -81,6 +81,8 @@ export class Destination {
     };
     this.app.post("/payments/charges", guarded, charge("/payments/charges"));
     this.app.post("/shipping/labels", guarded, charge("/shipping/labels"));
+    // The undo of a charge (docs/steps.md "Compensation"): keyed like a charge, one effect per key.
+    this.app.post("/payments/refunds", guarded, charge("/payments/refunds"));
     // No key support; a natural unique key (external_id): a duplicate is a 409.
     this.app.post("/legacy/orders", async (c) => {
       const body = (await c.req.json()) as { external_id: string };

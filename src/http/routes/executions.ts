@@ -164,6 +164,8 @@ executionRoutes.post("/:executionId/steps/:vertexId/retry", operatorKey, async (
         throw executionProblems.keyMayBeForgotten(ref);
       case "execution-cancelled":
         throw executionProblems.executionCancelled(ref);
+      case "compensation":
+        throw executionProblems.executionCompensation(ref, result.status);
       case "live-execution":
         throw executionProblems.liveExecutionExists(ref.executionId, result.liveExecutionId);
       case "superseded":

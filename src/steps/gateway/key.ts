@@ -82,6 +82,8 @@ export interface KeyStore {
   persistKey: (key: string, destination: string, guarded: boolean) => Promise<PersistedKey | null>;
   /** Record a send of the persisted key to `destination`, dated `at`, unless one is on record; null when fenced out. */
   recordSend: (destination: string, at: number, guarded: boolean) => Promise<KeySend | null>;
+  /** Why this newly computed key must not be sent (an undo's key equal to its step's: docs/steps.md "Compensation"); null: send it. */
+  refuseKey?: (key: string) => string | null;
 }
 
 /** The key to send, and when it was first sent to this destination (the retention guard's fact). */
@@ -109,6 +111,8 @@ export async function resolveKeyToSend(
   }
   const checked = await evaluateDestinationKey(vertexId, expression, context, rule);
   if ("error" in checked) return checked;
+  const refused = store.refuseKey?.(checked.key) ?? null;
+  if (refused !== null) return { error: refused };
   // A key with a declared retention is guarded: its send is kept after its execution is swept.
   const stored = await store.persistKey(checked.key, destination, (rule.retentionMs ?? null) !== null);
   if (stored === null) return { error: TAKEN_OVER };

@@ -66,6 +66,7 @@ export const EXECUTION_OPERATIONS = area("executions", [
           "step-not-failed",
           "destination-key-may-be-forgotten",
           "execution-cancelled",
+          "execution-compensation",
           "live-execution-exists",
           "execution-superseded",
         ],
