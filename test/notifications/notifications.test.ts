@@ -14,6 +14,9 @@ import { deliverNotification, type NotifyDeps } from "../../src/notifications/de
 import { NOTIFICATION_MESSAGE_TYPE } from "../../src/notifications/messages";
 import { notificationReceiverRoutes, DEMO_NOTIFICATION_SECRET } from "../../demo/src/notifications";
 import { dbOf } from "../helpers/shards";
+import { keyringFrom, sealSecret } from "../../src/secrets/crypto";
+import { putSealedSecret } from "../../src/secrets/store";
+import { putNotificationSettings } from "../../src/notifications/settings";
 import { callApp, failedCharge, harness, type Harness } from "../steps/helpers";
 
 beforeEach(() => {
@@ -35,6 +38,12 @@ async function api(method: string, path: string, token: string, body?: unknown) 
   );
   await waitOnExecutionContext(ctx);
   return { status: res.status, json: (await res.json().catch(() => null)) as Record<string, unknown> | null };
+}
+
+/** A secret of the workspace `neighbour`, sealed for it, on dev's shard (the same database dev reads). */
+async function neighbourSecret(name: string, value: string): Promise<void> {
+  const keyring = await keyringFrom(env as unknown as Record<string, unknown>);
+  await putSealedSecret(dbOf(env, "dev"), "neighbour", name, await sealSecret(keyring, "neighbour", name, value), Date.now());
 }
 
 async function configure(token: string, secretName: string, secretValue: string, events = ["execution.failed"]) {
@@ -120,29 +129,54 @@ async function failed(h: Harness, workspace = "dev"): Promise<{ id: string; mess
 
 describe("PUT /v1/notifications refuses bad input with a pointer, saving nothing", () => {
   it.each([
-    ["a url not on the allowlist", { url: "https://hooks.example.com/idemflow", secret: "N", events: ["execution.failed"] }, "/url"],
-    ["a secret given in clear", { url: RECEIVER, secret: DEMO_NOTIFICATION_SECRET, events: ["execution.failed"] }, "/secret"],
-    ["an unknown event", { url: RECEIVER, secret: "N", events: ["execution.failed", "execution.exploded"] }, "/events/1"],
-    ["a secret the workspace does not hold", { url: RECEIVER, secret: "NOT_STORED", events: ["execution.failed"] }, "/secret"],
-    ["execution.stuck without its threshold", { url: RECEIVER, secret: "N", events: ["execution.stuck"] }, "/stuckAfterSeconds"],
-  ])("%s", async (_what, body, pointer) => {
+    [
+      "a url not on the allowlist",
+      { url: "https://hooks.example.com/x", secret: "N", events: ["execution.failed"] },
+      "/url",
+      "OUTBOUND_ALLOWLIST",
+    ],
+    [
+      "a secret given in clear",
+      { url: RECEIVER, secret: DEMO_NOTIFICATION_SECRET, events: ["execution.failed"] },
+      "/secret",
+      "never the secret itself",
+    ],
+    [
+      "an unknown event",
+      { url: RECEIVER, secret: "N", events: ["execution.failed", "execution.exploded"] },
+      "/events/1",
+      "execution.exploded",
+    ],
+    [
+      "a secret the workspace does not hold",
+      { url: RECEIVER, secret: "NOT_STORED", events: ["execution.failed"] },
+      "/secret",
+      "no secret NOT_STORED",
+    ],
+    [
+      "execution.stuck without its threshold",
+      { url: RECEIVER, secret: "N", events: ["execution.stuck"] },
+      "/stuckAfterSeconds",
+      "stuckAfterSeconds",
+    ],
+  ])("%s", async (_what, body, pointer, detail) => {
     await api("PUT", "/v1/secrets/N", "other-token", { value: DEMO_NOTIFICATION_SECRET });
     const res = await api("PUT", "/v1/notifications", "other-token", body);
     expect(res.status).toBe(422);
-    expect(res.json).toMatchObject({ code: "notification-setting-invalid", pointer });
+    expect(res.json).toMatchObject({ code: "notification-setting-invalid", pointer, detail: expect.stringContaining(detail) });
     expect(JSON.stringify(res.json)).not.toContain(DEMO_NOTIFICATION_SECRET);
     expect((await api("GET", "/v1/notifications", "other-token")).status).toBe(404);
   });
 
-  it("names only a secret of its own workspace: another workspace's secret of that name is refused", async () => {
-    await api("PUT", "/v1/secrets/ONLY_DEV_HOLDS", "dev-token", { value: DEMO_NOTIFICATION_SECRET });
-    const res = await api("PUT", "/v1/notifications", "other-token", {
+  it("names only a secret of its own workspace: another workspace's secret of that name (same shard) is refused", async () => {
+    await neighbourSecret("ONLY_NEIGHBOUR_HOLDS", DEMO_NOTIFICATION_SECRET);
+    const res = await api("PUT", "/v1/notifications", "dev-token", {
       url: RECEIVER,
-      secret: "ONLY_DEV_HOLDS",
+      secret: "ONLY_NEIGHBOUR_HOLDS",
       events: ["execution.failed"],
     });
     expect(res.status).toBe(422);
-    expect(res.json).toMatchObject({ pointer: "/secret" });
+    expect(res.json).toMatchObject({ pointer: "/secret", detail: expect.stringContaining("no secret ONLY_NEIGHBOUR_HOLDS") });
   });
 });
 
@@ -243,8 +277,10 @@ describe("execution.failed", () => {
   });
 
   it("another workspace's setting and secret are never used; a workspace without a setting gets no row", async () => {
-    // `other` wants failures, signed with its own secret under the same NAME dev uses.
-    await configure("other-token", "NOTIFY_SHARED", OTHER_SECRET);
+    // `neighbour`, on dev's own shard, wants failures, signed with its own secret under the same NAME dev uses.
+    await neighbourSecret("NOTIFY_SHARED", OTHER_SECRET);
+    const setting = { url: RECEIVER, secret: "NOTIFY_SHARED", events: ["execution.failed" as const], stuckAfterMs: null };
+    await putNotificationSettings(dbOf(env, "dev"), "neighbour", setting, Date.now());
     await api("DELETE", "/v1/notifications", "dev-token");
     const h = harness({}, { workspace: "dev" });
     const { id: quiet, messages: none } = await failed(h);
@@ -269,7 +305,8 @@ describe("execution.failed", () => {
     });
     expect(withOther.ok).toBe(false);
     expect(sent.headers.get("webhook-id")).toBe(`idemflow.execution.failed.${id}`);
-    expect(await outboxOf(id, "other")).toEqual([]);
+    const { results: neighbours } = await dbOf(env, "dev").prepare("SELECT * FROM notification_outbox WHERE workspace = 'neighbour'").all();
+    expect(neighbours).toEqual([]);
   });
 });
 
