@@ -466,6 +466,42 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's notification setting */
+        get: operations["getNotifications"];
+        /** Set where and which failures are notified (signed Standard Webhooks POSTs) */
+        put: operations["putNotifications"];
+        post?: never;
+        /** Stop notifying (pending deliveries are given up) */
+        delete: operations["deleteNotifications"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notifications/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The notifications on record: event, webhook-id, attempts, status and the last answer, newest first */
+        get: operations["listNotificationDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/operator/storage": {
         parameters: {
             query?: never;
@@ -529,7 +565,7 @@ export interface components {
              * @description stable: branch on it (docs/problems.md)
              * @enum {string}
              */
-            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "delivery-rejected" | "delivery-unavailable" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable" | "tokens-not-configured" | "method-not-allowed" | "query-parameter-unknown";
+            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "delivery-rejected" | "delivery-unavailable" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-compensation" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "notification-setting-invalid" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable" | "tokens-not-configured" | "method-not-allowed" | "query-parameter-unknown";
             title: string;
             status: number;
             detail?: string;
@@ -788,6 +824,76 @@ export interface components {
                      * @default 65536
                      */
                     maxResponseBytes: number;
+                    /** @description the undo call run when the execution fails for good after this step COMPLETED (docs/steps.md "Compensation") */
+                    compensate?: {
+                        /**
+                         * @description a write (POST, PUT, PATCH, DELETE): GET and HEAD undo nothing and are refused
+                         * @enum {string}
+                         */
+                        method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+                        /** @description an http(s) URL on the outbound allowlist, or an expression producing one; default: the step's own `url` */
+                        url?: string;
+                        /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @description query parameters; values are literals or `=` expressions */
+                        query?: {
+                            [key: string]: string;
+                        };
+                        /** @description a JSON value whose `=` strings are expressions (reading `output`, `payload`, `steps`), or one expression */
+                        body?: components["schemas"]["JsonValue"];
+                        /** @description default: the step's */
+                        timeoutMs?: number;
+                        /** @description the undo's own destination key, from business data (`= $idempotencyKey('refund', payload.order.id)`); never the step's */
+                        idempotencyKey?: {
+                            /**
+                             * Format: starts_with
+                             * @description the key: an expression over business data (payload, steps), usually `= $idempotencyKey('prefix', …)`
+                             */
+                            value: string;
+                            /**
+                             * @description a destination whose documented key facts apply (docs/definitions.md); any field below overrides
+                             * @enum {string}
+                             */
+                            profile?: "stripe" | "paypal" | "square" | "adyen" | "ietf";
+                            /** @description the header that carries the key (default: the profile's, else Idempotency-Key) */
+                            header?: string;
+                            /** @description the JSON body field that carries the key, as a JSON Pointer, instead of a header */
+                            bodyField?: string;
+                            /** @description the longest key the destination accepts, in characters */
+                            maxLength?: number;
+                            /**
+                             * @description the characters the destination accepts (default printable-ascii)
+                             * @enum {string}
+                             */
+                            alphabet?: "printable-ascii" | "url-safe" | "alphanumeric";
+                            /** @description how long the destination remembers a key, at least (at most 365d); idemflow refuses to re-send a key older than this */
+                            retention?: number | string;
+                        };
+                        /** @description default: the step's */
+                        retry?: {
+                            /**
+                             * @description attempts in total, the first included
+                             * @default 3
+                             */
+                            maxAttempts: number;
+                            /**
+                             * @default exponential
+                             * @enum {string}
+                             */
+                            backoff: "fixed" | "exponential";
+                            /** @default 1000 */
+                            initialDelayMs: number;
+                            /**
+                             * @description longest backoff, and the longest Retry-After honoured: a destination asking for more fails the step (except 'in progress')
+                             * @default 300000
+                             */
+                            maxDelayMs: number;
+                            /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
+                            inProgressBudgetMs?: number;
+                        };
+                    };
                 };
             } | {
                 id: string;
@@ -995,6 +1101,76 @@ export interface components {
                              * @default 65536
                              */
                             maxResponseBytes: number;
+                            /** @description the undo call run when the execution fails for good after this step COMPLETED (docs/steps.md "Compensation") */
+                            compensate?: {
+                                /**
+                                 * @description a write (POST, PUT, PATCH, DELETE): GET and HEAD undo nothing and are refused
+                                 * @enum {string}
+                                 */
+                                method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+                                /** @description an http(s) URL on the outbound allowlist, or an expression producing one; default: the step's own `url` */
+                                url?: string;
+                                /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                                headers?: {
+                                    [key: string]: string;
+                                };
+                                /** @description query parameters; values are literals or `=` expressions */
+                                query?: {
+                                    [key: string]: string;
+                                };
+                                /** @description a JSON value whose `=` strings are expressions (reading `output`, `payload`, `steps`), or one expression */
+                                body?: components["schemas"]["JsonValue"];
+                                /** @description default: the step's */
+                                timeoutMs?: number;
+                                /** @description the undo's own destination key, from business data (`= $idempotencyKey('refund', payload.order.id)`); never the step's */
+                                idempotencyKey?: {
+                                    /**
+                                     * Format: starts_with
+                                     * @description the key: an expression over business data (payload, steps), usually `= $idempotencyKey('prefix', …)`
+                                     */
+                                    value: string;
+                                    /**
+                                     * @description a destination whose documented key facts apply (docs/definitions.md); any field below overrides
+                                     * @enum {string}
+                                     */
+                                    profile?: "stripe" | "paypal" | "square" | "adyen" | "ietf";
+                                    /** @description the header that carries the key (default: the profile's, else Idempotency-Key) */
+                                    header?: string;
+                                    /** @description the JSON body field that carries the key, as a JSON Pointer, instead of a header */
+                                    bodyField?: string;
+                                    /** @description the longest key the destination accepts, in characters */
+                                    maxLength?: number;
+                                    /**
+                                     * @description the characters the destination accepts (default printable-ascii)
+                                     * @enum {string}
+                                     */
+                                    alphabet?: "printable-ascii" | "url-safe" | "alphanumeric";
+                                    /** @description how long the destination remembers a key, at least (at most 365d); idemflow refuses to re-send a key older than this */
+                                    retention?: number | string;
+                                };
+                                /** @description default: the step's */
+                                retry?: {
+                                    /**
+                                     * @description attempts in total, the first included
+                                     * @default 3
+                                     */
+                                    maxAttempts: number;
+                                    /**
+                                     * @default exponential
+                                     * @enum {string}
+                                     */
+                                    backoff: "fixed" | "exponential";
+                                    /** @default 1000 */
+                                    initialDelayMs: number;
+                                    /**
+                                     * @description longest backoff, and the longest Retry-After honoured: a destination asking for more fails the step (except 'in progress')
+                                     * @default 300000
+                                     */
+                                    maxDelayMs: number;
+                                    /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
+                                    inProgressBudgetMs?: number;
+                                };
+                            };
                         };
                     } | {
                         /** @constant */
@@ -1045,7 +1221,7 @@ export interface components {
             /** @enum {string} */
             identity: "content" | "fields" | "client" | "schedule" | "forced";
             /** @enum {string} */
-            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "COMPENSATING" | "COMPENSATED" | "COMPENSATION_FAILED";
         };
         StartOverResult: {
             executionId: string;
@@ -1054,7 +1230,7 @@ export interface components {
             /** @enum {string} */
             identity: "content" | "fields" | "client" | "schedule" | "forced";
             /** @enum {string} */
-            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "COMPENSATING" | "COMPENSATED" | "COMPENSATION_FAILED";
             startedOverFrom: string;
         };
         /** @description where duplicates of this execution were stopped: the trigger dedupe, the claim, the fence, the destination's store */
@@ -1077,7 +1253,7 @@ export interface components {
             workflowId: string;
             version: string;
             /** @enum {string} */
-            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "COMPENSATING" | "COMPENSATED" | "COMPENSATION_FAILED";
             /** @enum {string} */
             trigger: "webhook" | "test" | "stream" | "schedule" | "start_over";
             /** @enum {string} */
@@ -1107,7 +1283,7 @@ export interface components {
             executionId: string;
             workflowId: string;
             /** @enum {string} */
-            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "COMPENSATING" | "COMPENSATED" | "COMPENSATION_FAILED";
             createdAt: string | null;
             finishedAt: string | null;
             removedAt: string | null;
@@ -1133,7 +1309,7 @@ export interface components {
             workflowId: string;
             version: string;
             /** @enum {string} */
-            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "COMPENSATING" | "COMPENSATED" | "COMPENSATION_FAILED";
             /** @enum {string} */
             trigger: "webhook" | "test" | "stream" | "schedule" | "start_over";
             /** @enum {string} */
@@ -1164,7 +1340,7 @@ export interface components {
             workflowId: string;
             version: string;
             /** @enum {string} */
-            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+            status: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "COMPENSATING" | "COMPENSATED" | "COMPENSATION_FAILED";
             /** @enum {string} */
             trigger: "webhook" | "test" | "stream" | "schedule" | "start_over";
             /** @enum {string} */
@@ -1781,6 +1957,76 @@ export interface components {
                      * @default 65536
                      */
                     maxResponseBytes: number;
+                    /** @description the undo call run when the execution fails for good after this step COMPLETED (docs/steps.md "Compensation") */
+                    compensate?: {
+                        /**
+                         * @description a write (POST, PUT, PATCH, DELETE): GET and HEAD undo nothing and are refused
+                         * @enum {string}
+                         */
+                        method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+                        /** @description an http(s) URL on the outbound allowlist, or an expression producing one; default: the step's own `url` */
+                        url?: string;
+                        /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                        headers?: {
+                            [key: string]: string;
+                        };
+                        /** @description query parameters; values are literals or `=` expressions */
+                        query?: {
+                            [key: string]: string;
+                        };
+                        /** @description a JSON value whose `=` strings are expressions (reading `output`, `payload`, `steps`), or one expression */
+                        body?: components["schemas"]["JsonValue"];
+                        /** @description default: the step's */
+                        timeoutMs?: number;
+                        /** @description the undo's own destination key, from business data (`= $idempotencyKey('refund', payload.order.id)`); never the step's */
+                        idempotencyKey?: {
+                            /**
+                             * Format: starts_with
+                             * @description the key: an expression over business data (payload, steps), usually `= $idempotencyKey('prefix', …)`
+                             */
+                            value: string;
+                            /**
+                             * @description a destination whose documented key facts apply (docs/definitions.md); any field below overrides
+                             * @enum {string}
+                             */
+                            profile?: "stripe" | "paypal" | "square" | "adyen" | "ietf";
+                            /** @description the header that carries the key (default: the profile's, else Idempotency-Key) */
+                            header?: string;
+                            /** @description the JSON body field that carries the key, as a JSON Pointer, instead of a header */
+                            bodyField?: string;
+                            /** @description the longest key the destination accepts, in characters */
+                            maxLength?: number;
+                            /**
+                             * @description the characters the destination accepts (default printable-ascii)
+                             * @enum {string}
+                             */
+                            alphabet?: "printable-ascii" | "url-safe" | "alphanumeric";
+                            /** @description how long the destination remembers a key, at least (at most 365d); idemflow refuses to re-send a key older than this */
+                            retention?: number | string;
+                        };
+                        /** @description default: the step's */
+                        retry?: {
+                            /**
+                             * @description attempts in total, the first included
+                             * @default 3
+                             */
+                            maxAttempts: number;
+                            /**
+                             * @default exponential
+                             * @enum {string}
+                             */
+                            backoff: "fixed" | "exponential";
+                            /** @default 1000 */
+                            initialDelayMs: number;
+                            /**
+                             * @description longest backoff, and the longest Retry-After honoured: a destination asking for more fails the step (except 'in progress')
+                             * @default 300000
+                             */
+                            maxDelayMs: number;
+                            /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
+                            inProgressBudgetMs?: number;
+                        };
+                    };
                 };
             } | {
                 id: string;
@@ -1988,6 +2234,76 @@ export interface components {
                              * @default 65536
                              */
                             maxResponseBytes: number;
+                            /** @description the undo call run when the execution fails for good after this step COMPLETED (docs/steps.md "Compensation") */
+                            compensate?: {
+                                /**
+                                 * @description a write (POST, PUT, PATCH, DELETE): GET and HEAD undo nothing and are refused
+                                 * @enum {string}
+                                 */
+                                method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+                                /** @description an http(s) URL on the outbound allowlist, or an expression producing one; default: the step's own `url` */
+                                url?: string;
+                                /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                                headers?: {
+                                    [key: string]: string;
+                                };
+                                /** @description query parameters; values are literals or `=` expressions */
+                                query?: {
+                                    [key: string]: string;
+                                };
+                                /** @description a JSON value whose `=` strings are expressions (reading `output`, `payload`, `steps`), or one expression */
+                                body?: components["schemas"]["JsonValue"];
+                                /** @description default: the step's */
+                                timeoutMs?: number;
+                                /** @description the undo's own destination key, from business data (`= $idempotencyKey('refund', payload.order.id)`); never the step's */
+                                idempotencyKey?: {
+                                    /**
+                                     * Format: starts_with
+                                     * @description the key: an expression over business data (payload, steps), usually `= $idempotencyKey('prefix', …)`
+                                     */
+                                    value: string;
+                                    /**
+                                     * @description a destination whose documented key facts apply (docs/definitions.md); any field below overrides
+                                     * @enum {string}
+                                     */
+                                    profile?: "stripe" | "paypal" | "square" | "adyen" | "ietf";
+                                    /** @description the header that carries the key (default: the profile's, else Idempotency-Key) */
+                                    header?: string;
+                                    /** @description the JSON body field that carries the key, as a JSON Pointer, instead of a header */
+                                    bodyField?: string;
+                                    /** @description the longest key the destination accepts, in characters */
+                                    maxLength?: number;
+                                    /**
+                                     * @description the characters the destination accepts (default printable-ascii)
+                                     * @enum {string}
+                                     */
+                                    alphabet?: "printable-ascii" | "url-safe" | "alphanumeric";
+                                    /** @description how long the destination remembers a key, at least (at most 365d); idemflow refuses to re-send a key older than this */
+                                    retention?: number | string;
+                                };
+                                /** @description default: the step's */
+                                retry?: {
+                                    /**
+                                     * @description attempts in total, the first included
+                                     * @default 3
+                                     */
+                                    maxAttempts: number;
+                                    /**
+                                     * @default exponential
+                                     * @enum {string}
+                                     */
+                                    backoff: "fixed" | "exponential";
+                                    /** @default 1000 */
+                                    initialDelayMs: number;
+                                    /**
+                                     * @description longest backoff, and the longest Retry-After honoured: a destination asking for more fails the step (except 'in progress')
+                                     * @default 300000
+                                     */
+                                    maxDelayMs: number;
+                                    /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
+                                    inProgressBudgetMs?: number;
+                                };
+                            };
                         };
                     } | {
                         /** @constant */
@@ -2959,7 +3275,7 @@ export interface operations {
             query?: {
                 /** @description only this workflow's executions */
                 workflowId?: string;
-                status?: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED";
+                status?: "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" | "COMPENSATING" | "COMPENSATED" | "COMPENSATION_FAILED";
                 limit?: number;
                 /** @description the `nextCursor` of the previous page, unchanged */
                 cursor?: string;
@@ -3361,7 +3677,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json, `code` one of: `idempotency-key-in-progress`, `idempotency-key-lost`, `step-not-failed`, `destination-key-may-be-forgotten`, `execution-cancelled`, `live-execution-exists`, `execution-superseded` */
+            /** @description problem+json, `code` one of: `idempotency-key-in-progress`, `idempotency-key-lost`, `step-not-failed`, `destination-key-may-be-forgotten`, `execution-cancelled`, `execution-compensation`, `live-execution-exists`, `execution-superseded` */
             409: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */
@@ -5182,6 +5498,367 @@ export interface operations {
             /** @description problem+json, `code` one of: `not-found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the setting */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        url: string;
+                        /** @description the secret's NAME (never its value) */
+                        secret: string;
+                        events: ("execution.failed" | "execution.compensation_failed" | "step.retention_refused" | "execution.stuck")[];
+                        stuckAfterSeconds: number | null;
+                        /**
+                         * Format: date-time
+                         * @description ISO-8601 UTC
+                         */
+                        createdAt: string;
+                        /**
+                         * Format: date-time
+                         * @description ISO-8601 UTC
+                         */
+                        updatedAt: string;
+                    };
+                };
+            };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `not-found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    putNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description `{ url, secret, events, stuckAfterSeconds? }` */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description where the signed POSTs go: an http(s) URL whose host is on OUTBOUND_ALLOWLIST
+                     */
+                    url: string;
+                    /** @description the NAME of a workspace secret (`PUT /v1/secrets/NAME`) holding the Standard Webhooks `whsec_…` secret; a secret sent here in clear is refused */
+                    secret: string;
+                    /** @description the events wanted */
+                    events: ("execution.failed" | "execution.compensation_failed" | "step.retention_refused" | "execution.stuck")[];
+                    /** @description with `execution.stuck` (required then): how long a step may wait unchanged before it is reported, once per wait */
+                    stuckAfterSeconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description saved */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        url: string;
+                        /** @description the secret's NAME (never its value) */
+                        secret: string;
+                        events: ("execution.failed" | "execution.compensation_failed" | "step.retention_refused" | "execution.stuck")[];
+                        stuckAfterSeconds: number | null;
+                        /**
+                         * Format: date-time
+                         * @description ISO-8601 UTC
+                         */
+                        createdAt: string;
+                        /**
+                         * Format: date-time
+                         * @description ISO-8601 UTC
+                         */
+                        updatedAt: string;
+                    };
+                };
+            };
+            /** @description problem+json, `code` one of: `malformed-json`, `json-too-deep`, `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `payload-too-large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `notification-setting-invalid` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description problem+json, `code` one of: `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `not-found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listNotificationDeliveries: {
+        parameters: {
+            query?: {
+                /** @description at most this many, newest first */
+                limit?: number;
+                /** @description page on: the `id` of the last delivery of the previous page */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the deliveries */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            id: number;
+                            /** @enum {string} */
+                            event: "execution.failed" | "execution.compensation_failed" | "step.retention_refused" | "execution.stuck";
+                            /** @description the `webhook-id` header: the same on every attempt of this notification */
+                            webhookId: string;
+                            executionId: string;
+                            /**
+                             * @description failed: given up (attempts used, setting deleted, URL off the allowlist)
+                             * @enum {string}
+                             */
+                            status: "pending" | "delivered" | "failed";
+                            attempts: number;
+                            /** @description the HTTP status of the last answer; null: no answer (not sent, or no response) */
+                            lastStatus: number | null;
+                            /** @description the start of the last answer's body, or why nothing was sent */
+                            lastAnswer: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO-8601 UTC
+                             */
+                            createdAt: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO-8601 UTC
+                             */
+                            updatedAt: string;
+                            deliveredAt: string | null;
+                            /** @description pending: when the next attempt is due */
+                            nextAttemptAt: string | null;
+                        }[];
+                        nextBefore: string | null;
+                    };
+                };
+            };
+            /** @description problem+json, `code` one of: `invalid-query`, `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
                     [name: string]: unknown;
                 };
                 content: {
