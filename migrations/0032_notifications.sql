@@ -11,8 +11,10 @@
 --
 -- `execution.failed` is written by the trigger `executions_failed_notify`: the very UPDATE that moves
 -- an execution from RUNNING to FAILED (or to COMPENSATING with a FAILED step: compensation starts)
--- inserts the row, whichever batch makes it — no extra statement on any settle. A later rebuild of
--- `executions` must create this trigger again.
+-- inserts the row, whichever batch makes it — no extra statement on any settle. When an execution
+-- row is deleted (erased, or swept past its retention) `executions_deleted_outbox` removes its
+-- outbox rows: nothing of an erased execution stays here. A later rebuild of `executions` must
+-- create both triggers again.
 CREATE TABLE notification_settings (
   workspace      TEXT PRIMARY KEY,
   url            TEXT NOT NULL,
@@ -55,3 +57,5 @@ CREATE INDEX notification_outbox_by_workspace ON notification_outbox (workspace,
 CREATE INDEX notification_outbox_by_execution ON notification_outbox (execution_id, event);
 
 CREATE TRIGGER executions_failed_notify AFTER UPDATE OF status ON executions WHEN OLD.status = 'RUNNING' AND NEW.status IN ('FAILED', 'COMPENSATING') BEGIN INSERT INTO notification_outbox (workspace, event, subject, execution_id, webhook_id, data, next_at, created_at, updated_at) SELECT NEW.workspace, 'execution.failed', NEW.id, NEW.id, 'idemflow.execution.failed.' || NEW.id, json_object('executionId', NEW.id, 'workflowId', NEW.workflow_id, 'version', NEW.version, 'status', 'FAILED', 'failedStep', (SELECT f.vertex_id FROM steps f WHERE f.execution_id = NEW.id AND f.state = 'FAILED' ORDER BY f.finished_at DESC LIMIT 1), 'failedAt', strftime('%Y-%m-%dT%H:%M:%fZ', NEW.updated_at / 1000.0, 'unixepoch')), NEW.updated_at, NEW.updated_at, NEW.updated_at FROM notification_settings s WHERE s.workspace = NEW.workspace AND EXISTS (SELECT 1 FROM json_each(s.events) w WHERE w.value = 'execution.failed') AND EXISTS (SELECT 1 FROM steps x WHERE x.execution_id = NEW.id AND x.state = 'FAILED') ON CONFLICT (workspace, event, subject) DO NOTHING; END;
+
+CREATE TRIGGER executions_deleted_outbox AFTER DELETE ON executions BEGIN DELETE FROM notification_outbox WHERE execution_id = OLD.id; END;
