@@ -90,6 +90,7 @@ export type { MapPark } from "./map-sql";
 export { MAP_ITEMS_PAGE, readItemsPage, type ItemCountRecord, type ItemEventRecord, type ItemRecord, type ItemsPage } from "./map-trace";
 // Compensation's undo steps (docs/steps.md "Compensation").
 export {
+  burntKeyReason,
   claimUndoAndLoad,
   dispatchedUndos,
   extendUndoLease,

@@ -32,7 +32,11 @@ function startStepsSql(source: Source): string {
   const cached = START_STEPS_SQL.get(source.claim);
   if (cached !== undefined) return cached;
   const { table, mine } = source.at(6);
-  const keyed = (field: string) => `CASE WHEN j.value ->> 'kx' = src.execution_id THEN j.value ->> '${field}' END`;
+  // A burnt key (docs/steps.md "Compensation") is not inserted with the step: its first attempt computes it and is refused.
+  const keyed = (field: string) =>
+    `CASE WHEN j.value ->> 'kx' = src.execution_id
+               AND NOT EXISTS (SELECT 1 FROM burnt_keys b WHERE b.workspace = ?1 AND b.idempotency_key = j.value ->> 'k')
+          THEN j.value ->> '${field}' END`;
   const prior = (column: string) =>
     `(SELECT ks.${column} FROM destination_key_sends ks
        WHERE ks.workspace = steps.workspace AND ks.idempotency_key = steps.idempotency_key AND ks.destination = steps.key_destination)`;

@@ -39,8 +39,12 @@ export async function persistIdempotencyKey(
       "key",
       db
         .prepare(
+          // A key a compensation undid is never persisted again (docs/steps.md "Compensation": burnt keys):
+          // nothing is written, the send is not recorded, and the caller fails the step before it sends.
           `UPDATE ${rows.table} SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
            WHERE ${fenceOn(rows)}
+             AND (idempotency_key IS NOT NULL
+                  OR NOT EXISTS (SELECT 1 FROM burnt_keys b WHERE b.workspace = ${rows.table}.workspace AND b.idempotency_key = ?5))
            RETURNING idempotency_key`,
         )
         .bind(...fenceParams(fence), now, key),

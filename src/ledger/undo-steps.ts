@@ -296,3 +296,24 @@ export function scheduleUndoInProgressRecheck(
 ): Promise<boolean> {
   return scheduleInProgressRecheck(db, undoKeyFence(fence), r, ITEM_ROWS);
 }
+
+/**
+ * Why a key may not be sent again: a compensation undid the call it keyed (`burnt_keys`), so the
+ * destination would replay the undone call as if it stood. Null when the key is not burnt. Read
+ * only after a persist wrote nothing (./step-key.ts refuses a burnt key), never on the send path.
+ */
+export async function burntKeyReason(db: D1Database, workspace: string, key: string): Promise<string | null> {
+  const row = await db
+    .prepare(
+      `SELECT execution_id AS executionId, vertex_id AS vertexId, undo_key AS undoKey FROM burnt_keys
+       WHERE workspace = ?1 AND idempotency_key = ?2`,
+    )
+    .bind(workspace, key)
+    .first<{ executionId: string; vertexId: string; undoKey: string }>();
+  if (!row) return null;
+  return (
+    `key ${key} was compensated: step ${row.vertexId} of execution ${row.executionId} sent it and its undo (key ${row.undoKey}) ` +
+    "reversed it, so sending it again would have the destination replay an undone call as if it stood; nothing was sent. " +
+    "Use a new key for a new attempt at this business operation (not retried)"
+  );
+}

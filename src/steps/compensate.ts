@@ -12,6 +12,7 @@ import type { GatewayConfig, GatewayVertex, WorkflowDefinition } from "../defini
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
 import { isIdempotencyKeyHeader } from "../definitions/expression-sites";
 import {
+  burntKeyReason,
   claimUndoAndLoad,
   dispatchedUndos,
   extendUndoLease,
@@ -287,6 +288,7 @@ async function execute(rt: StepRuntime, fence: UndoFence, run: UndoRun, claimed:
               "give compensate its own key (not retried)"
             : null,
         persistKey: (key, destination, guarded) => persistUndoKey(rt.db, fence, key, rt.now(), destination, guarded),
+        explainUnpersisted: (key) => burntKeyReason(rt.db, run.workspace, key),
         recordSend: (destination, at, guarded) => recordUndoKeySend(rt.db, fence, at, destination, guarded),
         recallColdSend: (key, destination, hot) =>
           recallKeySend(

@@ -12,6 +12,7 @@ import type { GatewayVertex, MapVertex, RetryPolicy, TransformVertex, WorkflowDe
 import { STEP_INPUTS_VERSION } from "../definitions/step-inputs";
 import { evaluate } from "../expressions/evaluate";
 import {
+  burntKeyReason,
   claimItemAndLoad,
   extendItemLease,
   itemRowKey,
@@ -305,6 +306,7 @@ async function execute(rt: StepRuntime, c: ClaimedItem, fence: ItemFence, p: Pre
         stepCreatedAt: c.run.itemCreatedAt ?? 0,
         reattempt: mustVerify({ attempt: c.claimed.attempt, startedOverFrom: c.run.startedOverFrom }),
         persistKey: (key, destination, guarded) => persistItemKey(rt.db, fence, key, rt.now(), destination, guarded),
+        explainUnpersisted: (key) => burntKeyReason(rt.db, c.run.workspace, key),
         recordSend: (destination, at, guarded) => recordItemKeySend(rt.db, fence, at, destination, guarded),
         // The retention guard's cold lookup (docs/history.md "Key memory: hot and cold"), as for a step.
         recallColdSend: (key, destination, hot) =>

@@ -237,6 +237,28 @@ describe("compensation", () => {
     expect(crashing.dest.effects.filter((e) => e.path === "/payments/refunds")).toHaveLength(1);
   });
 
+  it.each([
+    ["a start over", {}],
+    ["a new trigger, its first step's key computed by the start batch", { chain: true as const }],
+  ])("a compensated key is burnt: a start over's charge fails before sending, saying why (%s)", async (_name, options) => {
+    const wf = await seedWorkflow(WS, order());
+    const p = payload();
+    h.dest.fault("/shipping/labels", 400);
+    const id = await h.start(wf, p);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATED");
+    const again = harness({}, options);
+    // A start over (its first step queued), or a new trigger with the same business data whose first step's key
+    // the start batch computes and inserts with the step (chaining).
+    const startedId = "chain" in options ? await again.start(wf, p) : (await again.startOver(wf, p, id)).executionId;
+    await again.drain();
+    expect(again.dest.keysSent("/payments/charges")).toEqual([]);
+    const steps = await stepsOf(startedId);
+    expect(steps.charge).toMatchObject({ state: "FAILED", idempotency_key: null });
+    expect(steps.charge!.error).toContain(`key charge-${p.order.id} was compensated`);
+    expect(await executionStatus(startedId)).toBe("FAILED");
+  });
+
   it("COMPENSATING is live: cancel answers 409, the step's retry 409, a start over 409", async () => {
     const wf = await seedWorkflow(WS, order());
     h.dest.fault("/shipping/labels", 400);

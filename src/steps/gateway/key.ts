@@ -82,6 +82,8 @@ export interface KeyStore {
   persistKey: (key: string, destination: string, guarded: boolean) => Promise<PersistedKey | null>;
   /** Record a send of the persisted key to `destination`, dated `at`, unless one is on record; null when fenced out. */
   recordSend: (destination: string, at: number, guarded: boolean) => Promise<KeySend | null>;
+  /** Why the persist of this key wrote nothing, when it was not a takeover (a burnt key); null: taken over. */
+  explainUnpersisted?: (key: string) => Promise<string | null>;
   /** Why this newly computed key must not be sent (an undo's key equal to its step's: docs/steps.md "Compensation"); null: send it. */
   refuseKey?: (key: string) => string | null;
 }
@@ -115,7 +117,7 @@ export async function resolveKeyToSend(
   if (refused !== null) return { error: refused };
   // A key with a declared retention is guarded: its send is kept after its execution is swept.
   const stored = await store.persistKey(checked.key, destination, (rule.retentionMs ?? null) !== null);
-  if (stored === null) return { error: TAKEN_OVER };
+  if (stored === null) return { error: (await store.explainUnpersisted?.(checked.key)) ?? TAKEN_OVER };
   return stored;
 }
 

@@ -1,6 +1,6 @@
 /** GATEWAY: one HTTP call with a stable destination key (src/steps/gateway), under a heartbeat; retried by its policy. */
 import { DEFAULT_RETRY, type GatewayVertex } from "../../definitions/schema";
-import { parseKeySends, persistIdempotencyKey, recordKeySend } from "../../ledger";
+import { burntKeyReason, parseKeySends, persistIdempotencyKey, recordKeySend } from "../../ledger";
 import { secretLookup } from "../../secrets/resolve";
 import { parseSealedSecrets } from "../../secrets/store";
 import { mustVerify, runGateway } from "../gateway";
@@ -31,6 +31,7 @@ export const gatewayKind: VertexKind<GatewayVertex> = {
           stepCreatedAt: run.stepCreatedAt ?? 0,
           reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
           persistKey: (key, destination, guarded) => persistIdempotencyKey(rt.db, fence, key, rt.now(), destination, guarded),
+          explainUnpersisted: (key) => burntKeyReason(rt.db, run.workspace, key),
           recordSend: (destination, at, guarded) => recordKeySend(rt.db, fence, at, destination, guarded),
           onRetentionRefused: () => notifyRetentionRefused(rt, fence.executionId, vertex.id),
           recallColdSend: (key, destination, hot) =>
