@@ -5,13 +5,14 @@
  * woken (its message sent after the release committed). A refusal is the `awaiting_permit` outcome:
  * the step parks, and it is not an attempt (src/steps/run-step.ts). An inline step (no connector)
  * is not limited and costs nothing here. A throw in between (a crash) keeps the permit until the
- * step's lease expires: the permit's lease is the step's.
+ * step's lease expires: the permit's lease is the step's. A MAP's item asks the same way (src/steps/map-item.ts):
+ * `fence` is then its row's (its row key), and the permit's lease is the item's.
  */
 import type { GatewayVertex, RetryPolicy } from "../definitions/schema";
 import { askPermit, releasePermit } from "../ledger/connector-permits";
 import type { Fence } from "../ledger";
 import type { RunOutcome } from "../steps/outcome";
-import { sendStepMessages } from "../steps/dispatch";
+import { sendItemMessages, sendStepMessages } from "../steps/dispatch";
 import { retryAfterCeilingMs } from "../steps/retry-policy";
 import type { StepRuntime } from "../steps/runtime";
 import { limitedConnectorOf, pauseOf, permitWaitOf, permitWaitUntil, refusalText } from "./permits";
@@ -42,6 +43,13 @@ export async function withPermit(
   const now = rt.now();
   const pause = pauseOf(outcome, now, retryAfterCeilingMs(policy));
   const woken = await releasePermit(rt.db, workspace, connector, fence, now, pause ? { pause } : {});
-  if (woken.length > 0) await sendStepMessages(rt.queue, woken);
+  // The woken waiter is a step or a MAP's item (the scope's line holds both): each its own message.
+  const items = woken.flatMap((w) => (w.item === undefined ? [] : [{ executionId: w.executionId, vertexId: w.vertexId, item: w.item }]));
+  if (items.length > 0) await sendItemMessages(rt.queue, items);
+  if (items.length < woken.length)
+    await sendStepMessages(
+      rt.queue,
+      woken.filter((w) => w.item === undefined),
+    );
   return outcome;
 }

@@ -1,8 +1,8 @@
 /**
  * Permits of a limited connector (SPEC section 17, docs/connectors.md "Limits", migration 0029):
- * the scope's row (`connector_limits`: limits, token bucket, shared pause) and one row per step that
- * holds or waits for a permit (`connector_permits`). Every operation is one batch (one round trip,
- * one transaction).
+ * the scope's row (`connector_limits`: limits, token bucket, shared pause) and one row per step — or
+ * MAP item, under its row key (`rowOf`) — that holds or waits for a permit (`connector_permits`).
+ * Every operation is one batch (one round trip, one transaction).
  *
  * A held permit counts only while its step is EXECUTING under the epoch that took it, unparked, with
  * a live lease (`LIVE`): the permit's lease IS the step's lease — the heartbeat keeps both, a dead
@@ -11,7 +11,9 @@
  * Parameters: ?1 workspace, ?2 connector, ?3 execution id, ?4 vertex id, ?5 epoch, ?6 now, then the rest.
  */
 import { LabelledBatch } from "./batch";
-import { fenceParams, STEP_FENCE, UNPARK_NOW, type Fence, type StepRef } from "./step-sql";
+import { fenceParams, UNPARK_NOW, type Fence, type StepRef } from "./step-sql";
+import { itemKeyFence, type ItemFence, type ItemRef } from "./map-items";
+import { fenceOn, ITEM_ROWS, STEP_ROWS, type RowSource } from "./work-rows";
 
 /** The scope's limits as its row keeps them (src/flow/limits.ts `ScopeLimits`). */
 export interface ScopeLimitsRow {
@@ -25,9 +27,26 @@ export const WAITER_HORIZON_MS = 2000;
 /** The most waiters counted ahead of an asker: past it, the asker waits anyway. */
 const MAX_AHEAD_COUNTED = 1000;
 
+/**
+ * The permit row `p`'s own row `s` meets `cond`: a step (`steps`, by vertex id), or — a row key, with
+ * a `#` no vertex id has — a MAP's item (`work_items`, by row key: src/ledger/work-rows.ts). Both
+ * have the same state, epoch, lease and park columns, so every condition below holds for either;
+ * one scope's line mixes steps and items.
+ */
+const rowOf = (cond: string) => `(CASE WHEN instr(p.vertex_id, '#') > 0
+    THEN EXISTS (SELECT 1 FROM work_items s WHERE s.execution_id = p.execution_id AND s.row_key = p.vertex_id AND ${cond})
+    ELSE EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id AND ${cond}) END)`;
+
+/** The lease end of the permit row `p`'s own row when its permit is held and live (binds ?6 now), else NULL. */
+const LIVE_LEASE = (() => {
+  const live = "s.epoch = p.epoch AND s.state = 'EXECUTING' AND s.parked_until IS NULL AND s.lease_until > ?6";
+  return `(CASE WHEN instr(p.vertex_id, '#') > 0
+    THEN (SELECT s.lease_until FROM work_items s WHERE s.execution_id = p.execution_id AND s.row_key = p.vertex_id AND ${live})
+    ELSE (SELECT s.lease_until FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id AND ${live}) END)`;
+})();
+
 /** A permit row `p` that is held and live (binds ?6 now). */
-const LIVE = `p.held = 1 AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-    AND s.epoch = p.epoch AND s.state = 'EXECUTING' AND s.parked_until IS NULL AND s.lease_until > ?6)`;
+const LIVE = `p.held = 1 AND ${rowOf("s.epoch = p.epoch AND s.state = 'EXECUTING' AND s.parked_until IS NULL AND s.lease_until > ?6")}`;
 
 /** How long past its wake time a parked waiter still counts: later, its wake-up was lost (a release revives it). */
 export const WAITER_OVERDUE_MS = 3000;
@@ -36,10 +55,9 @@ export const WAITER_OVERDUE_MS = 3000;
  * A permit row `p` that waits and still counts (binds ?6 now): its step EXECUTING and asking now (unparked,
  * leased), or parked and due within the horizon — not overdue by more than `WAITER_OVERDUE_MS`.
  */
-const STILL_WAITING = `p.held = 0 AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-    AND s.state = 'EXECUTING'
+const STILL_WAITING = `p.held = 0 AND ${rowOf(`s.state = 'EXECUTING'
     AND ((s.parked_until IS NULL AND s.lease_until > ?6)
-         OR s.parked_until BETWEEN ?6 - ${WAITER_OVERDUE_MS} AND ?6 + ${WAITER_HORIZON_MS}))`;
+         OR s.parked_until BETWEEN ?6 - ${WAITER_OVERDUE_MS} AND ?6 + ${WAITER_HORIZON_MS})`)}`;
 
 const SCOPE = "p.workspace = ?1 AND p.connector = ?2";
 const MINE = "p.execution_id = ?3 AND p.vertex_id = ?4";
@@ -194,13 +212,9 @@ export async function askPermit(db: D1Database, workspace: string, connector: st
                 SELECT 1 FROM connector_permits p, connector_permits m
                 WHERE ${SCOPE} AND m.workspace = ?1 AND m.connector = ?2 AND m.execution_id = ?3 AND m.vertex_id = ?4
                   AND p.held = 0 AND p.since < m.since
-                  AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-                                AND s.state = 'EXECUTING')
+                  AND ${rowOf("s.state = 'EXECUTING'")}
                 LIMIT ${MAX_AHEAD_COUNTED})) AS queued,
-             (SELECT min(s.lease_until) FROM connector_permits p
-              JOIN steps s ON s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-              WHERE ${SCOPE} AND p.held = 1 AND s.epoch = p.epoch AND s.state = 'EXECUTING' AND s.parked_until IS NULL
-                AND s.lease_until > ?6) AS next_free`,
+             (SELECT min(${LIVE_LEASE}) FROM connector_permits p WHERE ${SCOPE} AND p.held = 1) AS next_free`,
         )
         .bind(...params),
     )
@@ -243,12 +257,29 @@ export interface Release {
 }
 
 /**
+ * The scope's oldest parked waiter to wake (binds ?1 workspace, ?2 connector, ?6 now): overdue (its
+ * wake-up was lost), or due later while the scope caps concurrency and is not paused; `or`: more
+ * candidates (SQL over `p` and its row `s`).
+ */
+const oldestWaiter = (or: string) => `SELECT p.execution_id, p.vertex_id FROM connector_permits p
+    WHERE ${SCOPE} AND p.held = 0 AND ${rowOf(`s.state = 'EXECUTING'
+      AND (s.parked_until < ?6 - ${WAITER_OVERDUE_MS}
+           OR (s.parked_until > ?6
+               AND EXISTS (SELECT 1 FROM connector_limits l WHERE l.workspace = ?1 AND l.connector = ?2
+                             AND l.concurrency IS NOT NULL AND coalesce(l.paused_until, 0) <= ?6))
+           ${or ? `OR ${or}` : ""})`)}
+    ORDER BY p.since, p.execution_id, p.vertex_id LIMIT 1`;
+
+/** A waiter a release woke: a step, or a MAP's item (`item` its index, `vertexId` its MAP's). */
+export type WokenWaiter = StepRef & { item?: number };
+
+/**
  * `releasePermit`: ONE batch — the step's permit given back (its row deleted: fenced by the epoch
  * that took it), [the shared pause written, never shortened], the oldest parked waiter woken now —
  * when the scope caps concurrency and is not paused, or whatever the scope when that waiter is
  * overdue (its wake-up was lost) — (`UNPARK_NOW`: its claim records no `lease_expired`), returned for
- * the caller to send its message after the commit, and up to 20 rows of steps that no longer run
- * swept. Returns the woken steps.
+ * the caller to send its message after the commit, and up to 20 rows of steps (or items) that no longer
+ * run swept. Returns the woken steps and items. The releasing row is a step's or an item's (`fence`).
  */
 export async function releasePermit(
   db: D1Database,
@@ -257,9 +288,9 @@ export async function releasePermit(
   fence: Fence,
   now: number,
   release: Release = {},
-): Promise<StepRef[]> {
+): Promise<WokenWaiter[]> {
   const params = [workspace, connector, ...fenceParams(fence), now] as const;
-  const batch = new LabelledBatch<"release" | "pause" | "wake" | "sweep">(db).add(
+  const batch = new LabelledBatch<"release" | "pause" | "wakeItem" | "wake" | "sweep">(db).add(
     "release",
     db.prepare(`DELETE FROM connector_permits AS p WHERE ${SCOPE} AND ${MINE} AND p.epoch = ?5 AND p.held = 1`).bind(...params.slice(0, 5)),
   );
@@ -274,21 +305,26 @@ export async function releasePermit(
         .bind(...params, release.pause.until, release.pause.reason.slice(0, 500)),
     );
   }
+  // The oldest waiter is a MAP's item or a step (one line per scope): the item's statement first, then
+  // the step's, whose candidates keep an item just woken here — so one release wakes one waiter.
+  const justWokenItem = "(instr(p.vertex_id, '#') > 0 AND s.parked_until = ?6 AND s.lease_until = ?6 AND s.updated_at = ?6)";
   batch
+    .add(
+      "wakeItem",
+      db
+        .prepare(
+          `UPDATE work_items SET ${UNPARK_NOW("?6")}
+           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, row_key) IN (${oldestWaiter("")})
+           RETURNING execution_id, vertex_id, item_index`,
+        )
+        .bind(...params),
+    )
     .add(
       "wake",
       db
         .prepare(
           `UPDATE steps SET ${UNPARK_NOW("?6")}
-           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, vertex_id) IN (
-             SELECT p.execution_id, p.vertex_id FROM connector_permits p
-             JOIN steps s ON s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-             WHERE ${SCOPE} AND p.held = 0 AND s.state = 'EXECUTING'
-               AND (s.parked_until < ?6 - ${WAITER_OVERDUE_MS}
-                    OR (s.parked_until > ?6
-                        AND EXISTS (SELECT 1 FROM connector_limits l WHERE l.workspace = ?1 AND l.connector = ?2
-                                      AND l.concurrency IS NOT NULL AND coalesce(l.paused_until, 0) <= ?6)))
-             ORDER BY p.since, p.execution_id, p.vertex_id LIMIT 1)
+           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, vertex_id) IN (${oldestWaiter(justWokenItem)})
            RETURNING execution_id, vertex_id`,
         )
         .bind(...params),
@@ -299,16 +335,20 @@ export async function releasePermit(
         .prepare(
           `DELETE FROM connector_permits WHERE rowid IN (
              SELECT p.rowid FROM connector_permits p WHERE ${SCOPE}
-               AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-                                 AND s.state = 'EXECUTING')
+               AND NOT ${rowOf("s.state = 'EXECUTING'")}
              LIMIT 20)`,
         )
         .bind(workspace, connector),
     );
   const results = await batch.run();
-  return results
-    .rows<{ execution_id: string; vertex_id: string }>("wake")
-    .map((r) => ({ executionId: r.execution_id, vertexId: r.vertex_id }));
+  return [
+    ...results
+      .rows<{ execution_id: string; vertex_id: string; item_index: number }>("wakeItem")
+      .map((r) => ({ executionId: r.execution_id, vertexId: r.vertex_id, item: r.item_index })),
+    ...results
+      .rows<{ execution_id: string; vertex_id: string }>("wake")
+      .map((r) => ({ executionId: r.execution_id, vertexId: r.vertex_id })),
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,20 +368,23 @@ export interface PermitWait {
  * `parked_until` at `until`), but it is not an attempt: the attempt row its claim opened is
  * deleted and `attempt` goes back by one, so `attempt - retry_base` (what the retry budget and the
  * crash allowance count) is unchanged, the next claim is the same attempt number, and the trace
- * keeps only real attempts. The wait is recorded for the trace. One batch, fenced.
+ * keeps only real attempts. The wait is recorded for the trace (a step's `permit_wait`; an item has no
+ * such column). One batch, fenced. `rows`: a step's row, or a MAP's item (`fence.vertexId` its row key).
  */
 export async function parkForPermit(
   db: D1Database,
   fence: Fence,
   r: { now: number; until: number; wait: PermitWait },
+  rows: RowSource = STEP_ROWS,
 ): Promise<"parked" | "fenced-out"> {
+  const step = rows.table === "steps";
   const results = await new LabelledBatch<"attempt" | "parked">(db)
     .add(
       "attempt",
       db
         .prepare(
           `DELETE FROM step_attempts WHERE execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND outcome = 'running'
-             AND EXISTS (SELECT 1 FROM steps WHERE ${STEP_FENCE})`,
+             AND EXISTS (SELECT 1 FROM ${rows.table} WHERE ${fenceOn(rows)})`,
         )
         .bind(...fenceParams(fence)),
     )
@@ -349,14 +392,42 @@ export async function parkForPermit(
       "parked",
       db
         .prepare(
-          `UPDATE steps SET attempt = attempt - 1, lease_until = ?4, parked_until = ?4, permit_wait = ?6, updated_at = ?5
-           WHERE ${STEP_FENCE} AND attempt > retry_base
+          `UPDATE ${rows.table} SET attempt = attempt - 1, lease_until = ?4, parked_until = ?4, updated_at = ?5
+             ${step ? ", permit_wait = ?6" : ""}
+           WHERE ${fenceOn(rows)} AND attempt > retry_base
            RETURNING parked_until`,
         )
-        .bind(...fenceParams(fence), r.until, r.now, JSON.stringify(r.wait)),
+        .bind(...fenceParams(fence), r.until, r.now, ...(step ? [JSON.stringify(r.wait)] : [])),
     )
     .run();
   return results.first("parked") ? "parked" : "fenced-out";
+}
+
+/** `parkForPermit` over a MAP's item (docs/steps.md "MAP"): its row parks, not the MAP's step. */
+export function parkItemForPermit(
+  db: D1Database,
+  fence: ItemFence,
+  r: { now: number; until: number; wait: PermitWait },
+): Promise<"parked" | "fenced-out"> {
+  return parkForPermit(db, itemKeyFence(fence), r, ITEM_ROWS);
+}
+
+/**
+ * `dueParkedItems`: MAP items parked for a permit whose time came at least `graceMs` ago — their
+ * delayed wake-up did not claim them (a lost message): the cron's wake-up task sends them one, as
+ * `dueParkedSteps` for steps. Read only (the claim is the resume). Over `work_items_lease_expiry`:
+ * a parked item's lease is its wake time.
+ */
+export async function dueParkedItems(db: D1Database, now: number, graceMs: number, limit: number): Promise<ItemRef[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT execution_id AS executionId, vertex_id AS vertexId, item_index AS item FROM work_items
+       WHERE state = 'EXECUTING' AND lease_until <= ?1 AND parked_until IS NOT NULL AND kind = 'map_item'
+       ORDER BY lease_until LIMIT ?2`,
+    )
+    .bind(now - graceMs, limit)
+    .all<ItemRef>();
+  return results;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,8 +451,7 @@ export async function readScopeState(db: D1Database, workspace: string, connecto
       `SELECT l.concurrency, l.rate_count, l.rate_period_ms, l.burst, ${BUCKET("l")} AS tokens, l.paused_until, l.pause_reason, l.held_back,
               (SELECT count(*) FROM connector_permits p WHERE ${SCOPE} AND ${LIVE}) AS in_flight,
               (SELECT count(*) FROM connector_permits p WHERE ${SCOPE} AND p.held = 0
-                 AND EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
-                               AND s.state = 'EXECUTING')) AS waiting
+                 AND ${rowOf("s.state = 'EXECUTING'")}) AS waiting
        FROM connector_limits l WHERE l.workspace = ?1 AND l.connector = ?2`,
     )
     .bind(workspace, connector, null, null, null, now)

@@ -1,7 +1,8 @@
 /** The periodic tasks of steps, on the tick's clock: the reaper, and the wake-up of parked steps. */
 import { dueParkedSteps } from "../ledger";
 import type { PeriodicTask } from "../lib/periodic-task";
-import { sendStepMessages } from "./dispatch";
+import { dueParkedItems } from "../ledger/connector-permits";
+import { sendItemMessages, sendStepMessages } from "./dispatch";
 import { reap, reapLogLine, type ReapReport } from "./reaper";
 import { defaultRuntime } from "./runtime";
 
@@ -34,7 +35,10 @@ export const wakeTask: PeriodicTask<WakeReport> = {
   async run(env, tick) {
     const due = await dueParkedSteps(env.DB, tick.scheduledTime, WAKE_GRACE_MS, WAKE_LIMIT);
     await sendStepMessages(env.QUEUE as never, due);
-    return { woken: due.length };
+    // MAP items parked for a connector's permit (src/steps/map-item.ts) whose wake-up was lost.
+    const items = await dueParkedItems(env.DB, tick.scheduledTime, WAKE_GRACE_MS, WAKE_LIMIT);
+    await sendItemMessages(env.QUEUE as never, items);
+    return { woken: due.length + items.length };
   },
   logLine: ({ woken }) => (woken === 0 ? null : { level: "info", event: "steps.woken", fields: { woken } }),
 };

@@ -51,6 +51,8 @@ import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
 import { isoTimeText } from "../lib/iso-time";
 import { keyForgetHorizonMs, keyMemoryBucket } from "../keys/memory";
+import { withPermit } from "../flow/gate";
+import { parkItemForPermit } from "../ledger/connector-permits";
 import { recallKeySend } from "../keys/recall";
 
 /** An item in hand: the claim's result, or a chained claim's (the settle before it claimed it). */
@@ -259,8 +261,22 @@ async function runClaimedItem(rt: StepRuntime, c: ClaimedItem, inputs: StepInput
     }
     case "fail":
       return settle(rt, c, fence, prepared, { state: "FAILED", error: t.error, output }, request, response);
+    case "await_permit": {
+      // No permit of its limited connector (src/flow/gate.ts): the item's row parks — not an attempt,
+      // nothing counted, no attempt row — and its wake-up goes after the commit (a release may wake it sooner).
+      const parked = await parkItemForPermit(rt.db, fence, { now, until: t.until, wait: t.wait });
+      if (parked === "fenced-out") {
+        return {
+          decision: { action: "ack", why: "permit wait fenced out: the item was taken over or cancelled" },
+          next: null,
+          mapWoken: false,
+        };
+      }
+      await sendItemMessages(rt.queue, [c.ref], Math.max(1, Math.ceil((t.until - now) / 1000)));
+      return { decision: { action: "ack", why: t.detail }, next: null, mapWoken: false };
+    }
     default: {
-      // An item never parks; a wait for a connector's permit (src/flow) is asked again later, not counted.
+      // An item never parks otherwise (no DELAY or wait inside a MAP): asked again later, not counted.
       const until = "until" in t ? t.until : now + 1000;
       const ours = await scheduleItemInProgressRecheck(rt.db, fence, {
         now,
@@ -292,32 +308,41 @@ async function execute(rt: StepRuntime, c: ClaimedItem, fence: ItemFence, p: Pre
     rowFence,
     c.leaseMs,
     () =>
-      runGateway(gateway, p.context, {
-        env: rt.env,
-        secret: secretLookup({
-          workspace: c.run.workspace,
-          stored: parseSealedSecrets(c.run.sealedSecretsJson),
-          env: rt.env as unknown as Record<string, unknown>,
+      // Through a limited connector: the item's permit first, as a step's (src/flow/gate.ts) — its row's fence and lease.
+      withPermit(rt, c.run.workspace, rowFence, gateway, gateway.config.retry ?? DEFAULT_RETRY, () =>
+        runGateway(gateway, p.context, {
+          env: rt.env,
+          secret: secretLookup({
+            workspace: c.run.workspace,
+            stored: parseSealedSecrets(c.run.sealedSecretsJson),
+            env: rt.env as unknown as Record<string, unknown>,
+          }),
+          fetch: rt.fetch,
+          now: rt.now,
+          persistedKey: c.claimed.idempotencyKey,
+          keySends: parseKeySends(c.run.keySendsJson),
+          stepCreatedAt: c.run.itemCreatedAt ?? 0,
+          reattempt: mustVerify({ attempt: c.claimed.attempt, startedOverFrom: c.run.startedOverFrom }),
+          persistKey: (key, destination, guarded) => persistItemKey(rt.db, fence, key, rt.now(), destination, guarded),
+          explainUnpersisted: (key) => burntKeyReason(rt.db, c.run.workspace, key),
+          recordSend: (destination, at, guarded) => recordItemKeySend(rt.db, fence, at, destination, guarded),
+          // The retention guard's cold lookup (docs/history.md "Key memory: hot and cold"), as for a step.
+          recallColdSend: (key, destination, hot) =>
+            recallKeySend(
+              {
+                db: rt.db,
+                bucket: keyMemoryBucket(rt.env),
+                workspace: c.run.workspace,
+                horizonMs: keyForgetHorizonMs(rt.env),
+                now: rt.now,
+              },
+              key,
+              destination,
+              hot,
+              c.run.itemCreatedAt ?? 0,
+            ),
         }),
-        fetch: rt.fetch,
-        now: rt.now,
-        persistedKey: c.claimed.idempotencyKey,
-        keySends: parseKeySends(c.run.keySendsJson),
-        stepCreatedAt: c.run.itemCreatedAt ?? 0,
-        reattempt: mustVerify({ attempt: c.claimed.attempt, startedOverFrom: c.run.startedOverFrom }),
-        persistKey: (key, destination, guarded) => persistItemKey(rt.db, fence, key, rt.now(), destination, guarded),
-        explainUnpersisted: (key) => burntKeyReason(rt.db, c.run.workspace, key),
-        recordSend: (destination, at, guarded) => recordItemKeySend(rt.db, fence, at, destination, guarded),
-        // The retention guard's cold lookup (docs/history.md "Key memory: hot and cold"), as for a step.
-        recallColdSend: (key, destination, hot) =>
-          recallKeySend(
-            { db: rt.db, bucket: keyMemoryBucket(rt.env), workspace: c.run.workspace, horizonMs: keyForgetHorizonMs(rt.env), now: rt.now },
-            key,
-            destination,
-            hot,
-            c.run.itemCreatedAt ?? 0,
-          ),
-      }),
+      ),
     (now, leaseMs) => extendItemLease(rt.db, fence, now, leaseMs),
   );
 }
