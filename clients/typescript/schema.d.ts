@@ -1563,8 +1563,11 @@ export interface components {
         };
         CancelResult: {
             executionId: string;
-            /** @constant */
-            status: "CANCELLED";
+            /**
+             * @description COMPENSATING: asked with `compensate: true` and a completed step is undone
+             * @enum {string}
+             */
+            status: "CANCELLED" | "COMPENSATING";
             /** @description the steps that were in flight and the key each had sent (a sent call cannot be unsent); empty when already cancelled */
             cancelledSteps: {
                 vertexId: string;
@@ -2342,6 +2345,8 @@ export interface components {
         CancelBody: {
             /** @description true: the next identical trigger starts a new execution */
             releaseIdentity?: boolean;
+            /** @description true: undo the completed steps that declare `compensate` (the execution goes COMPENSATING; docs/steps.md "Compensation") */
+            compensate?: boolean;
         };
         SecretBody: {
             /** @description 1–4096 UTF-8 bytes without control characters; never readable back */

@@ -10,6 +10,7 @@ import { KEY_MAY_BE_FORGOTTEN_MARK } from "./key-sends";
 import { NEXT_ATTEMPT_SEQ, STEP_EVENT_MARK } from "./attempts";
 import type { StepRef, StepState } from "./step-sql";
 import { LIVE_STATUSES_SQL, type ExecutionStatus } from "./execution-types";
+import { UNDOABLE } from "./step-settle";
 
 export type OperatorRetryResult =
   | { retried: true; acknowledged: boolean }
@@ -163,7 +164,7 @@ const NO_OTHER_LIVE = `NOT EXISTS (SELECT 1 FROM executions l
 
 export type CancelResult =
   /** Cancelled now: the steps that were in flight, with the key each had sent (a sent call cannot be unsent). */
-  | { cancelled: true; inFlight: InFlightStep[]; identityReleased: boolean }
+  | { cancelled: true; inFlight: InFlightStep[]; identityReleased: boolean; compensating: boolean }
   | { cancelled: false; status: ExecutionStatus | null; identityReleased: boolean };
 
 export interface InFlightStep {
@@ -179,6 +180,13 @@ export interface CancelOptions {
    * ends now). By default a CANCELLED execution keeps absorbing duplicates until its window ends.
    */
   releaseIdentity?: boolean;
+  /**
+   * Compensate (docs/steps.md "Compensation"): the in-flight steps are cancelled as for any cancel,
+   * and when a COMPLETED step declares `compensate` the execution goes COMPENSATING instead of
+   * CANCELLED (its undo steps inserted by the trigger `executions_compensation_starts`); the caller
+   * sends the first undo's message. Without one to undo, a plain CANCELLED.
+   */
+  compensate?: boolean;
 }
 
 /**
@@ -270,11 +278,12 @@ export async function cancelExecution(
       "execution",
       db
         .prepare(
-          `UPDATE executions SET status = 'CANCELLED', finished_at = ?3, updated_at = ?3
+          `UPDATE executions SET status = iif(?4 = 1 AND ${UNDOABLE}, 'COMPENSATING', 'CANCELLED'),
+                                 finished_at = iif(?4 = 1 AND ${UNDOABLE}, NULL, ?3), updated_at = ?3
            WHERE id = ?1 AND workspace = ?2 AND status = 'RUNNING'
-           RETURNING id`,
+           RETURNING id, status`,
         )
-        .bind(...params),
+        .bind(...params, options.compensate ? 1 : 0),
     );
   if (options.releaseIdentity) {
     // The window ends now; the identity row's CHECK wants it to end after it began.
@@ -292,7 +301,15 @@ export async function cancelExecution(
   batch.add("current", db.prepare(`SELECT status FROM executions WHERE id = ?1 AND workspace = ?2`).bind(executionId, workspace));
   const results = await batch.run();
   const identityReleased = options.releaseIdentity === true && results.changes("release") > 0;
-  if (results.first("execution") !== null) return { cancelled: true, inFlight: results.rows<InFlightStep>("inFlight"), identityReleased };
+  const ended = results.first<{ status: ExecutionStatus }>("execution");
+  if (ended !== null) {
+    return {
+      cancelled: true,
+      inFlight: results.rows<InFlightStep>("inFlight"),
+      identityReleased,
+      compensating: ended.status === "COMPENSATING",
+    };
+  }
   const status = results.first<{ status: ExecutionStatus }>("current")?.status ?? null;
   return { cancelled: false, status, identityReleased };
 }

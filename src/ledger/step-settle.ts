@@ -195,7 +195,7 @@ export const COMPENSABLE_VERTICES = `(SELECT json_extract(j.value, '$.id') FROM 
      AND json_extract(j.value, '$.type') = 'GATEWAY' AND json_type(j.value, '$.config.compensate') = 'object')`;
 
 /** A COMPLETED step of execution ?1 has an undo to run. */
-const UNDOABLE = `EXISTS (SELECT 1 FROM steps c
+export const UNDOABLE = `EXISTS (SELECT 1 FROM steps c
   WHERE c.execution_id = ?1 AND c.state = 'COMPLETED' AND c.vertex_id IN ${COMPENSABLE_VERTICES})`;
 
 /**

@@ -69,7 +69,15 @@ describe("GET /v1/openapi.json", () => {
         "keyValues",
       ].sort(),
     );
-    expect(param("status")?.enum).toEqual(["RUNNING", "COMPLETED", "FAILED", "CANCELLED"]);
+    expect(param("status")?.enum).toEqual([
+      "RUNNING",
+      "COMPLETED",
+      "FAILED",
+      "CANCELLED",
+      "COMPENSATING",
+      "COMPENSATED",
+      "COMPENSATION_FAILED",
+    ]);
     expect([param("limit")?.minimum, param("limit")?.maximum]).toEqual([1, 100]);
     expect(param("since")?.format).toBe("date-time");
     expect(param("hadDuplicates")?.enum).toEqual(["true", "false"]);

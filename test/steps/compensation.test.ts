@@ -259,6 +259,32 @@ describe("compensation", () => {
     expect(await executionStatus(startedId)).toBe("FAILED");
   });
 
+  it("a cancel with `compensate: true` cancels what is in flight and undoes what completed; without it, a plain cancel", async () => {
+    const wf = await seedWorkflow(WS, order());
+    const p = payload();
+    const id = await h.start(wf, p);
+    // Charge runs and completes; ship is left DISPATCHED.
+    const [charge] = h.queue.take();
+    await h.deliver([charge!.body]);
+    expect((await stepsOf(id)).ship!.state).toBe("DISPATCHED");
+    h.queue.take();
+    const res = await callApp(h, "POST", `/v1/executions/${id}/cancel`, { key: unique("k"), body: { compensate: true } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: "COMPENSATING", cancelledSteps: [{ vertexId: "ship", state: "DISPATCHED" }] });
+    expect((await stepsOf(id)).ship!.state).toBe("CANCELLED");
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATED");
+    expect(refunds(h).map((e) => e.key)).toEqual([`refund-${p.order.id}`]);
+
+    const plain = await h.start(wf, payload());
+    const [first] = h.queue.take();
+    await h.deliver([first!.body]);
+    h.queue.take();
+    const cancelled = await callApp(h, "POST", `/v1/executions/${plain}/cancel`, { key: unique("k"), body: {} });
+    expect(await cancelled.json()).toMatchObject({ status: "CANCELLED" });
+    expect(await undosOf(plain)).toEqual([]);
+  });
+
   it("COMPENSATING is live: cancel answers 409, the step's retry 409, a start over 409", async () => {
     const wf = await seedWorkflow(WS, order());
     h.dest.fault("/shipping/labels", 400);

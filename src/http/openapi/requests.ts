@@ -170,6 +170,10 @@ export const RetryBody = z.strictObject({
 
 export const CancelBody = z.strictObject({
   releaseIdentity: z.boolean().optional().describe("true: the next identical trigger starts a new execution"),
+  compensate: z
+    .boolean()
+    .optional()
+    .describe('true: undo the completed steps that declare `compensate` (the execution goes COMPENSATING; docs/steps.md "Compensation")'),
 });
 
 /** The most a secret value may hold: it is sent in an HTTP header. */

@@ -462,7 +462,7 @@ export const RetryAccepted = z.object({
 
 export const CancelResult = z.object({
   executionId: z.string(),
-  status: z.literal("CANCELLED"),
+  status: z.enum(["CANCELLED", "COMPENSATING"]).describe("COMPENSATING: asked with `compensate: true` and a completed step is undone"),
   cancelledSteps: z
     .array(z.object({ vertexId: z.string(), state: z.enum(["DISPATCHED", "EXECUTING"]), idempotencyKey: z.string().nullable() }))
     .describe("the steps that were in flight and the key each had sent (a sent call cannot be unsent); empty when already cancelled"),

@@ -16,11 +16,12 @@ import { getWorkflow } from "../../definitions/store";
 import { ingressDeps, startWorkflowExecution } from "../../ingress/start";
 import { requestCtx } from "../execution-ctx";
 import { parseStoredPayload } from "../../ingress/payload";
-import { cancelExecution, MAX_CHAIN_MEMBERS, readExecution, readTombstone, retryFailedStep } from "../../ledger";
+import { cancelExecution, dispatchedUndos, MAX_CHAIN_MEMBERS, readExecution, readTombstone, retryFailedStep } from "../../ledger";
 import { findArchivedTrace, readArchivedTrace } from "../../history/archive";
 import { eraseExecution } from "../../history/erase";
 import { isoTime } from "../../lib/iso-time";
 import { sendStepMessages } from "../../steps/dispatch";
+import { sendUndoMessages } from "../../steps/compensate";
 import { decodeCursor, listExecutions, readTrace } from "../../steps/trace";
 import { requireWorkspace, type AppEnv } from "../auth";
 import { idempotency, principalFromContext } from "../idempotency";
@@ -201,10 +202,13 @@ executionRoutes.post("/:executionId/start-over", operatorKey, async (c) => {
 
 executionRoutes.post("/:executionId/cancel", operatorKey, async (c) => {
   const executionId = c.req.param("executionId");
-  const { releaseIdentity } = await parseOperatorBody(c.req.raw, CancelBody, executionProblems.cancelBodyInvalid);
-  const result = await cancelExecution(c.env.DB, c.get("workspace"), executionId, nowOf(c.env), { releaseIdentity });
+  const { releaseIdentity, compensate } = await parseOperatorBody(c.req.raw, CancelBody, executionProblems.cancelBodyInvalid);
+  const result = await cancelExecution(c.env.DB, c.get("workspace"), executionId, nowOf(c.env), { releaseIdentity, compensate });
   if (result.cancelled) {
-    return c.json({ executionId, status: "CANCELLED", cancelledSteps: result.inFlight, identityReleased: result.identityReleased }, 200);
+    // With `compensate`, the first undo step's message after the commit (docs/steps.md "Compensation").
+    if (result.compensating) await sendUndoMessages(c.env.QUEUE as never, await dispatchedUndos(c.env.DB, executionId));
+    const status = result.compensating ? "COMPENSATING" : "CANCELLED";
+    return c.json({ executionId, status, cancelledSteps: result.inFlight, identityReleased: result.identityReleased }, 200);
   }
   if (result.status === null) return notFoundOrRemoved(c.env.DB, c.get("workspace"), executionId, `Execution ${executionId}`);
   if (result.status !== "CANCELLED") throw executionProblems.executionNotCancellable(executionId, result.status);
