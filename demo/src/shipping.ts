@@ -28,6 +28,10 @@ export function shippingRoutes(options: Required<DemoOptions>): Hono<DemoAppEnv>
     idempotency({ principal: () => SHIPPING_PRINCIPAL, database: options.database, now: options.now }),
     async (c) => {
       const body = await readJsonObject(c.req);
+      // A refusal for good (workflows/order-with-refund.json: the charge is then refunded by its compensation).
+      if (body.address === "undeliverable") {
+        return c.json({ title: "Undeliverable address", detail: "the carrier refuses this address; no label was bought" }, 422);
+      }
       const label = await insertLabel(
         options.database(c.env),
         { idempotencyKey: admittedKey(c.req.header("idempotency-key")), order: identifierOf(body.order), request: body },
