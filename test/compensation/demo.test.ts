@@ -22,7 +22,7 @@ beforeEach(() => {
 afterEach(() => vi.restoreAllMocks());
 
 describe("workflows/order-with-refund.json through the demo", () => {
-  it("an undeliverable order: charged, then refunded once with refund-<order>-charge; a deliverable one: shipped, not refunded", async () => {
+  it("an undeliverable order is charged, then refunded once (refund-<order>-charge); a deliverable one is not refunded", async () => {
     const h = demoHarness();
     for (const c of [payments, shipping]) expect((await putJson(h, `/v1/connectors/${c.name}`, c)).status).toBeLessThan(300);
     const saved = await putJson(h, `/v1/workflows/${workflow.id}`, workflow);
