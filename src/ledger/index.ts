@@ -96,6 +96,7 @@ export {
   extendUndoLease,
   persistUndoKey,
   recordUndoKeySend,
+  retryFailedUndo,
   scheduleUndoInProgressRecheck,
   scheduleUndoRetry,
   settleUndo,

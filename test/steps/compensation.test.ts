@@ -9,7 +9,8 @@
 import { env } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { cancelExecution, retryFailedStep } from "../../src/ledger";
+import { cancelExecution, retryFailedStep, retryFailedUndo } from "../../src/ledger";
+import { sendUndoMessages } from "../../src/steps/compensate";
 import { reap } from "../../src/steps/reaper";
 import { callApp, DEST, executionStatus, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
@@ -179,6 +180,25 @@ describe("compensation", () => {
     const res = await callApp(h, "POST", `/v1/executions/${id}/steps/ship/retry`, { key: unique("k") });
     expect(res.status).toBe(409);
     expect(((await res.json()) as { code: string }).code).toBe("execution-compensation");
+    // The operator retries the failed undo: the same key, the execution COMPENSATING again, then COMPENSATED.
+    const failedKey = (await undosOf(id))[0]!.idempotency_key;
+    expect(await retryFailedUndo(env.DB, WS, id, "charge", h.clock.now())).toMatchObject({
+      retried: false,
+      reason: "not-compensation-failed",
+    });
+    const again = await retryFailedUndo(env.DB, WS, id, "reserve", h.clock.now());
+    expect(again).toEqual({ retried: true, undo: { executionId: id, vertexId: "reserve", place: 0 } });
+    expect(await executionStatus(id)).toBe("COMPENSATING");
+    if (again.retried) await sendUndoMessages(h.queue, [again.undo]);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATED");
+    const undos = await undosOf(id);
+    expect(undos.map((u) => [u.vertex_id, u.state])).toEqual([
+      ["reserve", "COMPLETED"],
+      ["charge", "COMPLETED"],
+    ]);
+    expect(undos[0]!.idempotency_key).toBe(failedKey);
+    expect(refunds(h).map((e) => e.key)).toEqual([failedKey, expect.stringMatching(/^refund-/)]);
   });
 
   it("the decision waits for every step: a branch still DISPATCHED when ship fails is charged first, then refunded", async () => {
