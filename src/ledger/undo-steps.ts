@@ -378,7 +378,8 @@ export async function retryFailedUndo(
       "current",
       db
         .prepare(
-          `SELECT e.status, (SELECT w.state FROM work_items w WHERE w.execution_id = e.id AND w.vertex_id = ?3 AND w.kind = 'undo') AS undoState
+          `SELECT e.status,
+                  (SELECT w.state FROM work_items w WHERE w.execution_id = e.id AND w.vertex_id = ?3 AND w.kind = 'undo') AS undoState
            FROM executions e WHERE e.id = ?1 AND e.workspace = ?2`,
         )
         .bind(executionId, workspace, vertexId),
