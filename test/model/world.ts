@@ -35,6 +35,7 @@ import { ADVANCES_MS, WORKSPACES, type Op, type WorkflowName } from "./ops";
 import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
 import { applyKeysOp, checkKeys, KEYS_HOT, keysWorkflow } from "./ops-keys";
 import { applyMapOp, checkMap, setupMap } from "./ops-map";
+import { checkNotify, setupNotify } from "./ops-notify";
 
 /** A broken invariant: the run stops at the first. */
 export class Violation extends Error {
@@ -278,6 +279,7 @@ export class World {
       }
       await setupFlow(this, ws, DEST);
       await setupMap(this, ws, DEST);
+      await setupNotify(this, ws, DEST);
       const keys = await this.call(ws, "PUT", `/v1/workflows/${(keysWorkflow(DEST) as { id: string }).id}`, keysWorkflow(DEST));
       if (keys.status >= 300) throw new Error(`saving the guarded workflow: ${keys.status} ${await keys.text()}`);
     }
@@ -662,6 +664,7 @@ export class World {
     for (const shard of [0, 1]) await this.checkEvents(shard);
     for (const shard of [0, 1]) await checkFlow(this, shard);
     for (const shard of [0, 1]) await checkMap(this, shard);
+    for (const shard of [0, 1]) await checkNotify(this, shard);
     checkKeys(this);
   }
 
