@@ -198,6 +198,8 @@ export interface ItemRun {
   /** The item's state; null when the execution has no such item. */
   itemState: ItemState | null;
   leaseUntil: number | null;
+  /** Set while the item is parked for a connector's permit (src/steps/map-item.ts): when it asks again. */
+  parkedUntil: number | null;
   availableAt: number | null;
   /** The list element's JSON, persisted at the MAP's first claim. */
   itemJson: string | null;
@@ -220,6 +222,7 @@ const ITEM_RUN = selectList<ItemRun>({
   definitionJson: "v.definition",
   itemState: "w.state",
   leaseUntil: "w.lease_until",
+  parkedUntil: "w.parked_until",
   availableAt: "w.available_at",
   itemJson: "w.item",
   // ?2 is the item's row key: its events are recorded under it.
@@ -418,12 +421,14 @@ export async function settleItem(db: D1Database, input: ItemSettleInput): Promis
       "opened",
       db
         .prepare(
-          // The started item's attempt, when it was claimed here (the claim batch's `openAttempt`).
+          // The started item's attempt, when it was claimed here (the claim batch's `openAttempt`) — not an item
+          // parked for a permit (or just woken) at this instant: its claim's attempt was given back (src/flow).
           `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
            SELECT execution_id, row_key, epoch, attempt, 'running', ?4, idempotency_key,
                   (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
            FROM work_items
            WHERE execution_id = ?1 AND vertex_id = ?5 AND kind = 'map_item' AND state = 'EXECUTING' AND updated_at = ?4 AND row_key <> ?2
+             AND parked_until IS NULL
              AND ${held}
            ON CONFLICT (execution_id, vertex_id, epoch) DO NOTHING`,
         )

@@ -46,7 +46,7 @@ import type { RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
 import { dropsIfNotClaimable, type Delivery } from "./redelivery";
 import { delaySeconds } from "./retry-policy";
-import { MAX_OUTPUT_BYTES, runStep, type Decision } from "./run-step";
+import { EARLY_WAKE_BOUNCE_MS, MAX_OUTPUT_BYTES, runStep, type Decision } from "./run-step";
 import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
 import { isoTimeText } from "../lib/iso-time";
@@ -134,6 +134,15 @@ function whyNotClaimed(run: ItemRun, now: number, drop: boolean): Decision {
     case "PENDING":
       return { action: "ack", why: "item not started: its MAP starts it" };
     case "EXECUTING":
+      // Parked for a connector's permit: a wake-up a little early is bounced to its time, a redundant one acked (as a step's).
+      if (run.parkedUntil !== null && run.parkedUntil > now && run.parkedUntil - now <= EARLY_WAKE_BOUNCE_MS) {
+        return {
+          action: "retry",
+          delayMs: run.parkedUntil - now,
+          why: `a wake-up early by ${run.parkedUntil - now} ms: retried at its time`,
+        };
+      }
+      if (run.parkedUntil !== null) return { action: "ack", why: `the item is parked until ${isoTimeText(run.parkedUntil)}` };
       if (drop) return { action: "drop", why: "lease held by another worker; the reaper re-dispatches the item if the lease expires" };
       return { action: "retry", delayMs: Math.max(1000, (run.leaseUntil ?? now) - now), why: "lease held by another worker" };
     case "DISPATCHED":
@@ -461,6 +470,7 @@ function chainedItem(
       ...from.run,
       itemState: "EXECUTING",
       leaseUntil: claimed.leaseUntil,
+      parkedUntil: null,
       availableAt: null,
       itemJson,
       inProgressSince: null,

@@ -192,6 +192,41 @@ describe("a MAP through a limited connector", () => {
     expect(await attemptsOf(id, parked.row_key)).toEqual([{ attempt: 1, outcome: "completed" }]);
   });
 
+  it("an item chained at the instant a waiter parked or was woken opens no attempt for that waiter", async () => {
+    // Found by the model (seed 4): the chained claim's attempt row went to every item EXECUTING and touched at that instant.
+    const h = harness({}, { chain: true });
+    const { wf } = await limitedMap(h, { concurrency: 1 }, 2);
+    const id = await h.start(wf, order(3));
+    await drainTogether(h);
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    for (const item of await itemsOf(id)) {
+      expect(item).toMatchObject({ state: "COMPLETED", attempt: 1 });
+      expect(await attemptsOf(id, item.row_key)).toEqual([{ attempt: 1, outcome: "completed" }]);
+    }
+  });
+
+  it("a parked item's wake-up a little early is retried at its time; a redundant one is acked", async () => {
+    const h = harness();
+    const { wf } = await limitedMap(h, { rate: "1/h" }, 2);
+    const id = await h.start(wf, order(2));
+    await h.deliver([h.queue.take()[0]!.body]);
+    const [first, second] = h.queue.take();
+    await h.deliver([first!.body]); // the hour's one token
+    await h.deliver([second!.body]); // parks
+    const parked = (await itemsOf(id))[second!.body.item!]!;
+    expect(parked).toMatchObject({ state: "EXECUTING", attempt: 0 });
+    const [wake] = h.queue.take();
+    h.clock.t = parked.parked_until! - 400;
+    const early = await h.deliver([wake!.body]);
+    expect(early.explicitAcks).toEqual([]);
+    expect(early.retryDelays).toEqual([1]);
+    // Long before its time (a release's earlier wake-up, say): acked — its own wake-up is on its way.
+    h.clock.t = parked.parked_until! - 10_000;
+    const redundant = await h.deliver([wake!.body]);
+    expect(redundant.explicitAcks).toHaveLength(1);
+    expect(await attemptsOf(id, parked.row_key)).toEqual([]);
+  });
+
   it("a dead item worker's permit returns when the item's lease expires, not before", async () => {
     const h = harness();
     const { wf } = await limitedMap(h, { concurrency: 1 }, 2);
