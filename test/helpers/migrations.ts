@@ -35,3 +35,8 @@ export async function schemaBefore(number: number): Promise<void> {
   ]);
   for (const m of migrations.filter((m) => m.number < number)) await runMigration(m.sql);
 }
+
+/** Every migration after `number`, in order: the current schema, for a test running today's code on an old migration's rows. */
+export async function migrationsAfter(number: number): Promise<void> {
+  for (const m of migrations.filter((m) => m.number > number)) await runMigration(m.sql);
+}

@@ -19,6 +19,7 @@ import { shardProblems, type ShardProblemCode } from "../../src/shards/problems"
 import { eventProblems, type EventProblemCode } from "../../src/events/problems";
 import { connectorProblems, type ConnectorProblemCode } from "../../src/connectors/problems";
 import { httpProblems, type HttpProblemCode } from "../../src/http/problems";
+import { notificationProblems, type NotificationProblemCode } from "../../src/notifications/problems";
 
 /** One sample per constructor: a constructor added without a sample here does not compile. */
 type Samples<Catalog extends ProblemCatalog<string>> = { [Name in keyof Catalog]: () => ProblemError };
@@ -124,6 +125,18 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
     } satisfies Samples<typeof secretProblems>,
   },
   {
+    module: "src/notifications/problems.ts",
+    samples: {
+      shape: () => notificationProblems.shape("/url", "`url` is required"),
+      urlNotAllowed: () => notificationProblems.urlNotAllowed("hooks.example", "hooks.example:443"),
+      secretInClear: () => notificationProblems.secretInClear(),
+      secretMissing: () => notificationProblems.secretMissing("NOTIFY"),
+      secretNotWebhook: () => notificationProblems.secretNotWebhook("NOTIFY"),
+      eventUnknown: () => notificationProblems.eventUnknown(0, "execution.done", ["execution.failed"]),
+      stuckThresholdMissing: () => notificationProblems.stuckThresholdMissing(),
+    } satisfies Samples<typeof notificationProblems>,
+  },
+  {
     module: "src/shards/problems.ts",
     samples: {
       misconfigured: () => shardProblems.misconfigured('D1_SHARDS names "DB_9", but the Worker has no D1 binding of that name.'),
@@ -222,6 +235,7 @@ describe("problem catalogs", () => {
     expectTypeOf<CatalogCode<typeof ingressProblems>>().toEqualTypeOf<IngressProblemCode>();
     expectTypeOf<CatalogCode<typeof executionProblems>>().toEqualTypeOf<ExecutionProblemCode>();
     expectTypeOf<CatalogCode<typeof secretProblems>>().toEqualTypeOf<SecretProblemCode>();
+    expectTypeOf<CatalogCode<typeof notificationProblems>>().toEqualTypeOf<NotificationProblemCode>();
     expectTypeOf<CatalogCode<typeof operatorProblems>>().toEqualTypeOf<OperatorProblemCode>();
     expectTypeOf<CatalogCode<typeof shardProblems>>().toEqualTypeOf<ShardProblemCode>();
     expectTypeOf<CatalogCode<typeof eventProblems>>().toEqualTypeOf<EventProblemCode>();
