@@ -79,7 +79,7 @@ export function subsetMismatch(expected: unknown, actual: unknown, path = ""): s
 }
 
 function sendLine(world: ScenarioWorld, s: Send): string {
-  const what = s.kind === "probe" ? "probe" : "attempt";
+  const what = s.kind === "probe" ? "probe" : s.kind === "undo" ? "undo attempt" : "attempt";
   const key = s.key === null ? "no key" : `key ${s.key}`;
   const body = s.body === null ? "" : `, body ${clip(JSON.stringify(s.body), 120)}`;
   const item = s.item === null ? "" : ` (item ${s.item})`;
@@ -107,8 +107,13 @@ export async function checkExpectations(scenario: Scenario, played: Played): Pro
   const fail = (what: string, lines: string[] = []) => out.push([what, ...lines].join("\n"));
 
   if (world.unscripted) {
-    const step = world.sends[world.sends.length - 1]!.step;
-    fail(`${world.unscripted}: the scenario scripts ${scriptedCount(scenario, step)} answer(s) for ${step}`, excerpt(world, trace, step));
+    const last = world.sends[world.sends.length - 1]!;
+    const step = last.step;
+    const what = last.kind === "undo" ? `${step}'s undo calls (\`compensate\`)` : step;
+    fail(
+      `${world.unscripted}: the scenario scripts ${scriptedCount(scenario, step, last.kind)} answer(s) for ${what}`,
+      excerpt(world, trace, step),
+    );
     return out;
   }
   if (expect.status !== undefined && trace?.status !== expect.status) {
@@ -180,6 +185,41 @@ export async function checkExpectations(scenario: Scenario, played: Played): Pro
       const m = subsetMismatch(e.output, row?.output);
       if (m) fail(`${at}.output ${m}`, excerpt(world, trace, step));
     }
+    if (e.compensate !== undefined) {
+      const undos = world.sendsOf(step, "undo");
+      const u = e.compensate;
+      const where = `${at}.compensate`;
+      if (u.attempts !== undefined && undos.length !== u.attempts)
+        fail(`${where}.attempts: expected ${u.attempts}, actual ${undos.length}`, excerpt(world, trace, step));
+      if (u.key !== undefined) {
+        const wrong = undos.find((s) => s.key !== u.key);
+        if (undos.length === 0) fail(`${where}.key: expected ${u.key}, actual no undo call of ${step}`, excerpt(world, trace, step));
+        else if (wrong)
+          fail(`${where}.key: expected ${u.key}, actual ${wrong.key ?? "no key"} (undo attempt ${wrong.n})`, excerpt(world, trace, step));
+      }
+      if (u.sameKey) {
+        const first = undos[0];
+        const wrong = undos.find((s) => s.key === null || s.key !== first?.key);
+        if (!first)
+          fail(`${where}.sameKey: expected one key over every undo call, actual no undo call of ${step}`, excerpt(world, trace, step));
+        else if (wrong)
+          fail(
+            `${where}.sameKey: expected one key over every undo call, actual undo attempt ${wrong.n} sent ${wrong.key ?? "no key"} ` +
+              `where undo attempt ${first.n} sent ${first.key ?? "no key"}`,
+            excerpt(world, trace, step),
+          );
+      }
+      if (u.request !== undefined) {
+        if (undos.length === 0) fail(`${where}.request: expected an undo call of ${step}, actual none`, excerpt(world, trace, step));
+        for (const s of undos) {
+          const m = subsetMismatch(u.request, s.body);
+          if (m) {
+            fail(`${where}.request (undo attempt ${s.n}'s body) ${m}`, excerpt(world, trace, step));
+            break;
+          }
+        }
+      }
+    }
     if (e.error !== undefined && !(row?.error ?? "").includes(e.error))
       fail(
         `${at}.error: expected a text containing ${JSON.stringify(e.error)}, actual ${show(row?.error ?? null)}`,
@@ -205,7 +245,10 @@ export async function checkExpectations(scenario: Scenario, played: Played): Pro
   return out;
 }
 
-function scriptedCount(scenario: Scenario, step: string): number {
+function scriptedCount(scenario: Scenario, step: string, kind: Send["kind"]): number {
   const d = scenario.destinations?.[step];
-  return d === undefined ? 0 : Array.isArray(d) ? d.length : d.answers.length;
+  if (d === undefined) return 0;
+  if (kind === "undo") return Array.isArray(d) ? 0 : (d.compensate?.length ?? 0);
+  if (kind === "probe") return Array.isArray(d) ? 0 : (d.probes?.length ?? 0);
+  return Array.isArray(d) ? d.length : d.answers.length;
 }

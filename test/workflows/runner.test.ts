@@ -109,6 +109,73 @@ describe("a scenario file that does not check is reported with its pointers", ()
   });
 });
 
+describe('undo calls (`compensate`, docs/steps.md "Compensation") are scripted and checked like sends', () => {
+  const refund = (compensate: unknown[], more: Record<string, unknown> = {}) => ({
+    name: "r",
+    trigger: { payload: { order: { id: "R-9", total: 5, address: "undeliverable" } } },
+    destinations: { charge: { answers: [{ status: 201, body: { id: "ch_9" } }], compensate }, ship: [{ status: 422 }] },
+    expect: { status: "COMPENSATED" },
+    ...more,
+  });
+
+  it("an invalid compensate answer list is reported at its pointer (the object form's problems, not the list form's)", async () => {
+    const problems = await problemsOf(file([refund([{ status: 201 }, {}, { lose: true, timeout: true }])], "order-with-refund"));
+    expect(problems).toEqual([
+      {
+        pointer: "/scenarios/0/destinations/charge/compensate/1",
+        message: "an answer needs one of `status`, `lose`, `timeout` or `inProgress`",
+      },
+      {
+        pointer: "/scenarios/0/destinations/charge/compensate/2",
+        message: "an answer is one of `status`, `lose`, `timeout` or `inProgress`, not `lose` and `timeout`",
+      },
+    ]);
+    expect(await problemsOf(file([refund({ status: 201 } as unknown as unknown[])], "order-with-refund"))).toEqual([
+      { pointer: "/scenarios/0/destinations/charge/compensate", message: expect.stringMatching(/expected array/) },
+    ]);
+  });
+
+  it("undo answers or expectations for a step that declares no `compensate`", async () => {
+    const s = scenario({
+      destinations: { charge: { answers: ok.charge, compensate: [{ status: 201 }] }, ship: ok.ship },
+      expect: { steps: { ship: { compensate: { attempts: 0 } } } },
+    });
+    expect(await problemsOf(file([s]))).toEqual([
+      { pointer: "/scenarios/0/destinations/charge/compensate", message: 'step "charge" declares no `compensate`: it makes no undo calls' },
+      { pointer: "/scenarios/0/expect/steps/ship/compensate", message: 'step "ship" declares no `compensate`: it makes no undo calls' },
+    ]);
+  });
+
+  it("an unscripted undo call stops the run; undo attempts, key, sameKey and request are checked apart from the sends", async () => {
+    const text = (s: Record<string, unknown>) => file([s], "order-with-refund");
+    const run = async (s: Record<string, unknown>) => {
+      const checked = await checkScenarioFile(files, "workflows/x.test.json", text(s));
+      if (!checked.ok) throw new Error(JSON.stringify(checked.problems));
+      return runScenario(files, checked, checked.parsed.scenarios[0]!);
+    };
+    const unscripted = await run(refund([]));
+    expect(unscripted!.split("\n")[0]).toBe(
+      "unscripted undo call of charge attempt 1 (POST http://localhost:8788/refunds/lines): " +
+        "the scenario scripts 0 answer(s) for charge's undo calls (`compensate`)",
+    );
+    const message = await run(
+      refund([{ lose: true }, { status: 201 }], {
+        expect: {
+          status: "COMPENSATION_FAILED",
+          steps: { charge: { attempts: 1, compensate: { attempts: 1, key: "charge-R-9", request: { amount: 6 } } } },
+        },
+      }),
+    );
+    expect(message!.split("\n").filter((l) => !l.startsWith("    "))).toEqual([
+      "status: expected COMPENSATION_FAILED, actual COMPENSATED",
+      "steps.charge.compensate.attempts: expected 1, actual 2",
+      "steps.charge.compensate.key: expected charge-R-9, actual refund-R-9-charge (undo attempt 1)",
+      "steps.charge.compensate.request (undo attempt 1's body) /amount: expected 6, actual 5",
+    ]);
+    expect(message).toMatch(/ {4}charge undo attempt 1 at \+\S+: key refund-R-9-charge, body .* → lost/);
+  });
+});
+
 describe("a scenario that disagrees fails with what disagrees and the trace excerpt", () => {
   it("passes when the world answers as scripted", async () => {
     expect(await failureOf(scenario({ expect: { status: "COMPLETED", sent: { charge: 1, ship: 1 } } }))).toBeNull();

@@ -51,8 +51,10 @@ function zodProblems(error: ZodError): Problem[] {
     if (issue.code === "unrecognized_keys") {
       for (const key of issue.keys) out.push({ pointer: pointerOf([...issue.path, key]), message: `unknown member "${key}"` });
     } else if (issue.code === "invalid_union") {
-      // The destinations' two forms: report the list form's problems (the common one).
-      const first = issue.errors[0] ?? [];
+      // The destinations' two forms: report the problems of the form the value has (an array: the
+      // list; else the object) — the branch that did not fail at the value itself.
+      const first =
+        issue.errors.find((e) => !e.some((inner) => inner.path.length === 0 && inner.code === "invalid_type")) ?? issue.errors[0] ?? [];
       if (first.length === 0) out.push({ pointer: pointerOf(issue.path), message: issue.message });
       for (const inner of first) out.push({ pointer: pointerOf([...issue.path, ...inner.path]), message: inner.message });
     } else out.push({ pointer: pointerOf(issue.path), message: issue.message });
@@ -165,6 +167,11 @@ function checkAgainst(parsed: ScenarioFile, definition: WorkflowDefinition): Pro
   const types = new Map(definition.vertices.map((v) => [v.id, v.type]));
   const calls = (id: string) => gatewayOf(definition, id) !== undefined;
   const verifies = new Set(definition.vertices.filter((v) => gatewayOf(definition, v.id)?.config.verify).map((v) => v.id));
+  // Only a GATEWAY step declares `compensate` (a MAP's items are not compensated: docs/steps.md "Compensation").
+  const compensates = new Set(
+    definition.vertices.filter((v) => v.type === "GATEWAY" && gatewayOf(definition, v.id)?.config.compensate).map((v) => v.id),
+  );
+  const noUndo = (id: string) => `step "${id}" declares no \`compensate\`: it makes no undo calls`;
   const entry = definition.vertices.find((v) => v.type === "ENTRY_POINT");
   const schedule = (entry?.config as { schedule?: string } | undefined)?.schedule;
   const list = [...types.keys()].join(", ");
@@ -183,9 +190,13 @@ function checkAgainst(parsed: ScenarioFile, definition: WorkflowDefinition): Pro
       step(`${at}/destinations/${id}`, id, true);
       if (!Array.isArray(d) && d.probes && calls(id) && !verifies.has(id))
         problems.push({ pointer: `${at}/destinations/${id}/probes`, message: `step "${id}" declares no \`verify\`: it sends no probes` });
+      if (!Array.isArray(d) && d.compensate && calls(id) && !compensates.has(id))
+        problems.push({ pointer: `${at}/destinations/${id}/compensate`, message: noUndo(id) });
     }
     for (const id of Object.keys(s.expect.steps ?? {})) step(`${at}/expect/steps/${id}`, id, false);
     for (const [id, e] of Object.entries(s.expect.steps ?? {})) {
+      if (e.compensate !== undefined && types.has(id) && !compensates.has(id))
+        problems.push({ pointer: `${at}/expect/steps/${id}/compensate`, message: noUndo(id) });
       for (const m of ["attempts", "probes", "key", "sameKey", "request"] as const)
         if (e[m] !== undefined && types.has(id) && !calls(id))
           problems.push({
@@ -253,7 +264,12 @@ export interface Played {
 export async function playScenario(files: WorkflowFiles, checked: Extract<Checked, { ok: true }>, scenario: Scenario): Promise<Played> {
   const scripts = new Map<string, Scripted>();
   for (const [id, d] of Object.entries(scenario.destinations ?? {})) {
-    scripts.set(id, Array.isArray(d) ? { answers: d, probes: [] } : { answers: d.answers, probes: d.probes ?? [] });
+    scripts.set(
+      id,
+      Array.isArray(d)
+        ? { answers: d, probes: [], compensate: [] }
+        : { answers: d.answers, probes: d.probes ?? [], compensate: d.compensate ?? [] },
+    );
   }
   const world = new ScenarioWorld(checked.definition, scripts);
   const resent: Resent[] = [];

@@ -75,8 +75,12 @@ const Destination = z.union([
     .strictObject({
       answers: z.array(Answer).describe("the answers to this step's sends, in order"),
       probes: z.array(Answer).optional().describe("the answers to this step's verify probes, in order"),
+      compensate: z
+        .array(Answer)
+        .optional()
+        .describe('the answers to this step\'s undo calls (a step with `compensate`, docs/steps.md "Compensation"), in order'),
     })
-    .describe("the answers to the sends and to the verify probes (a step with `verify`)"),
+    .describe("the answers to the sends, to the verify probes (a step with `verify`) and to the undo calls (a step with `compensate`)"),
 ]);
 
 const Trigger = z
@@ -131,6 +135,21 @@ const Resend = z
 
 const StepState = z.enum(["COMPLETED", "FAILED", "SKIPPED", "CANCELLED", "DISPATCHED", "EXECUTING", "NOT_REACHED"]);
 
+/** What is expected of a step's undo calls (docs/steps.md "Compensation"): counted apart from its sends. */
+const UndoExpect = z
+  .strictObject({
+    attempts: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe("undo calls of this step that reached the (mocked) destination, over all executions (0: never compensated)"),
+    key: z.string().optional().describe("the key every undo call carried (its own, never the step's)"),
+    sameKey: z.literal(true).optional().describe("every undo call carried one and the same key"),
+    request: z.unknown().optional().describe("a subset every undo call's JSON body contains"),
+  })
+  .describe("what is expected of one step's undo calls");
+
 const StepExpect = z
   .strictObject({
     state: StepState.optional().describe("the step's state in the newest execution (`NOT_REACHED`: no row: never decided)"),
@@ -144,12 +163,16 @@ const StepExpect = z
     request: z.unknown().optional().describe("a subset every send's JSON body contains"),
     output: z.unknown().optional().describe("a subset the step's output (newest execution) contains"),
     error: z.string().optional().describe("a text the step's error contains"),
+    compensate: UndoExpect.optional().describe("its undo calls (a step with `compensate`)"),
   })
   .describe("what is expected of one step");
 
 const Expect = z
   .strictObject({
-    status: z.enum(["RUNNING", "COMPLETED", "FAILED", "CANCELLED"]).optional().describe("the newest execution's status when the run ends"),
+    status: z
+      .enum(["RUNNING", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATING", "COMPENSATED", "COMPENSATION_FAILED"])
+      .optional()
+      .describe("the newest execution's status when the run ends"),
     steps: z.record(z.string(), StepExpect).optional().describe("by step id"),
     sent: z.record(z.string(), z.number().int().min(0)).optional().describe("sends per Gateway step id (= its `attempts`)"),
     deduplicated: z.array(z.boolean()).optional().describe("each resend's answer, in order: was it deduplicated?"),

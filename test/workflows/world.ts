@@ -25,6 +25,7 @@ import { withClock } from "../../src/lib/clock";
 import { pointerTokens } from "../../src/lib/json-pointer";
 import { withOutboundFetch } from "../../src/lib/outbound-fetch";
 import { handleQueueBatch } from "../../src/queue";
+import { undoVertex } from "../../src/steps/compensate";
 import { runScheduled } from "../../src/scheduled";
 import { deliveredEnv } from "../helpers/shards";
 import type { Answer } from "./scenario-schema";
@@ -33,7 +34,8 @@ import type { Answer } from "./scenario-schema";
 export interface Send {
   step: string;
   execution: string;
-  kind: "send" | "probe";
+  /** A step's send, its verify probe, or its undo call (a compensation's, docs/steps.md "Compensation"). */
+  kind: "send" | "probe" | "undo";
   /** A MAP's item index (the message's `item`), or null for a plain step. */
   item: number | null;
   /** 1-based, per step and kind, over the scenario's executions: the scenario's answer number. */
@@ -52,6 +54,8 @@ export interface Send {
 export interface Scripted {
   answers: Answer[];
   probes: Answer[];
+  /** The answers to the step's undo calls. */
+  compensate: Answer[];
 }
 
 interface Pending {
@@ -86,7 +90,7 @@ export class ScenarioWorld {
   /** What the runner could not do inside a call (the engine would take a throw there for a network error). */
   private broken: string | null = null;
   private pending: Pending[] = [];
-  private current: { executionId: string; vertexId: string; item: number | null } | null = null;
+  private current: { executionId: string; vertexId: string; item: number | null; undo: number | null } | null = null;
   private readonly counts = new Map<string, number>();
   private keys = 0;
   private readonly timers: Array<{ ms: number; id: ReturnType<typeof setTimeout>; fire: () => void }> = [];
@@ -252,12 +256,12 @@ export class ScenarioWorld {
   private async deliver(p: Pending): Promise<void> {
     this.pending.splice(this.pending.indexOf(p), 1);
     if (!(await this.isOurs(p.body))) return;
-    const { executionId, vertexId, item } = p.body as { executionId: string; vertexId: string; item?: number };
+    const { executionId, vertexId, item, undo } = p.body as { executionId: string; vertexId: string; item?: number; undo?: number };
     const batch = createMessageBatch<unknown>("idemflow-steps", [
       { id: "m0", timestamp: new Date(this.t), attempts: p.attempts, body: p.body },
     ]);
     const ctx = createExecutionContext();
-    this.current = { executionId, vertexId, item: item ?? null };
+    this.current = { executionId, vertexId, item: item ?? null, undo: undo ?? null };
     const realSetTimeout = globalThis.setTimeout;
     // The send's own timer (src/steps/gateway/send.ts) is recorded, so a scripted `timeout` fires it at once.
     globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
@@ -292,8 +296,11 @@ export class ScenarioWorld {
     const request = new Request(input as RequestInfo, init);
     const current = this.current;
     const step = current?.vertexId ?? "(no step)";
-    const vertex = current ? this.gateway(current.vertexId) : undefined;
-    const kind: Send["kind"] = vertex && isProbe(vertex, request) ? "probe" : "send";
+    const own = current ? this.gateway(current.vertexId) : undefined;
+    // An undo message (`undo`: its place) calls the step's `compensate`: its own method, URL and key.
+    const undoing = current?.undo !== null && current?.undo !== undefined && own !== undefined;
+    const vertex = undoing ? (undoVertex(own) ?? undefined) : own;
+    const kind: Send["kind"] = undoing ? "undo" : vertex && isProbe(vertex, request) ? "probe" : "send";
     const counter = `${step}/${kind}`;
     const n = (this.counts.get(counter) ?? 0) + 1;
     this.counts.set(counter, n);
@@ -321,9 +328,9 @@ export class ScenarioWorld {
     };
     this.sends.push(send);
     const script = current ? this.scripts.get(current.vertexId) : undefined;
-    const scripted = (kind === "probe" ? script?.probes : script?.answers)?.[n - 1];
+    const scripted = (kind === "probe" ? script?.probes : kind === "undo" ? script?.compensate : script?.answers)?.[n - 1];
     if (!scripted) {
-      const what = kind === "probe" ? "verify probe of" : "call to";
+      const what = kind === "probe" ? "verify probe of" : kind === "undo" ? "undo call of" : "call to";
       this.unscripted ??= `unscripted ${what} ${step} ${kind === "probe" ? "probe" : "attempt"} ${n} (${request.method} ${request.url})`;
       throw new TypeError(`scenario: ${this.unscripted}`);
     }
