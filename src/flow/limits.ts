@@ -74,8 +74,7 @@ export function checkLimits(limits: ConnectorLimits | undefined): ValidationErro
       pointer: "/limits/rate",
       code: "limits-rate-too-high",
       message:
-        `"${limits.rate}" is above ${MAX_RATE_PER_SECOND.toLocaleString("en")} calls per second; ` +
-        "leave `rate` out for no rate limit",
+        `"${limits.rate}" is above ${MAX_RATE_PER_SECOND.toLocaleString("en")} calls per second; ` + "leave `rate` out for no rate limit",
     });
   }
   if (limits.burst !== undefined) {

@@ -146,7 +146,8 @@ export async function startExecution(
       db
         .prepare(
           `SELECT f.status AS fromStatus, f.superseded_by AS supersededBy,
-                  (SELECT l.id FROM executions l WHERE l.lineage_id = f.lineage_id AND l.status IN ${LIVE_STATUSES_SQL} LIMIT 1) AS liveExecutionId
+                  (SELECT l.id FROM executions l
+                   WHERE l.lineage_id = f.lineage_id AND l.status IN ${LIVE_STATUSES_SQL} LIMIT 1) AS liveExecutionId
            FROM executions f WHERE f.id = ?1 AND f.workspace = ?2`,
         )
         .bind(record.startedOverFrom, record.workspace),

@@ -84,7 +84,16 @@ describe("saving a connector", () => {
       Object.keys(examples)
         .map((p) => p.split("/").pop())
         .sort(),
-    ).toEqual(["adyen.json", "demo-limited.json", "demo-payments.json", "demo-refunds.json", "demo-shipping.json", "paypal.json", "square.json", "stripe.json"]);
+    ).toEqual([
+      "adyen.json",
+      "demo-limited.json",
+      "demo-payments.json",
+      "demo-refunds.json",
+      "demo-shipping.json",
+      "paypal.json",
+      "square.json",
+      "stripe.json",
+    ]);
     for (const [path, mod] of Object.entries(examples)) {
       const result = validateConnector(mod.default);
       expect([path, result.ok ? [] : result.errors]).toEqual([path, []]);
