@@ -122,7 +122,8 @@ export function markLostAttempts(db: D1Database, ref: StepRef, rows: RowSource =
 
 /**
  * `openAttempt`: the row of the epoch this batch just claimed — only if it did: the step is
- * EXECUTING and was updated at `now` (as `readStepInputs` decides), and the primary key on the
+ * EXECUTING and was updated at `now` (as `readStepInputs` decides) and is not parked (a claim clears
+ * `parked_until`: a permit waiter parked or woken at `now` was not claimed here), and the primary key on the
  * epoch makes a second row for one claim impossible (a live lease held by another worker already
  * has its row). The key is the one already persisted, if any. Binds ?1, ?2, ?3 now.
  */
@@ -133,6 +134,7 @@ export function openAttempt(db: D1Database, ref: StepRef, now: number, rows: Row
        SELECT execution_id, ${rows.key}, epoch, attempt, 'running', ?3, idempotency_key,
               (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
        FROM ${rows.table} WHERE execution_id = ?1 AND ${rows.key} = ?2 AND state = 'EXECUTING' AND updated_at = ?3
+         AND parked_until IS NULL
        ON CONFLICT (execution_id, vertex_id, epoch) DO NOTHING`,
     )
     .bind(ref.executionId, ref.vertexId, now);

@@ -175,6 +175,10 @@ describe("a MAP through a limited connector", () => {
     const parked = (await itemsOf(id))[second!.body.item!]!;
     expect(parked).toMatchObject({ state: "EXECUTING", attempt: 0, retry_base: 0 });
     expect(parked.parked_until).toBeGreaterThan(h.clock.now());
+    // A redundant message at the same instant misses the claim and opens no attempt for the parked row (found by the model).
+    // (Its attempt is 0 here: the phantom row broke the claim batch's CHECK; at attempt ≥ 1 it was an extra attempt row.)
+    const again = await h.deliver([second!.body]);
+    expect(again.retryDelays).toEqual([1]); // bounced to its time (early), not a crashed claim batch
     expect(await attemptsOf(id, parked.row_key)).toEqual([]);
     expect(await readScopeState(env.DB, WS, name, h.clock.now())).toMatchObject({ inFlight: 1, waiting: 1 });
     // The MAP's step is not the one waiting.
