@@ -943,6 +943,7 @@ describe("step chaining", () => {
       cancelled: true,
       inFlight: [{ vertexId: "charge", state: "EXECUTING", idempotencyKey: key }],
       identityReleased: false,
+      compensating: false, // a cancel compensates only when asked
     });
     // The call went out once, with the key; its result is fenced out, nothing runs after it.
     expect(h.dest.keysSent("/payments/charges")).toEqual([key]);
