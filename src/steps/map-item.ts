@@ -51,7 +51,7 @@ import type { StepRuntime } from "./runtime";
 import { runTransform } from "./transform";
 import { isoTimeText } from "../lib/iso-time";
 import { keyForgetHorizonMs, keyMemoryBucket } from "../keys/memory";
-import { withPermit } from "../flow/gate";
+import { withPermit } from "./permit-gate";
 import { parkItemForPermit } from "../ledger/connector-permits";
 import { recallKeySend } from "../keys/recall";
 
@@ -271,7 +271,7 @@ async function runClaimedItem(rt: StepRuntime, c: ClaimedItem, inputs: StepInput
     case "fail":
       return settle(rt, c, fence, prepared, { state: "FAILED", error: t.error, output }, request, response);
     case "await_permit": {
-      // No permit of its limited connector (src/flow/gate.ts): the item's row parks — not an attempt,
+      // No permit of its limited connector (src/steps/permit-gate.ts): the item's row parks — not an attempt,
       // nothing counted, no attempt row — and its wake-up goes after the commit (a release may wake it sooner).
       const parked = await parkItemForPermit(rt.db, fence, { now, until: t.until, wait: t.wait });
       if (parked === "fenced-out") {
@@ -317,7 +317,7 @@ async function execute(rt: StepRuntime, c: ClaimedItem, fence: ItemFence, p: Pre
     rowFence,
     c.leaseMs,
     () =>
-      // Through a limited connector: the item's permit first, as a step's (src/flow/gate.ts) — its row's fence and lease.
+      // Through a limited connector: the item's permit first, as a step's (src/steps/permit-gate.ts) — its row's fence and lease.
       withPermit(rt, c.run.workspace, rowFence, gateway, gateway.config.retry ?? DEFAULT_RETRY, () =>
         runGateway(gateway, p.context, {
           env: rt.env,

@@ -7,14 +7,14 @@ import { mustVerify, runGateway } from "../gateway";
 import { withHeartbeat } from "../heartbeat";
 import { keyForgetHorizonMs, keyMemoryBucket } from "../../keys/memory";
 import { recallKeySend } from "../../keys/recall";
-import { withPermit } from "../../flow/gate";
+import { withPermit } from "../permit-gate";
 import type { VertexKind } from "./kind";
 import { notifyRetentionRefused } from "../../notifications";
 
 export const gatewayKind: VertexKind<GatewayVertex> = {
   execute: (vertex, { rt, run, claimed, fence, leaseMs, context }) =>
     withHeartbeat(rt, fence, leaseMs, () =>
-      // Through a limited connector: the attempt's permit first (src/flow/gate.ts); waiting is not an attempt.
+      // Through a limited connector: the attempt's permit first (src/steps/permit-gate.ts); waiting is not an attempt.
       withPermit(rt, run.workspace, fence, vertex, vertex.config.retry ?? DEFAULT_RETRY, () =>
         runGateway(vertex, context, {
           env: rt.env,

@@ -11,11 +11,11 @@
 import type { GatewayVertex, RetryPolicy } from "../definitions/schema";
 import { askPermit, releasePermit } from "../ledger/connector-permits";
 import type { Fence } from "../ledger";
-import type { RunOutcome } from "../steps/outcome";
-import { sendItemMessages, sendStepMessages } from "../steps/dispatch";
-import { retryAfterCeilingMs } from "../steps/retry-policy";
-import type { StepRuntime } from "../steps/runtime";
-import { limitedConnectorOf, pauseOf, permitWaitOf, permitWaitUntil, refusalText } from "./permits";
+import type { RunOutcome } from "./outcome";
+import { sendItemMessages, sendStepMessages } from "./dispatch";
+import { retryAfterCeilingMs } from "./retry-policy";
+import type { StepRuntime } from "./runtime";
+import { limitedConnectorOf, pauseOf, permitWaitOf, permitWaitUntil, refusalText } from "../flow/permits";
 
 export async function withPermit(
   rt: StepRuntime,
