@@ -126,6 +126,25 @@ describe("compensation", () => {
     expect(attempts.results).toEqual([{ vertex_id: "charge#undo#0", outcome: "completed" }]);
   });
 
+  it("an undo whose key evaluates to the key its step sent fails before sending: COMPENSATION_FAILED, no refund", async () => {
+    // Different expressions (the save-time check compares them), the same value at run time.
+    const wf = order();
+    const charge = (wf.vertices as unknown as Array<{ id: string; config: { compensate?: { headers: Record<string, string> } } }>).find(
+      (v) => v.id === "charge",
+    )!;
+    charge.config.compensate!.headers = { "Idempotency-Key": "= 'charge-' & payload.order.ref" };
+    const saved = await seedWorkflow(WS, wf);
+    const p = payload();
+    h.dest.fault("/shipping/labels", 400);
+    const id = await h.start(saved, { order: { ...p.order, ref: p.order.id } });
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATION_FAILED");
+    const [undo] = await undosOf(id);
+    expect(undo).toMatchObject({ state: "FAILED", idempotency_key: null });
+    expect(undo!.error).toContain(`is the key step charge sent`);
+    expect(refunds(h)).toEqual([]);
+  });
+
   it("nothing to compensate: a failure before any compensable step completed stays FAILED, nothing sent", async () => {
     const wf = await seedWorkflow(WS, order());
     h.dest.fault("/payments/charges", 400);
