@@ -319,7 +319,9 @@ await runBench({ name: "map", hardStopMs: HARD_STOP_MS }, async ({ dir, info, lo
         .map((r) => `${r.run}: ${systems.map((s) => `${s.name} ${f1(r[s.name]?.seconds)}`).join(", ")}`)
         .join("; ")}`,
       "",
-      `demo record: ${checks.map((c) => `${c.what}: ${c.keys} keys, ${c.calls} calls, ${c.doubles} refunded twice, ${c.conflicts} conflicts`).join("; ")}`,
+      `demo record: ${checks
+        .map((c) => `${c.what}: ${c.keys} keys, ${c.calls} calls, ${c.doubles} refunded twice, ${c.conflicts} conflicts`)
+        .join("; ")}`,
     ].join("\n"),
   );
   if (checks.some((c) => !c.ok)) {

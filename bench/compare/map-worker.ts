@@ -69,7 +69,7 @@ export class MapWorkflow extends WorkflowEntrypoint<Env, MapParams> {
               if (response.status >= 500 || response.status === 408 || response.status === 429) {
                 throw new Error(`refund ${line.sku}: destination answered ${response.status}`);
               }
-              let id: string | null = null;
+              let id: string | null;
               try {
                 id = (JSON.parse(text) as { id?: string }).id ?? null;
               } catch {
