@@ -1,7 +1,8 @@
 /**
  * The move of kept key sends from D1 to the cold tier (docs/history.md "Key memory: hot and cold"),
  * a part of the history sweep (src/history/sweep.ts). One pass, at most `KEYS_PER_PASS` keys:
- * 1. one statement selects the due hot rows (src/ledger `selectColdDue`);
+ * 1. one statement selects the due hot rows (src/ledger `selectColdDue`): those whose declared
+ *    retention ended `KEY_MEMORY_HOT` ago or more (no retention on record: counted from then);
  * 2. one statement asks the filter which of their keys may already be cold (a key re-sent across
  *    its horizon and acknowledged, or sent to a second destination): those records are read (one
  *    R2 `get` each) and merged, the others written fresh;
@@ -33,7 +34,7 @@ export interface MoveDeps {
   db: D1Database;
   bucket: R2Bucket;
   now: number;
-  /** KEY_MEMORY_HOT. */
+  /** KEY_MEMORY_HOT: how long past its declared retention's end a send stays hot (./memory.ts). */
   hotMs: number;
   /** HISTORY_KEY_SENDS: null keeps every key for good. */
   horizonMs: number | null;
@@ -65,10 +66,11 @@ interface Group {
 }
 
 export async function moveKeySendsOnce(deps: MoveDeps, limit = KEYS_PER_PASS): Promise<MoveReport> {
-  const countedBefore = deps.now - deps.hotMs;
+  // Due: the destination forgot the key (its declared retention ended) KEY_MEMORY_HOT ago or more.
+  const forgottenBy = deps.now - deps.hotMs;
   const after = await readMoveCursor(deps.db);
   const scan = deps.scan ?? SCAN_PER_PASS;
-  const scanned = await selectColdDue(deps.db, countedBefore, scan, after);
+  const scanned = await selectColdDue(deps.db, forgottenBy, scan, after);
   // The first `limit` movable rows; the cursor goes to the last row looked at (past the held ones
   // before it), or back to the head when the scan reached the end of what is due.
   const due: DueKeySend[] = [];
@@ -79,7 +81,7 @@ export async function moveKeySendsOnce(deps: MoveDeps, limit = KEYS_PER_PASS): P
     if (row.held === 0) due.push(row);
   }
   const more = due.length >= limit || scanned.length >= scan;
-  const cursor: MoveCursor = more && last ? [last.countedFrom, last.workspace, last.key, last.destination] : null;
+  const cursor: MoveCursor = more && last ? [last.forgetsAt, last.workspace, last.key, last.destination] : null;
   // A scan that began mid-way and reached the end wraps to the head: sends that came due behind the
   // cursor are next (`full`: the caller runs another pass).
   const report: MoveReport = { moved: 0, written: 0, forgotten: 0, failed: 0, coldReads: 0, full: more || after !== null };
@@ -151,7 +153,7 @@ export async function moveKeySendsOnce(deps: MoveDeps, limit = KEYS_PER_PASS): P
     const [filter, gens] = addToFilter(deps.db, digests, generationFor(latest, digests.length));
     batch.add("filter", filter).add("gens", gens);
   }
-  const results = await batch.add("delete", deleteMovedKeySends(deps.db, rows, countedBefore)).run();
+  const results = await batch.add("delete", deleteMovedKeySends(deps.db, rows, forgottenBy)).run();
   const deleted = results.changes("delete");
   report.written = written.length;
   report.forgotten = Math.min(forget.length, deleted);

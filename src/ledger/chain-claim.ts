@@ -14,6 +14,7 @@
  */
 
 import { selectList } from "./columns";
+import type { KeyGuard } from "./key-sends";
 
 export interface ChainOffer {
   /** The steps the batch may claim, in order of preference (at most `MAX_CHAIN_CANDIDATES` are tried). */
@@ -49,8 +50,8 @@ export interface FirstStepKey {
   key: string;
   /** The URL's origin the key goes to: its first send is recorded there. */
   destination: string;
-  /** The key declares a retention: its send is kept for the retention guard (migrations/0017). */
-  guarded: boolean;
+  /** The key declares a retention: its send is kept for the retention guard (migrations/0017), hot for that retention (0036). */
+  guarded: KeyGuard;
 }
 
 /** A claimed step's row as a `ChainedClaim` (the start's and the settle's inserts RETURN it). */

@@ -17,6 +17,7 @@
 import type { FinalExecutionStatus } from "./execution-types";
 import { LabelledBatch } from "./batch";
 import { erasedEventsSql } from "./events";
+import { FORGETS_AT } from "./key-memory";
 import { runBoundedDelete, type SweepSpec } from "./sweep";
 
 /** An execution the sweep may remove, with what its tombstone and archive object need. */
@@ -398,13 +399,18 @@ export async function sweepEventsOnce(db: D1Database, olderThan: number, limit: 
   return results.changes("events");
 }
 
-/** Guarded key sends whose retention counts from before `olderThan` (HISTORY_KEY_SENDS set to a duration). */
+/**
+ * Guarded key sends whose retention counts from before `olderThan` (HISTORY_KEY_SENDS set to a
+ * duration), reached by the index of when their destination forgets them (migrations/0036
+ * `destination_key_sends_cold_due`): a send with a declared retention goes up to that retention
+ * later than the horizon — later, never earlier.
+ */
 export async function sweepKeySendsOnce(db: D1Database, olderThan: number, limit: number): Promise<number> {
   const result = await db
     .prepare(
       `DELETE FROM destination_key_sends WHERE (workspace, idempotency_key, destination) IN (
          SELECT workspace, idempotency_key, destination FROM destination_key_sends
-         WHERE guarded = 1 AND counted_from <= ?1 ORDER BY counted_from LIMIT ?2)`,
+         WHERE guarded = 1 AND ${FORGETS_AT} <= ?1 ORDER BY ${FORGETS_AT} LIMIT ?2)`,
     )
     .bind(olderThan, limit)
     .run();

@@ -57,7 +57,7 @@ export {
 export { MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer, type FirstStepKey } from "./chain-claim";
 
 // The destination keys' first sends: what the retention guard reads.
-export { KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type KeySend } from "./key-sends";
+export { guardOf, KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type KeyGuard, type KeySend } from "./key-sends";
 
 // A MAP's items (docs/steps.md "MAP"): the list persisted once, an item's claim, key, heartbeat, retry and
 // settle (the step's statements over the item row), the MAP's read of its items, the reaper's twins.

@@ -55,6 +55,8 @@ export interface DueKeySend {
   destination: string;
   firstSentAt: number;
   countedFrom: number;
+  /** `FORGETS_AT`: the move's cursor position. */
+  forgetsAt: number;
   executionId: string;
   vertexId: string;
   /** A kept step or MAP item still holds the key: it stays hot for now. */
@@ -64,30 +66,39 @@ export interface DueKeySend {
 }
 
 /** Where the move's scan of the due index stands: the last row it looked at (null: the head). */
-export type MoveCursor = readonly [countedFrom: number, workspace: string, key: string, destination: string] | null;
+export type MoveCursor = readonly [forgetsAt: number, workspace: string, key: string, destination: string] | null;
 
 /**
- * `selectColdDue`: kept (guarded = 1) key sends whose retention counts from `countedBefore` or
- * earlier — past the hot period — in index order after the move's cursor (`key_move_cursor`), at
- * most `scan` of them, each marked `held` when a kept step or MAP item still holds its key (it
- * stays hot: its retries, a refusal's acknowledgement and the trace read the row). Through the
- * partial index `destination_key_sends_guarded_age` (counted_from, then the primary key). The
- * cursor makes held rows cost one look per cycle: a head of keys whose executions are kept for 30
- * days never stalls the move of the keys behind it.
+ * When the destination may forget the key of the send `ks` (migrations/0036): where its retention
+ * counts from plus the retention it declared (none declared: `counted_from`). The expression of
+ * the partial index `destination_key_sends_cold_due`, written exactly as the index is.
  */
-export async function selectColdDue(db: D1Database, countedBefore: number, scan: number, after: MoveCursor): Promise<DueKeySend[]> {
+export const FORGETS_AT = "counted_from + coalesce(retention_ms, 0)";
+const KS_FORGETS_AT = "ks.counted_from + coalesce(ks.retention_ms, 0)";
+
+/**
+ * `selectColdDue`: kept (guarded = 1) key sends whose destination forgets them at `forgottenBy`
+ * or earlier (`FORGETS_AT`; the move passes now − KEY_MEMORY_HOT: a send stays hot for its declared
+ * retention plus that margin) in index order after the move's cursor (`key_move_cursor`), at most
+ * `scan` of them, each marked `held` when a kept step or MAP item still holds its key (it stays
+ * hot: its retries, a refusal's acknowledgement and the trace read the row). Through the partial
+ * index `destination_key_sends_cold_due` (then the primary key): every entry in the range is due,
+ * whatever its retention. The cursor makes held rows cost one look per cycle: a head of keys whose
+ * executions are kept for 30 days never stalls the move of the keys behind it.
+ */
+export async function selectColdDue(db: D1Database, forgottenBy: number, scan: number, after: MoveCursor): Promise<DueKeySend[]> {
   const { results } = await db
     .prepare(
       `SELECT ks.workspace, ks.idempotency_key AS key, ks.destination, ks.first_sent_at AS firstSentAt,
-              ks.counted_from AS countedFrom, ks.execution_id AS executionId, ks.vertex_id AS vertexId,
+              ks.counted_from AS countedFrom, ${KS_FORGETS_AT} AS forgetsAt, ks.execution_id AS executionId, ks.vertex_id AS vertexId,
               CASE WHEN ${HELD_BY_NO_STEP} THEN 0 ELSE 1 END AS held,
               EXISTS (SELECT 1 FROM execution_tombstones t WHERE t.id = ks.execution_id AND t.reason = 'erased') AS erased
        FROM destination_key_sends ks
-       WHERE ks.guarded = 1 AND ks.counted_from <= ?1
-         AND (ks.counted_from, ks.workspace, ks.idempotency_key, ks.destination) > (?3, ?4, ?5, ?6)
-       ORDER BY ks.counted_from, ks.workspace, ks.idempotency_key, ks.destination LIMIT ?2`,
+       WHERE ks.guarded = 1 AND ${KS_FORGETS_AT} <= ?1
+         AND (${KS_FORGETS_AT}, ks.workspace, ks.idempotency_key, ks.destination) > (?3, ?4, ?5, ?6)
+       ORDER BY ${KS_FORGETS_AT}, ks.workspace, ks.idempotency_key, ks.destination LIMIT ?2`,
     )
-    .bind(countedBefore, scan, ...(after ?? [-1, "", "", ""]))
+    .bind(forgottenBy, scan, ...(after ?? [-1, "", "", ""]))
     .all<DueKeySend>();
   return results ?? [];
 }
@@ -114,15 +125,16 @@ export function saveMoveCursor(db: D1Database, cursor: MoveCursor): D1PreparedSt
 
 /**
  * `deleteMovedKeySends`: the hot rows of `rows` (bound as one JSON array of [workspace, key,
- * destination]) that are still due — no acknowledgement moved `counted_from` past `countedBefore`
- * and no step took the key meanwhile — for the move's batch, after their cold records were written.
+ * destination]) that are still due — no acknowledgement moved `counted_from` (nor a longer
+ * retention the forget time) past `forgottenBy` and no step took the key meanwhile — for the
+ * move's batch, after their cold records were written.
  */
-export function deleteMovedKeySends(db: D1Database, rows: ReadonlyArray<readonly [string, string, string]>, countedBefore: number) {
+export function deleteMovedKeySends(db: D1Database, rows: ReadonlyArray<readonly [string, string, string]>, forgottenBy: number) {
   return db
     .prepare(
       `DELETE FROM destination_key_sends AS ks
        WHERE (workspace, idempotency_key, destination) IN (SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2 FROM json_each(?1) j)
-         AND guarded = 1 AND counted_from <= ?2 AND ${HELD_BY_NO_STEP}`,
+         AND guarded = 1 AND ${FORGETS_AT} <= ?2 AND ${HELD_BY_NO_STEP}`,
     )
-    .bind(JSON.stringify(rows), countedBefore);
+    .bind(JSON.stringify(rows), forgottenBy);
 }

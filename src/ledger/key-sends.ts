@@ -24,30 +24,57 @@ export interface KeySend {
 export const KEY_MAY_BE_FORGOTTEN_MARK = "not sent: the destination may have forgotten this key";
 
 /**
+ * Whether a key's send is guarded, and for how long its destination remembers it: `false` — no
+ * retention declared (the row goes with its execution); a number — the declared retention in ms
+ * (guarded: the retention guard reads the row, it outlives its execution — migrations/0017 — and
+ * stays hot in D1 for that retention plus `KEY_MEMORY_HOT` — migrations/0036); `true` — guarded,
+ * retention not known (hot for `KEY_MEMORY_HOT`).
+ */
+export type KeyGuard = boolean | number;
+
+/** `guardOf`: the guard of a key whose rule declares `retentionMs` (null: none). */
+export function guardOf(retentionMs: number | null | undefined): KeyGuard {
+  return retentionMs ?? false;
+}
+
+/** The declared retention of `guard`, in ms, or null (none or not known). */
+export function guardRetentionMs(guard: KeyGuard): number | null {
+  return typeof guard === "number" && guard > 0 ? guard : null;
+}
+
+/** `steps.key_guarded` for a chained first step (migrations/0036): 0, 1 (retention not known), or the retention in ms. */
+export function keyGuardedColumn(guard: KeyGuard): number {
+  return guard === false ? 0 : (guardRetentionMs(guard) ?? 1);
+}
+
+/**
  * `upsertKeySend`: the first send of the step's key to `destination`, unless one is on record —
  * then the row is left as it is (the update exists to RETURN it), but for `guarded`, which only
- * rises. Fenced: a stale worker records nothing. Binds the step fence ?1–?3, ?4 the time to
- * record, ?5 the destination, ?6 guarded (1: the key declares a retention, so the retention guard
- * reads this row and it outlives its execution — migrations/0017; 0: it goes with its execution).
+ * rises, and the retention, of which the longest declared is kept. Fenced: a stale worker records
+ * nothing. Binds the step fence ?1–?3, ?4 the time to record, ?5 the destination, ?6 guarded (1:
+ * the key declares a retention, so the retention guard reads this row and it outlives its
+ * execution — migrations/0017; 0: it goes with its execution), ?7 the declared retention in ms
+ * (null: none known; migrations/0036 — how long the row stays hot).
  */
 export function upsertKeySend(
   db: D1Database,
   fence: Fence,
   at: number,
   destination: string,
-  guarded: boolean,
+  guarded: KeyGuard,
   rows: RowSource = STEP_ROWS,
 ): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO destination_key_sends
-         (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id, guarded)
-       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, ${rows.key}, ?6
+         (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id, guarded, retention_ms)
+       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, ${rows.key}, ?6, ?7
        FROM ${rows.table} WHERE ${fenceOn(rows)} AND idempotency_key IS NOT NULL
-       ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET guarded = max(guarded, excluded.guarded)
+       ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET guarded = max(guarded, excluded.guarded),
+         retention_ms = CASE WHEN excluded.retention_ms > coalesce(retention_ms, 0) THEN excluded.retention_ms ELSE retention_ms END
        RETURNING first_sent_at AS firstSentAt, counted_from AS countedFrom`,
     )
-    .bind(...fenceParams(fence), at, destination, guarded ? 1 : 0);
+    .bind(...fenceParams(fence), at, destination, guarded === false ? 0 : 1, guardRetentionMs(guarded));
 }
 
 /**
@@ -60,7 +87,7 @@ export async function recordKeySend(
   fence: Fence,
   at: number,
   destination: string,
-  guarded: boolean,
+  guarded: KeyGuard,
   rows: RowSource = STEP_ROWS,
 ): Promise<KeySend | null> {
   return upsertKeySend(db, fence, at, destination, guarded, rows).first<KeySend>();

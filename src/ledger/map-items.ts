@@ -39,7 +39,7 @@ import { fenceParams, STEP_FENCE, type Fence, type StepRef } from "./step-sql";
 import { inFlight, mapDone, stopped } from "./map-sql";
 import { persistIdempotencyKey, type PersistedKey } from "./step-key";
 import { extendLease } from "./step-claim";
-import { recordKeySend, type KeySend } from "./key-sends";
+import { recordKeySend, type KeyGuard, type KeySend } from "./key-sends";
 import { scheduleInProgressRecheck, scheduleRetry, type RetryInput, type ScheduledRetry } from "./step-schedule";
 import { fenceOn, ITEM_ROWS, itemRowKey } from "./work-rows";
 
@@ -548,7 +548,7 @@ export function persistItemKey(
   key: string,
   now: number,
   destination: string,
-  guarded: boolean,
+  guarded: KeyGuard,
 ): Promise<PersistedKey | null> {
   return persistIdempotencyKey(db, itemKeyFence(fence), key, now, destination, guarded, ITEM_ROWS);
 }
@@ -559,7 +559,7 @@ export function recordItemKeySend(
   fence: ItemFence,
   at: number,
   destination: string,
-  guarded: boolean,
+  guarded: KeyGuard,
 ): Promise<KeySend | null> {
   return recordKeySend(db, itemKeyFence(fence), at, destination, guarded, ITEM_ROWS);
 }

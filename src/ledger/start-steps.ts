@@ -5,13 +5,15 @@
  */
 import { CHAINED_CLAIM_COLUMNS, type ChainedClaim, type ChainOffer, type FirstStepKey } from "./chain-claim";
 import type { NewExecution, StartPlan } from "./execution-types";
+import { keyGuardedColumn } from "./key-sends";
 import type { Source } from "./start-source";
 
 /**
  * One start step as `insertStartSteps` reads it from its JSON parameter: the candidate execution id
  * it belongs to (`x`, null: any), the vertex, its state, the entry's `next_vertices` (`n`), and for
  * a step claimed at its insert (`c` = 1, state EXECUTING) the destination key computed for it
- * (`k`, for execution id `kx`), where the key goes (`d`) and whether it declares a retention (`g`).
+ * (`k`, for execution id `kx`), where the key goes (`d`) and whether it declares a retention (`g`: `steps.key_guarded`,
+ * with the retention in ms — migrations/0036).
  */
 interface StartStepRow {
   x: string | null;
@@ -22,7 +24,7 @@ interface StartStepRow {
   k?: string;
   kx?: string;
   d?: string;
-  g?: 0 | 1;
+  g?: number;
 }
 
 /** The start steps' SQL text, per kind of source (built once each). */
@@ -121,7 +123,7 @@ export function startStepRows(
       const row: StartStepRow = { x, v: step.vertexId, s: "EXECUTING", c: 1 };
       // The key computed for one candidate id only: on another id, the step persists its key when it runs.
       if (firstKey && firstKey.vertexId === step.vertexId && (executionId === null || executionId === firstKey.executionId)) {
-        Object.assign(row, { k: firstKey.key, kx: firstKey.executionId, d: firstKey.destination, g: firstKey.guarded ? 1 : 0 });
+        Object.assign(row, { k: firstKey.key, kx: firstKey.executionId, d: firstKey.destination, g: keyGuardedColumn(firstKey.guarded) });
       }
       rows.push(row);
     }

@@ -7,7 +7,7 @@
  */
 import { recordAttemptKey } from "./attempts";
 import { LabelledBatch } from "./batch";
-import { upsertKeySend, type KeySend } from "./key-sends";
+import { upsertKeySend, type KeyGuard, type KeySend } from "./key-sends";
 import { fenceParams, type Fence } from "./step-sql";
 import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
 
@@ -31,7 +31,7 @@ export async function persistIdempotencyKey(
   key: string,
   now: number,
   destination: string,
-  guarded: boolean,
+  guarded: KeyGuard,
   rows: RowSource = STEP_ROWS,
 ): Promise<PersistedKey | null> {
   const results = await new LabelledBatch<"key" | "attempt" | "send">(db)

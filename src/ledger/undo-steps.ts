@@ -15,7 +15,7 @@ import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
 import { LIVE_STATUSES_SQL, type ExecutionStatus } from "./execution-types";
-import { keySendsColumn, recordKeySend, type KeySend } from "./key-sends";
+import { keySendsColumn, recordKeySend, type KeyGuard, type KeySend } from "./key-sends";
 import { claimStep, extendLease, IN_PROGRESS_SINCE, recordLeaseExpiry, recordRedeliveryDropped, type ClaimedStep } from "./step-claim";
 import { recordFencedOut } from "./step-events";
 import { readStepInputs, toStepInputs, type StepInputs, type StepInputsBound, type StepInputsRow } from "./step-inputs";
@@ -266,7 +266,7 @@ export function persistUndoKey(
   key: string,
   now: number,
   destination: string,
-  guarded: boolean,
+  guarded: KeyGuard,
 ): Promise<PersistedKey | null> {
   return persistIdempotencyKey(db, undoKeyFence(fence), key, now, destination, guarded, ITEM_ROWS);
 }
@@ -276,7 +276,7 @@ export function recordUndoKeySend(
   fence: UndoFence,
   at: number,
   destination: string,
-  guarded: boolean,
+  guarded: KeyGuard,
 ): Promise<KeySend | null> {
   return recordKeySend(db, undoKeyFence(fence), at, destination, guarded, ITEM_ROWS);
 }

@@ -18,7 +18,7 @@
 import { destinationKeyOf, keySendDestination } from "../definitions/destination-key";
 import { entryPointOf, type WorkflowDefinition } from "../definitions/schema";
 import { evaluateValue } from "../expressions/evaluate";
-import { MAX_STEP_INPUT_BYTES, type FirstStepKey } from "../ledger";
+import { guardOf, MAX_STEP_INPUT_BYTES, type FirstStepKey } from "../ledger";
 import { contextOf, inputsFromMemory, type KnownInputs } from "./chain";
 import { checkUrl } from "./gateway/evaluate";
 import { evaluateDestinationKey } from "./gateway/key";
@@ -54,6 +54,6 @@ export async function firstStepKey(
     vertexId,
     key: key.key,
     destination: keySendDestination(vertex.config, checked.url),
-    guarded: rule.retentionMs !== null,
+    guarded: guardOf(rule.retentionMs),
   };
 }

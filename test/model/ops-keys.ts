@@ -2,7 +2,8 @@
  * The model learns the key memory (docs/history.md "Key memory: hot and cold"): a workflow whose
  * charge key declares the destination's retention (guarded), triggered again and again for the
  * same few orders across virtual time, while the world's cron moves kept key sends to the cold tier
- * (`KEY_MEMORY_HOT` is `KEYS_HOT` in the world's env: keys go cold within a run).
+ * (`KEY_MEMORY_HOT` is `KEYS_HOT` in the world's env: a send goes cold its key's 120 s retention
+ * plus 20 s after it began counting — migrations/0036, per key — within a run).
  *
  * The invariant: **a guarded key is never re-sent blindly, whether its record is hot or cold** —
  * every request the destination receives with a guarded key, after the first, arrives while the
@@ -23,7 +24,7 @@ export const KEYS_WORKFLOW = "guardedCharge";
 /** The charge key's declared retention, and the guard's margin (src/definitions/destination-key.ts: min(60 s, 10 %)). */
 export const KEYS_RETENTION_MS = 120_000;
 const MARGIN_MS = 12_000;
-/** The world's KEY_MEMORY_HOT: a kept send goes cold 20 s after its retention began counting (once no step holds it). */
+/** The world's KEY_MEMORY_HOT: a kept send goes cold 20 s after its declared retention ended (once no step holds it). */
 export const KEYS_HOT = "20s";
 const KEYS_SALT = 0x2f6b9a11;
 const KEY_PREFIX = "gcharge";

@@ -15,7 +15,7 @@ import { DEFAULT_LIMITS, evaluateValue } from "../../expressions/evaluate";
 import { EXPRESSION_PREFIX, isExpression } from "../../definitions/schema";
 import { DEFAULT_KEY_CONSTRAINTS, validateKey } from "../../lib/key-constraints";
 import { errorMessage } from "../../lib/log";
-import type { KeySend, PersistedKey } from "../../ledger";
+import { guardOf, type KeyGuard, type KeySend, type PersistedKey } from "../../ledger";
 import type { ExpressionContext } from "../plan";
 
 /** Where a destination's key travels, what the destination accepts in it, and who declared it. */
@@ -79,9 +79,9 @@ export interface KeyStore {
   /** When the step was created: no later than any send of its key (dates a send not on record). */
   stepCreatedAt: number;
   /** Fenced, only-if-absent persist with the first send to `destination` recorded; null when fenced out. */
-  persistKey: (key: string, destination: string, guarded: boolean) => Promise<PersistedKey | null>;
+  persistKey: (key: string, destination: string, guarded: KeyGuard) => Promise<PersistedKey | null>;
   /** Record a send of the persisted key to `destination`, dated `at`, unless one is on record; null when fenced out. */
-  recordSend: (destination: string, at: number, guarded: boolean) => Promise<KeySend | null>;
+  recordSend: (destination: string, at: number, guarded: KeyGuard) => Promise<KeySend | null>;
   /** Why the persist of this key wrote nothing, when it was not a takeover (a burnt key); null: taken over. */
   explainUnpersisted?: (key: string) => Promise<string | null>;
   /** Why this newly computed key must not be sent (an undo's key equal to its step's: docs/steps.md "Compensation"); null: send it. */
@@ -106,8 +106,7 @@ export async function resolveKeyToSend(
   if (store.persistedKey !== null) {
     // A key persisted before sends were recorded, or now going to another destination: its step's
     // creation dates the send, which errs toward the guard refusing.
-    const send =
-      store.keySends[destination] ?? (await store.recordSend(destination, store.stepCreatedAt, (rule.retentionMs ?? null) !== null));
+    const send = store.keySends[destination] ?? (await store.recordSend(destination, store.stepCreatedAt, guardOf(rule.retentionMs)));
     if (send === null) return { error: TAKEN_OVER };
     return { key: store.persistedKey, send };
   }
@@ -115,8 +114,8 @@ export async function resolveKeyToSend(
   if ("error" in checked) return checked;
   const refused = store.refuseKey?.(checked.key) ?? null;
   if (refused !== null) return { error: refused };
-  // A key with a declared retention is guarded: its send is kept after its execution is swept.
-  const stored = await store.persistKey(checked.key, destination, (rule.retentionMs ?? null) !== null);
+  // A key with a declared retention is guarded: its send is kept after its execution is swept (and hot for that retention).
+  const stored = await store.persistKey(checked.key, destination, guardOf(rule.retentionMs));
   if (stored === null) return { error: (await store.explainUnpersisted?.(checked.key)) ?? TAKEN_OVER };
   return stored;
 }
