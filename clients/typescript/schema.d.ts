@@ -1328,6 +1328,7 @@ export interface components {
             dedupeWindowEnd: string | null;
             /** @description each duplicate trigger the execution absorbed (the first 100; duplicatesStopped.triggers counts them all) */
             duplicateTriggers: components["schemas"]["DuplicateTrigger"][];
+            compensation: components["schemas"]["Compensation"] | null;
             steps: components["schemas"]["Step"][];
             /**
              * @description present (true) only on the trace of an execution the history sweep removed, read back from the archive: read-only (retry, start over and cancel answer 410); the header Execution-Removed-At says when (docs/history-archive.md)
@@ -1359,6 +1360,7 @@ export interface components {
             dedupeWindowEnd: string | null;
             /** @description each duplicate trigger the execution absorbed (the first 100; duplicatesStopped.triggers counts them all) */
             duplicateTriggers: components["schemas"]["DuplicateTrigger"][];
+            compensation: components["schemas"]["Compensation"] | null;
             steps: components["schemas"]["Step"][];
             /**
              * @description present (true) only on the trace of an execution the history sweep removed, read back from the archive: read-only (retry, start over and cancel answer 410); the header Execution-Removed-At says when (docs/history-archive.md)
@@ -1495,11 +1497,57 @@ export interface components {
                 /** @description "waiting for a permit of …" or "waited 4.2 s for …: …" */
                 text: string;
             } | null;
+            /** @description once the execution compensates: the step's undo step, or why it is not compensated; else null */
+            undo: components["schemas"]["StepUndo"] | null;
             error: string | null;
             createdAt: string | null;
             finishedAt: string | null;
             events: components["schemas"]["StepEvent"][];
             attempts: components["schemas"]["Attempt"][];
+        };
+        /** @description a step's undo once its execution compensates (docs/steps.md "Compensation") */
+        StepUndo: {
+            /** @description the step it undoes */
+            undoes: string;
+            /**
+             * @description the undo step's state; `NOT_COMPENSATED`: the compensation leaves this step as it is (`reason` says why)
+             * @enum {string}
+             */
+            state: "PENDING" | "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "CANCELLED" | "NOT_COMPENSATED";
+            /** @description why the step is not compensated (no `compensate`, or it did not complete); else null */
+            reason: string | null;
+            /** @description `<vertex>#undo#<place>`: the undo's attempts and change-stream rows are under it */
+            rowKey: string | null;
+            /** @description its place in the compensation's order (0 ran first: reverse order of completion) */
+            place: number | null;
+            attempt: number;
+            epoch: number;
+            /** @description the undo's own destination key (never the step's) */
+            idempotencyKey: string | null;
+            request: unknown;
+            output: unknown;
+            outputOmitted: {
+                bytes: number;
+                limit: number;
+            } | null;
+            error: string | null;
+            availableAt: string | null;
+            createdAt: string | null;
+            finishedAt: string | null;
+            events: components["schemas"]["StepEvent"][];
+            attempts: components["schemas"]["Attempt"][];
+        };
+        /** @description the execution's compensation at a glance; null when it never compensated */
+        Compensation: {
+            /** @description the undone steps in the order their undo steps run (reverse order of completion) */
+            order: string[];
+            completed: number;
+            failed: number;
+            /** @description dispatched or executing */
+            running: number;
+            /** @description waiting for the undo before them (one at a time) */
+            pending: number;
+            cancelled: number;
         };
         Attempt: {
             epoch: number;

@@ -10,7 +10,7 @@
  * Bounded per connection: at most `MAX_POLLS` polls (one round trip each, a batch of three
  * statements) and `MAX_STREAM_MS`; then `stream.end` and the client reconnects.
  */
-import { eventId, readExecutionChanges, type ChangePosition, type ExecutionChange, type ExecutionStatus } from "../ledger";
+import { eventId, parseUndoRowKey, readExecutionChanges, type ChangePosition, type ExecutionChange, type ExecutionStatus } from "../ledger";
 
 /** Polls per connection at most: with the first read, at most 100 round trips, 300 statements. */
 export const MAX_POLLS = 100;
@@ -47,13 +47,25 @@ function frame(event: string, data: unknown, id?: string): string {
   return `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
+/**
+ * A change of an undo step (its row key `<vertex>#undo#<place>`, docs/steps.md "Compensation")
+ * also names the step it undoes and its place: `undo: { of, place }`.
+ */
+function undoMember(vertexId: string): { undo?: { of: string; place: number } } {
+  const undo = parseUndoRowKey(vertexId);
+  return undo ? { undo: { of: undo.vertexId, place: undo.place } } : {};
+}
+
+/** An execution still changes while RUNNING or COMPENSATING (its undo steps run). */
+const isLive = (status: ExecutionStatus): boolean => status === "RUNNING" || status === "COMPENSATING";
+
 function changeFrame(c: ExecutionChange): string {
   const id = eventId(c.position);
   if (c.kind === "attempt") {
     const { kind: _kind, position: _position, ...data } = c;
-    return frame("attempt", data, id);
+    return frame("attempt", { ...data, ...undoMember(c.vertexId) }, id);
   }
-  return frame("step.event", { id: c.id, vertexId: c.vertexId, type: c.type, epoch: c.epoch, at: c.at }, id);
+  return frame("step.event", { id: c.id, vertexId: c.vertexId, type: c.type, epoch: c.epoch, at: c.at, ...undoMember(c.vertexId) }, id);
 }
 
 /**
@@ -91,7 +103,7 @@ export async function openExecutionEvents(
       }
       const status: ExecutionStatus | null = read.status;
       if (status === null) break; // gone (retention): nothing more to say
-      if (!read.more && status !== "RUNNING") {
+      if (!read.more && !isLive(status)) {
         await write(frame("execution.finished", { executionId, status }, `${eventId(position)}.end`));
         break;
       }

@@ -7,6 +7,7 @@
  */
 import {
   eventId,
+  parseUndoRowKey,
   readExecutionStatus,
   readStreamProgress,
   type ChangePosition,
@@ -43,7 +44,7 @@ export async function waitForExecution(
   const deadline = Date.now() + waitMs;
   for (;;) {
     const status = await readExecutionStatus(db, workspace, executionId);
-    if (status !== "RUNNING") return true;
+    if (!isLive(status)) return true;
     if (Date.now() >= deadline) return false;
     await sleep(Math.min(pollMs, Math.max(0, deadline - Date.now())));
   }
@@ -68,6 +69,30 @@ export interface StreamEvent {
 
 const FINAL: ReadonlySet<StepState> = new Set<StepState>(["COMPLETED", "FAILED", "SKIPPED", "CANCELLED"]);
 
+/** RUNNING, or COMPENSATING (its undo steps run: docs/steps.md "Compensation"): the execution still changes. */
+const isLive = (status: ExecutionStatus | null | undefined): boolean => status === "RUNNING" || status === "COMPENSATING";
+
+/**
+ * An undo step's events (its row key `<vertex>#undo#<place>`): `undo.started`, `undo.completed`,
+ * `undo.failed` (`retrying: true` while it has attempts left), `undo.cancelled`, each naming the
+ * step it undoes (`vertexId`) and its `place`.
+ */
+function undoEvents(before: StepProgress | undefined, step: StepProgress, undo: { vertexId: string; place: number }): StreamEvent[] {
+  const events: StreamEvent[] = [];
+  const base = { vertexId: undo.vertexId, place: undo.place, rowKey: step.vertexId, attempt: step.attempt, epoch: step.epoch };
+  if (step.state !== "CANCELLED" && step.epoch > 0 && (before === undefined || step.epoch > before.epoch)) {
+    events.push({ event: "undo.started", data: base });
+  }
+  if (FINAL.has(step.state) && before?.state !== step.state) {
+    if (step.state === "COMPLETED") events.push({ event: "undo.completed", data: { ...base, output: step.output } });
+    else if (step.state === "FAILED") events.push({ event: "undo.failed", data: { ...base, error: step.error } });
+    else events.push({ event: "undo.cancelled", data: base });
+  } else if (step.state === "DISPATCHED" && before?.state === "EXECUTING") {
+    events.push({ event: "undo.failed", data: { ...base, error: step.error, retrying: true } });
+  }
+  return events;
+}
+
 /**
  * The events implied by a new snapshot of the steps, given what was already reported. Polling
  * can miss a short-lived state: a step seen COMPLETED with an epoch never seen EXECUTING still
@@ -77,6 +102,11 @@ export function stepEvents(previous: ReadonlyMap<string, StepProgress>, steps: S
   const events: StreamEvent[] = [];
   for (const step of steps) {
     const before = previous.get(step.vertexId);
+    const undo = parseUndoRowKey(step.vertexId);
+    if (undo) {
+      events.push(...undoEvents(before, step, undo));
+      continue;
+    }
     const base = { vertexId: step.vertexId, attempt: step.attempt, epoch: step.epoch };
     // A cancel moves the epoch too (to fence out a worker still running): that is no start.
     const claimed = step.state !== "CANCELLED" && step.epoch > 0 && (before === undefined || step.epoch > before.epoch);
@@ -177,11 +207,11 @@ export function streamExecution(
         seen.set(s.vertexId, s);
         if (FINAL.has(s.state)) settled.set(s.vertexId, s.epoch);
       }
-      if (status !== "RUNNING" || polls >= maxPolls || now() >= deadline) break;
+      if (!isLive(status) || polls >= maxPolls || now() >= deadline) break;
       await sleep(pollMs);
     }
     const id = eventId(position);
-    if (status !== null && status !== "RUNNING") {
+    if (status !== null && !isLive(status)) {
       await send({ event: "execution.finished", data: { executionId, status } }, `${id}.end`);
     } else {
       const detail = `The execution is still running; follow it with GET /v1/executions/${executionId}/events and Last-Event-ID: ${id}.`;

@@ -168,6 +168,7 @@ export {
   type WaitRecord,
 } from "./trace-reads";
 export { readTraceSizes } from "./trace-sizes";
+export { parseUndoRowKey, type UndoRecord } from "./undo-trace";
 export { listExecutionRecords, listQuery, type ExecutionListFilter } from "./execution-list";
 export { readStreamProgress, type StepProgressRecord, type StreamProgress } from "./stream-progress";
 export { sumDuplicatesStopped, type WorkflowStats } from "./workflow-stats";

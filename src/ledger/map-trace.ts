@@ -78,16 +78,7 @@ export const ITEM_RECORD = selectList<ItemRecord>({
 export const ITEMS_BEYOND_PAGE = (column: string) =>
   `(instr(${column}, '#') > 0 AND CAST(substr(${column}, instr(${column}, '#') + 1) AS INTEGER) >= ${MAP_ITEMS_PAGE})`;
 
-/** `readItemsOfSet`: the first page of every MAP's items of the executions `owned` names. */
-export function readItemsOfSet(db: D1Database, owned: string, params: unknown[]): D1PreparedStatement {
-  return db
-    .prepare(
-      `SELECT w.execution_id AS executionId, ${ITEM_RECORD} FROM work_items w
-       WHERE w.execution_id IN ${owned} AND w.kind = 'map_item' AND w.item_index < ${MAP_ITEMS_PAGE}
-       ORDER BY w.execution_id, w.vertex_id, w.item_index`,
-    )
-    .bind(...params);
-}
+/* The first page of every MAP's items is read with the undo steps, in one statement: ./undo-trace.ts `readWorkItemsOfSet`. */
 
 /** `readItemCountsOfSet`: every MAP's items counted by state (a range of `work_items_by_state` per execution). */
 export function readItemCountsOfSet(db: D1Database, owned: string, params: unknown[]): D1PreparedStatement {

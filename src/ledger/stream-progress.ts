@@ -1,6 +1,7 @@
 /**
- * A stream poll (src/ingress/watch.ts): an execution's status, every step's progress and the
- * change position (./execution-changes.ts), in one statement.
+ * A stream poll (src/ingress/watch.ts): an execution's status, every step's progress — and, once it
+ * compensates, every undo step's (named by its row key `<vertex>#undo#<place>`, after the steps) —
+ * and the change position (./execution-changes.ts), in one statement.
  */
 import type { ChangePosition } from "./execution-changes";
 import { bounded, byteLength } from "./execution-records";
@@ -61,9 +62,15 @@ export async function readStreamProgress(
               CASE WHEN ${known} THEN NULL ELSE ${bounded("s.output")} END AS outputJson,
               ${byteLength("s.output")} AS outputBytes,
               CASE WHEN ${known} THEN NULL ELSE s.error END AS error
-       FROM executions e LEFT JOIN steps s ON s.execution_id = e.id AND s.workspace = e.workspace
+       FROM executions e LEFT JOIN (
+         SELECT execution_id, workspace, vertex_id, state, attempt, epoch, output, error, 0 AS undo, created_at, rowid AS seq
+         FROM steps WHERE execution_id = ?1
+         UNION ALL
+         SELECT execution_id, workspace, row_key, state, attempt, epoch, output, error, 1, item_index, 0
+         FROM work_items WHERE execution_id = ?1 AND kind = 'undo'
+       ) s ON s.execution_id = e.id AND s.workspace = e.workspace
        WHERE e.id = ?1 AND e.workspace = ?2
-       ORDER BY s.created_at, s.rowid`,
+       ORDER BY s.undo, s.created_at, s.seq`,
     )
     .bind(executionId, workspace, JSON.stringify(reported))
     .all<StreamProgressRow>();

@@ -10,9 +10,10 @@ import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { bounded, byteLength, EXECUTION_SUMMARY_RECORD, type ExecutionSummaryRecord } from "./execution-records";
 import { keySendsColumn } from "./key-sends";
-import { ITEMS_BEYOND_PAGE, readItemCountsOfSet, readItemsOfSet, type ItemCountRecord, type ItemRecord } from "./map-trace";
+import { ITEMS_BEYOND_PAGE, readItemCountsOfSet, type ItemCountRecord, type ItemRecord } from "./map-trace";
 import type { StepEventType } from "./step-events";
 import type { StepState } from "./step-sql";
+import { readWorkItemsOfSet, splitWorkItems, type UndoRecord, type WorkItemTraceRow } from "./undo-trace";
 
 export interface StepRecord {
   vertexId: string;
@@ -122,6 +123,11 @@ export interface TraceRecords {
   items: ItemRecord[];
   /** Each MAP's items counted by state. */
   itemCounts: ItemCountRecord[];
+  /**
+   * The compensation's undo steps (./undo-trace.ts), in their place order; their attempts and events
+   * are in `attempts` and `events` under their row keys. Empty: the execution never compensated.
+   */
+  undos: UndoRecord[];
 }
 
 const STEP_RECORD = selectList<StepRecord>({
@@ -334,8 +340,9 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
         .bind(param),
     )
     .add("waits", db.prepare(WAITS_OF_SET).bind(param))
-    // A MAP's items (./map-trace.ts): the first page of each MAP, and its counts by state.
-    .add("items", readItemsOfSet(db, OWNED_IDS, [param]))
+    // A MAP's items (./map-trace.ts): the first page of each MAP, and its counts by state; the undo
+    // steps of a compensation in the same statement (./undo-trace.ts).
+    .add("items", readWorkItemsOfSet(db, OWNED_IDS, [param]))
     .add("itemCounts", readItemCountsOfSet(db, OWNED_IDS, [param]))
     .run();
   const duplicates = byExecution(results.rows<Owned<DuplicateTriggerRecord>>("duplicates"));
@@ -349,7 +356,9 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       .map((d) => [versionKey(d.workspace, d.workflowId, d.version), d.definitionJson]),
   );
   const waits = waitRecords(results.rows<WaitRow>("waits"));
-  const items = byExecution(results.rows<Owned<ItemRecord>>("items"));
+  const workItems = splitWorkItems(results.rows<WorkItemTraceRow>("items"));
+  const items = byExecution(workItems.items);
+  const undos = byExecution(workItems.undos);
   const itemCounts = byExecution(results.rows<Owned<ItemCountRecord>>("itemCounts"));
   const identities = new Map(
     results.rows<{ executionId: string; expiresAt: number }>("identities").map((i) => [i.executionId, i.expiresAt]),
@@ -366,6 +375,7 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       waits: waits.get(execution.id) ?? [],
       items: items.get(execution.id) ?? [],
       itemCounts: itemCounts.get(execution.id) ?? [],
+      undos: undos.get(execution.id) ?? [],
     });
   }
   return out;

@@ -26,6 +26,7 @@ import { itemsCursor, itemTrace, mapCounts, type MapTrace } from "./map-trace";
 import { destinationKeyTrace, gatewayVerticesOf } from "./key-trace";
 import { waitTrace, waitVerticesOf } from "./wait-trace";
 import { permitWaitTrace } from "../flow/permits";
+import { COMPENSATION_STATUSES, compensationSummary, undoTrace } from "./undo-trace";
 
 /**
  * Milliseconds as an ISO-8601 timestamp (src/lib/iso-time.ts). The engine never stores a time a
@@ -122,6 +123,8 @@ interface StepFacts {
   registered: WaitRecord | undefined;
   readAt: number;
   map?: MapTrace | null;
+  /** The step's undo (./undo-trace.ts), or why it is not compensated; null when the execution never compensated. */
+  undo?: ReturnType<typeof undoTrace>;
 }
 
 function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[], facts: StepFacts) {
@@ -154,6 +157,8 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
     permitWait: permitWaitTrace(s.permitWaitJson, facts.readAt),
     // A MAP's items: counts by state and the first page (docs/steps.md "MAP"); null for every other step.
     map: facts.map ?? null,
+    // Its undo step once the execution compensates (docs/steps.md "Compensation"), or why it is not compensated; else null.
+    undo: facts.undo ?? null,
     error: s.error,
     createdAt: iso(s.createdAt),
     finishedAt: iso(s.finishedAt),
@@ -165,6 +170,7 @@ function stepTrace(s: StepRecord, events: TraceEvent[], attempts: AttemptRecord[
 export type Trace = ReturnType<typeof executionSummary> & {
   dedupeWindowEnd: string | null;
   duplicateTriggers: Array<{ seq: number; at: string | null; trigger: string; identity: string }>;
+  compensation: ReturnType<typeof compensationSummary>;
   steps: Array<ReturnType<typeof stepTrace>>;
 };
 
@@ -189,12 +195,16 @@ export function buildTrace(rows: TraceRecords, now: number = Date.now()): Trace 
   const waits = waitVerticesOf(rows.definitionJson, versionKey);
   const registered = new Map(rows.waits.map((w) => [w.vertexId, w]));
   const maps = mapTraces(rows, events, attempts);
+  const undos = new Map(rows.undos.map((u) => [u.vertexId, u]));
+  const compensated = rows.undos.length > 0 || COMPENSATION_STATUSES.has(rows.execution.status);
   return {
     ...executionSummary(rows.execution),
     // Until when a trigger with the same identity is a duplicate of this execution (null: no identity held).
     dedupeWindowEnd: iso(rows.dedupeWindowEnd),
     // Each duplicate trigger the execution absorbed (the first 100; `duplicatesStopped.triggers` counts them all).
     duplicateTriggers: rows.duplicateTriggers.map((d) => ({ seq: d.seq, at: iso(d.at), trigger: d.triggerKind, identity: d.identityKind })),
+    // The compensation at a glance (the undone steps in their order, the undo steps by state); null: it never compensated.
+    compensation: compensationSummary(rows.execution.status, rows.undos),
     steps: rows.steps.map((s) =>
       stepTrace(s, events.get(s.vertexId) ?? [], attempts.get(s.vertexId) ?? [], {
         gateway: gateways.get(s.vertexId),
@@ -202,9 +212,31 @@ export function buildTrace(rows: TraceRecords, now: number = Date.now()): Trace 
         registered: registered.get(s.vertexId),
         readAt: now,
         map: maps.get(s.vertexId) ?? null,
+        undo: undoOf(s, { undos, compensated, gateway: gateways.get(s.vertexId), events, attempts }),
       }),
     ),
   };
+}
+
+/** A step's undo: its undo step's row with the attempts and events under its row key, or why it has none. */
+function undoOf(
+  s: StepRecord,
+  f: {
+    undos: Map<string, TraceRecords["undos"][number]>;
+    compensated: boolean;
+    gateway: GatewayVertex | undefined;
+    events: Map<string, TraceEvent[]>;
+    attempts: Map<string, AttemptRecord[]>;
+  },
+) {
+  const undo = f.undos.get(s.vertexId);
+  return undoTrace(s, undo, {
+    compensated: f.compensated,
+    gateway: f.gateway,
+    events: undo ? (f.events.get(undo.rowKey) ?? []) : [],
+    attempts: undo ? (f.attempts.get(undo.rowKey) ?? []) : [],
+    attemptTrace,
+  });
 }
 
 /**

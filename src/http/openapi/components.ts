@@ -33,6 +33,8 @@ export const RESPONSE_COMPONENTS: Record<string, z.ZodType> = {
   Trace: res.Trace,
   TestRunTrace: res.TestRunTrace,
   Step: res.Step,
+  StepUndo: res.StepUndo,
+  Compensation: res.Compensation,
   Attempt: res.Attempt,
   StepEvent: res.StepEvent,
   DestinationKey: res.DestinationKey,

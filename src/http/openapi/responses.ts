@@ -362,6 +362,41 @@ export const PermitWait = z
   })
   .describe('a wait for a connector\'s permit (docs/connectors.md "Limits"): not an attempt');
 
+export const StepUndo = z
+  .object({
+    undoes: z.string().describe("the step it undoes"),
+    state: z
+      .enum(["PENDING", "DISPATCHED", "EXECUTING", "COMPLETED", "FAILED", "CANCELLED", "NOT_COMPENSATED"])
+      .describe("the undo step's state; `NOT_COMPENSATED`: the compensation leaves this step as it is (`reason` says why)"),
+    reason: z.string().nullable().describe("why the step is not compensated (no `compensate`, or it did not complete); else null"),
+    rowKey: z.string().nullable().describe("`<vertex>#undo#<place>`: the undo's attempts and change-stream rows are under it"),
+    place: z.int().nullable().describe("its place in the compensation's order (0 ran first: reverse order of completion)"),
+    attempt: z.int(),
+    epoch: z.int(),
+    idempotencyKey: z.string().nullable().describe("the undo's own destination key (never the step's)"),
+    request: z.unknown(),
+    output: z.unknown(),
+    outputOmitted: z.object({ bytes: Count, limit: Count }).nullable(),
+    error: z.string().nullable(),
+    availableAt: MaybeTime,
+    createdAt: MaybeTime,
+    finishedAt: MaybeTime,
+    events: z.array(StepEvent),
+    attempts: z.array(Attempt),
+  })
+  .describe('a step\'s undo once its execution compensates (docs/steps.md "Compensation")');
+
+export const Compensation = z
+  .object({
+    order: z.array(z.string()).describe("the undone steps in the order their undo steps run (reverse order of completion)"),
+    completed: Count,
+    failed: Count,
+    running: Count.describe("dispatched or executing"),
+    pending: Count.describe("waiting for the undo before them (one at a time)"),
+    cancelled: Count,
+  })
+  .describe("the execution's compensation at a glance; null when it never compensated");
+
 export const Step = z.object({
   vertexId: z.string(),
   state: StepState,
@@ -384,6 +419,7 @@ export const Step = z.object({
   wait: StepWait.nullable().describe("a WAIT_FOR_EVENT step's wait; null for every other step"),
   map: MapTrace.nullable().describe("a MAP step's items: counts by state and the first page; null for every other step"),
   permitWait: PermitWait.nullable().describe("a step through a limited connector that waited for a permit; null if it never did"),
+  undo: StepUndo.nullable().describe("once the execution compensates: the step's undo step, or why it is not compensated; else null"),
   error: z.string().nullable(),
   createdAt: MaybeTime,
   finishedAt: MaybeTime,
@@ -401,6 +437,7 @@ export const Trace = ExecutionSummary.extend({
   duplicateTriggers: z
     .array(DuplicateTrigger)
     .describe("each duplicate trigger the execution absorbed (the first 100; duplicatesStopped.triggers counts them all)"),
+  compensation: Compensation.nullable(),
   steps: z.array(Step),
   archived: z
     .literal(true)
