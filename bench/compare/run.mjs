@@ -52,6 +52,12 @@ const PROFILE = process.env.BENCH_PROFILE;
  * destination, the driver and the idle other system on the rest (bench/lib/pin.mjs).
  */
 const PIN = process.env.BENCH_PIN === "1";
+/**
+ * BENCH_PHASES=dupcost (a comma-separated subset of warmup, latency, throughput, dupcost,
+ * correctness) runs only those phases (development: e.g. a duplicate's profile in a minute).
+ */
+const PHASES = process.env.BENCH_PHASES?.split(",").map((p) => p.trim());
+const phase = (name) => !PHASES || PHASES.includes(name);
 
 const log = (...args) => console.error("[bench:compare]", ...args);
 
@@ -402,7 +408,7 @@ async function singleExecutionLatency(system, _ctx) {
 }
 
 /** Duplicates per payload size in `duplicateCost`, and the sizes (bytes of padding added to the small order). */
-const DUPLICATE_COST_ORDERS = QUICK ? 16 : 64;
+const DUPLICATE_COST_ORDERS = Number(process.env.BENCH_DUP_ORDERS ?? (QUICK ? 16 : 64));
 const DUPLICATE_COST_PADS = [0, 16 * 1024];
 
 /**
@@ -644,7 +650,7 @@ async function main() {
     (i % 2 === 0 ? [systems.idemflow, systems.Workflows] : [systems.Workflows, systems.idemflow]).filter((s) => !ONLY || s.name === ONLY);
 
   log("warm-up…");
-  for (const system of order(0)) {
+  for (const system of phase("warmup") ? order(0) : []) {
     await throughput(system, ctx, { concurrency: 8, duplicateShare: 0, total: 16, seed: 1 }).catch((e) =>
       log(`warm-up ${system.name}: ${e.message}`),
     );
@@ -652,7 +658,7 @@ async function main() {
 
   log("single-execution latency…");
   const latency = {};
-  for (const system of order(1)) {
+  for (const system of phase("latency") ? order(1) : []) {
     try {
       if (PIN) pinSystem(rootsFor(system, ctx));
       latency[system.name] = await singleExecutionLatency(system, ctx);
@@ -664,7 +670,7 @@ async function main() {
 
   const rows = [];
   let i = 0;
-  for (const concurrency of CONCURRENCIES) {
+  for (const concurrency of phase("throughput") ? CONCURRENCIES : []) {
     for (const duplicateShare of DUPLICATE_SHARES) {
       for (const system of order(i)) {
         log(`${system.name}: concurrency ${concurrency}, ${duplicateShare * 100}% duplicates…`);
@@ -686,7 +692,7 @@ async function main() {
 
   log("duplicate cost…");
   const duplicates = {};
-  for (const system of order(0)) {
+  for (const system of phase("dupcost") ? order(0) : []) {
     try {
       if (PIN) pinSystem(rootsFor(system, ctx));
       duplicates[system.name] = await duplicateCost(system, ctx);
@@ -697,7 +703,7 @@ async function main() {
 
   log("correctness…");
   const correctness = {};
-  for (const system of order(0)) {
+  for (const system of phase("correctness") ? order(0) : []) {
     const result = {};
     for (const [name, run] of [
       ["duplicates", concurrentDuplicates],

@@ -39,35 +39,39 @@ export const CLAIM_SQL = once(claimSql);
 
 function claimSql(): string {
   // Reusable: the entry point allows it (?9), and the execution the identity names FAILED and was
-  // not superseded (nothing of the trigger live either: `takeover`).
+  // not superseded (nothing of the trigger live either: `take`).
   const reusable = `(?9 = 1 AND EXISTS (SELECT 1 FROM executions x
        WHERE x.id = execution_identities.execution_id AND x.status = 'FAILED' AND x.superseded_by IS NULL))`;
   const expired = `(execution_identities.expires_at <= ?6)`;
   const live = liveOfIdentity("?1", "execution_identities.execution_id");
-  const takeover = `((${expired} OR ${reusable}) AND ${live} IS NULL)`;
-  // An expired row whose trigger is still live: it names the live execution from now on.
-  const held = `(${expired} AND ${live} IS NOT NULL)`;
-  const liveWithoutRow = liveOfIdentity("?1", "NULL");
   // The window's id, unless a row or a tombstone holds it (a clock that stepped back): the alternate.
   const windowId = `CASE WHEN EXISTS (SELECT 1 FROM executions WHERE id = ?4)
                            OR EXISTS (SELECT 1 FROM execution_tombstones WHERE id = ?4) THEN ?11 ELSE ?4 END`;
-  // INSERT … SELECT … WHERE (not VALUES) so the version gate can veto the whole claim.
+  // Each subquery is written once and its value named (`f.live`; `t.take`, `t.live`, `t.reuse`):
+  // SQLite compiles this statement on every trigger, a duplicate's too, and every copy of a
+  // subquery is compiled (and may be run) again. INSERT … SELECT … WHERE (not VALUES) so the
+  // version gate can veto the whole claim. The update's row value is evaluated on the row as it
+  // was, like per-column assignments. Its WHERE is "take over (expired or reusable, nothing
+  // live) or held (expired, something live)", which reduces to: expired, or reusable and nothing live.
   return `INSERT INTO execution_identities
          (identity, workspace, workflow_id, execution_id, claim_token, window_start, expires_at, value_hashes)
-       SELECT ?1, ?2, ?3,
-              coalesce(${liveWithoutRow}, ${windowId}),
-              CASE WHEN ${liveWithoutRow} IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
-              ?6, CASE WHEN ${liveWithoutRow} IS NULL THEN ?7 ELSE ?6 + 1 END, ?10
+       SELECT ?1, ?2, ?3, coalesce(f.live, ${windowId}),
+              CASE WHEN f.live IS NULL THEN ?5 ELSE 'held by a live execution ' || ?5 END,
+              ?6, CASE WHEN f.live IS NULL THEN ?7 ELSE ?6 + 1 END, ?10
+       FROM (SELECT ${liveOfIdentity("?1", "NULL")} AS live) f
        WHERE ${latestVersionGate("?2", "?3", "?8")}
        ON CONFLICT (identity) DO UPDATE SET
-         execution_id         = CASE WHEN ${takeover} THEN excluded.execution_id ELSE ${live} END,
-         claim_token          = CASE WHEN ${takeover} THEN excluded.claim_token  ELSE execution_identities.claim_token END,
-         window_start         = CASE WHEN ${takeover} THEN excluded.window_start ELSE execution_identities.window_start END,
-         expires_at           = CASE WHEN ${takeover} THEN excluded.expires_at   ELSE execution_identities.expires_at END,
-         value_hashes         = CASE WHEN ${takeover} THEN excluded.value_hashes ELSE execution_identities.value_hashes END,
-         previous_execution_id = CASE WHEN ${takeover} AND ${reusable} THEN execution_identities.execution_id
-                                      WHEN ${takeover} THEN NULL ELSE execution_identities.previous_execution_id END
-       WHERE ${takeover} OR ${held}
+         (execution_id, claim_token, window_start, expires_at, value_hashes, previous_execution_id) = (
+           SELECT CASE WHEN t.take THEN excluded.execution_id ELSE t.live END,
+                  CASE WHEN t.take THEN excluded.claim_token  ELSE execution_identities.claim_token END,
+                  CASE WHEN t.take THEN excluded.window_start ELSE execution_identities.window_start END,
+                  CASE WHEN t.take THEN excluded.expires_at   ELSE execution_identities.expires_at END,
+                  CASE WHEN t.take THEN excluded.value_hashes ELSE execution_identities.value_hashes END,
+                  CASE WHEN t.take AND t.reuse THEN execution_identities.execution_id
+                       WHEN t.take THEN NULL ELSE execution_identities.previous_execution_id END
+           FROM (SELECT (${expired} OR e.reuse) AND e.live IS NULL AS take, e.live, e.reuse
+                 FROM (SELECT ${reusable} AS reuse, ${live} AS live) e) t)
+       WHERE ${expired} OR (${reusable} AND ${live} IS NULL)
        RETURNING execution_id, claim_token`;
 }
 
