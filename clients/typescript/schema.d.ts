@@ -291,6 +291,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/{executionId}/compensation/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Operator retry of a COMPENSATION_FAILED execution's failed undo, with the same persisted key */
+        post: operations["retryCompensation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions/{executionId}/compensation/resolve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Mark a COMPENSATION_FAILED execution's compensation resolved, with a note: it becomes COMPENSATED */
+        post: operations["resolveCompensation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -565,7 +599,7 @@ export interface components {
              * @description stable: branch on it (docs/problems.md)
              * @enum {string}
              */
-            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "delivery-rejected" | "delivery-unavailable" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-compensation" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "notification-setting-invalid" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable" | "tokens-not-configured" | "method-not-allowed" | "query-parameter-unknown";
+            code: "unauthorized" | "not-found" | "route-not-found" | "malformed-json" | "json-too-deep" | "payload-too-large" | "internal-error" | "invalid-definition" | "invalid-version" | "invalid-limit" | "idempotency-key-missing" | "idempotency-key-invalid" | "idempotency-key-mismatch" | "idempotency-key-in-progress" | "idempotency-key-lost" | "idempotency-ledger-unavailable" | "idempotency-ledger-error" | "idempotency-response-too-large" | "force-new-execution-not-allowed" | "force-new-execution-invalid" | "client-idempotency-id-invalid" | "idempotency-fields-need-json" | "idempotency-field-missing" | "idempotency-field-empty" | "json-number-out-of-range" | "stored-payload-too-large" | "client-idempotency-id-not-signed" | "edge-condition-failed" | "webhook-signature-missing" | "webhook-signature-stale" | "webhook-signature-version-unsupported" | "webhook-signature-invalid" | "webhook-secret-missing" | "hook-not-found" | "delivery-rejected" | "delivery-unavailable" | "step-not-failed" | "invalid-query" | "invalid-cursor" | "invalid-retry-body" | "destination-key-may-be-forgotten" | "execution-running" | "live-execution-exists" | "execution-not-cancellable" | "execution-cancelled" | "execution-compensation" | "execution-superseded" | "invalid-cancel-body" | "execution-not-retained" | "execution-removed" | "execution-chain-running" | "execution-chain-too-long" | "erasure-conflict" | "archive-unbound" | "execution-not-compensation-failed" | "invalid-resolve-body" | "secret-name-invalid" | "secret-name-reserved" | "secret-value-invalid" | "secrets-master-key-missing" | "notification-setting-invalid" | "operator-token-required" | "shards-misconfigured" | "shard-schema-behind" | "workspace-misplaced" | "connector-invalid" | "keyless-write-refused" | "event-invalid" | "event-source-not-found" | "event-source-invalid" | "event-extract-failed" | "event-signature-missing" | "event-signature-stale" | "event-signature-invalid" | "event-source-unavailable" | "tokens-not-configured" | "method-not-allowed" | "query-parameter-unknown";
             title: string;
             status: number;
             detail?: string;
@@ -1687,12 +1721,15 @@ export interface components {
                 redeliveries: number;
                 fencedOut: number;
                 destinationReplays: number;
-                /** @description the executions counted, by their status when last rolled up (or now, in the live part) */
+                /** @description the executions counted, by their status when last rolled up (or now, in the live part). The compensation statuses are counted apart in the live part only: a rolled-up hour counts COMPENSATING in RUNNING and COMPENSATED and COMPENSATION_FAILED in FAILED (its rows have no columns for them yet) */
                 byStatus: {
                     RUNNING: number;
                     COMPLETED: number;
                     FAILED: number;
                     CANCELLED: number;
+                    COMPENSATING: number;
+                    COMPENSATED: number;
+                    COMPENSATION_FAILED: number;
                 };
                 /** @description the workspace's events received and their duplicate deliveries; null for one workflow (events are the workspace's) */
                 events: {
@@ -1710,12 +1747,15 @@ export interface components {
                 redeliveries: number;
                 fencedOut: number;
                 destinationReplays: number;
-                /** @description the executions counted, by their status when last rolled up (or now, in the live part) */
+                /** @description the executions counted, by their status when last rolled up (or now, in the live part). The compensation statuses are counted apart in the live part only: a rolled-up hour counts COMPENSATING in RUNNING and COMPENSATED and COMPENSATION_FAILED in FAILED (its rows have no columns for them yet) */
                 byStatus: {
                     RUNNING: number;
                     COMPLETED: number;
                     FAILED: number;
                     CANCELLED: number;
+                    COMPENSATING: number;
+                    COMPENSATED: number;
+                    COMPENSATION_FAILED: number;
                 };
                 /** @description the workspace's events received and their duplicate deliveries; null for one workflow (events are the workspace's) */
                 events: {
@@ -4278,6 +4318,278 @@ export interface operations {
                 };
             };
             /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `tokens-not-configured` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    retryCompensation: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required: one unique key per operation, the same on every retry of it; a retry replays the first answer. */
+                "Idempotency-Key": string;
+            };
+            path: {
+                executionId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the undo is DISPATCHED again; the execution COMPENSATING */
+            202: {
+                headers: {
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same Idempotency-Key */
+                    "idempotent-replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        executionId: string;
+                        /**
+                         * @description the execution compensates again
+                         * @constant
+                         */
+                        status: "COMPENSATING";
+                        /** @description the failed undo, DISPATCHED again with the key it persisted (the destination deduplicates a repeat) */
+                        undo: {
+                            /** @description the step the undo reverses */
+                            vertexId: string;
+                            /** @description its place in the compensation's order (0 ran first) */
+                            place: number;
+                            /** @constant */
+                            state: "DISPATCHED";
+                        };
+                    };
+                };
+            };
+            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing`, `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `not-found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `idempotency-key-in-progress`, `idempotency-key-lost`, `execution-not-compensation-failed`, `live-execution-exists` */
+            409: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `execution-removed` */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `payload-too-large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `idempotency-key-mismatch` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error`, `idempotency-response-too-large` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `tokens-not-configured` */
+            503: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resolveCompensation: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required: one unique key per operation, the same on every retry of it; a retry replays the first answer. */
+                "Idempotency-Key": string;
+            };
+            path: {
+                executionId: string;
+            };
+            cookie?: never;
+        };
+        /** @description the note (required) and who resolved it */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description what was done by hand (a refund made in the provider's console, a ticket): kept on record */
+                    note: string;
+                    /** @description who resolved it (default: the workspace's API token) */
+                    resolvedBy?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description resolved: COMPENSATED, the resolution on record */
+            200: {
+                headers: {
+                    /** @description `true` when this answer is the stored answer of an earlier request with the same Idempotency-Key */
+                    "idempotent-replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        executionId: string;
+                        /**
+                         * @description final; the resolution is on record
+                         * @constant
+                         */
+                        status: "COMPENSATED";
+                        resolvedBy: string;
+                        note: string;
+                        /**
+                         * Format: date-time
+                         * @description ISO-8601 UTC
+                         */
+                        resolvedAt: string;
+                        /** @description the undo step that had failed (`<vertex>#undo#<place>`) */
+                        failedUndo: string | null;
+                        /** @description the undo steps after it, never sent, now CANCELLED */
+                        cancelledUndos: string[];
+                    };
+                };
+            };
+            /** @description problem+json, `code` one of: `idempotency-key-invalid`, `idempotency-key-missing`, `malformed-json`, `json-too-deep`, `invalid-resolve-body`, `query-parameter-unknown` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description Bearer realm="idemflow" */
+                    "www-authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `not-found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `idempotency-key-in-progress`, `idempotency-key-lost`, `execution-not-compensation-failed` */
+            409: {
+                headers: {
+                    /** @description seconds to wait before retrying the same request */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `execution-removed` */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `payload-too-large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `idempotency-key-mismatch` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `internal-error`, `idempotency-response-too-large` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json, `code` one of: `shards-misconfigured`, `shard-schema-behind`, `workspace-misplaced`, `idempotency-ledger-unavailable`, `idempotency-ledger-error`, `tokens-not-configured` */
             503: {
                 headers: {
                     /** @description seconds to wait before retrying the same request */

@@ -46,6 +46,14 @@ export interface StatsBucketRecord {
   completed: number;
   failed: number;
   cancelled: number;
+  /**
+   * The compensation statuses (docs/steps.md "Compensation"), counted apart only in the live part:
+   * the rollup's rows have no columns for them yet, so a rolled hour counts COMPENSATING in
+   * `running` and COMPENSATED / COMPENSATION_FAILED in `failed` (they are failures), and these read 0.
+   */
+  compensating: number;
+  compensated: number;
+  compensationFailed: number;
   eventsReceived: number;
   duplicateEvents: number;
 }
@@ -85,8 +93,8 @@ function rollHoursStatement(db: D1Database, range: HourRange, now: number): D1Pr
                 count(*) AS executions, sum(e.duplicate_deliveries) AS duplicate_triggers,
                 sum(e.redeliveries_stopped) AS redeliveries_stopped, sum(e.fenced_out_writes) AS fenced_out_writes,
                 sum(e.destination_replays) AS destination_replays,
-                sum(e.status = 'RUNNING') AS running, sum(e.status = 'COMPLETED') AS completed,
-                sum(e.status = 'FAILED') AS failed, sum(e.status = 'CANCELLED') AS cancelled,
+                sum(e.status IN ('RUNNING', 'COMPENSATING')) AS running, sum(e.status = 'COMPLETED') AS completed,
+                sum(e.status IN ('FAILED', 'COMPENSATED', 'COMPENSATION_FAILED')) AS failed, sum(e.status = 'CANCELLED') AS cancelled,
                 0 AS events_received, 0 AS duplicate_events
          FROM workflows AS w CROSS JOIN executions AS e
            ON e.workspace = w.workspace AND e.workflow_id = w.workflow_id AND e.created_at >= ?1 AND e.created_at < ?2
@@ -204,7 +212,8 @@ const ZERO_EVENTS = "0 AS eventsReceived, 0 AS duplicateEvents";
 const EXECUTION_SUMS = `count(*) AS executions, sum(duplicate_deliveries) AS triggers, sum(redeliveries_stopped) AS redeliveries,
   sum(fenced_out_writes) AS fencedOut, sum(destination_replays) AS destinationReplays,
   sum(status = 'RUNNING') AS running, sum(status = 'COMPLETED') AS completed, sum(status = 'FAILED') AS failed,
-  sum(status = 'CANCELLED') AS cancelled`;
+  sum(status = 'CANCELLED') AS cancelled, sum(status = 'COMPENSATING') AS compensating, sum(status = 'COMPENSATED') AS compensated,
+  sum(status = 'COMPENSATION_FAILED') AS compensationFailed`;
 
 /**
  * A series in ONE batch (one round trip, one snapshot): the rollup's hours before the live part,
@@ -222,7 +231,8 @@ export async function readStatsSeries(db: D1Database, q: SeriesQuery): Promise<S
           `SELECT ${bucketOf("hour", "?5")} AS start, sum(executions) AS executions, sum(duplicate_triggers) AS triggers,
                   sum(redeliveries_stopped) AS redeliveries, sum(fenced_out_writes) AS fencedOut,
                   sum(destination_replays) AS destinationReplays, sum(running) AS running, sum(completed) AS completed,
-                  sum(failed) AS failed, sum(cancelled) AS cancelled, sum(events_received) AS eventsReceived,
+                  sum(failed) AS failed, sum(cancelled) AS cancelled, 0 AS compensating, 0 AS compensated,
+                  0 AS compensationFailed, sum(events_received) AS eventsReceived,
                   sum(duplicate_events) AS duplicateEvents
            FROM stats_hourly
            WHERE workspace = ?1 AND workflow_id = ?2 AND hour >= ?3 AND hour < min(?4, ${liveFrom("?6")})
@@ -294,6 +304,9 @@ const EMPTY_BUCKET: StatsBucketRecord = Object.freeze({
   completed: 0,
   failed: 0,
   cancelled: 0,
+  compensating: 0,
+  compensated: 0,
+  compensationFailed: 0,
   eventsReceived: 0,
   duplicateEvents: 0,
 });

@@ -78,7 +78,15 @@ export interface BucketCounts {
   redeliveries: number;
   fencedOut: number;
   destinationReplays: number;
-  byStatus: { RUNNING: number; COMPLETED: number; FAILED: number; CANCELLED: number };
+  byStatus: {
+    RUNNING: number;
+    COMPLETED: number;
+    FAILED: number;
+    CANCELLED: number;
+    COMPENSATING: number;
+    COMPENSATED: number;
+    COMPENSATION_FAILED: number;
+  };
   events: { received: number; duplicates: number } | null;
 }
 
@@ -126,7 +134,7 @@ function emptyCounts(withEvents: boolean): BucketCounts {
     redeliveries: 0,
     fencedOut: 0,
     destinationReplays: 0,
-    byStatus: { RUNNING: 0, COMPLETED: 0, FAILED: 0, CANCELLED: 0 },
+    byStatus: { RUNNING: 0, COMPLETED: 0, FAILED: 0, CANCELLED: 0, COMPENSATING: 0, COMPENSATED: 0, COMPENSATION_FAILED: 0 },
     events: withEvents ? { received: 0, duplicates: 0 } : null,
   };
 }
@@ -141,6 +149,9 @@ function add(counts: BucketCounts, r: StatsBucketRecord): void {
   counts.byStatus.COMPLETED += r.completed;
   counts.byStatus.FAILED += r.failed;
   counts.byStatus.CANCELLED += r.cancelled;
+  counts.byStatus.COMPENSATING += r.compensating;
+  counts.byStatus.COMPENSATED += r.compensated;
+  counts.byStatus.COMPENSATION_FAILED += r.compensationFailed;
   if (counts.events) {
     counts.events.received += r.eventsReceived;
     counts.events.duplicates += r.duplicateEvents;
@@ -159,6 +170,9 @@ function sum(total: BucketCounts, counts: BucketCounts): void {
     completed: counts.byStatus.COMPLETED,
     failed: counts.byStatus.FAILED,
     cancelled: counts.byStatus.CANCELLED,
+    compensating: counts.byStatus.COMPENSATING,
+    compensated: counts.byStatus.COMPENSATED,
+    compensationFailed: counts.byStatus.COMPENSATION_FAILED,
     eventsReceived: counts.events?.received ?? 0,
     duplicateEvents: counts.events?.duplicates ?? 0,
   });

@@ -96,7 +96,7 @@ describe("GET /v1/stats/series", () => {
     expect(hours.buckets.length).toBe(24);
     expect(hours.rolledUpUntil).toBe(iso(day + 8 * HOUR_MS));
     expect(hours.buckets[3]).toMatchObject({ start: iso(day + 3 * HOUR_MS), live: false, executions: 2, triggers: 1 });
-    expect(hours.buckets[3]!.byStatus).toEqual({ RUNNING: 0, COMPLETED: 2, FAILED: 0, CANCELLED: 0 });
+    expect(hours.buckets[3]!.byStatus).toMatchObject({ RUNNING: 0, COMPLETED: 2, FAILED: 0, CANCELLED: 0 });
     expect(hours.buckets[7]).toMatchObject({ executions: 1, triggers: 0 });
     expect(hours.total.executions).toBe(3);
 

@@ -119,6 +119,8 @@ export const PROBLEM_CODES = [
   "execution-chain-too-long",
   "erasure-conflict",
   "archive-unbound",
+  "execution-not-compensation-failed",
+  "invalid-resolve-body",
   "secret-name-invalid",
   "secret-name-reserved",
   "secret-value-invalid",
@@ -536,8 +538,20 @@ export const Stats = z.object({
 
 const StatsBucketCounts = StatsCounts.extend({
   byStatus: z
-    .object({ RUNNING: Count, COMPLETED: Count, FAILED: Count, CANCELLED: Count })
-    .describe("the executions counted, by their status when last rolled up (or now, in the live part)"),
+    .object({
+      RUNNING: Count,
+      COMPLETED: Count,
+      FAILED: Count,
+      CANCELLED: Count,
+      COMPENSATING: Count,
+      COMPENSATED: Count,
+      COMPENSATION_FAILED: Count,
+    })
+    .describe(
+      "the executions counted, by their status when last rolled up (or now, in the live part). The compensation statuses are " +
+        "counted apart in the live part only: a rolled-up hour counts COMPENSATING in RUNNING and COMPENSATED and " +
+        "COMPENSATION_FAILED in FAILED (its rows have no columns for them yet)",
+    ),
   events: z
     .object({ received: Count, duplicates: Count })
     .nullable()
