@@ -294,13 +294,23 @@ export async function removeExecutions(
     )
     .add("attempts", del(`DELETE FROM step_attempts WHERE execution_id IN ${IDS}`))
     .add("events", del(`DELETE FROM step_events WHERE execution_id IN ${IDS}`))
-    // A MAP's items go with their execution (their attempts and events are the rows above, under their row keys).
-    .add("items", del(`DELETE FROM work_items WHERE execution_id IN ${IDS}`))
     // Key sends outlive their execution, guarded or not: a later version that declares a retention
     // must still find the first send (docs/history.md "Destination key sends outlive their executions").
-    // The unguarded ones are marked kept (`guarded = 1`: out of the unguarded index, aged by
-    // HISTORY_KEY_SENDS like the rest), by a sweep and an erasure alike.
-    .add("keySends", del(`UPDATE destination_key_sends SET guarded = 1 WHERE guarded = 0 AND execution_id IN ${IDS}`))
+    // The unguarded ones are marked kept (`guarded = 1`: aged by HISTORY_KEY_SENDS like the rest),
+    // by a sweep and an erasure alike. Found by the keys of the set's steps and items (before they
+    // go, below): a send's key is its step's or item's, written once; the send's primary key has
+    // (workspace, key) first, so no index on `execution_id` is written per send (migrations/0033).
+    .add(
+      "keySends",
+      del(`UPDATE destination_key_sends AS ks SET guarded = 1
+           FROM (SELECT s.workspace, s.idempotency_key FROM steps s WHERE s.execution_id IN ${IDS} AND s.idempotency_key IS NOT NULL
+                 UNION
+                 SELECT w.workspace, w.idempotency_key FROM work_items w WHERE w.execution_id IN ${IDS} AND w.idempotency_key IS NOT NULL) k
+           WHERE ks.workspace = k.workspace AND ks.idempotency_key = k.idempotency_key
+             AND ks.guarded = 0 AND ks.execution_id IN ${IDS}`),
+    )
+    // A MAP's items go with their execution (their attempts and events are the rows above, under their row keys).
+    .add("items", del(`DELETE FROM work_items WHERE execution_id IN ${IDS}`))
     .add("waits", del(`DELETE FROM event_waits WHERE execution_id IN ${IDS}`))
     // An erasure: the events only these executions took keep a payload-free dedupe record, a broadcast another
     // execution also took is kept whole, and these executions' consumptions go (./events.ts erasedEventsSql).
