@@ -2,9 +2,12 @@
  * The key memory's cold tier (docs/history.md "Key memory: hot and cold"): one small R2 object per
  * key and workspace, `keys/{workspace}/{sha256(workspace NUL key)}.json`, in the `KEY_MEMORY`
  * bucket. It holds what the retention guard and the search need — each destination the key went
- * to, when it was first sent there and where its retention counts from — and, until an erasure
- * blanks them, the execution and vertex that sent it first. Never the key itself: a key built from
- * a business value in clear (`charge-A-1001`) stays in the hot row only.
+ * to, when it was first sent there and where its retention counts from — and nothing else: the
+ * key's existence. Never the key itself (a key built from a business value in clear,
+ * `charge-A-1001`, stays in the hot row only), and never the execution that sent it: an erasure of
+ * that execution, later, could not find the record to blank it (the execution's steps, which name
+ * its keys, went with it), so the record never holds it. An object written before (with
+ * `executionId`/`vertexId`) is read without them and rewritten without them by any merge.
  *
  * Reads and writes throw when R2 does: the guard then refuses to send (./recall.ts) and the move
  * keeps the hot row (./move.ts). A missing object is null.
@@ -13,9 +16,6 @@ import type { KeySend } from "../ledger";
 
 export interface ColdSend extends KeySend {
   destination: string;
-  /** Blanked (null) by an erasure of that execution: the key's existence stays. */
-  executionId: string | null;
-  vertexId: string | null;
 }
 
 export interface ColdRecord {
@@ -61,8 +61,6 @@ export function parseColdRecord(text: string, hash: string): ColdRecord {
       destination: s.destination,
       firstSentAt: s.firstSentAt,
       countedFrom: s.countedFrom,
-      executionId: typeof s.executionId === "string" ? s.executionId : null,
-      vertexId: typeof s.vertexId === "string" ? s.vertexId : null,
     });
   }
   return record;

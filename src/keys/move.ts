@@ -128,9 +128,7 @@ export async function moveKeySendsOnce(deps: MoveDeps, limit = KEYS_PER_PASS): P
             destination: row.destination,
             firstSentAt: row.firstSentAt,
             countedFrom: row.countedFrom,
-            // An erased execution's id is blanked: the record keeps the key's existence, not who sent it.
-            executionId: row.erased === 1 ? null : row.executionId,
-            vertexId: row.erased === 1 ? null : row.vertexId,
+            // No execution or vertex: the record keeps the key's existence, not who sent it (./cold.ts).
           });
         }
         await writeColdRecord(deps.bucket, group.workspace, record);

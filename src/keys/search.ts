@@ -2,8 +2,9 @@
  * `?destinationKey=` after the move (docs/history.md "Key memory: hot and cold"): a searched key
  * with no send left in D1 is looked up in the cold tier — the filter first (one query for every
  * shape of the key the search tries), then one R2 `get` per shape the filter may hold. The record
- * names no key (a hash): the search answers with the key it was asked for. An erased execution's id
- * reads as "" (blanked).
+ * names no key (a hash): the search answers with the key it was asked for. Nor an execution
+ * (./cold.ts): `executionId` and `vertexId` read as "" — the key's existence, its destination and
+ * its times.
  */
 import type { KeySendRecord } from "../ledger";
 import { readColdRecord } from "./cold";
@@ -33,8 +34,8 @@ export async function coldKeySends(
         destination: send.destination,
         firstSentAt: send.firstSentAt,
         countedFrom: send.countedFrom,
-        executionId: send.executionId ?? "",
-        vertexId: send.vertexId ?? "",
+        executionId: "",
+        vertexId: "",
       });
     }
   }

@@ -57,12 +57,8 @@ export interface DueKeySend {
   countedFrom: number;
   /** `FORGETS_AT`: the move's cursor position. */
   forgetsAt: number;
-  executionId: string;
-  vertexId: string;
   /** A kept step or MAP item still holds the key: it stays hot for now. */
   held: 0 | 1;
-  /** The execution that sent it first was erased (its tombstone says so): the cold record names no execution. */
-  erased: 0 | 1;
 }
 
 /** Where the move's scan of the due index stands: the last row it looked at (null: the head). */
@@ -90,9 +86,8 @@ export async function selectColdDue(db: D1Database, forgottenBy: number, scan: n
   const { results } = await db
     .prepare(
       `SELECT ks.workspace, ks.idempotency_key AS key, ks.destination, ks.first_sent_at AS firstSentAt,
-              ks.counted_from AS countedFrom, ${KS_FORGETS_AT} AS forgetsAt, ks.execution_id AS executionId, ks.vertex_id AS vertexId,
-              CASE WHEN ${HELD_BY_NO_STEP} THEN 0 ELSE 1 END AS held,
-              EXISTS (SELECT 1 FROM execution_tombstones t WHERE t.id = ks.execution_id AND t.reason = 'erased') AS erased
+              ks.counted_from AS countedFrom, ${KS_FORGETS_AT} AS forgetsAt,
+              CASE WHEN ${HELD_BY_NO_STEP} THEN 0 ELSE 1 END AS held
        FROM destination_key_sends ks
        WHERE ks.guarded = 1 AND ${KS_FORGETS_AT} <= ?1
          AND (${KS_FORGETS_AT}, ks.workspace, ks.idempotency_key, ks.destination) > (?3, ?4, ?5, ?6)

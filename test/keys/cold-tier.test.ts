@@ -278,6 +278,28 @@ describe("key memory: hot and cold", () => {
     expect(await charges(order)).toBe(1);
   });
 
+  it("an erasure after the key moved cold leaves a record of the key's existence only: hash, destination, times", async () => {
+    const h = setup();
+    const order = unique("Z");
+    const wf = await seedWorkflow(WS, workflow());
+    const { first, key } = await chargedThenCold(h, wf, order);
+    const erased = await callApp(h, "DELETE", `/v1/executions/${first}`, { key: unique("erase") });
+    expect(erased.status).toBe(200);
+    const text = (await coldObject(key))!;
+    expect(text).not.toContain(first);
+    expect(text).not.toContain(order);
+    expect(JSON.parse(text)).toEqual({
+      v: 1,
+      keyHash: (await keyDigest(WS, key)).hash,
+      sends: [{ destination: DEST, firstSentAt: expect.any(Number), countedFrom: expect.any(Number) }],
+    });
+    // The key's existence is what the guard needs: the same order is still refused.
+    const again = await h.start(wf, { order: { id: order, total: 9 } });
+    await h.drain();
+    expect((await stepsOf(again)).charge!.error).toContain(KEY_MAY_BE_FORGOTTEN_MARK);
+    expect(await charges(order)).toBe(1);
+  });
+
   it("an execution erased before its key moves cold leaves a record that names no execution: the key's existence only", async () => {
     const h = setup();
     const order = unique("B");
@@ -302,9 +324,7 @@ describe("key memory: hot and cold", () => {
     await sweep(h.clock.now(), { hotMs: 1 * DAY });
     expect(await hotRow(key)).toBeNull();
     const record = JSON.parse((await coldObject(key))!) as { sends: Array<Record<string, unknown>> };
-    expect(record.sends).toEqual([
-      { destination: DEST, firstSentAt: expect.any(Number), countedFrom: expect.any(Number), executionId: null, vertexId: null },
-    ]);
+    expect(record.sends).toEqual([{ destination: DEST, firstSentAt: expect.any(Number), countedFrom: expect.any(Number) }]);
     expect(JSON.stringify(record)).not.toContain(first);
     const again = await h.start(wf, { order: { id: order, total: 5 } });
     await h.drain();
@@ -365,11 +385,11 @@ describe("key memory: hot and cold", () => {
     expect(await charges(`${order}-b`)).toBe(1);
   });
 
-  it("?destinationKey= finds a key whose send moved cold", async () => {
+  it("?destinationKey= finds a key whose send moved cold (its existence: no execution named)", async () => {
     const h = setup();
     const order = unique("S");
     const wf = await seedWorkflow(WS, workflow());
-    const { first, key, sentAt } = await chargedThenCold(h, wf, order);
+    const { key, sentAt } = await chargedThenCold(h, wf, order);
     const found = await callApp(h, "GET", `/v1/executions?destinationKey=${encodeURIComponent(key)}`);
     expect(found.status).toBe(200);
     const body = await found.json<{ keys: Array<Record<string, unknown>> }>();
@@ -379,8 +399,8 @@ describe("key memory: hot and cold", () => {
         destination: DEST,
         firstSentAt: new Date(sentAt).toISOString(),
         countedFrom: new Date(sentAt).toISOString(),
-        executionId: first,
-        vertexId: "charge",
+        executionId: "",
+        vertexId: "",
       },
     ]);
     expect((await maybeCold(env.DB, [await keyDigest(WS, key)])).size).toBe(1);
