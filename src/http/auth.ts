@@ -59,25 +59,35 @@ export async function workspaceForToken(spec: string | undefined, token: string)
 /** The `API_TOKENS` values already reported missing in this isolate: one log line each, not one per request. */
 const reportedMissing = new Set<string>();
 
+/** The last `API_TOKENS` value found to hold a token (the check runs on every /v1 request: parsed once per value). */
+let configuredSpec: string | undefined;
+
 /**
  * `/v1/*`, before every route (the public document excepted): without a configured token the
  * deployment serves no `/v1` route — not even to a caller presenting a token — and says why.
  */
 export const requireConfiguredTokens = createMiddleware<AppEnv>(async function requireConfiguredTokens(c, next) {
-  if (parseTokens(c.env.API_TOKENS).length === 0) {
-    const value = c.env.API_TOKENS ?? "";
-    if (!reportedMissing.has(value)) {
-      reportedMissing.add(value);
-      log.error("config.tokens_missing", {
-        variable: "API_TOKENS",
-        set: c.env.API_TOKENS !== undefined,
-        message: "API_TOKENS is unset or holds no token:workspace pair: every /v1 route answers 503. Run `wrangler secret put API_TOKENS`.",
-      });
-    }
-    throw httpProblems.tokensNotConfigured();
+  const spec = c.env.API_TOKENS;
+  if (spec === undefined || spec !== configuredSpec) {
+    if (parseTokens(spec).length > 0) configuredSpec = spec;
+    else throw tokensMissing(spec);
   }
   await next();
 });
+
+/** The 503, logged once per value per isolate. */
+function tokensMissing(spec: string | undefined): Error {
+  const value = spec ?? "";
+  if (!reportedMissing.has(value)) {
+    reportedMissing.add(value);
+    log.error("config.tokens_missing", {
+      variable: "API_TOKENS",
+      set: spec !== undefined,
+      message: "API_TOKENS is unset or holds no token:workspace pair: every /v1 route answers 503. Run `wrangler secret put API_TOKENS`.",
+    });
+  }
+  return httpProblems.tokensNotConfigured();
+}
 
 export const requireWorkspace = createMiddleware<AppEnv>(async function requireWorkspace(c, next) {
   const header = c.req.header("authorization") ?? "";

@@ -25,6 +25,8 @@ interface Served {
 
 interface Template {
   segments: readonly string[];
+  /** Per segment: a `{param}` (any non-empty segment matches), computed once. */
+  params: readonly boolean[];
   /** Literal segments: the more, the better a match (`/v1/stats/series` before a `{param}`). */
   literals: number;
   methods: Map<string, Served>;
@@ -39,7 +41,8 @@ function buildTemplates(): Template[] {
     let template = byPath.get(op.path);
     if (!template) {
       const segments = op.path.split("/").slice(1);
-      template = { segments, literals: segments.filter((s) => !isParam(s)).length, methods: new Map() };
+      const params = segments.map(isParam);
+      template = { segments, params, literals: params.filter((p) => !p).length, methods: new Map() };
       byPath.set(op.path, template);
     }
     template.methods.set(op.method.toUpperCase(), {
@@ -54,7 +57,10 @@ let templates: Template[] | undefined;
 
 function matches(template: Template, segments: readonly string[]): boolean {
   if (template.segments.length !== segments.length) return false;
-  return template.segments.every((t, i) => (isParam(t) ? segments[i]!.length > 0 : t === segments[i]));
+  for (let i = 0; i < segments.length; i++) {
+    if (template.params[i] ? segments[i]!.length === 0 : template.segments[i] !== segments[i]) return false;
+  }
+  return true;
 }
 
 /** The methods a template serves, as `Allow` lists them. */
@@ -76,7 +82,8 @@ export const checkRoute = createMiddleware<AppEnv>(async function checkRoute(c, 
     throw httpProblems.methodNotAllowed(c.req.method, c.req.path, methods);
   }
   const served = template.methods.get(method)!;
-  const names = [...new Set(new URL(c.req.url).searchParams.keys())];
+  // Most requests carry no query: no URL to parse then.
+  const names = c.req.url.includes("?") ? [...new Set(new URL(c.req.url).searchParams.keys())] : [];
   const unknown = names.filter((name) => !served.known.includes(name) && !served.refused.includes(name));
   if (unknown.length > 0) throw httpProblems.queryParameterUnknown(unknown, served.known);
   await next();

@@ -96,6 +96,8 @@ export interface StartRequest {
   workflow: StoredWorkflow;
   triggerKind: TriggerKind;
   payload: unknown;
+  /** `payload`'s stored JSON and its UTF-8 bytes, when the caller already has them (the body's check made them). */
+  payloadJson?: { json: string; bytes: number } | undefined;
   identity: StartIdentity;
   startedOverFrom?: string | null;
   /** The definition came from a cache: start only if its version is still the latest. */
@@ -138,7 +140,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
     entryVertexId: entry.id,
     triggerKind,
     identityKind: identity.kind,
-    payloadJson: JSON.stringify(payload ?? null),
+    payloadJson: request.payloadJson?.json ?? JSON.stringify(payload ?? null),
     startedOverFrom: request.startedOverFrom ?? null,
     requireLatestVersion: request.requireLatestVersion ?? false,
     // Fixed at the start: a later change of the vars or the workflow does not move a kept execution.
@@ -149,7 +151,7 @@ export async function startWorkflowExecution(deps: IngressDeps, request: StartRe
   // An inline slot of this isolate, held from the offer to the end of the inline run (or given back
   // at once if the batch claims nothing): past CHAIN_INLINE_MAX runs or CHAIN_INLINE_MAX_BYTES of
   // their payloads, the first step goes to the queue.
-  const slot = deps.chain && config ? takeInlineSlot(config, utf8(record.payloadJson).byteLength, now) : null;
+  const slot = deps.chain && config ? takeInlineSlot(config, request.payloadJson?.bytes ?? utf8(record.payloadJson).byteLength, now) : null;
   const budget = slot && config ? new ChainBudget(config, deps.chain!.runtime.db, now + config.inlineWindowMs) : null;
   // The start batch counts towards the invocation's D1 queries too.
   const db = budget?.db ?? deps.db;

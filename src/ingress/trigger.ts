@@ -54,17 +54,27 @@ export async function chooseIdentity(
   invocation: Invocation,
   url: URL,
   body: TriggerBody,
+  forced: boolean = forceNewExecution(invocation, url),
 ): Promise<StartIdentity> {
-  if (forceNewExecution(invocation, url)) return { kind: "forced" };
-  const query = TriggerQuery.safeParse({ clientIdempotencyId: url.searchParams.get("clientIdempotencyId") ?? undefined });
-  if (!query.success) throw ingressProblems.clientIdInvalid();
+  if (forced) return { kind: "forced" };
+  const clientIdempotencyId = clientIdOf(url);
   const { kind, material } = await identityMaterial({
-    clientIdempotencyId: query.data.clientIdempotencyId,
+    clientIdempotencyId,
     idempotencyFields: entryPointOf(workflow.definition).config.idempotencyFields,
     body,
   });
   // Invocation kinds map one-to-one onto identity scopes: none dedupes against another.
   return { kind, material, scope: invocation };
+}
+
+/** `?clientIdempotencyId=`, checked by its schema when present (most triggers send none: nothing to parse). */
+function clientIdOf(url: URL): string | undefined {
+  if (url.search === "") return undefined;
+  const value = url.searchParams.get("clientIdempotencyId");
+  if (value === null) return undefined;
+  const query = TriggerQuery.safeParse({ clientIdempotencyId: value });
+  if (!query.success) throw ingressProblems.clientIdInvalid();
+  return query.data.clientIdempotencyId;
 }
 
 const TRIGGER_KIND: Record<Invocation, TriggerKind> = { production: "webhook", test: "test", stream: "stream" };
@@ -79,7 +89,7 @@ export async function triggerFromRequest(
 ): Promise<StartResult> {
   const url = new URL(input.request.url);
   // Refuse a bad flag before touching D1 or the body.
-  forceNewExecution(input.invocation, url);
+  const forced = forceNewExecution(input.invocation, url);
   const cached = input.workflow ? undefined : cachedWorkflow(input.workspace, input.workflowId);
   let workflow = input.workflow ?? cached ?? (await loadWorkflow(deps.db, input.workspace, input.workflowId));
   const body = input.body ?? (await readTriggerBody(input.request, maxPayloadBytes(workflow)));
@@ -88,7 +98,8 @@ export async function triggerFromRequest(
       workflow,
       triggerKind: TRIGGER_KIND[input.invocation],
       payload: body.payload,
-      identity: await chooseIdentity(workflow, input.invocation, url, body),
+      payloadJson: body.stored,
+      identity: await chooseIdentity(workflow, input.invocation, url, body, forced),
       requireLatestVersion,
     });
   if (workflow !== cached) return start(false);

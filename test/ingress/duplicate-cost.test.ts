@@ -4,6 +4,8 @@
  * the ingress, identity and race tests' (unchanged); these pin the cost.
  */
 import { describe, expect, it } from "vitest";
+import { parseTriggerBody } from "../../src/ingress/payload";
+import { utf8 } from "../../src/lib/crypto";
 import { CLAIM_SQL } from "../../src/ledger/identity-claim";
 
 const count = (text: string, part: string) => text.split(part).length - 1;
@@ -16,5 +18,13 @@ describe("a duplicate's claim", () => {
     // A reusable FAILED execution: once for the update, once in its WHERE (7 before).
     expect(count(sql, "x.status = 'FAILED'")).toBe(2);
     expect(sql.length).toBeLessThan(3_000);
+  });
+});
+
+describe("a trigger's body", () => {
+  it("carries the stored JSON its size check made, so the start does not serialise the payload again", () => {
+    const body = parseTriggerBody(utf8('{ "order": { "id": "A-1", "note": "é" } }'), "application/json");
+    expect(body.stored).toEqual({ json: '{"order":{"id":"A-1","note":"é"}}', bytes: 34 });
+    expect(parseTriggerBody(utf8("plain"), "text/plain").stored).toEqual({ json: '"plain"', bytes: 7 });
   });
 });
