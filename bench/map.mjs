@@ -14,8 +14,10 @@
 // Measured, from the driver's send of the trigger to the system's own completion stamp (idemflow:
 // the execution's finishedAt; Workflows: the instance output's Date.now() after its last step):
 //   1. one execution of `--items` lines at each `--concurrency`: items/s (the systems alternate);
-//   2. `--small` executions of `--small-items` lines at concurrency 10, triggered 16 at a time:
-//      items/s over the whole set (first trigger sent → last finished).
+//   2. `--small` executions of `--small-items` lines at concurrency 10, `--small-in-flight` (16) at a
+//      time in a closed loop (one finishes, the next is triggered): items/s over the whole set (first
+//      trigger sent → last finished). A closed loop for both: 100 Workflows instances started at once
+//      send 1,000 calls at once, which the local demo drops ("Network connection lost", steps timed out).
 // For idemflow, per item: D1 statements, round trips and queue messages, everything the engine did
 // for the scenario (the triggers and cron ticks included) ÷ its items.
 // Then the demo's record (GET /refunds/calls?order=) for every order: each key `created` exactly
@@ -24,8 +26,7 @@
 // alike for idemflow here (docs/benchmarks.md states the production arithmetic).
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { api, HEADERS } from "./lib/api.mjs";
-import { runLoad } from "./lib/load.mjs";
+import { api } from "./lib/api.mjs";
 import { machine, markdownTable } from "./lib/report.mjs";
 import { snapshotConfig } from "./lib/snapshot.mjs";
 import { flag, runBench, startEngineAndDemo } from "./lib/bench-run.mjs";
@@ -33,9 +34,13 @@ import { DEMO_CONFIG, ROOT, startWorker, waitForHealth } from "../scripts/lib/wr
 
 const RUN = Date.now().toString(36);
 const ITEMS = Number(flag("items", 1000));
-const CONCURRENCIES = flag("concurrency", "10,50").split(",").map(Number);
+const CONCURRENCIES = flag("concurrency", "10,50").split(",").filter(Boolean).map(Number);
 const SMALL = Number(flag("small", 100));
 const SMALL_ITEMS = Number(flag("small-items", 10));
+/** Executions in flight at once in the many-small scenario (a closed loop: one finishes, the next is triggered). */
+const SMALL_IN_FLIGHT = Number(flag("small-in-flight", 16));
+/** Each in-flight execution's status poll in that scenario (both systems alike). */
+const SMALL_POLL_MS = 500;
 const SYSTEMS = flag("systems", "idemflow,workflows").split(",");
 const HARD_STOP_MS = Number(flag("hard-stop", 3_600_000));
 const CRON_EVERY_MS = Number(flag("cron-every", 60_000));
@@ -93,7 +98,7 @@ function idemflow(engine, demo) {
    * minute: `wrangler dev` never fires it, and under load the local queue loses an invocation's
    * messages now and then; the reaper re-sends their items (docs/steps.md "MAP", recovery).
    */
-  async function waitFinished(executionId, deadline) {
+  async function waitFinished(executionId, deadline, pollMs = 250) {
     let lastTick = Date.now();
     while (Date.now() < deadline) {
       const trace = await api(engine.url, "GET", `/v1/executions/${executionId}`);
@@ -103,7 +108,7 @@ function idemflow(engine, demo) {
         lastTick = Date.now();
         await tick();
       }
-      await sleep(250);
+      await sleep(pollMs);
     }
     throw new Error(`execution ${executionId} did not finish in time`);
   }
@@ -130,22 +135,13 @@ function idemflow(engine, demo) {
       const workflowId = `bench-map-${RUN}-small`;
       await api(engine.url, "PUT", `/v1/workflows/${workflowId}`, definition(workflowId, demo.url, 10, items));
       await reset();
-      const load = await runLoad({
-        concurrency: 16,
-        maxRequests: count,
-        keepResults: true,
-        request: (i) => ({
-          url: `${engine.url}/v1/workflows/${workflowId}/trigger`,
-          init: { method: "POST", headers: HEADERS, body: JSON.stringify(order(`${prefix}${i}`, items)) },
-        }),
-      });
-      const ids = load.results.filter((r) => r.status === 202).map((r) => r.body.executionId);
-      if (ids.length !== count) throw new Error(`idemflow: ${count - ids.length} triggers were refused`);
       const deadline = Date.now() + SCENARIO_MS;
-      let last = 0;
-      for (const id of ids) last = Math.max(last, Date.parse((await waitFinished(id, deadline)).finishedAt));
+      const span = await closedLoop(count, async (i) => {
+        const { executionId } = await api(engine.url, "POST", `/v1/workflows/${workflowId}/trigger`, order(`${prefix}${i}`, items));
+        return Date.parse((await waitFinished(executionId, deadline, SMALL_POLL_MS)).finishedAt);
+      });
       const d1 = await counters();
-      return { seconds: (last - load.startedAt) / 1000, cost: perItem(d1, count * items) };
+      return { seconds: span, cost: perItem(d1, count * items) };
     },
   };
 }
@@ -163,7 +159,7 @@ function workflows(twin) {
     return json;
   };
   /** Until every id is complete; the latest completion stamp. An errored instance fails the scenario. */
-  async function waitAll(ids, deadline) {
+  async function waitAll(ids, deadline, pollMs = 250) {
     const pending = new Set(ids);
     let last = 0;
     while (pending.size > 0 && Date.now() < deadline) {
@@ -180,7 +176,7 @@ function workflows(twin) {
           }
         }
       }
-      if (pending.size > 0) await sleep(250);
+      if (pending.size > 0) await sleep(pollMs);
     }
     if (pending.size > 0) throw new Error(`Workflows: ${pending.size} instances did not finish in time`);
     return last;
@@ -194,26 +190,30 @@ function workflows(twin) {
       return { seconds: (last - sentAt) / 1000 };
     },
     async many(prefix, count, items) {
-      const load = await runLoad({
-        concurrency: 16,
-        maxRequests: count,
-        keepResults: true,
-        request: (i) => ({
-          url: `${twin.url}/instances`,
-          init: {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({ id: `${prefix}${i}`, params: { ...order(`${prefix}${i}`, items), concurrency: 10 } }),
-          },
-        }),
+      const deadline = Date.now() + SCENARIO_MS;
+      const span = await closedLoop(count, async (i) => {
+        const id = `${prefix}${i}`;
+        await post("/instances", { id, params: { ...order(id, items), concurrency: 10 } });
+        return waitAll([id], deadline, SMALL_POLL_MS);
       });
-      const ids = load.results.filter((r) => r.status === 202).map((r) => r.body.executionId);
-      if (ids.length !== count)
-        throw new Error(`Workflows: ${count - ids.length} creates failed: ${JSON.stringify(load.results[0]?.body)}`);
-      const last = await waitAll(ids, Date.now() + SCENARIO_MS);
-      return { seconds: (last - load.startedAt) / 1000 };
+      return { seconds: span };
     },
   };
+}
+
+/**
+ * `count` executions, at most `SMALL_IN_FLIGHT` at once: `runOne(i)` starts execution i and resolves to
+ * its completion stamp once it finished. Resolves to the seconds from the first start to the last stamp.
+ */
+async function closedLoop(count, runOne) {
+  const startedAt = Date.now();
+  let next = 0;
+  let last = 0;
+  const worker = async () => {
+    while (next < count) last = Math.max(last, await runOne(next++));
+  };
+  await Promise.all(Array.from({ length: Math.min(SMALL_IN_FLIGHT, count) }, worker));
+  return (last - startedAt) / 1000;
 }
 
 /** Every key of the order refunded exactly once at the demo (its record of every call). */
@@ -228,6 +228,11 @@ async function refundedOnce(demoUrl, orderId, expected) {
 }
 
 const f1 = (n) => (Number.isFinite(n) ? n.toFixed(1) : "–");
+/** A scenario's log line tail: idemflow's cost per item when counted, and the machine's load. */
+const costLine = (r) =>
+  (r.cost
+    ? `, per item ${f1(r.cost.statements)} statements / ${f2(r.cost.roundTrips)} round trips / ${f2(r.cost.queueMessages)} queue messages`
+    : "") + `, load ${machine().loadAverage1m}`;
 const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : "–");
 
 await runBench({ name: "map", hardStopMs: HARD_STOP_MS }, async ({ dir, info, log, keepDir }) => {
@@ -272,18 +277,21 @@ await runBench({ name: "map", hardStopMs: HARD_STOP_MS }, async ({ dir, info, lo
       const orderId = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-c${concurrency}`;
       log(`${system.name}: one execution of ${ITEMS} items at concurrency ${concurrency}…`);
       row[system.name] = await system.one(concurrency, orderId, ITEMS);
-      log(`  ${f1(ITEMS / row[system.name].seconds)} items/s (${f1(row[system.name].seconds)} s), load ${machine().loadAverage1m}`);
+      log(`  ${f1(ITEMS / row[system.name].seconds)} items/s (${f1(row[system.name].seconds)} s)${costLine(row[system.name])}`);
       checks.push({ what: `${system.name} ${orderId}`, ...(await refundedOnce(demo.url, orderId, ITEMS)) });
     }
     results.push(row);
   }
   if (SMALL > 0) {
-    const row = { run: `${SMALL} executions × ${SMALL_ITEMS} items, concurrency 10`, items: SMALL * SMALL_ITEMS };
+    const row = {
+      run: `${SMALL} executions × ${SMALL_ITEMS} items, concurrency 10, ${SMALL_IN_FLIGHT} executions in flight`,
+      items: SMALL * SMALL_ITEMS,
+    };
     for (const system of inTurn()) {
       const prefix = `${system.name === "idemflow" ? "if" : "wf"}-${RUN}-s`;
       log(`${system.name}: ${SMALL} executions of ${SMALL_ITEMS} items…`);
       row[system.name] = await system.many(prefix, SMALL, SMALL_ITEMS);
-      log(`  ${f1(row.items / row[system.name].seconds)} items/s (${f1(row[system.name].seconds)} s), load ${machine().loadAverage1m}`);
+      log(`  ${f1(row.items / row[system.name].seconds)} items/s (${f1(row[system.name].seconds)} s)${costLine(row[system.name])}`);
       for (const i of [0, SMALL - 1])
         checks.push({ what: `${system.name} ${prefix}${i}`, ...(await refundedOnce(demo.url, `${prefix}${i}`, SMALL_ITEMS)) });
     }
