@@ -24,6 +24,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { houseUiStories } from "./browser-stories-house-ui.mjs";
 import { mapStories } from "./browser-stories-map.mjs";
+import { compensationStories } from "./browser-stories-compensation.mjs";
 import { orderWorkflow } from "./order-workflow.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -592,6 +593,9 @@ export async function browserStories(ctx) {
 
     // A MAP: its progress on the graph and beside its name, its items paged, each opening its attempts (issue 43).
     await mapStories(ctx, { newPage, openExecution });
+
+    // A compensation: the refund drawn beside the charge it undoes, the statuses in list, filter and chart (issue 45).
+    await compensationStories(ctx, { newPage, openExecution });
 
     await test("inspector: no console error on any page, and the token never reached the engine's log", async () => {
       expect(problems.length === 0, problems.join("\n"));

@@ -30,8 +30,8 @@ interface TraceEventLike {
 
 /** Why a step of a compensated execution has no undo step. */
 export function notCompensatedReason(step: Pick<StepRecord, "state">, gateway: GatewayVertex | undefined): string {
-  if (!gateway?.config.compensate) return "not compensated: the step declares no `compensate`, so what it did is left as it is";
   if (step.state !== "COMPLETED") return `not compensated: the step did not complete (${step.state}), so there is nothing to undo`;
+  if (!gateway?.config.compensate) return "not compensated: the step declares no `compensate`, so what it did is left as it is";
   return "not compensated: no undo step was made for it (the compensation undoes at most 1,000 steps)";
 }
 

@@ -8,12 +8,18 @@
  *   timeline   one row per attempt: epoch, lease, key, outcome, duration, error, retry delay
  *   keys       per Gateway step: the key expression, the value, and whether every attempt sent it
  *   steps      per step its attempts and output; a wait for an event, what it waits for, the events
- *              that arrived for it, and its decisions as buttons (./wait.js)
+ *              that arrived for it, and its decisions as buttons (./wait.js); a wait for a connector's
+ *              permit and why; once the execution compensates, the step's undo step beside it (its
+ *              state, key, attempts, output or error) or why it is not compensated
  *   events     fenced-out writes, expired leases, dropped redeliveries, operator actions
  *   raw        the trace as JSON
  *
- * Live: while the execution runs, its event stream (`GET /v1/executions/{id}/events`) tells when
- * something changed and the trace is read again (coalesced); without the stream it polls.
+ * Compensation (docs/steps.md "Compensation"): the header says what was undone; the graph draws
+ * each undo step under the step it undoes; the timeline lists the undo's attempts as "<step> ↩ undo".
+ *
+ * Live: while the execution runs (RUNNING, or COMPENSATING: its undo steps run), its event stream
+ * (`GET /v1/executions/{id}/events`) tells when something changed and the trace is read again
+ * (coalesced); without the stream it polls.
  *
  * Archived: an execution the history sweep removed answers its archived trace (`archived: true`,
  * the removal time in the `Execution-Removed-At` header). It is shown read-only — a banner says
@@ -30,6 +36,11 @@ import { removedPage } from "./removed.js";
 import { mapNote, mapPanel, mapTag } from "./map.js";
 
 const POLL_MS = 1500;
+
+/** The statuses in which an execution still changes (an undo step runs while COMPENSATING). */
+const LIVE = new Set(["RUNNING", "COMPENSATING"]);
+/** A step's undo step, or null (none, or the step is not compensated). */
+const undoStepOf = (step) => (step?.undo && step.undo.state !== "NOT_COMPENSATED" ? step.undo : null);
 const COALESCE_MS = 150;
 
 const COUNTERS = [
@@ -118,7 +129,7 @@ export function showExecution(main, executionId) {
     }, COALESCE_MS);
   };
   const live = () => {
-    const running = view.trace?.status === "RUNNING";
+    const running = LIVE.has(view.trace?.status);
     if (!running) return stopLive();
     if (follow || pollTimer) return;
     follow = followExecution(executionId, {
@@ -245,13 +256,14 @@ function header(trace, error, actions, removedAt, definition) {
     ["Started over from", link(trace.startedOverFrom)],
     ["Previous execution", link(trace.previousExecutionId)],
     ["Superseded by", link(trace.supersededBy)],
+    ["Compensation", compensationFact(trace)],
   ].filter(([, value]) => value !== null);
   const buttons = [];
   // An archived execution is read-only: its rows are gone, the actions would answer 410.
   if (trace.status === "RUNNING" && !archived) {
     buttons.push(h("button", { type: "button", id: "action-cancel", onclick: actions.cancel }, "Cancel…"));
   }
-  if (trace.status !== "RUNNING" && !trace.supersededBy && !archived) {
+  if (!LIVE.has(trace.status) && !trace.supersededBy && !archived) {
     buttons.push(h("button", { type: "button", id: "action-start-over", onclick: actions.startOver }, "Start over…"));
   }
   buttons.push(h("button", { type: "button", id: "action-refresh", onclick: actions.refresh }, "Refresh"));
@@ -268,6 +280,23 @@ function header(trace, error, actions, removedAt, definition) {
     h("div", { class: "buttons" }, buttons),
     error ? h("p", { class: "error", role: "alert" }, error) : null,
   );
+}
+
+/** What the compensation undid, in words ("undid charge · 1 completed"); null when it never compensated. */
+function compensationFact(trace) {
+  const c = trace.compensation;
+  if (!c) return null;
+  const parts = [
+    [c.completed, "completed"],
+    [c.running, "running"],
+    [c.pending, "waiting"],
+    [c.failed, "failed"],
+    [c.cancelled, "cancelled"],
+  ]
+    .filter(([n]) => n > 0)
+    .map(([n, word]) => `${n} ${word}`);
+  const order = c.order.length === 0 ? "nothing to undo" : `undoes ${c.order.join(" → ")}`;
+  return h("span", { class: "compensation-summary", id: "fact-compensation" }, `${order}${parts.length ? ` · ${parts.join(", ")}` : ""}`);
 }
 
 /** The trigger in words (the pinned definition tells an API trigger from a signed hook: ../lib/trigger.js). */
@@ -353,14 +382,16 @@ function graphOf(trace, definition, actions) {
       (id) => states.get(id) ?? (id === entry?.id ? "COMPLETED" : null),
       actions.select,
       (id) => mapNote(trace.steps.find((s) => s.vertexId === id)),
+      (id) => undoStepOf(trace.steps.find((s) => s.vertexId === id)),
     ),
   );
 }
 
-/** Every attempt of every step, oldest first. */
+/** Every attempt of every step — and of every undo step, named "<step> ↩ undo" — oldest first. */
 function attemptsOf(trace) {
+  const undoRow = (s) => ({ vertexId: `${s.vertexId} ↩ undo`, undoes: s.vertexId, leaseUntil: null, parkedUntil: null });
   return trace.steps
-    .flatMap((s) => s.attempts.map((a) => ({ step: s, a })))
+    .flatMap((s) => [...s.attempts.map((a) => ({ step: s, a })), ...(undoStepOf(s)?.attempts ?? []).map((a) => ({ step: undoRow(s), a }))])
     .sort((x, y) => (x.a.startedAt ?? "").localeCompare(y.a.startedAt ?? "") || x.a.epoch - y.a.epoch);
 }
 
@@ -396,7 +427,12 @@ function timeline(trace) {
                 const open = a.outcome === "running";
                 return h(
                   "tr",
-                  { class: `outcome-${a.outcome}`, "data-vertex": step.vertexId, "data-epoch": a.epoch },
+                  {
+                    class: `outcome-${a.outcome}${step.undoes ? " undo-attempt" : ""}`,
+                    "data-vertex": step.undoes ?? step.vertexId,
+                    "data-undo": step.undoes ? "true" : null,
+                    "data-epoch": a.epoch,
+                  },
                   h("td", {}, step.vertexId),
                   h("td", { class: "num" }, String(a.attempt)),
                   h("td", { class: "num" }, String(a.epoch)),
@@ -506,6 +542,7 @@ function stepsSection(trace, view, actions, readOnly) {
             : null,
         ),
         s.error ? h("p", { class: "err" }, s.error) : null,
+        s.undo ? undoPanel(s) : null,
         s.map ? mapPanel(s, { executionId: trace.executionId, states: view.maps, rerender: actions.rerender }) : null,
         s.wait
           ? waitPanel(s, {
@@ -542,9 +579,57 @@ function stepsSection(trace, view, actions, readOnly) {
   );
 }
 
+/**
+ * A step's undo beside it (docs/steps.md "Compensation"): the undo step's state, place, key, error,
+ * attempts (request and response, redacted) and output; or, for a step the compensation leaves as
+ * it is, "not compensated" and why.
+ */
+function undoPanel(step) {
+  const u = step.undo;
+  if (u.state === "NOT_COMPENSATED") {
+    return h("p", { class: "undo-panel not-compensated muted", id: `undo-${step.vertexId}`, "data-state": u.state }, u.reason);
+  }
+  return h(
+    "div",
+    { class: "undo-panel", id: `undo-${step.vertexId}`, "data-state": u.state },
+    h(
+      "h4",
+      {},
+      `↩ Undo of ${step.vertexId} `,
+      badge(u.state),
+      h("span", { class: "muted" }, ` ${u.place + 1}. in the compensation's order · attempt ${u.attempt} · epoch ${u.epoch}`),
+    ),
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", {}, "Undo key"),
+      h("dd", { class: "mono key", id: `undo-key-${step.vertexId}` }, u.idempotencyKey ?? "— (not sent yet)"),
+      u.finishedAt ? [h("dt", {}, "Finished"), h("dd", {}, time(u.finishedAt))] : null,
+    ),
+    u.error ? h("p", { class: "err" }, u.error) : null,
+    u.attempts.map((a) =>
+      h(
+        "details",
+        { id: `undo-attempt-${step.vertexId}-${a.epoch}` },
+        h("summary", {}, `Undo attempt ${a.attempt} · epoch ${a.epoch} · ${a.outcome} — request and response (redacted)`),
+        h("h4", {}, "Request"),
+        h("pre", {}, json(a.request)),
+        h("h4", {}, "Response"),
+        h("pre", {}, json(a.response)),
+      ),
+    ),
+    u.output !== null && u.output !== undefined
+      ? h("details", { id: `undo-output-${step.vertexId}` }, h("summary", {}, "Undo output"), h("pre", {}, json(u.output)))
+      : null,
+  );
+}
+
 function eventsSection(trace) {
   const events = trace.steps
-    .flatMap((s) => s.events.map((e) => ({ vertexId: s.vertexId, ...e })))
+    .flatMap((s) => [
+      ...s.events.map((e) => ({ vertexId: s.vertexId, ...e })),
+      ...(undoStepOf(s)?.events ?? []).map((e) => ({ vertexId: `${s.vertexId} ↩ undo`, ...e })),
+    ])
     .sort((a, b) => (a.at ?? "").localeCompare(b.at ?? ""));
   return h(
     "section",

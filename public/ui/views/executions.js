@@ -11,7 +11,8 @@ import { triggerWordsOf } from "../lib/trigger.js";
 import { pollWhileVisible } from "../lib/poll.js";
 
 const REFRESH_MS = 3000;
-const STATUSES = ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
+/** Every status the list filter offers (`GET /v1/executions?status=`), the compensation's three too (docs/steps.md "Compensation"). */
+const STATUSES = ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATING", "COMPENSATED", "COMPENSATION_FAILED"];
 
 /** The sum of the four "duplicates stopped" counters. */
 export const stoppedTotal = (d) => (d ? d.triggers + d.redeliveries + d.fencedOut + d.destinationReplays : 0);

@@ -7,6 +7,9 @@
  * font and cut with "…" when too long, the whole text in the node's <title>. An edge with a `when`
  * is dashed and carries its condition as a label (fitted the same way, whole in its <title>); the
  * columns are wider when the graph has one.
+ * A compensated execution draws each undo step beside the step it undoes (docs/steps.md
+ * "Compensation"): a dashed box under the node, joined to it, with the undo's place and state
+ * ("↩ undo 1 · completed"); the rows are taller when the graph has one.
  */
 import { s } from "../lib/dom.js";
 
@@ -16,6 +19,9 @@ const GAP_X = 46;
 /** The gap between columns when an edge carries a `when` label. */
 const GAP_X_WHEN = 170;
 const GAP_Y = 18;
+/** An undo step's box under the node it undoes, and the gap between them. */
+const UNDO_H = 24;
+const UNDO_GAP = 8;
 const PAD = 10;
 /** The text styles of style.css (.node-id, .node-meta, .edge-label), for measuring. */
 const FONTS = { id: "600 13px", meta: "11px", when: "11px" };
@@ -67,23 +73,26 @@ function layers(vertices, edges) {
 /**
  * `definition` {vertices, edges}; `stateOf(vertexId)` → a step state or null (not reached);
  * `onSelect(vertexId)` when a node is chosen; `noteOf(vertexId)` → a short note after the state, or null
- * (a MAP's progress: "37/100 done", ./map.js).
+ * (a MAP's progress: "37/100 done", ./map.js); `undoOf(vertexId)` → the step's undo step
+ * `{ state, place }` (drawn beside it), or null.
  */
-export function drawGraph(definition, stateOf, onSelect, noteOf = () => null) {
+export function drawGraph(definition, stateOf, onSelect, noteOf = () => null, undoOf = () => null) {
   const vertices = definition?.vertices ?? [];
   const edges = definition?.edges ?? [];
   const depth = layers(vertices, edges);
   const gapX = edges.some((e) => e.when) ? GAP_X_WHEN : GAP_X;
+  const undos = new Map(vertices.map((v) => [v.id, undoOf(v.id)]).filter(([, u]) => u));
+  const rowH = H + GAP_Y + (undos.size > 0 ? UNDO_H + UNDO_GAP : 0);
   const rows = new Map();
   const pos = new Map();
   for (const v of vertices) {
     const col = depth.get(v.id) ?? 0;
     const row = rows.get(col) ?? 0;
     rows.set(col, row + 1);
-    pos.set(v.id, { x: 10 + col * (W + gapX), y: 10 + row * (H + GAP_Y) });
+    pos.set(v.id, { x: 10 + col * (W + gapX), y: 10 + row * rowH });
   }
   const width = 20 + (Math.max(0, ...depth.values()) + 1) * (W + gapX) - gapX;
-  const height = 20 + Math.max(1, ...rows.values()) * (H + GAP_Y) - GAP_Y;
+  const height = 20 + Math.max(1, ...rows.values()) * rowH - GAP_Y;
 
   const lines = edges
     .filter((e) => pos.has(e.from) && pos.has(e.to))
@@ -140,6 +149,24 @@ export function drawGraph(definition, stateOf, onSelect, noteOf = () => null) {
       s("text", { x: PAD, y: 34, class: "node-meta" }, fit(meta, FONTS.meta, W - 2 * PAD)),
     );
   });
+  const undoBoxes = [...undos].map(([id, undo]) => {
+    const p = pos.get(id);
+    const state = String(undo.state).toLowerCase();
+    const words = `↩ undo ${undo.place + 1} · ${state.replace("_", " ")}`;
+    return s(
+      "g",
+      {
+        class: `undo state-${state}`,
+        transform: `translate(${p.x + 14} ${p.y + H + UNDO_GAP})`,
+        "data-undoes": id,
+        "data-state": undo.state,
+      },
+      s("title", {}, `undo of ${id}: ${undo.state} (place ${undo.place + 1} in the compensation's order)`),
+      s("line", { class: "undo-link", x1: 8, y1: -UNDO_GAP, x2: 8, y2: 0 }),
+      s("rect", { width: W - 14, height: UNDO_H, rx: 5 }),
+      s("text", { x: 8, y: 16 }, fit(words, FONTS.meta, W - 30)),
+    );
+  });
   return s(
     "svg",
     { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "group", "aria-label": "Workflow graph" },
@@ -154,5 +181,6 @@ export function drawGraph(definition, stateOf, onSelect, noteOf = () => null) {
     ),
     lines,
     nodes,
+    undoBoxes,
   );
 }

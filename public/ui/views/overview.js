@@ -47,6 +47,11 @@ const STATUSES = [
   { key: "FAILED", name: "Failed", cls: "status-failed" },
   { key: "CANCELLED", name: "Cancelled", cls: "status-cancelled" },
   { key: "RUNNING", name: "Running", cls: "status-running" },
+  // A failure that undid its completed steps (docs/steps.md "Compensation"). The series counts these
+  // apart in its live hours; a rolled-up hour counts them as failed (COMPENSATING as running).
+  { key: "COMPENSATED", name: "Compensated", cls: "status-compensated" },
+  { key: "COMPENSATION_FAILED", name: "Compensation failed", cls: "status-compensation-failed" },
+  { key: "COMPENSATING", name: "Compensating", cls: "status-compensating" },
 ];
 
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
