@@ -12,8 +12,14 @@ const DOCS = {
   retention: "docs/history.md, “Retention” and “Tombstones and ids”; docs/history-archive.md for the archive",
 };
 
-/** The retention var of a final status (docs/history.md). */
-const RETENTION_VAR = { COMPLETED: "HISTORY_COMPLETED (7d)", FAILED: "HISTORY_FAILED (30d)", CANCELLED: "HISTORY_CANCELLED (30d)" };
+/** The retention var of a final status (docs/history.md): a compensated execution is kept as long as a failed one. */
+const RETENTION_VAR = {
+  COMPLETED: "HISTORY_COMPLETED (7d)",
+  FAILED: "HISTORY_FAILED (30d)",
+  CANCELLED: "HISTORY_CANCELLED (30d)",
+  COMPENSATED: "HISTORY_FAILED (30d)",
+  COMPENSATION_FAILED: "HISTORY_FAILED (30d)",
+};
 
 export function removedPage(executionId, problem) {
   const t = problem.tombstone ?? null;
