@@ -83,10 +83,17 @@ export async function maybeCold(db: D1Database, digests: readonly KeyDigest[]): 
 /** The generation new keys go to, and the keys it holds: `SELECT` for the move's first query. */
 export const CURRENT_GENERATION_SQL = "SELECT gen, keys FROM key_filter_gens ORDER BY gen DESC LIMIT 1";
 
-/** The generation the next `adding` keys go to, given the latest one (null: none yet). */
-export function generationFor(latest: { gen: number; keys: number } | null, adding: number): number {
+/**
+ * The generation the next `adding` keys go to, given the latest one (null: none yet): the latest
+ * while they fit in its `capacity` (`KEYS_PER_GENERATION`; a test passes a small one), else a new
+ * one: a pass that would overfill a generation opens the next, so none holds more than its capacity
+ * (but a first pass larger than it). Nothing else
+ * changes when a generation opens: the probe reads every generation's block of the key
+ * (`MAYBE_COLD_SQL`: one index range, one row per generation).
+ */
+export function generationFor(latest: { gen: number; keys: number } | null, adding: number, capacity = KEYS_PER_GENERATION): number {
   if (latest === null) return 0;
-  return latest.keys + adding > KEYS_PER_GENERATION && latest.keys > 0 ? latest.gen + 1 : latest.gen;
+  return latest.keys + adding > capacity && latest.keys > 0 ? latest.gen + 1 : latest.gen;
 }
 
 /**

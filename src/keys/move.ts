@@ -41,6 +41,8 @@ export interface MoveDeps {
   onColdRead?: () => void;
   /** Index entries one pass looks at (held ones included); `SCAN_PER_PASS` unless a test says. */
   scan?: number;
+  /** Keys per filter generation; `KEYS_PER_GENERATION` unless a test says (./filter.ts `generationFor`). */
+  generationKeys?: number;
 }
 
 export interface MoveReport {
@@ -148,7 +150,7 @@ export async function moveKeySendsOnce(deps: MoveDeps, limit = KEYS_PER_PASS): P
   const batch = new LabelledBatch<"filter" | "gens" | "delete" | "cursor">(deps.db);
   batch.add("cursor", saveMoveCursor(deps.db, report.failed > 0 ? after : cursor));
   if (digests.length > 0) {
-    const [filter, gens] = addToFilter(deps.db, digests, generationFor(latest, digests.length));
+    const [filter, gens] = addToFilter(deps.db, digests, generationFor(latest, digests.length, deps.generationKeys));
     batch.add("filter", filter).add("gens", gens);
   }
   const results = await batch.add("delete", deleteMovedKeySends(deps.db, rows, forgottenBy)).run();
