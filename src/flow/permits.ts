@@ -24,15 +24,57 @@ export function limitedConnectorOf(vertex: GatewayVertex): string | null {
 }
 
 /**
- * When a refused step asks again: the pause's end; the bucket's token for its place in the whole
- * line; or, waiting for a slot, one second per round of `concurrency` waiters ahead (a release wakes
- * the oldest at once) — at the front of the line, never past the earliest live permit's lease. Whole seconds (a queue delay), 1–30 s; a
- * pause is waited out to its end.
+ * A refused ask whose turn comes within this is asked again from the same invocation after that
+ * wait (at most `MAX_SHORT_WAITS` times) instead of parking: a queue delay is whole seconds, so a
+ * park for a token due in 50 ms would cost a second and three round trips (docs/connectors.md "Limits").
+ */
+export const SHORT_WAIT_MS = 1000;
+export const MAX_SHORT_WAITS = 3;
+
+/**
+ * How long to wait in the invocation before asking again, or null: park. Only for the bucket's next
+ * token(s) — this step's and one for each waiter ahead of it — when a slot is free for it (a slot
+ * frees when a call ends, which nobody can time: a release wakes the line's head for it) and the
+ * scope is not paused.
+ */
+export function shortWaitMs(g: Refused): number | null {
+  if (g.reason === "paused" || g.rate === null || g.tokens === null) return null;
+  if (g.concurrency !== null && g.inFlight + g.ahead >= g.concurrency) return null;
+  const waitMs = (Math.max(0, g.ahead + 1 - g.tokens) * g.rate.periodMs) / g.rate.count;
+  return waitMs <= SHORT_WAIT_MS ? Math.max(1, Math.ceil(waitMs)) : null;
+}
+
+/** The longest a waiter behind others sleeps in a scope that caps concurrency: the releases wake the line. */
+export const MAX_BEHIND_WAIT_MS = 300_000;
+
+/**
+ * The safety-net timer of a waiter behind others in a scope that caps concurrency: four times its
+ * place in the line at the scope's pace (its rate, or one round of `concurrency` a second), 30 s to
+ * 5 min, whole seconds — so a deep line is not woken by its own timers while the releases walk it.
+ */
+function behindWaitMs(g: Refused): number {
+  const perSecond = Math.min(g.concurrency ?? Infinity, g.rate ? (g.rate.count * 1000) / g.rate.periodMs : Infinity);
+  const ms = (4 * 1000 * (g.queued + 1)) / perSecond;
+  return Math.ceil(Math.min(MAX_BEHIND_WAIT_MS, Math.max(MAX_PERMIT_WAIT_MS, ms)) / 1000) * 1000;
+}
+
+/**
+ * When a refused step asks again: the pause's end; at the head of the line (nobody older waiting), the
+ * bucket's next token or — waiting for a slot — the earliest live permit's lease end (1 s if none).
+ * Behind others: in a scope that caps concurrency the line is woken from its head by every release
+ * (`releasePermit` wakes as many waiters as can go, oldest first), so the timer is only a safety net
+ * (`behindWaitMs`: 30 s – 5 min); without a cap, the bucket's token for its place in the whole line.
+ * Whole seconds (a queue delay), 1–30 s but behind others in a capped scope; a pause is waited out to its end.
  */
 export function permitWaitUntil(g: Refused, now: number): number {
   let waitMs: number;
   // The pause's end exactly (its wake-up message is delayed whole seconds, so it arrives at or after it).
-  if (g.reason === "paused" && g.pausedUntil !== null) return Math.max(g.pausedUntil, now + 1);
+  // Behind others in a capped scope, later still: the head wakes at the end and the releases walk the line.
+  if (g.reason === "paused" && g.pausedUntil !== null) {
+    const behind = g.concurrency !== null && g.queued > 0 ? now + behindWaitMs(g) : 0;
+    return Math.max(g.pausedUntil, now + 1, behind);
+  }
+  if (g.concurrency !== null && g.queued > 0) return now + behindWaitMs(g);
   // From the whole line (`queued`), not only the waiters due soon: a deep line wakes each waiter about
   // when its turn comes, not every second (each refused wake-up is a claim, an ask and a park).
   if (g.rate && g.tokens !== null && g.tokens < g.queued + 1) {

@@ -123,6 +123,8 @@ export type Grant =
       pauseReason: string | null;
       /** The earliest lease end of a live permit (null when none is held). */
       nextFree: number | null;
+      /** Live permits held by others when this step asked. */
+      inFlight: number;
     };
 
 interface AskRow {
@@ -141,6 +143,7 @@ interface ScopeRow {
   rate_count: number | null;
   rate_period_ms: number | null;
   next_free: number | null;
+  in_flight: number;
 }
 
 /**
@@ -214,7 +217,8 @@ export async function askPermit(db: D1Database, workspace: string, connector: st
                   AND p.held = 0 AND p.since < m.since
                   AND ${rowOf("s.state = 'EXECUTING'")}
                 LIMIT ${MAX_AHEAD_COUNTED})) AS queued,
-             (SELECT min(${LIVE_LEASE}) FROM connector_permits p WHERE ${SCOPE} AND p.held = 1) AS next_free`,
+             (SELECT min(${LIVE_LEASE}) FROM connector_permits p WHERE ${SCOPE} AND p.held = 1) AS next_free,
+             (SELECT count(*) FROM connector_permits p WHERE ${SCOPE} AND NOT (${MINE}) AND ${LIVE}) AS in_flight`,
         )
         .bind(...params),
     )
@@ -245,6 +249,7 @@ export async function askPermit(db: D1Database, workspace: string, connector: st
     pausedUntil: scope.paused_until,
     pauseReason: scope.pause_reason,
     nextFree: scope.next_free,
+    inFlight: scope.in_flight,
   };
 }
 
@@ -256,29 +261,68 @@ export interface Release {
   pause?: { until: number; reason: string };
 }
 
+/** The most waiters one release wakes (one `sendBatch` of their messages). */
+export const MAX_WOKEN_PER_RELEASE = 10;
+
 /**
- * The scope's oldest parked waiter to wake (binds ?1 workspace, ?2 connector, ?6 now): overdue (its
- * wake-up was lost), or due later while the scope caps concurrency and is not paused; `or`: more
- * candidates (SQL over `p` and its row `s`).
+ * How far ahead a release counts the bucket's tokens when it decides how many waiters to wake: a
+ * woken waiter whose token comes within this waits for it in its own invocation instead of parking
+ * again (src/steps/permit-gate.ts `SHORT_WAIT_MS`, the same bound).
  */
-const oldestWaiter = (or: string) => `SELECT p.execution_id, p.vertex_id FROM connector_permits p
-    WHERE ${SCOPE} AND p.held = 0 AND ${rowOf(`s.state = 'EXECUTING'
-      AND (s.parked_until < ?6 - ${WAITER_OVERDUE_MS}
-           OR (s.parked_until > ?6
-               AND EXISTS (SELECT 1 FROM connector_limits l WHERE l.workspace = ?1 AND l.connector = ?2
-                             AND l.concurrency IS NOT NULL AND coalesce(l.paused_until, 0) <= ?6))
-           ${or ? `OR ${or}` : ""})`)}
-    ORDER BY p.since, p.execution_id, p.vertex_id LIMIT 1`;
+export const WAKE_TOKENS_AHEAD_MS = 1000;
+
+/** A waiter's row `s` parked past its time by more than `WAITER_OVERDUE_MS` (binds ?6 now): its wake-up was lost. */
+const LOST = `s.parked_until < ?6 - ${WAITER_OVERDUE_MS}`;
+
+/**
+ * A waiter that is due — woken, or asking now — and not lost (binds ?6 now): it will ask before any
+ * waiter a release wakes now. `unless`: rows not to count (the items this batch just woke).
+ */
+const DUE = (unless: string) => `s.state = 'EXECUTING'
+      AND ((s.parked_until IS NULL AND s.lease_until > ?6) OR s.parked_until BETWEEN ?6 - ${WAITER_OVERDUE_MS} AND ?6)
+      ${unless ? `AND NOT ${unless}` : ""}`;
+
+/**
+ * How many waiters a release wakes (binds ?1, ?2, ?6): as many as the scope can let through now —
+ * free slots under `concurrency` (the live permits counted after this release gave its own back),
+ * and the bucket's tokens now or within `WAKE_TOKENS_AHEAD_MS` — less the waiters already due (woken
+ * or asking: they go first), none while the scope is paused; at most `MAX_WOKEN_PER_RELEASE`.
+ */
+const WAKE_COUNT = (justWoken: string) => `coalesce((SELECT max(0, min(
+      CASE WHEN l.concurrency IS NULL THEN ${MAX_WOKEN_PER_RELEASE}
+           ELSE l.concurrency - (SELECT count(*) FROM connector_permits p WHERE ${SCOPE} AND ${LIVE}) END,
+      CASE WHEN l.rate_count IS NULL THEN ${MAX_WOKEN_PER_RELEASE}
+           ELSE CAST(${BUCKET("l")} + ${WAKE_TOKENS_AHEAD_MS} * 1.0 * l.rate_count / l.rate_period_ms AS INTEGER) END,
+      ${MAX_WOKEN_PER_RELEASE})
+      - (SELECT count(*) FROM connector_permits p WHERE ${SCOPE} AND p.held = 0 AND ${rowOf(DUE(justWoken))}))
+    FROM connector_limits l WHERE l.workspace = ?1 AND l.connector = ?2 AND coalesce(l.paused_until, 0) <= ?6), 0)`;
+
+/**
+ * The waiters a release wakes, oldest first (binds ?1 workspace, ?2 connector, ?6 now): the head of
+ * the line, as many as `WAKE_COUNT` — and, whatever the scope, at least one waiter whose wake-up was
+ * lost (overdue), if any. `justWoken`: the items this batch just woke (the step's statement runs
+ * after the item's and must pick the same rows: they count as still asleep, not as due).
+ */
+const wakeSet = (justWoken: string) => {
+  const also = justWoken ? ` OR ${justWoken}` : "";
+  return `SELECT p.execution_id, p.vertex_id FROM connector_permits p
+    WHERE ${SCOPE} AND p.held = 0
+      AND (${rowOf(`s.state = 'EXECUTING' AND (${LOST}${also})`)}
+           OR (${WAKE_COUNT(justWoken)} > 0 AND ${rowOf("s.state = 'EXECUTING' AND s.parked_until > ?6")}))
+    ORDER BY p.since, p.execution_id, p.vertex_id
+    LIMIT max(1, ${WAKE_COUNT(justWoken)})`;
+};
 
 /** A waiter a release woke: a step, or a MAP's item (`item` its index, `vertexId` its MAP's). */
 export type WokenWaiter = StepRef & { item?: number };
 
 /**
  * `releasePermit`: ONE batch — the step's permit given back (its row deleted: fenced by the epoch
- * that took it), [the shared pause written, never shortened], the oldest parked waiter woken now —
- * when the scope caps concurrency and is not paused, or whatever the scope when that waiter is
- * overdue (its wake-up was lost) — (`UNPARK_NOW`: its claim records no `lease_expired`), returned for
- * the caller to send its message after the commit, and up to 20 rows of steps (or items) that no longer
+ * that took it), [the shared pause written, never shortened], the head of the line woken now — the
+ * oldest parked waiters, as many as the scope can let through now or within a second less those
+ * already due (`wakeSet`), none while paused, and one whose wake-up was lost whatever the scope —
+ * (`UNPARK_NOW`: its claim records no `lease_expired`), returned for the caller to send their messages
+ * after the commit, and up to 20 rows of steps (or items) that no longer
  * run swept. Returns the woken steps and items. The releasing row is a step's or an item's (`fence`).
  */
 export async function releasePermit(
@@ -314,7 +358,7 @@ export async function releasePermit(
       db
         .prepare(
           `UPDATE work_items SET ${UNPARK_NOW("?6")}
-           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, row_key) IN (${oldestWaiter("")})
+           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, row_key) IN (${wakeSet("")})
            RETURNING execution_id, vertex_id, item_index`,
         )
         .bind(...params),
@@ -324,7 +368,7 @@ export async function releasePermit(
       db
         .prepare(
           `UPDATE steps SET ${UNPARK_NOW("?6")}
-           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, vertex_id) IN (${oldestWaiter(justWokenItem)})
+           WHERE state = 'EXECUTING' AND parked_until IS NOT NULL AND (execution_id, vertex_id) IN (${wakeSet(justWokenItem)})
            RETURNING execution_id, vertex_id`,
         )
         .bind(...params),

@@ -13,6 +13,7 @@ import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { countClaim } from "./execution-counters";
 import type { ExecutionStatus } from "./execution-types";
+import { limitedConnectorsColumn } from "./limited-connectors";
 import { keySendsColumn } from "./key-sends";
 import { IN_PROGRESS_MARK } from "./step-events";
 import {
@@ -69,6 +70,8 @@ export interface StepRun {
   keySendsJson: string | null;
   /** When the step was created (dispatched): no later than any send of its key. */
   stepCreatedAt: number | null;
+  /** The workspace's limited connectors as the claim read them (./connector-permits.ts `mustAsk`); absent: ask. */
+  limitedConnectorsJson?: string | null;
 }
 
 const CLAIMED_STEP = selectList<ClaimedStep>({
@@ -170,6 +173,7 @@ const STEP_RUN = selectList<StepRun>({
   sealedSecretsJson: sealedSecretsColumn("e.workspace", "v.definition"),
   keySendsJson: keySendsColumn("s"),
   stepCreatedAt: "s.created_at",
+  limitedConnectorsJson: limitedConnectorsColumn("e.workspace"),
 });
 
 /**

@@ -318,7 +318,7 @@ async function execute(rt: StepRuntime, c: ClaimedItem, fence: ItemFence, p: Pre
     c.leaseMs,
     () =>
       // Through a limited connector: the item's permit first, as a step's (src/steps/permit-gate.ts) — its row's fence and lease.
-      withPermit(rt, c.run.workspace, rowFence, gateway, gateway.config.retry ?? DEFAULT_RETRY, () =>
+      withPermit(rt, c.run, rowFence, gateway, gateway.config.retry ?? DEFAULT_RETRY, () =>
         runGateway(gateway, p.context, {
           env: rt.env,
           secret: secretLookup({

@@ -2,7 +2,8 @@
  * The permit around one Gateway attempt (SPEC section 17, docs/connectors.md "Limits"): asked before
  * anything of the attempt is sent (a verify probe and its write share it), given back after the
  * call — with the shared pause of a 429/503 with `Retry-After` — and the oldest waiter it frees
- * woken (its message sent after the release committed). A refusal is the `awaiting_permit` outcome:
+ * woken (its message sent after the release committed). A refusal whose token comes within a second
+ * (`shortWaitMs`) asks again after that wait; otherwise it is the `awaiting_permit` outcome:
  * the step parks, and it is not an attempt (src/steps/run-step.ts). An inline step (no connector)
  * is not limited and costs nothing here. A throw in between (a crash) keeps the permit until the
  * step's lease expires: the permit's lease is the step's. A MAP's item asks the same way (src/steps/map-item.ts):
@@ -10,25 +11,41 @@
  */
 import type { GatewayVertex, RetryPolicy } from "../definitions/schema";
 import { askPermit, releasePermit } from "../ledger/connector-permits";
+import { mustAsk } from "../ledger/limited-connectors";
 import type { Fence } from "../ledger";
 import type { RunOutcome } from "./outcome";
 import { sendItemMessages, sendStepMessages } from "./dispatch";
 import { retryAfterCeilingMs } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
-import { limitedConnectorOf, pauseOf, permitWaitOf, permitWaitUntil, refusalText } from "../flow/permits";
+import { limitedConnectorOf, MAX_SHORT_WAITS, pauseOf, permitWaitOf, permitWaitUntil, refusalText, shortWaitMs } from "../flow/permits";
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export async function withPermit(
   rt: StepRuntime,
-  workspace: string,
+  /** The run's workspace, and the limited connectors its claim read (absent: ask). */
+  scope: { workspace: string; limitedConnectorsJson?: string | null },
   fence: Fence,
   vertex: GatewayVertex,
   policy: RetryPolicy,
   work: () => Promise<RunOutcome>,
 ): Promise<RunOutcome> {
+  const { workspace, limitedConnectorsJson } = scope;
   const connector = limitedConnectorOf(vertex);
   if (connector === null) return work();
-  const asked = rt.now();
-  const grant = await askPermit(rt.db, workspace, connector, fence, asked);
+  // The claim read the workspace's limited connectors (src/ledger/step-claim.ts): not among them, no ask.
+  if (!mustAsk(limitedConnectorsJson, connector)) return work();
+  let asked = rt.now();
+  let grant = await askPermit(rt.db, workspace, connector, fence, asked);
+  // The bucket's token (and those of the waiters ahead) due within a second, a slot free: wait for it
+  // here rather than park (a queue delay is whole seconds) — the step stays claimed under its lease.
+  for (let i = 0; i < MAX_SHORT_WAITS && grant.kind === "refused"; i++) {
+    const waitMs = shortWaitMs(grant);
+    if (waitMs === null) break;
+    await (rt.sleep ?? sleep)(waitMs);
+    asked = rt.now();
+    grant = await askPermit(rt.db, workspace, connector, fence, asked);
+  }
   if (grant.kind === "unlimited") return work();
   if (grant.kind === "refused") {
     const until = permitWaitUntil(grant, asked);

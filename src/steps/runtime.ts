@@ -22,6 +22,8 @@ export interface StepRuntime {
   env: Env;
   fetch: typeof fetch;
   now: () => number;
+  /** Waits in the invocation (a permit's token due within a second: src/steps/permit-gate.ts); default a timer. */
+  sleep?: (ms: number) => Promise<void>;
   random: () => number;
   /** How long a claim holds a step before another worker may take it over. */
   leaseMs: number;

@@ -311,6 +311,66 @@ describe("fairness", () => {
   });
 });
 
+describe("the line wakes from its head", () => {
+  it("a release wakes as many waiters as can go now, oldest first — not one per release", async () => {
+    const h = harness();
+    const meter = inFlightMeter(h);
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 1 });
+    await h.start(wf, order(`H-${name}`));
+    const gate = holdCalls(h);
+    const holding = h.deliver([h.queue.take()[0]!.body]);
+    for (let i = 0; i < 100 && meter.now() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const waiters: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      h.clock.advance(100);
+      const id = await h.start(wf, order(`W${i}-${name}`));
+      waiters.push(id);
+      await h.deliver([takeFirst(h, id).body]);
+      expect(await stepRow(id)).toMatchObject({ state: "EXECUTING", attempt: 0 });
+    }
+    // Behind the head, a waiter of a scope that caps concurrency sleeps long: the releases wake the line.
+    const parked = await Promise.all(waiters.map(async (id) => (await stepRow(id))!.parked_until! - h.clock.now()));
+    expect(parked[0]).toBeLessThanOrEqual(2000);
+    for (const ms of parked.slice(1)) expect(ms).toBeGreaterThanOrEqual(20_000);
+    h.queue.take(); // their timed wake-ups
+    // Four slots now: the one release wakes all four waiters at once.
+    expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, { concurrency: 4 }))).status).toBe(201);
+    gate.open();
+    await holding;
+    const woken = h.queue.take();
+    expect(woken.every((m) => m.dueAt <= h.clock.now())).toBe(true);
+    expect(woken.map((m) => m.body.executionId).sort()).toEqual([...waiters].sort());
+    await Promise.all(woken.map((m) => h.deliver([m.body])));
+    for (const id of waiters) expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(meter.max()).toBeLessThanOrEqual(4);
+    // Each waiter was refused once (its first ask), never on a wake-up.
+    expect((await readScopeState(env.DB, WS, name, h.clock.now()))!.heldBack).toBe(4);
+  });
+
+  it("a token due within a second is waited for in the invocation: no park, no refused wake-up", async () => {
+    const h = harness();
+    const meter = inFlightMeter(h);
+    const slept: number[] = [];
+    h.rt.sleep = async (ms) => {
+      slept.push(ms);
+      h.clock.advance(ms);
+    };
+    const { name, wf } = await limitedWorkflow(h, { rate: "10/s", burst: 1 });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await h.start(wf, order(`S${i}-${name}`)));
+    for (const m of h.queue.take()) await h.deliver([m.body]);
+    for (const id of ids) {
+      expect(await executionStatus(id)).toBe("COMPLETED");
+      expect((await stepRow(id))!.permit_wait).toBeNull(); // never parked
+      expect(await attemptsOf(id)).toEqual([{ attempt: 1, outcome: "completed" }]);
+    }
+    expect(h.queue.pending).toEqual([]); // no wake-up sent
+    expect(slept).toEqual([100, 100]);
+    expect(meter.starts[1]! - meter.starts[0]!).toBeGreaterThanOrEqual(100);
+    expect(meter.starts[2]! - meter.starts[1]!).toBeGreaterThanOrEqual(100);
+  });
+});
+
 describe("lost and early wake-ups", () => {
   it("a wake-up that arrives a little early is retried at its time, not acked (the waiter would sit until the cron)", async () => {
     const h = harness();
@@ -405,8 +465,8 @@ describe("where the permit is asked", () => {
 });
 
 describe("the cost of a permit", () => {
-  // The ask and the release: one round trip more than through an unlimited connector, two more than an inline step's.
-  it("a send through a limited connector costs the ask and the release", async () => {
+  // The ask and the release: two round trips more than through a connector without limits, which costs what an inline step does.
+  it("a send through a limited connector costs the ask and the release; one without limits costs nothing more", async () => {
     const cost = async (limits: Record<string, unknown> | undefined) => {
       const counting = countingD1(env.DB);
       const h = harness({ db: counting.db });
@@ -424,10 +484,32 @@ describe("the cost of a permit", () => {
     const unlimited = await cost(undefined);
     const limited = await cost({ concurrency: 5, rate: "20/s" });
     console.info(`permit cost: unlimited ${JSON.stringify(unlimited)}, limited ${JSON.stringify(limited)}`);
-    // No limits: the ask finds no scope row (one round trip of 3 statements), and nothing is released.
-    // Limits: the ask (3 statements) and the release (4: permit back, the oldest waiter woken — a MAP's
+    // No limits: the claim's batch read the workspace's limited connectors (a column of its run read), this
+    // one is not among them — no ask, nothing released: claim, key, settle… as an inline step's.
+    expect(unlimited.roundTrips).toBe(4);
+    // Limits: the ask (3 statements) and the release (4: permit back, the line's head woken — a MAP's
     // item or a step, one statement each — and the sweep).
-    expect(limited.roundTrips - unlimited.roundTrips).toBe(1);
-    expect(limited.statements - unlimited.statements).toBe(4);
+    expect(limited.roundTrips - unlimited.roundTrips).toBe(2);
+    expect(limited.statements - unlimited.statements).toBe(7);
+  });
+
+  it("limits added to a connector that had none apply from the next claim, with no re-save", async () => {
+    const h = harness();
+    const name = `later-${Math.random().toString(36).slice(2, 8)}`;
+    expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, undefined))).status).toBe(201);
+    const wf = charging(name);
+    expect((await putJson(h, `/v1/workflows/${wf.id}`, wf)).status).toBe(201);
+    const stored = (await getWorkflow(env.DB, WS, wf.id))!;
+    const free = await h.start(stored, order(`A-${name}`));
+    await h.drain();
+    expect(await executionStatus(free)).toBe("COMPLETED");
+    expect((await putJson(h, `/v1/connectors/${name}`, limitedPayments(name, { rate: "1/h" }))).status).toBe(201);
+    const first = await h.start(stored, order(`B-${name}`));
+    const second = await h.start(stored, order(`C-${name}`));
+    for (const m of h.queue.take()) await h.deliver([m.body]);
+    expect(await executionStatus(first)).toBe("COMPLETED"); // the bucket's one token
+    expect(await stepRow(second)).toMatchObject({ state: "EXECUTING", attempt: 0 }); // parked for a permit
+    expect(JSON.parse((await stepRow(second))!.permit_wait!).reason).toMatch(/^no token left at 1\/h/);
+    expect(h.dest.effects).toHaveLength(2);
   });
 });

@@ -15,7 +15,7 @@ export const gatewayKind: VertexKind<GatewayVertex> = {
   execute: (vertex, { rt, run, claimed, fence, leaseMs, context }) =>
     withHeartbeat(rt, fence, leaseMs, () =>
       // Through a limited connector: the attempt's permit first (src/steps/permit-gate.ts); waiting is not an attempt.
-      withPermit(rt, run.workspace, fence, vertex, vertex.config.retry ?? DEFAULT_RETRY, () =>
+      withPermit(rt, run, fence, vertex, vertex.config.retry ?? DEFAULT_RETRY, () =>
         runGateway(vertex, context, {
           env: rt.env,
           secret: secretLookup({
