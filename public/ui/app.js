@@ -1,7 +1,8 @@
 /**
- * The inspector: sign-in, then four pages reached by the URL's hash —
+ * The inspector: sign-in, then five pages reached by the URL's hash —
  *   #/overview?…           what was stopped over time, the page it opens on (views/overview.js)
  *   #/workflows            the workflows (views/workflows.js)
+ *   #/connectors           the connectors, each with its limits' live state (views/connectors.js)
  *   #/executions?…         the executions, with the list filters, live (views/executions.js)
  *   #/executions/{id}      one execution, live (views/execution.js)
  * The hash carries ids and filters only, never the token (lib/api.js).
@@ -12,6 +13,7 @@ import { showWorkflows } from "./views/workflows.js";
 import { showExecutions } from "./views/executions.js";
 import { showExecution } from "./views/execution.js";
 import { showOverview } from "./views/overview.js";
+import { showConnectors } from "./views/connectors.js";
 
 const main = document.getElementById("main");
 const who = document.getElementById("who");
@@ -28,6 +30,7 @@ function route() {
   const params = new URLSearchParams(query);
   const parts = (path || "/overview").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "workflows") current = showWorkflows(main);
+  else if (parts[0] === "connectors") current = showConnectors(main);
   else if (parts[0] === "executions" && parts[1]) current = showExecution(main, parts[1]);
   else if (parts[0] === "executions") current = showExecutions(main, params);
   else current = showOverview(main, params);

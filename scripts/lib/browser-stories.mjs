@@ -25,6 +25,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { houseUiStories } from "./browser-stories-house-ui.mjs";
 import { mapStories } from "./browser-stories-map.mjs";
 import { compensationStories } from "./browser-stories-compensation.mjs";
+import { flowStories } from "./browser-stories-flow.mjs";
 import { orderWorkflow } from "./order-workflow.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -596,6 +597,9 @@ export async function browserStories(ctx) {
 
     // A compensation: the refund drawn beside the charge it undoes, the statuses in list, filter and chart (issue 45).
     await compensationStories(ctx, { newPage, openExecution });
+
+    // Flow control: a waiting step's reason, the connector's live state, the sends held back (issue 44).
+    await flowStories(ctx, { newPage, openExecution });
 
     await test("inspector: no console error on any page, and the token never reached the engine's log", async () => {
       expect(problems.length === 0, problems.join("\n"));

@@ -34,8 +34,14 @@ import { sendDecision, waitPanel, waitTag } from "./wait.js";
 import { triggerWords } from "../lib/trigger.js";
 import { removedPage } from "./removed.js";
 import { mapNote, mapPanel, mapTag } from "./map.js";
+import { connectorStatePanel, readConnectorStates } from "../lib/connector-state.js";
 
 const POLL_MS = 1500;
+/** While a step waits for a connector's permit, the page re-reads this often (a permit wait writes no change to follow). */
+const PERMIT_POLL_MS = 2000;
+
+/** A step waiting for a connector's permit now (docs/connectors.md "Limits"): its wait has no grant yet. */
+const waitingForPermit = (step) => Boolean(step?.permitWait) && step.permitWait.grantedAt === null && step.state !== "COMPLETED";
 
 /** The statuses in which an execution still changes (an undo step runs while COMPENSATING). */
 const LIVE = new Set(["RUNNING", "COMPENSATING"]);
@@ -80,11 +86,14 @@ export function showExecution(main, executionId) {
     decisions: new Map(),
     /** Per MAP step: the page of items shown and the items opened (./map.js; kept across re-renders). */
     maps: new Map(),
+    /** The live state of each connector a step waits on (`GET /v1/connectors/{name}/state`). */
+    connectorStates: new Map(),
   };
   replace(main, h("p", { class: "muted" }, "Loading…"));
 
   let follow = null;
   let pollTimer = null;
+  let permitTimer = null;
   let pending = null;
   let reading = false;
   let again = false;
@@ -105,6 +114,10 @@ export function showExecution(main, executionId) {
       }
       view.trace = trace;
       view.error = null;
+      // A step waiting for a permit: its connector's state now (in flight, tokens, paused until).
+      const waitedOn = trace.steps.filter(waitingForPermit).map((st) => st.permitWait.connector);
+      view.connectorStates = waitedOn.length > 0 && !trace.archived ? await readConnectorStates(waitedOn) : new Map();
+      if (view.left) return;
     } catch (e) {
       // Removed by retention (or erased) with no archived copy: the problem says when, why and what remains (./removed.js).
       if (e.problem?.code === "execution-not-retained") view.removed = e.problem;
@@ -131,6 +144,8 @@ export function showExecution(main, executionId) {
   const live = () => {
     const running = LIVE.has(view.trace?.status);
     if (!running) return stopLive();
+    clearTimeout(permitTimer);
+    permitTimer = view.trace.steps.some(waitingForPermit) ? setTimeout(() => void read(), PERMIT_POLL_MS) : null;
     if (follow || pollTimer) return;
     follow = followExecution(executionId, {
       onEvent: changed,
@@ -142,6 +157,8 @@ export function showExecution(main, executionId) {
     });
   };
   const stopLive = () => {
+    clearTimeout(permitTimer);
+    permitTimer = null;
     follow?.stop();
     follow = null;
     clearInterval(pollTimer);
@@ -381,7 +398,10 @@ function graphOf(trace, definition, actions) {
       definition,
       (id) => states.get(id) ?? (id === entry?.id ? "COMPLETED" : null),
       actions.select,
-      (id) => mapNote(trace.steps.find((s) => s.vertexId === id)),
+      (id) => {
+        const step = trace.steps.find((s) => s.vertexId === id);
+        return mapNote(step) ?? (waitingForPermit(step) ? `waiting for ${step.permitWait.connector}` : null);
+      },
       (id) => undoStepOf(trace.steps.find((s) => s.vertexId === id)),
     ),
   );
@@ -533,9 +553,11 @@ function stepsSection(trace, view, actions, readOnly) {
             ? waitTag(s)
             : s.map
               ? mapTag(s)
-              : s.parkedUntil
-                ? h("span", { class: "tag", id: `parked-${s.vertexId}` }, `sleeping until ${time(s.parkedUntil)}`)
-                : null,
+              : waitingForPermit(s)
+                ? h("span", { class: "tag", id: `permit-tag-${s.vertexId}` }, `waiting for a permit of ${s.permitWait.connector}`)
+                : s.parkedUntil
+                  ? h("span", { class: "tag", id: `parked-${s.vertexId}` }, `sleeping until ${time(s.parkedUntil)}`)
+                  : null,
           h("span", { class: "muted" }, ` attempt ${s.attempt} · epoch ${s.epoch}`),
           s.state === "FAILED" && !readOnly
             ? h("button", { type: "button", id: `action-retry-${s.vertexId}`, onclick: () => actions.retry(s) }, "Retry step…")
@@ -543,6 +565,7 @@ function stepsSection(trace, view, actions, readOnly) {
         ),
         s.error ? h("p", { class: "err" }, s.error) : null,
         s.undo ? undoPanel(s) : null,
+        s.permitWait ? permitWaitPanel(s, view.connectorStates.get(s.permitWait.connector)) : null,
         s.map ? mapPanel(s, { executionId: trace.executionId, states: view.maps, rerender: actions.rerender }) : null,
         s.wait
           ? waitPanel(s, {
@@ -576,6 +599,23 @@ function stepsSection(trace, view, actions, readOnly) {
           : null,
       ),
     ),
+  );
+}
+
+/**
+ * A step's wait for a connector's permit (docs/connectors.md "Limits"): the trace's line — "waiting
+ * for a permit of demo-limited since …: every permit in flight; asks again at …", or once granted
+ * "waited 4.2 s for demo-limited: paused by a 429 at …" — and, while it waits, the connector's state
+ * now: in flight of its concurrency, waiting, tokens, paused until, sends held back.
+ */
+function permitWaitPanel(step, state) {
+  const waiting = waitingForPermit(step);
+  return h(
+    "div",
+    { class: waiting ? "permit-wait waiting" : "permit-wait", id: `permit-wait-${step.vertexId}`, "data-waiting": String(waiting) },
+    h("p", { id: `permit-line-${step.vertexId}` }, waiting ? "⏳ " : "", step.permitWait.text),
+    h("p", { class: "muted" }, "Waiting for a permit is not an attempt: no retry is spent and nothing is held while it waits."),
+    waiting && state ? connectorStatePanel(step.permitWait.connector, state, `connector-state-${step.vertexId}`) : null,
   );
 }
 

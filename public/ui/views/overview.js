@@ -8,11 +8,17 @@
  * one `GET /v1/executions?limit=5`, re-read every 30 s while the tab is visible; the workflows for
  * the filter once. The filters live in the URL's hash (`#/overview?workflowId=&bucket=&range=`), so
  * a view can be linked; changing one re-opens the page with it.
+ *
+ * A boundary of its own, "sends held back" (docs/connectors.md "Limits"): per connector with limits,
+ * the sends its limits held back (a step that found no permit waited instead of calling) — a count
+ * kept with the connector's limits since they were set, not per hour (it is not in the hourly
+ * rollup), read from `GET /v1/connectors/{name}/state` beside `GET /v1/connectors`.
  */
 import { badge, clock, h, replace, time } from "../lib/dom.js";
 import { api } from "../lib/api.js";
 import { drawBars } from "./chart.js";
 import { pollWhileVisible } from "../lib/poll.js";
+import { limitsWords, paused, readConnectorStates } from "../lib/connector-state.js";
 
 const REFRESH_MS = 30_000;
 const SIZE = { hour: 3_600_000, day: 86_400_000 };
@@ -127,6 +133,7 @@ export function showOverview(main, params) {
   const totals = h("div", { class: "counters overview-totals", id: "overview-totals" });
   const chart = h("figure", { class: "chart-wrap", id: "overview-chart" });
   const statusTotals = h("p", { class: "status-totals", id: "overview-statuses" });
+  const heldBack = h("div", { class: "counters overview-totals", id: "overview-held-back" });
   const statusChart = h("figure", { class: "chart-wrap", id: "overview-status-chart" });
   const table = h("table", { class: "grid", id: "overview-table" });
   // The same id as the executions list's table: the page the inspector opens on shows its executions at #executions.
@@ -146,6 +153,14 @@ export function showOverview(main, params) {
     ),
     status,
     totals,
+    h("h2", { id: "overview-held-back-title" }, "Sends held back by connector limits"),
+    h(
+      "p",
+      { class: "muted" },
+      "Per connector with limits: the sends it held back (a step found no permit and waited, spending no attempt), " +
+        "counted since its limits were set — every workflow, not per hour.",
+    ),
+    heldBack,
     h("h2", { id: "overview-chart-title" }, `Duplicates stopped per ${filters.bucket} (UTC)`),
     chart,
     h("h2", {}, `Executions by status, per ${filters.bucket} they were created in`),
@@ -340,10 +355,41 @@ export function showOverview(main, params) {
     }
   };
 
+  /** The connectors with limits and their held-back sends, one counter each. */
+  const drawHeldBack = async () => {
+    const connectors = await api("GET", "/v1/connectors").catch(() => null);
+    const limited = (connectors?.items ?? []).filter((c) => c.definition?.limits);
+    const states = await readConnectorStates(limited.map((c) => c.name));
+    if (left) return;
+    if (connectors === null) return replace(heldBack, h("p", { class: "error" }, "Could not load the connectors."));
+    if (limited.length === 0) return replace(heldBack, h("p", { class: "muted", id: "held-back-none" }, "No connector has limits."));
+    replace(
+      heldBack,
+      limited.map(({ name }) => {
+        const st = states.get(name);
+        const count = st?.heldBack ?? 0;
+        return h(
+          "a",
+          {
+            class: count > 0 ? "counter stat hit" : "counter stat",
+            id: `held-back-${name}`,
+            href: "#/connectors",
+            "data-count": count,
+            "data-connector": name,
+          },
+          h("span", { class: "count" }, String(count)),
+          h("span", {}, `${name}: sends held back`),
+          h("span", { class: "where" }, st ? heldBackWhere(st) : "state not readable"),
+        );
+      }),
+    );
+  };
+
   const refresh = async () => {
     const [series, page] = await Promise.allSettled([
       api("GET", `/v1/stats/series?${seriesQuery()}`),
       api("GET", `/v1/executions?${latestQuery()}`),
+      drawHeldBack(),
     ]);
     if (left) return;
     if (series.status === "fulfilled") series.value.missingBehind = await missingBehind(series.value);
@@ -360,6 +406,12 @@ export function showOverview(main, params) {
       polling.stop();
     },
   };
+}
+
+/** A limited connector's limits and state now, under its held-back count. */
+function heldBackWhere(st) {
+  const pause = paused(st) ? ` · paused until ${time(st.pausedUntil)}` : "";
+  return `limits ${limitsWords(st)} · ${st.inFlight} in flight, ${st.waiting} waiting${pause}`;
 }
 
 /**
