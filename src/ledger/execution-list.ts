@@ -38,8 +38,9 @@ const { hadDuplicates: HAD_DUPLICATES, retried: RETRIED } = listFlags("");
  * Executions of a workspace, newest first, keyset-paginated on (created_at, id): ONE query. Only
  * the filters given are in its text (never `?n IS NULL OR …`), so SQLite can prove a partial
  * index's WHERE from the query's and walk it in order: `executions_with_duplicates` or
- * `executions_retried` for those filters, `executions_by_workflow` for a workflow and status, else
- * `executions_by_workspace` (test/steps/execution-list.test.ts reads the query plans).
+ * `executions_retried` for those filters, `executions_by_workflow` for a workflow and status,
+ * `executions_by_status` for a status but COMPLETED, else `executions_by_workspace`
+ * (test/steps/duplicates-stopped.test.ts reads the query plans).
  */
 export async function listExecutionRecords(db: D1Database, workspace: string, f: ExecutionListFilter): Promise<ExecutionSummaryRecord[]> {
   const { sql, params } = listQuery(workspace, f);
@@ -57,6 +58,10 @@ export function listQuery(workspace: string, f: ExecutionListFilter): { sql: str
   const where = [`workspace = ?1`];
   if (f.workflowId !== undefined) where.push(`workflow_id = ${param(f.workflowId)}`);
   if (f.status !== undefined) where.push(`status = ${param(f.status)}`);
+  // `executions_by_status` holds every execution but the COMPLETED ones (migrations/0033: an
+  // execution that completes writes no entry); the term lets SQLite prove its WHERE. COMPLETED
+  // walks `executions_by_workspace` (or `_by_workflow`) and skips the others.
+  if (f.status !== undefined && f.status !== "COMPLETED") where.push(`status <> 'COMPLETED'`);
   if (f.since !== undefined) where.push(`created_at >= ${param(f.since)}`);
   if (f.until !== undefined) where.push(`created_at < ${param(f.until)}`);
   if (f.hadDuplicates) where.push(HAD_DUPLICATES);

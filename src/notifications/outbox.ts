@@ -137,8 +137,9 @@ export const STUCK_LIMIT = 50;
  * among them) without a change for longer than their workspace's threshold — once per wait (the
  * subject is `<execution>/<vertex>/<epoch>`: a new claim is a new wait). One statement over the
  * workspaces that want the event, their RUNNING executions older than the threshold
- * (executions_by_status: the CROSS JOIN keeps the settings the outer loop, so the planner never
- * scans executions), each one's open steps by primary key; at most `limit` rows a tick.
+ * (executions_by_status, which leaves COMPLETED out — the `<> 'COMPLETED'` term lets SQLite use it;
+ * the CROSS JOIN keeps the settings the outer loop, so the planner never scans executions), each
+ * one's open steps by primary key; at most `limit` rows a tick.
  */
 export async function recordStuckSteps(db: D1Database, now: number, limit = STUCK_LIMIT): Promise<number[]> {
   const subject = "st.execution_id || '/' || st.vertex_id || '/' || st.epoch";
@@ -151,7 +152,8 @@ export async function recordStuckSteps(db: D1Database, now: number, limit = STUC
                           'thresholdSeconds', s.stuck_after_ms / 1000),
               ?1, ?1, ?1
        FROM notification_settings s
-       CROSS JOIN executions e ON e.workspace = s.workspace AND e.status = 'RUNNING' AND e.created_at <= ?1 - s.stuck_after_ms
+       CROSS JOIN executions e ON e.workspace = s.workspace AND e.status = 'RUNNING' AND e.status <> 'COMPLETED'
+                                 AND e.created_at <= ?1 - s.stuck_after_ms
        JOIN steps st ON st.execution_id = e.id AND st.state IN ('DISPATCHED', 'EXECUTING') AND st.updated_at <= ?1 - s.stuck_after_ms
        WHERE s.stuck_after_ms IS NOT NULL AND ${wants("s", "execution.stuck")}
          AND NOT EXISTS (SELECT 1 FROM notification_outbox o
