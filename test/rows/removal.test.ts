@@ -6,7 +6,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { DEST, executionStatus, harness, seedWorkflow, unique } from "../steps/helpers";
+import { chargeWorkflow, DEST, executionStatus, harness, seedWorkflow, unique } from "../steps/helpers";
 import { DAY, rowsOf, GONE, sweepAt } from "../history/helpers";
 
 const WS = "rows-removal";
@@ -81,5 +81,16 @@ describe("the removal's key sends", () => {
       ["refund#1", 1],
       ["refund#2", 1],
     ]);
+  });
+
+  it("the bench's job removed: 10 rows written per execution (tombstone 2, attempts 2, key send 2, steps 3, execution 1)", async () => {
+    const h = harness({}, { chain: true, workspace: "steps-chaining" });
+    const wf = await seedWorkflow("steps-chaining", chargeWorkflow(unique("wf")));
+    const ids = [await h.start(wf, { order: { id: unique("O"), total: 1 } }), await h.start(wf, { order: { id: unique("O"), total: 2 } })];
+    for (const id of ids) expect(await executionStatus(id)).toBe("COMPLETED");
+    const { report, counted } = await sweepAt(h.clock.now() + 8 * DAY);
+    expect(report.removed).toBe(ids.length);
+    // Deletes count the table row only (D1's `rows_written`); the tombstone and the kept send write an index entry each.
+    expect(counted.rowsWritten()).toBe(10 * ids.length);
   });
 });
