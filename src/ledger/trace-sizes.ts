@@ -9,10 +9,11 @@ import { OWNED_IDS, refsParam, TRACE_WAIT_EVENTS_MAX, type ExecutionRef } from "
  * What one execution's trace may weigh when read, estimated in SQL without reading the values
  * back: the bytes of the stored values the trace shows (each step's request and output as
  * bounded by `TRACE_VALUE_MAX_BYTES`, its error, every attempt's request, response and error,
- * every event's detail) plus a fixed allowance per row for the members around them (per registered
- * wait, room for the events it lists). An estimate, not the JSON's exact size (escaping, the
- * summary's own members): the archive uses it to refuse a trace too large to hold in memory before
- * reading it, and to read a set in bounded parts.
+ * every event's detail, each undo step's request, output and error as a step's) plus a fixed
+ * allowance per row for the members around them (per registered wait, room for the events it
+ * lists). An estimate, not the JSON's exact size (escaping, the summary's own members): the
+ * archive uses it to refuse a trace too large to hold in memory before reading it, and to read a
+ * set in bounded parts.
  */
 export const TRACE_ROW_ALLOWANCE = {
   execution: 1_500,
@@ -47,7 +48,10 @@ export async function readTraceSizes(db: D1Database, refs: readonly ExecutionRef
          + (SELECT coalesce(sum(coalesce(${byteLength("ev.detail")}, 0) + ${a.event}), 0)
             FROM step_events ev WHERE ev.execution_id = e.id)
          + coalesce(json_array_length(e.duplicate_log), 0) * ${a.duplicate}
-         + (SELECT count(*) * ${a.wait} FROM event_waits w WHERE w.execution_id = e.id) AS bytes
+         + (SELECT count(*) * ${a.wait} FROM event_waits w WHERE w.execution_id = e.id)
+         + (SELECT coalesce(sum(${boundedBytes("u.request")} + ${boundedBytes("u.output")}
+                                + coalesce(${byteLength("u.error")}, 0) + ${a.step}), 0)
+            FROM work_items u WHERE u.execution_id = e.id AND u.kind = 'undo') AS bytes
        FROM executions e WHERE e.id IN ${OWNED_IDS}`,
     )
     .bind(refsParam(refs))

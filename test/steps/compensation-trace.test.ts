@@ -12,7 +12,9 @@ import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { archiverFor } from "../../src/history/archive";
 import { openExecutionEvents } from "../../src/http/execution-events";
 import { stepEvents, type StepProgress } from "../../src/ingress/watch";
-import { readStreamProgress } from "../../src/ledger";
+import { readStreamProgress, readTraceRecordsForSet, readTraceSizes } from "../../src/ledger";
+import { countingD1 } from "../helpers/counting-d1";
+import { planOf, scansOf } from "../helpers/query-plans";
 import { sweepAt } from "../history/helpers";
 import { callApp, DEST, executionStatus, harness, seedWorkflow, unique, type Harness } from "./helpers";
 
@@ -217,5 +219,28 @@ describe("a compensation in the trace, the archive and the streams", () => {
     const archived = await traceOf(h, id);
     expect(archived).toEqual({ ...before, archived: true });
     expect(undoOf(archived, "charge")).toMatchObject({ state: "COMPLETED", rowKey: "charge#undo#0" });
+  });
+
+  it("the trace's read of the undo steps and the archive's estimate of them search work_items by execution, never scan it", async () => {
+    const counted = countingD1(env.DB);
+    await readTraceRecordsForSet(counted.db, [{ id: "x", workspace: WS }]);
+    await readTraceSizes(counted.db, [{ id: "x", workspace: WS }]);
+    const touching = counted.calls.flatMap((c) => c.sql).filter((sql) => /FROM work_items/.test(sql));
+    expect(touching.length).toBeGreaterThanOrEqual(2);
+    for (const sql of touching) {
+      const plan = await planOf(sql);
+      expect(scansOf(plan, ["work_items", "executions"]), `${sql}\n→ ${plan.join("\n  ")}`).toEqual([]);
+    }
+  });
+
+  it("the archive's size estimate counts an execution's undo steps", async () => {
+    const wf = await seedWorkflow(WS, order());
+    h.dest.fault("/shipping/labels", 400);
+    const id = await h.start(wf, { order: { id: unique("O") } });
+    await h.drain();
+    const counted = (await readTraceSizes(env.DB, [{ id, workspace: WS }])).get(id)!;
+    await env.DB.prepare("DELETE FROM work_items WHERE execution_id = ?1 AND kind = 'undo'").bind(id).run();
+    const without = (await readTraceSizes(env.DB, [{ id, workspace: WS }])).get(id)!;
+    expect(counted).toBeGreaterThan(without);
   });
 });
