@@ -62,6 +62,7 @@ const SHARD_1_FILES = [
   "test/steps/map.test.ts",
   "test/steps/compensation.test.ts",
   "test/steps/compensation-parked.test.ts",
+  "test/steps/compensation-operator.test.ts",
   "test/history/events.test.ts",
   "test/http/idempotency/middleware.test.ts",
   "test/http/execution-events.test.ts",

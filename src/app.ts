@@ -12,6 +12,7 @@ import { triggerRoutes } from "./http/routes/triggers";
 import { hookRoutes } from "./http/routes/hooks";
 import { executionRoutes } from "./http/routes/executions";
 import { mapItemRoutes } from "./http/routes/map-items";
+import { compensationRoutes } from "./http/routes/compensation";
 import { statsRoutes } from "./http/routes/stats";
 import { demoRoutes } from "./http/routes/demo";
 import { secretRoutes } from "./http/routes/secrets";
@@ -40,6 +41,8 @@ app.route("/v1/workflows", workflowRoutes);
 app.route("/v1/workflows", triggerRoutes);
 // A MAP's items (docs/steps.md "MAP"): before the executions group, so its own workspace check is the only one.
 app.route("/v1/executions", mapItemRoutes);
+// The operator's actions on a failed compensation (docs/steps.md "Compensation"): likewise before the executions group.
+app.route("/v1/executions", compensationRoutes);
 app.route("/v1/executions", executionRoutes);
 app.route("/v1/secrets", secretRoutes);
 app.route("/v1/notifications", notificationRoutes);

@@ -96,7 +96,6 @@ export {
   extendUndoLease,
   persistUndoKey,
   recordUndoKeySend,
-  retryFailedUndo,
   scheduleUndoInProgressRecheck,
   scheduleUndoRetry,
   settleUndo,
@@ -106,6 +105,14 @@ export {
   type UndoRun,
   type UndoSettleOutcome,
 } from "./undo-steps";
+export {
+  pendingCompensationFailedNotifications,
+  resolveCompensation,
+  retryFailedUndo,
+  type CompensationResolution,
+  type ResolveResult,
+  type UndoRetryResult,
+} from "./compensation-operator";
 
 // Recovery: the reaper's sweeps and dead letters.
 export {

@@ -14,7 +14,7 @@ import { finishAttempt, markLostAttempts, openAttempt, trimAttempts, type Attemp
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
-import { LIVE_STATUSES_SQL, type ExecutionStatus } from "./execution-types";
+import type { ExecutionStatus } from "./execution-types";
 import { keySendsColumn, recordKeySend, type KeyGuard, type KeySend } from "./key-sends";
 import { claimStep, extendLease, IN_PROGRESS_SINCE, recordLeaseExpiry, recordRedeliveryDropped, type ClaimedStep } from "./step-claim";
 import { recordFencedOut } from "./step-events";
@@ -298,97 +298,28 @@ export function scheduleUndoInProgressRecheck(
 }
 
 /**
- * Why a key may not be sent again: a compensation undid the call it keyed (`burnt_keys`), so the
- * destination would replay the undone call as if it stood. Null when the key is not burnt. Read
- * only after a persist wrote nothing (./step-key.ts refuses a burnt key), never on the send path.
+ * Why a key may not be sent again: a compensation undid the call it keyed (`burnt_keys`), or an
+ * operator marked its failed compensation resolved (`undo_key` empty, `compensation_resolutions`),
+ * so the destination would replay the undone call as if it stood. Null when the key is not burnt.
+ * Read only after a persist wrote nothing (./step-key.ts refuses a burnt key), never on the send path.
  */
 export async function burntKeyReason(db: D1Database, workspace: string, key: string): Promise<string | null> {
   const row = await db
     .prepare(
-      `SELECT execution_id AS executionId, vertex_id AS vertexId, undo_key AS undoKey FROM burnt_keys
-       WHERE workspace = ?1 AND idempotency_key = ?2`,
+      `SELECT b.execution_id AS executionId, b.vertex_id AS vertexId, b.undo_key AS undoKey, r.resolved_by AS resolvedBy, r.note
+       FROM burnt_keys b LEFT JOIN compensation_resolutions r ON r.execution_id = b.execution_id
+       WHERE b.workspace = ?1 AND b.idempotency_key = ?2`,
     )
     .bind(workspace, key)
-    .first<{ executionId: string; vertexId: string; undoKey: string }>();
+    .first<{ executionId: string; vertexId: string; undoKey: string; resolvedBy: string | null; note: string | null }>();
   if (!row) return null;
+  const how =
+    row.undoKey === "" && row.resolvedBy !== null
+      ? `an operator (${row.resolvedBy}) marked its failed compensation resolved ("${row.note ?? ""}")`
+      : `its undo (key ${row.undoKey}) reversed it`;
   return (
-    `key ${key} was compensated: step ${row.vertexId} of execution ${row.executionId} sent it and its undo (key ${row.undoKey}) ` +
-    "reversed it, so sending it again would have the destination replay an undone call as if it stood; nothing was sent. " +
+    `key ${key} was compensated: step ${row.vertexId} of execution ${row.executionId} sent it and ${how}, ` +
+    "so sending it again would have the destination replay an undone call as if it stood; nothing was sent. " +
     "Use a new key for a new attempt at this business operation (not retried)"
   );
-}
-
-export type UndoRetryResult =
-  | { retried: true; undo: UndoRef }
-  | { retried: false; reason: "not-found" | "not-compensation-failed" | "live-execution"; status: ExecutionStatus | null };
-
-/**
- * `retryFailedUndo` (operator action, docs/steps.md "Compensation"): the FAILED undo step of a
- * COMPENSATION_FAILED execution back to DISPATCHED with its persisted key (the retry sends the
- * same key: one refund at the destination whatever the first attempts did), a fresh retry budget
- * (`retry_base = attempt`) and an `operator_retry` event; the execution back to COMPENSATING (live,
- * no finish) in the same batch — unless another execution of its lineage is live. The caller sends
- * the undo's message after the commit. No HTTP route yet.
- * Binds ?1 execution id, ?2 the undone vertex, ?3 workspace, ?4 now.
- */
-export async function retryFailedUndo(
-  db: D1Database,
-  workspace: string,
-  executionId: string,
-  vertexId: string,
-  now: number,
-): Promise<UndoRetryResult> {
-  const reopenable = `EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?3 AND e.status = 'COMPENSATION_FAILED'
-      AND NOT EXISTS (SELECT 1 FROM executions l WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL}))`;
-  const failedUndo = `execution_id = ?1 AND vertex_id = ?2 AND kind = 'undo' AND state = 'FAILED' AND ${reopenable}`;
-  const params = [executionId, vertexId, workspace, now] as const;
-  const results = await new LabelledBatch<"event" | "undo" | "execution" | "current">(db)
-    .add(
-      "event",
-      db
-        .prepare(
-          `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
-           SELECT execution_id, row_key, 'operator_retry', epoch, ?4, 'previous error: ' || substr(coalesce(error, ''), 1, 10000)
-           FROM work_items WHERE ${failedUndo}`,
-        )
-        .bind(...params),
-    )
-    .add(
-      "undo",
-      db
-        .prepare(
-          `UPDATE work_items
-             SET state = 'DISPATCHED', available_at = ?4, finished_at = NULL, error = NULL, retry_base = attempt, updated_at = ?4
-           WHERE ${failedUndo}
-           RETURNING execution_id AS executionId, vertex_id AS vertexId, item_index AS place`,
-        )
-        .bind(...params),
-    )
-    .add(
-      "execution",
-      db
-        .prepare(
-          `UPDATE executions SET status = 'COMPENSATING', finished_at = NULL, updated_at = ?4
-           WHERE id = ?1 AND workspace = ?3 AND status = 'COMPENSATION_FAILED'
-             AND EXISTS (SELECT 1 FROM work_items w WHERE w.execution_id = ?1 AND w.kind = 'undo' AND w.state = 'DISPATCHED')`,
-        )
-        .bind(...params),
-    )
-    .add(
-      "current",
-      db
-        .prepare(
-          `SELECT e.status,
-                  (SELECT w.state FROM work_items w WHERE w.execution_id = e.id AND w.vertex_id = ?3 AND w.kind = 'undo') AS undoState
-           FROM executions e WHERE e.id = ?1 AND e.workspace = ?2`,
-        )
-        .bind(executionId, workspace, vertexId),
-    )
-    .run();
-  const undo = results.first<UndoRef>("undo");
-  if (undo) return { retried: true, undo };
-  const current = results.first<{ status: ExecutionStatus; undoState: UndoState | null }>("current");
-  if (!current || current.undoState === null) return { retried: false, reason: "not-found", status: current?.status ?? null };
-  const blocked = current.status === "COMPENSATION_FAILED" && current.undoState === "FAILED";
-  return { retried: false, reason: blocked ? "live-execution" : "not-compensation-failed", status: current.status };
 }

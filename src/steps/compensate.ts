@@ -18,6 +18,7 @@ import {
   extendUndoLease,
   MAX_STEP_INPUT_BYTES,
   parseKeySends,
+  pendingCompensationFailedNotifications,
   persistUndoKey,
   recordUndoKeySend,
   scheduleUndoInProgressRecheck,
@@ -32,6 +33,7 @@ import {
   type UndoSettleOutcome,
 } from "../ledger";
 import { isoTimeText } from "../lib/iso-time";
+import { sendNotificationMessages } from "../notifications";
 import { errorMessage, log } from "../lib/log";
 import { setOwnMember } from "../lib/own-member";
 import { secretLookup } from "../secrets/resolve";
@@ -317,5 +319,18 @@ async function settle(
   }
   if (outcome.state === "FAILED") log.warn("step.failed", { ...fence, error: outcome.error });
   if (result.next) await sendUndoMessages(rt.queue, [result.next]);
+  // The `execution.compensation_failed` row its trigger wrote with the failure (migrations/0034): its message now
+  // (one read, on this rare path only; a lost one is re-sent by the notifications cron).
+  if (result.executionStatus === "COMPENSATION_FAILED") {
+    try {
+      await sendNotificationMessages(rt.queue, await pendingCompensationFailedNotifications(rt.db, fence.executionId));
+    } catch (error) {
+      log.warn("notifications.send_failed", {
+        executionId: fence.executionId,
+        error: errorMessage(error),
+        message: "the cron re-sends it",
+      });
+    }
+  }
   return { action: "ack", why: `undo settled ${outcome.state}` };
 }

@@ -62,7 +62,9 @@ export type ExecutionProblemCode =
   | "execution-chain-running"
   | "execution-chain-too-long"
   | "erasure-conflict"
-  | "archive-unbound";
+  | "archive-unbound"
+  | "execution-not-compensation-failed"
+  | "invalid-resolve-body";
 
 /** Both list parameters share one code: a client fixes either the same way. */
 const invalidQuery = (detail: string) => new ProblemError({ status: 400, code: "invalid-query", title: "Invalid query parameter", detail });
@@ -247,5 +249,27 @@ export const executionProblems = {
       detail:
         `Execution ${executionId}'s trace is in the archive, but this deployment has no ARCHIVE bucket bound, so it cannot be ` +
         "deleted from there. Nothing was erased. Operator: bind the R2 bucket as ARCHIVE (wrangler.toml) and erase again.",
+    }),
+  /** An operator retry or "mark resolved" of a compensation that did not fail (docs/steps.md "Compensation"). */
+  executionNotCompensationFailed: (executionId: string, status: string, action: "retry" | "resolve") =>
+    new ProblemError({
+      status: 409,
+      code: "execution-not-compensation-failed",
+      title: "The execution's compensation did not fail",
+      detail:
+        `Execution ${executionId} is ${status}: only a COMPENSATION_FAILED execution's failed undo can be ` +
+        `${action === "retry" ? "retried" : "marked resolved"}. Nothing changed. ` +
+        (status === "COMPENSATING"
+          ? "Its undo steps are running: wait for it to end."
+          : `Read its trace (GET /v1/executions/${executionId}) for what happened (docs/steps.md "Compensation").`),
+    }),
+  resolveBodyInvalid: (reason: string) =>
+    new ProblemError({
+      status: 400,
+      code: "invalid-resolve-body",
+      title: "Invalid resolve request",
+      detail:
+        `${reason}. A resolve takes {"note": "<what was done by hand, 1 to 2000 characters>"} and optionally ` +
+        `{"resolvedBy": "<who, 1 to 200 characters>"}.`,
     }),
 } satisfies ProblemCatalog<ExecutionProblemCode>;

@@ -112,6 +112,8 @@ const catalogs: Array<{ module: string; samples: Record<string, () => ProblemErr
       executionChainTooLong: () => executionProblems.executionChainTooLong("e1", 200),
       erasureConflict: () => executionProblems.erasureConflict("e1"),
       archiveUnbound: () => executionProblems.archiveUnbound("e1"),
+      executionNotCompensationFailed: () => executionProblems.executionNotCompensationFailed("e1", "COMPENSATED", "retry"),
+      resolveBodyInvalid: () => executionProblems.resolveBodyInvalid("note is required"),
     } satisfies Samples<typeof executionProblems>,
   },
   {

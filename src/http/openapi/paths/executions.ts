@@ -6,6 +6,7 @@ import { area, AUTH, eventStream, json, keyedAction, merge, op } from "../operat
 import * as req from "../requests";
 import * as res from "../responses";
 import { MAP_ITEM_OPERATIONS } from "../map-items";
+import { COMPENSATION_OPERATIONS } from "../compensation";
 
 /** Both stats reads refuse a bad query the same way. */
 const STATS_PROBLEMS = merge(AUTH, { 400: ["invalid-query"] });
@@ -109,4 +110,6 @@ export const EXECUTION_OPERATIONS = area("executions", [
   }),
   // A MAP step's items after the trace's first page (../map-items.ts).
   ...MAP_ITEM_OPERATIONS,
+  // The operator's actions on a failed compensation (../compensation.ts).
+  ...COMPENSATION_OPERATIONS,
 ]);
