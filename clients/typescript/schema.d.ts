@@ -1582,6 +1582,14 @@ export interface components {
             /** @description waiting for the undo before them (one at a time) */
             pending: number;
             cancelled: number;
+            /** @description an operator marked the failed compensation resolved (POST …/compensation/resolve): who, the note, when; else null */
+            resolution: {
+                resolvedBy: string;
+                note: string;
+                resolvedAt: string | null;
+                /** @description the step whose undo had failed */
+                failedUndoOf: string | null;
+            } | null;
         };
         Attempt: {
             epoch: number;

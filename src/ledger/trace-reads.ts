@@ -128,6 +128,8 @@ export interface TraceRecords {
    * are in `attempts` and `events` under their row keys. Empty: the execution never compensated.
    */
   undos: UndoRecord[];
+  /** An operator's "mark resolved" of its failed compensation (`compensation_resolutions`, JSON); null: none. */
+  resolutionJson: string | null;
 }
 
 const STEP_RECORD = selectList<StepRecord>({
@@ -267,6 +269,10 @@ function waitRecords(rows: WaitRow[]): Map<string, WaitRecord[]> {
   return out;
 }
 
+/** An execution's "mark resolved" record as a JSON object (its primary key: one search), or NULL. */
+const RESOLUTION_OF = (id: string) => `(SELECT json_object('resolvedBy', r.resolved_by, 'note', r.note, 'failedUndo', r.failed_undo,
+    'resolvedAt', r.resolved_at) FROM compensation_resolutions r WHERE r.execution_id = ${id})`;
+
 /**
  * `readTraceRecordsForSet`: the trace's records of a set of executions at once — ONE batch of
  * eight statements, each over the same bound JSON array (`json_each(?1)`), however many executions
@@ -284,7 +290,7 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       "execution",
       db
         .prepare(
-          `SELECT ${EXECUTION_SUMMARY_RECORD} FROM executions
+          `SELECT ${EXECUTION_SUMMARY_RECORD}, ${RESOLUTION_OF("executions.id")} AS resolutionJson FROM executions
            WHERE id IN (SELECT value ->> 0 FROM json_each(?1))
              AND (id, workspace) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1))`,
         )
@@ -363,9 +369,10 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
   const identities = new Map(
     results.rows<{ executionId: string; expiresAt: number }>("identities").map((i) => [i.executionId, i.expiresAt]),
   );
-  for (const execution of results.rows<ExecutionSummaryRecord>("execution")) {
+  for (const { resolutionJson, ...execution } of results.rows<ExecutionSummaryRecord & { resolutionJson: string | null }>("execution")) {
     out.set(execution.id, {
       execution,
+      resolutionJson,
       duplicateTriggers: duplicates.get(execution.id) ?? [],
       steps: steps.get(execution.id) ?? [],
       events: events.get(execution.id) ?? [],

@@ -204,7 +204,7 @@ export function buildTrace(rows: TraceRecords, now: number = Date.now()): Trace 
     // Each duplicate trigger the execution absorbed (the first 100; `duplicatesStopped.triggers` counts them all).
     duplicateTriggers: rows.duplicateTriggers.map((d) => ({ seq: d.seq, at: iso(d.at), trigger: d.triggerKind, identity: d.identityKind })),
     // The compensation at a glance (the undone steps in their order, the undo steps by state); null: it never compensated.
-    compensation: compensationSummary(rows.execution.status, rows.undos),
+    compensation: compensationSummary(rows.execution.status, rows.undos, rows.resolutionJson),
     steps: rows.steps.map((s) =>
       stepTrace(s, events.get(s.vertexId) ?? [], attempts.get(s.vertexId) ?? [], {
         gateway: gateways.get(s.vertexId),

@@ -5,7 +5,7 @@
  * or it did not complete). Pure: built from the ledger's records (src/ledger/undo-trace.ts).
  */
 import type { GatewayVertex } from "../definitions/schema";
-import type { AttemptRecord, ExecutionStatus, StepRecord, UndoRecord } from "../ledger";
+import { parseUndoRowKey, type AttemptRecord, type ExecutionStatus, type StepRecord, type UndoRecord } from "../ledger";
 import { isoTime } from "../lib/iso-time";
 
 const iso = (ms: number | null | undefined): string | null => isoTime(ms);
@@ -97,8 +97,23 @@ export function undoTrace(
 
 export type UndoTrace = NonNullable<ReturnType<typeof undoTrace>>;
 
-/** The execution's compensation at a glance: the undone steps in their order and the undo steps counted by state. */
-export function compensationSummary(status: ExecutionStatus, undos: readonly UndoRecord[]) {
+/** An operator's "mark resolved" as the trace shows it: who, the note, when, the step whose undo had failed. */
+function resolutionTrace(json: string | null) {
+  if (json === null) return null;
+  const r = JSON.parse(json) as { resolvedBy: string; note: string; failedUndo: string | null; resolvedAt: number };
+  return {
+    resolvedBy: r.resolvedBy,
+    note: r.note,
+    resolvedAt: iso(r.resolvedAt),
+    failedUndoOf: r.failedUndo === null ? null : (parseUndoRowKey(r.failedUndo)?.vertexId ?? r.failedUndo),
+  };
+}
+
+/**
+ * The execution's compensation at a glance: the undone steps in their order, the undo steps counted
+ * by state, and an operator's "mark resolved" (who, the note, when) if the compensation was settled by hand.
+ */
+export function compensationSummary(status: ExecutionStatus, undos: readonly UndoRecord[], resolutionJson: string | null = null) {
   if (undos.length === 0 && !COMPENSATION_STATUSES.has(status)) return null;
   const count = (...states: Array<UndoRecord["state"]>) => undos.filter((u) => states.includes(u.state)).length;
   return {
@@ -108,5 +123,6 @@ export function compensationSummary(status: ExecutionStatus, undos: readonly Und
     running: count("DISPATCHED", "EXECUTING"),
     pending: count("PENDING"),
     cancelled: count("CANCELLED"),
+    resolution: resolutionTrace(resolutionJson),
   };
 }

@@ -77,7 +77,15 @@ interface UndoView {
 }
 interface TraceView {
   status: string;
-  compensation: { order: string[]; completed: number; failed: number; running: number; pending: number; cancelled: number } | null;
+  compensation: {
+    order: string[];
+    completed: number;
+    failed: number;
+    running: number;
+    pending: number;
+    cancelled: number;
+    resolution?: { resolvedBy: string; note: string; resolvedAt: string | null; failedUndoOf: string | null } | null;
+  } | null;
   steps: Array<{ vertexId: string; state: string; undo: UndoView | null }>;
   archived?: true;
 }
@@ -117,7 +125,15 @@ describe("a compensation in the trace, the archive and the streams", () => {
     await h.drain();
     expect(await executionStatus(id)).toBe("COMPENSATED");
     const trace = await traceOf(h, id);
-    expect(trace.compensation).toEqual({ order: ["charge"], completed: 1, failed: 0, running: 0, pending: 0, cancelled: 0 });
+    expect(trace.compensation).toEqual({
+      order: ["charge"],
+      completed: 1,
+      failed: 0,
+      running: 0,
+      pending: 0,
+      cancelled: 0,
+      resolution: null,
+    });
     const charge = undoOf(trace, "charge")!;
     expect(charge).toMatchObject({
       undoes: "charge",
@@ -148,12 +164,34 @@ describe("a compensation in the trace, the archive and the streams", () => {
     await h.drain();
     expect(await executionStatus(id)).toBe("COMPENSATION_FAILED");
     const trace = await traceOf(h, id);
-    expect(trace.compensation).toEqual({ order: ["reserve", "charge"], completed: 0, failed: 1, running: 0, pending: 1, cancelled: 0 });
+    expect(trace.compensation).toMatchObject({
+      order: ["reserve", "charge"],
+      completed: 0,
+      failed: 1,
+      running: 0,
+      pending: 1,
+      cancelled: 0,
+    });
     const reserve = undoOf(trace, "reserve")!;
     expect(reserve).toMatchObject({ state: "FAILED", place: 0, rowKey: "reserve#undo#0" });
     expect(reserve.error).toBeTruthy();
     expect(reserve.attempts.at(-1)).toMatchObject({ outcome: "failed" });
     expect(undoOf(trace, "charge")).toMatchObject({ state: "PENDING", place: 1, attempt: 0, idempotencyKey: null, attempts: [] });
+    expect(trace.compensation!.resolution).toBeNull();
+
+    // Marked resolved by an operator: who, the note, when and whose undo had failed, in the trace.
+    const resolved = await callApp(h, "POST", `/v1/executions/${id}/compensation/resolve`, {
+      key: unique("k"),
+      body: { note: "refunded by hand at the bank", resolvedBy: "ops-anna" },
+    });
+    expect(resolved.status, await resolved.clone().text()).toBe(200);
+    const after = await traceOf(h, id);
+    expect(after.status).toBe("COMPENSATED");
+    expect(after.compensation).toMatchObject({
+      cancelled: 1,
+      resolution: { resolvedBy: "ops-anna", note: "refunded by hand at the bank", failedUndoOf: "reserve" },
+    });
+    expect(Date.parse(after.compensation!.resolution!.resolvedAt!)).toBeGreaterThan(0);
   });
 
   it("an execution that never compensated: no `compensation`, no `undo` on any step", async () => {

@@ -396,6 +396,15 @@ export const Compensation = z
     running: Count.describe("dispatched or executing"),
     pending: Count.describe("waiting for the undo before them (one at a time)"),
     cancelled: Count,
+    resolution: z
+      .object({
+        resolvedBy: z.string(),
+        note: z.string(),
+        resolvedAt: MaybeTime,
+        failedUndoOf: z.string().nullable().describe("the step whose undo had failed"),
+      })
+      .nullable()
+      .describe("an operator marked the failed compensation resolved (POST …/compensation/resolve): who, the note, when; else null"),
   })
   .describe("the execution's compensation at a glance; null when it never compensated");
 
