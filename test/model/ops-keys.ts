@@ -5,20 +5,28 @@
  * (`KEY_MEMORY_HOT` is `KEYS_HOT` in the world's env: a send goes cold its key's 120 s retention
  * plus 20 s after it began counting — migrations/0036, per key — within a run).
  *
+ * Two retentions (migrations/0036: a kept send stays hot for its own key's retention plus
+ * KEY_MEMORY_HOT): `guardedCharge` declares 120 s, `guardedChargeLong` 600 s — so at the same
+ * instant one key's send is cold while another's, as old, is still hot, and the move walks both.
+ *
  * The invariant: **a guarded key is never re-sent blindly, whether its record is hot or cold** —
  * every request the destination receives with a guarded key, after the first, arrives while the
- * destination still remembers it (the first request's time plus the declared retention, less the
- * guard's margin). The model has no acknowledgement, so any later send would be a blind one.
+ * destination still remembers it (the first request's time plus its key's declared retention, less
+ * the guard's margin). The model has no acknowledgement, so any later send would be a blind one.
  *
  * The operations come from a stream of their own (seed ^ `KEYS_SALT`) and are inserted among the
  * others: the existing seeds keep every operation and operand they had.
  */
 import type { Op } from "./ops";
 import { prng } from "./ops";
+import { DEST } from "../steps/helpers";
 import { Violation, type World } from "./world";
 
-/** A trigger of the guarded workflow for order `order` of workspace `ws` (a new execution once the dedupe window passed). */
-export type KeysOp = { t: "keySend"; ws: number; order: number };
+/**
+ * A trigger of a guarded workflow for order `order` of workspace `ws` (a new execution once the
+ * dedupe window passed); `long`: the 600 s one.
+ */
+export type KeysOp = { t: "keySend"; ws: number; order: number; long?: boolean };
 
 export const KEYS_WORKFLOW = "guardedCharge";
 /** The charge key's declared retention, and the guard's margin (src/definitions/destination-key.ts: min(60 s, 10 %)). */
@@ -28,10 +36,15 @@ const MARGIN_MS = 12_000;
 export const KEYS_HOT = "20s";
 const KEYS_SALT = 0x2f6b9a11;
 const KEY_PREFIX = "gcharge";
+/** The second guarded workflow: the same charge, a 600 s retention (hot for 620 s), its own key prefix. */
+const LONG = { id: "guardedChargeLong", retentionMs: 600_000, prefix: "gchargelong" };
+/** min(60 s, 10 %) of 600 s. */
+const LONG_MARGIN_MS = 60_000;
 
-export function keysWorkflow(dest: string): unknown {
+export function keysWorkflow(dest: string, long = false): unknown {
+  const prefix = long ? LONG.prefix : KEY_PREFIX;
   return {
-    id: KEYS_WORKFLOW,
+    id: long ? LONG.id : KEYS_WORKFLOW,
     history: { completed: "2m", failed: "2m", cancelled: "2m" },
     vertices: [
       { id: "entry", type: "ENTRY_POINT", config: { idempotencyFields: "order.id", dedupeWindow: "1m" } },
@@ -41,7 +54,7 @@ export function keysWorkflow(dest: string): unknown {
         config: {
           method: "POST",
           url: `${dest}/payments/charges`,
-          idempotencyKey: { value: `= $idempotencyKey('${KEY_PREFIX}', payload.order.id)`, retention: "120s" },
+          idempotencyKey: { value: `= $idempotencyKey('${prefix}', payload.order.id)`, retention: long ? "600s" : "120s" },
           body: "= { 'order': payload.order.id }",
           // Within what the guard allows of a 120 s retention (the save refuses a longer schedule).
           retry: { maxAttempts: 3, backoff: "exponential", initialDelayMs: 1000, maxDelayMs: 10_000, inProgressBudgetMs: 30_000 },
@@ -58,16 +71,32 @@ export function withKeyOps(seed: number, ops: Op[], workspaces: number): Op[] {
   const r = prng(seed ^ KEYS_SALT);
   const out: Op[] = [];
   for (const op of ops) {
-    if (op.t !== "settle" && r() < 0.12) out.push({ t: "keySend", ws: Math.floor(r() * workspaces), order: Math.floor(r() * 2) });
+    if (op.t !== "settle" && r() < 0.12) {
+      const ws = Math.floor(r() * workspaces);
+      const order = Math.floor(r() * 2);
+      out.push(r() < 0.5 ? { t: "keySend", ws, order } : { t: "keySend", ws, order, long: true });
+    }
     out.push(op);
   }
   return out;
 }
 
+/** The workspaces of each world that have the long workflow saved (saved at its first trigger: the world saves the first). */
+const savedLong = new WeakMap<World, Set<number>>();
+
 export async function applyKeysOp(world: World, op: KeysOp): Promise<void> {
+  if (op.long) {
+    const saved = savedLong.get(world) ?? new Set<number>();
+    savedLong.set(world, saved);
+    if (!saved.has(op.ws)) {
+      const res = await world.call(op.ws, "PUT", `/v1/workflows/${LONG.id}`, keysWorkflow(DEST, true));
+      if (res.status >= 300) throw new Error(`saving the long guarded workflow: ${res.status} ${await res.text()}`);
+      saved.add(op.ws);
+    }
+  }
   // The order is the workspace's own: the guard's memory is per workspace, and so is the invariant's.
   const payload = { order: { id: `${world.order(op.order)}-g${op.ws}`, total: 10 }, customer: "c0", note: `keys-${world.run}` };
-  const res = await world.call(op.ws, "POST", `/v1/workflows/${KEYS_WORKFLOW}/trigger`, payload);
+  const res = await world.call(op.ws, "POST", `/v1/workflows/${op.long ? LONG.id : KEYS_WORKFLOW}/trigger`, payload);
   if (res.status >= 500) throw new Violation("no 5xx", `guarded trigger answered ${res.status}: ${await res.text()}`);
 }
 
@@ -76,17 +105,19 @@ export function checkKeys(world: World): void {
   const first = new Map<string, number>();
   for (const r of world.dest.requests) {
     const key = r.headers["idempotency-key"];
-    if (!key?.startsWith(`${KEY_PREFIX}-`)) continue;
+    if (!key?.startsWith(`${KEY_PREFIX}-`) && !key?.startsWith(`${LONG.prefix}-`)) continue;
+    const long = key.startsWith(`${LONG.prefix}-`);
+    const [retention, margin] = long ? [LONG.retentionMs, LONG_MARGIN_MS] : [KEYS_RETENTION_MS, MARGIN_MS];
     const since = first.get(key);
     if (since === undefined) {
       first.set(key, r.at);
       continue;
     }
-    if (r.at >= since + KEYS_RETENTION_MS - MARGIN_MS) {
+    if (r.at >= since + retention - margin) {
       throw new Violation(
         "a guarded key is never re-sent blindly, whether its record is hot or cold",
         `${key} first sent at ${new Date(since).toISOString()}, sent again at ${new Date(r.at).toISOString()} ` +
-          `(the destination remembers it ${KEYS_RETENTION_MS / 1000} s)`,
+          `(the destination remembers it ${retention / 1000} s)`,
       );
     }
   }
