@@ -8,7 +8,11 @@
  * attempt opening request and response — and the ship step says it is not compensated and why; the
  * timeline lists the undo's attempt; the demo holds one refund for that key. The list's status
  * filter offers the three compensation statuses and finds the execution; the overview's status
- * chart counts it. Called by ./browser-stories.mjs with its browser helpers.
+ * chart counts it. A second story fails two refunds for good (the demo answers 502 after committing
+ * each, five times): both executions COMPENSATION_FAILED; from the page, one undo is retried — the
+ * same key, the demo replays its refund: one refund, COMPENSATED — and the other compensation is
+ * marked resolved with a note, shown in its header. Called by ./browser-stories.mjs with its
+ * browser helpers.
  */
 
 const FINAL = ["COMPLETED", "FAILED", "CANCELLED", "COMPENSATED", "COMPENSATION_FAILED"];
@@ -115,6 +119,74 @@ export async function compensationStories(ctx, { newPage, openExecution }) {
     expect(count >= 1, `the overview counts the compensated execution (${count})`);
     const legend = await page.textContent("#overview");
     expect(legend.includes("Compensated"), "the status chart's legend names Compensated");
+    expectEqual(errors, [], "console and page errors on the pages of this story");
+    await page.context().close();
+  });
+
+  await test("inspector: a failed compensation — its undo retried from the page (same key, one refund), one marked resolved", async () => {
+    // Five 502s after commit per refund (its retry policy: 5 attempts): both undo steps fail for good.
+    const armed = await fetch(`${ctx.demoUrl}/faults`, {
+      method: "POST",
+      body: JSON.stringify({ path: "/refunds/lines", mode: "after-commit", count: 10 }),
+    });
+    expectEqual(armed.status, 201, "POST /faults at the demo");
+    const orders = [`UI-UNDO-R-${ctx.run}`, `UI-UNDO-M-${ctx.run}`];
+    let ids;
+    try {
+      ids = [];
+      for (const id of orders) {
+        const started = await ctx.trigger("order-with-refund", { order: { id, total: 12, address: "undeliverable" } });
+        expectEqual(started.status, 202, `the trigger (${started.text?.slice(0, 300)})`);
+        ids.push(started.json.executionId);
+      }
+      for (const id of ids) {
+        const trace = await waitForFinal(ctx, id, 120_000);
+        expectEqual(
+          trace.status,
+          "COMPENSATION_FAILED",
+          `the execution (charge undo: ${JSON.stringify(trace.steps[1]?.undo).slice(0, 600)})`,
+        );
+      }
+    } finally {
+      await ctx.disarm();
+    }
+    const page = await newPage("compensation-failed");
+    const errors = [];
+    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    page.on("pageerror", (e) => errors.push(e.message));
+
+    // Retry the failed undo from the page: the same key, the demo replays its refund.
+    await openExecution(page, ids[0]);
+    await page.waitForSelector("article.execution[data-status=COMPENSATION_FAILED]");
+    expectEqual(await page.getAttribute("g.undo[data-undoes=charge]", "data-state"), "FAILED", "the graph's undo box is FAILED");
+    const key = (await page.textContent("#undo-key-charge")).trim();
+    expectEqual(key, `refund-${orders[0]}-charge`, "the failed undo's key");
+    await page.click("#action-retry-undo-charge");
+    await page.waitForSelector("#retry-compensation-dialog");
+    expect((await page.textContent("#retry-compensation-dialog")).includes(key), "the dialog names the same key");
+    await page.click("#retry-compensation-confirm");
+    await page.waitForSelector("article.execution[data-status=COMPENSATED]", { timeout: 60_000 });
+    expectEqual(await page.getAttribute("#undo-charge", "data-state"), "COMPLETED", "the undo completed on the operator's retry");
+    expectEqual((await page.textContent("#undo-key-charge")).trim(), key, "the same key after the retry");
+    const refunds = await ctx.demoGet(`/refunds/lines?order=${encodeURIComponent(orders[0])}`);
+    const mine = (refunds.items ?? []).filter((r) => r.idempotencyKey === key);
+    expectEqual(mine.length, 1, `one refund at the demo for ${key} after six sends of it (${JSON.stringify(refunds).slice(0, 300)})`);
+
+    // Mark the other one resolved, with a note: COMPENSATED, the note in its header.
+    await openExecution(page, ids[1]);
+    await page.waitForSelector("article.execution[data-status=COMPENSATION_FAILED]");
+    await page.click("#action-resolve-compensation");
+    await page.waitForSelector("#resolve-compensation-dialog");
+    await page.click("#resolve-compensation-confirm");
+    expect((await page.textContent("#resolve-compensation-dialog")).includes("required"), "a note is required");
+    await page.fill("#resolve-compensation-note", "refunded by hand at the bank");
+    await page.click("#resolve-compensation-confirm");
+    await page.waitForSelector("article.execution[data-status=COMPENSATED]", { timeout: 30_000 });
+    const resolution = (await page.textContent("#fact-resolution")).trim();
+    expect(
+      resolution.includes("marked resolved by") && resolution.includes("refunded by hand at the bank") && resolution.includes("charge"),
+      `the header shows the resolution (${resolution})`,
+    );
     expectEqual(errors, [], "console and page errors on the pages of this story");
     await page.context().close();
   });

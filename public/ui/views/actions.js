@@ -1,5 +1,6 @@
 /**
- * The operator actions — retry a failed step, start over, cancel — each behind a confirmation
+ * The operator actions — retry a failed step, start over, cancel, and on a failed compensation
+ * retry its failed undo or mark it resolved with a note — each behind a confirmation
  * that says what it does to side effects. The `Idempotency-Key` is generated here, in the
  * browser, once per confirmation: the confirm button is disabled while its request runs, and if
  * the request is sent again (a double click that got through, a retry after a network error) it
@@ -11,13 +12,15 @@ import { api, newActionKey } from "../lib/api.js";
 /**
  * A modal confirmation (`<dialog>`: focus moves into it, Escape closes it, Tab stays inside).
  * `perform(key, choices)` sends the request; its result goes to `done`. `choices` are checkboxes
- * `{ name, label }` whose values reach `perform`.
+ * `{ name, label }` whose values reach `perform`; `texts` are text fields `{ name, label, required }`
+ * whose values reach it too (a required one left empty keeps the dialog open and says so).
  */
-export function confirmAction({ id, title, explain, confirmLabel, choices = [], perform, done }) {
+export function confirmAction({ id, title, explain, confirmLabel, choices = [], texts = [], perform, done }) {
   let key = newActionKey(id);
   const keyLine = h("p", { class: "muted mono" }, `Idempotency-Key: ${key}`);
   const error = h("p", { class: "error", role: "alert" });
   const boxes = choices.map((c) => h("input", { type: "checkbox", name: c.name, id: `${id}-${c.name}` }));
+  const fields = texts.map((t) => h("textarea", { name: t.name, id: `${id}-${t.name}`, rows: 3, maxlength: 2000 }));
   const confirm = h("button", { type: "button", class: "danger", id: `${id}-confirm` }, confirmLabel);
   const close = h("button", { type: "button", id: `${id}-dismiss` }, "Keep as is");
   const dialog = h(
@@ -26,6 +29,7 @@ export function confirmAction({ id, title, explain, confirmLabel, choices = [], 
     h("h2", { id: `${id}-title` }, title),
     explain.map((line) => h("p", {}, line)),
     choices.map((c, i) => h("p", {}, h("label", { class: "check", for: `${id}-${c.name}` }, boxes[i], c.label))),
+    texts.map((t, i) => h("p", {}, h("label", { for: `${id}-${t.name}` }, t.label), fields[i])),
     keyLine,
     error,
     h("div", { class: "buttons" }, close, confirm),
@@ -36,7 +40,17 @@ export function confirmAction({ id, title, explain, confirmLabel, choices = [], 
     busy = true;
     confirm.disabled = true;
     replace(error);
-    const picked = Object.fromEntries(choices.map((c, i) => [c.name, boxes[i].checked]));
+    const picked = Object.fromEntries([
+      ...choices.map((c, i) => [c.name, boxes[i].checked]),
+      ...texts.map((t, i) => [t.name, fields[i].value.trim()]),
+    ]);
+    const missing = texts.find((t) => t.required && !picked[t.name]);
+    if (missing) {
+      replace(error, `${missing.label}: required.`);
+      busy = false;
+      confirm.disabled = false;
+      return;
+    }
     try {
       const result = await perform(key, picked);
       dialog.close();
@@ -124,6 +138,46 @@ export function retryStep(trace, step, done) {
       api("POST", `/v1/executions/${encodeURIComponent(trace.executionId)}/steps/${encodeURIComponent(step.vertexId)}/retry`, {
         idempotencyKey: key,
         body: picked.acknowledgeForgottenKey ? { acknowledgeForgottenKey: true } : {},
+      }),
+    done,
+  });
+}
+
+/** The failed undo of a COMPENSATION_FAILED execution, once more with its same key (docs/steps.md "Compensation"). */
+export function retryCompensation(trace, undo, done) {
+  return confirmAction({
+    id: "retry-compensation",
+    title: `Retry the undo of ${undo.undoes}?`,
+    explain: [
+      `The failed undo runs again as attempt ${undo.attempt + 1}; the execution goes back to COMPENSATING and the undo steps ` +
+        "after it run once it completes.",
+      undo.idempotencyKey
+        ? `It sends the same undo key as before (${undo.idempotencyKey}): a destination that already acted on it replays its ` +
+          "first answer instead of refunding twice."
+        : "This undo never sent its key: it is computed and kept before its first send.",
+    ],
+    confirmLabel: "Retry the undo",
+    perform: (key) => api("POST", `/v1/executions/${encodeURIComponent(trace.executionId)}/compensation/retry`, { idempotencyKey: key }),
+    done,
+  });
+}
+
+/** Mark a COMPENSATION_FAILED execution's compensation resolved, with a note: it becomes COMPENSATED. */
+export function resolveCompensation(trace, done) {
+  return confirmAction({
+    id: "resolve-compensation",
+    title: `Mark the compensation of ${trace.executionId} resolved?`,
+    explain: [
+      "Say it was settled by hand: the execution becomes COMPENSATED with your note on record, the undo steps not sent " +
+        "yet are cancelled (nothing more is sent), and the keys of the steps left undone are burnt — a later send of them " +
+        "fails before sending, so the destination never replays an undone call as if it stood.",
+    ],
+    confirmLabel: "Mark resolved",
+    texts: [{ name: "note", label: "Note (what was done, by whom)", required: true }],
+    perform: (key, picked) =>
+      api("POST", `/v1/executions/${encodeURIComponent(trace.executionId)}/compensation/resolve`, {
+        idempotencyKey: key,
+        body: { note: picked.note },
       }),
     done,
   });

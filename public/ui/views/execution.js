@@ -29,7 +29,7 @@
 import { badge, duration, h, json, replace, time } from "../lib/dom.js";
 import { api, apiResponse, followExecution } from "../lib/api.js";
 import { drawGraph } from "./graph.js";
-import { cancelExecution, problemText, retryStep, startOver } from "./actions.js";
+import { cancelExecution, problemText, resolveCompensation, retryCompensation, retryStep, startOver } from "./actions.js";
 import { sendDecision, waitPanel, waitTag } from "./wait.js";
 import { triggerWords } from "../lib/trigger.js";
 import { removedPage } from "./removed.js";
@@ -176,6 +176,9 @@ export function showExecution(main, executionId) {
       }),
     // The retry's batch puts the execution back to RUNNING: the read that follows starts following it.
     retry: (step) => retryStep(view.trace, step, () => void read()),
+    // A failed compensation: its failed undo again (same key), or marked resolved with a note.
+    retryUndo: (undo) => retryCompensation(view.trace, undo, () => void read()),
+    resolve: () => resolveCompensation(view.trace, () => void read()),
     decide: (step, decision) =>
       void sendDecision(view.decisions, step, decision, {
         rerender: () => {
@@ -283,6 +286,9 @@ function header(trace, error, actions, removedAt, definition) {
   if (!LIVE.has(trace.status) && !trace.supersededBy && !archived) {
     buttons.push(h("button", { type: "button", id: "action-start-over", onclick: actions.startOver }, "Start over…"));
   }
+  if (trace.status === "COMPENSATION_FAILED" && !archived) {
+    buttons.push(h("button", { type: "button", id: "action-resolve-compensation", onclick: actions.resolve }, "Mark resolved…"));
+  }
   buttons.push(h("button", { type: "button", id: "action-refresh", onclick: actions.refresh }, "Refresh"));
   return h(
     "header",
@@ -299,6 +305,12 @@ function header(trace, error, actions, removedAt, definition) {
   );
 }
 
+/** An operator's "mark resolved", in words. */
+function resolutionWords(r) {
+  const failed = r.failedUndoOf ? ` (the undo of ${r.failedUndoOf} had failed)` : "";
+  return ` · marked resolved by ${r.resolvedBy} on ${time(r.resolvedAt)}${failed}: ${r.note}`;
+}
+
 /** What the compensation undid, in words ("undid charge · 1 completed"); null when it never compensated. */
 function compensationFact(trace) {
   const c = trace.compensation;
@@ -313,7 +325,13 @@ function compensationFact(trace) {
     .filter(([n]) => n > 0)
     .map(([n, word]) => `${n} ${word}`);
   const order = c.order.length === 0 ? "nothing to undo" : `undoes ${c.order.join(" → ")}`;
-  return h("span", { class: "compensation-summary", id: "fact-compensation" }, `${order}${parts.length ? ` · ${parts.join(", ")}` : ""}`);
+  const r = c.resolution;
+  return h(
+    "span",
+    { class: "compensation-summary", id: "fact-compensation" },
+    `${order}${parts.length ? ` · ${parts.join(", ")}` : ""}`,
+    r ? h("span", { class: "resolution", id: "fact-resolution" }, resolutionWords(r)) : null,
+  );
 }
 
 /** The trigger in words (the pinned definition tells an API trigger from a signed hook: ../lib/trigger.js). */
@@ -564,7 +582,7 @@ function stepsSection(trace, view, actions, readOnly) {
             : null,
         ),
         s.error ? h("p", { class: "err" }, s.error) : null,
-        s.undo ? undoPanel(s) : null,
+        s.undo ? undoPanel(s, trace.status === "COMPENSATION_FAILED" && !readOnly ? actions.retryUndo : null) : null,
         s.permitWait ? permitWaitPanel(s, view.connectorStates.get(s.permitWait.connector)) : null,
         s.map ? mapPanel(s, { executionId: trace.executionId, states: view.maps, rerender: actions.rerender }) : null,
         s.wait
@@ -624,7 +642,7 @@ function permitWaitPanel(step, state) {
  * attempts (request and response, redacted) and output; or, for a step the compensation leaves as
  * it is, "not compensated" and why.
  */
-function undoPanel(step) {
+function undoPanel(step, retryUndo) {
   const u = step.undo;
   if (u.state === "NOT_COMPENSATED") {
     return h("p", { class: "undo-panel not-compensated muted", id: `undo-${step.vertexId}`, "data-state": u.state }, u.reason);
@@ -638,6 +656,9 @@ function undoPanel(step) {
       `↩ Undo of ${step.vertexId} `,
       badge(u.state),
       h("span", { class: "muted" }, ` ${u.place + 1}. in the compensation's order · attempt ${u.attempt} · epoch ${u.epoch}`),
+      u.state === "FAILED" && retryUndo
+        ? h("button", { type: "button", id: `action-retry-undo-${step.vertexId}`, onclick: () => retryUndo(u) }, "Retry the undo…")
+        : null,
     ),
     h(
       "dl",
