@@ -1513,6 +1513,19 @@ export interface components {
                         error: string | null;
                         retryDelay: unknown;
                     }[];
+                    /** @description an item through a limited connector that waited for a permit (as a step's permitWait); null if it never did */
+                    permitWait: {
+                        connector: string;
+                        /** @description when the item first asked (kept across its wake-ups) */
+                        since: string | null;
+                        /** @description when it asks again (while waiting) */
+                        until: string | null;
+                        /** @description when it got the permit; null while it waits */
+                        grantedAt: string | null;
+                        reason: string;
+                        /** @description "waiting for a permit of …" or "waited 4.2 s for …: …" */
+                        text: string;
+                    } | null;
                 }[];
                 /** @description the items route's cursor for the next page; null when every item is here */
                 nextCursor: string | null;
@@ -4282,6 +4295,19 @@ export interface operations {
                                 error: string | null;
                                 retryDelay: unknown;
                             }[];
+                            /** @description an item through a limited connector that waited for a permit (as a step's permitWait); null if it never did */
+                            permitWait: {
+                                connector: string;
+                                /** @description when the item first asked (kept across its wake-ups) */
+                                since: string | null;
+                                /** @description when it asks again (while waiting) */
+                                until: string | null;
+                                /** @description when it got the permit; null while it waits */
+                                grantedAt: string | null;
+                                reason: string;
+                                /** @description "waiting for a permit of …" or "waited 4.2 s for …: …" */
+                                text: string;
+                            } | null;
                         }[];
                         nextCursor: string | null;
                     };

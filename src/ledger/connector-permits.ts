@@ -152,10 +152,13 @@ interface ScopeRow {
  * and for every older waiter still counted ahead of it, and the live permits plus those waiters
  * leave a slot under `concurrency`; a waiter keeps its `since`. (2) The scope's bucket refilled and
  * debited if (1) granted; a refusal counted in `held_back`. (3) A grant that ends a wait recorded on
- * the step for the trace (`permit_wait.grantedAt`, fenced). No scope row: nothing matches — unlimited.
+ * the step (or the MAP's item: `work_items.permit_wait`, migration 0035) for the trace
+ * (`permit_wait.grantedAt`, fenced). No scope row: nothing matches — unlimited.
  */
 export async function askPermit(db: D1Database, workspace: string, connector: string, fence: Fence, now: number): Promise<Grant> {
   const params = [workspace, connector, ...fenceParams(fence), now] as const;
+  // A MAP's item asks under its row key (a `#` no vertex id has): its wait is recorded on its own row.
+  const item = fence.vertexId.includes("#");
   const grantedNow = `EXISTS (SELECT 1 FROM connector_permits p WHERE ${SCOPE} AND ${MINE} AND p.epoch = ?5 AND p.granted_at = ?6)`;
   const results = await new LabelledBatch<"ask" | "scope" | "trace">(db)
     .add(
@@ -226,8 +229,8 @@ export async function askPermit(db: D1Database, workspace: string, connector: st
       "trace",
       db
         .prepare(
-          `UPDATE steps SET permit_wait = json_set(permit_wait, '$.grantedAt', ?6)
-           WHERE execution_id = ?3 AND vertex_id = ?4 AND epoch = ?5 AND state = 'EXECUTING'
+          `UPDATE ${item ? "work_items" : "steps"} SET permit_wait = json_set(permit_wait, '$.grantedAt', ?6)
+           WHERE execution_id = ?3 AND ${item ? "row_key" : "vertex_id"} = ?4 AND epoch = ?5 AND state = 'EXECUTING'
              AND permit_wait IS NOT NULL AND json_extract(permit_wait, '$.grantedAt') IS NULL AND ${grantedNow}`,
         )
         .bind(...params),
@@ -412,8 +415,8 @@ export interface PermitWait {
  * `parked_until` at `until`), but it is not an attempt: the attempt row its claim opened is
  * deleted and `attempt` goes back by one, so `attempt - retry_base` (what the retry budget and the
  * crash allowance count) is unchanged, the next claim is the same attempt number, and the trace
- * keeps only real attempts. The wait is recorded for the trace (a step's `permit_wait`; an item has no
- * such column). One batch, fenced. `rows`: a step's row, or a MAP's item (`fence.vertexId` its row key).
+ * keeps only real attempts. The wait is recorded for the trace (`permit_wait` of the step's row, or
+ * of the item's: migration 0035). One batch, fenced. `rows`: a step's row, or a MAP's item (`fence.vertexId` its row key).
  */
 export async function parkForPermit(
   db: D1Database,
@@ -421,7 +424,6 @@ export async function parkForPermit(
   r: { now: number; until: number; wait: PermitWait },
   rows: RowSource = STEP_ROWS,
 ): Promise<"parked" | "fenced-out"> {
-  const step = rows.table === "steps";
   const results = await new LabelledBatch<"attempt" | "parked">(db)
     .add(
       "attempt",
@@ -437,11 +439,11 @@ export async function parkForPermit(
       db
         .prepare(
           `UPDATE ${rows.table} SET attempt = attempt - 1, lease_until = ?4, parked_until = ?4, updated_at = ?5
-             ${step ? ", permit_wait = ?6" : ""}
+             , permit_wait = ?6
            WHERE ${fenceOn(rows)} AND attempt > retry_base
            RETURNING parked_until`,
         )
-        .bind(...fenceParams(fence), r.until, r.now, ...(step ? [JSON.stringify(r.wait)] : [])),
+        .bind(...fenceParams(fence), r.until, r.now, JSON.stringify(r.wait)),
     )
     .run();
   return results.first("parked") ? "parked" : "fenced-out";

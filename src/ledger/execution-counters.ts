@@ -13,13 +13,21 @@ import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
  * stop; so is one the consumer drops while the step waits (`drop`: the batch also records the
  * `redelivery_dropped` event). A claimable step means the claim will run attempt + 1, which raises
  * `max_attempt`. Writes the execution row only when one of them changes.
- * Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 drop (0/1).
+ * Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 drop (0/1), ?5 a permit waiter's wake-up (0/1).
  */
-export function countClaim(db: D1Database, ref: StepRef, now: number, drop: boolean, rows: RowSource = STEP_ROWS): D1PreparedStatement {
+export function countClaim(
+  db: D1Database,
+  ref: StepRef,
+  now: number,
+  drop: boolean,
+  rows: RowSource = STEP_ROWS,
+  permitWake = false,
+): D1PreparedStatement {
   const step = `FROM ${rows.table} s WHERE s.execution_id = ?1 AND s.${rows.key} = ?2`;
   // A parked step (a DELAY sleeping) is neither: a message that meets it early is acked, not a
   // stopped redelivery, and the claim that resumes it is not a retry (docs/waits.md).
-  const stopped = `(SELECT count(*) ${step} AND (${SETTLED} OR (?4 = 1 AND ${WAITING} AND s.parked_until IS NULL)))`;
+  // A permit waiter's wake-up (?5) meeting its step settled is expected: the waiter was woken sooner and ran.
+  const stopped = `(SELECT count(*) ${step} AND ((?5 = 0 AND ${SETTLED}) OR (?4 = 1 AND ${WAITING} AND s.parked_until IS NULL)))`;
   const nextAttempt = `coalesce((SELECT s.attempt + 1 ${step} AND ${CLAIMABLE} AND s.parked_until IS NULL), 0)`;
   return db
     .prepare(
@@ -27,7 +35,7 @@ export function countClaim(db: D1Database, ref: StepRef, now: number, drop: bool
          SET redeliveries_stopped = redeliveries_stopped + ${stopped}, max_attempt = max(max_attempt, ${nextAttempt})
        WHERE id = ?1 AND (${stopped} > 0 OR ${nextAttempt} > max_attempt)`,
     )
-    .bind(ref.executionId, ref.vertexId, now, drop ? 1 : 0);
+    .bind(ref.executionId, ref.vertexId, now, drop ? 1 : 0, permitWake ? 1 : 0);
 }
 
 /**

@@ -235,6 +235,8 @@ const ITEM_RUN = selectList<ItemRun>({
 export interface ItemClaimOptions {
   message?: string;
   dropIfWaiting?: boolean;
+  /** A permit waiter's wake-up: meeting the item settled is expected — no stopped redelivery counted. */
+  permitWake?: boolean;
   inputs?: StepInputsBound;
 }
 
@@ -262,8 +264,8 @@ export async function claimItemAndLoad(
   const drop = options.dropIfWaiting === true;
   const results = await new LabelledBatch<"leaseExpired" | "redeliveryDropped" | "counters" | "claim" | "attempts" | "run" | "inputs">(db)
     .add("leaseExpired", recordLeaseExpiry(db, key, now, ITEM_ROWS))
-    .add("redeliveryDropped", recordRedeliveryDropped(db, key, now, options.message ?? "a message", drop, ITEM_ROWS))
-    .add("counters", countClaim(db, key, now, drop, ITEM_ROWS))
+    .add("redeliveryDropped", recordRedeliveryDropped(db, key, now, options.message ?? "a message", drop, ITEM_ROWS, options.permitWake))
+    .add("counters", countClaim(db, key, now, drop, ITEM_ROWS, options.permitWake))
     .add("claim", claimStep(db, key, now, leaseMs, ITEM_ROWS))
     .add("attempts", markLostAttempts(db, key, ITEM_ROWS))
     .add("attempts", openAttempt(db, key, now, ITEM_ROWS))

@@ -35,6 +35,8 @@ export interface ItemRecord {
   error: string | null;
   createdAt: number;
   finishedAt: number | null;
+  /** The item's wait for a connector's permit (JSON, `work_items.permit_wait`); null if it never waited. */
+  permitWaitJson: string | null;
 }
 
 /** A MAP's items counted by state. */
@@ -69,6 +71,7 @@ export const ITEM_RECORD = selectList<ItemRecord>({
   error: "w.error",
   createdAt: "w.created_at",
   finishedAt: "w.finished_at",
+  permitWaitJson: "w.permit_wait",
 });
 
 /**

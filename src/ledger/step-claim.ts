@@ -70,7 +70,7 @@ export interface StepRun {
   keySendsJson: string | null;
   /** When the step was created (dispatched): no later than any send of its key. */
   stepCreatedAt: number | null;
-  /** The workspace's limited connectors as the claim read them (./connector-permits.ts `mustAsk`); absent: ask. */
+  /** The workspace's limited connectors as the claim read them (./limited-connectors.ts `mustAsk`); absent: ask. */
   limitedConnectorsJson?: string | null;
 }
 
@@ -121,8 +121,9 @@ export function recordLeaseExpiry(db: D1Database, ref: StepRef, now: number, row
  * the consumer acks unrun: the step is already settled (always acked), or waiting and the
  * consumer drops such messages (`drop`: see src/steps/redelivery.ts) — the same transaction, so
  * the event and the consumer's ack always agree, and the counter `countClaim` moves with it — at
- * no extra round trip. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's
- * description, ?5 drop (0/1).
+ * no extra round trip. A permit waiter's wake-up (`permitWake`) meeting the step settled is neither:
+ * the waiter was woken sooner and ran. Binds ?1 execution id, ?2 vertex id, ?3 now, ?4 the message's
+ * description, ?5 drop (0/1), ?6 permitWake (0/1).
  */
 export function recordRedeliveryDropped(
   db: D1Database,
@@ -131,6 +132,7 @@ export function recordRedeliveryDropped(
   message: string,
   drop: boolean,
   rows: RowSource = STEP_ROWS,
+  permitWake = false,
 ): D1PreparedStatement {
   return db
     .prepare(
@@ -139,9 +141,9 @@ export function recordRedeliveryDropped(
               CASE WHEN ${SETTLED} THEN ?4 || ' acked: the step was already ' || state
                    ELSE ?4 || ' acked instead of retried: ' || ${WAITING_DETAIL} END
        FROM ${rows.table}
-       WHERE execution_id = ?1 AND ${rows.key} = ?2 AND (${SETTLED} OR (?5 = 1 AND ${WAITING} AND parked_until IS NULL))`,
+       WHERE execution_id = ?1 AND ${rows.key} = ?2 AND ((?6 = 0 AND ${SETTLED}) OR (?5 = 1 AND ${WAITING} AND parked_until IS NULL))`,
     )
-    .bind(ref.executionId, ref.vertexId, now, message, drop ? 1 : 0);
+    .bind(ref.executionId, ref.vertexId, now, message, drop ? 1 : 0, permitWake ? 1 : 0);
 }
 
 /**
@@ -198,6 +200,8 @@ export interface ClaimAndLoadOptions {
   message?: string;
   /** The caller acks rather than retries if the step turns out to be waiting (src/steps/redelivery.ts). */
   dropIfWaiting?: boolean;
+  /** A permit waiter's wake-up: meeting the step settled is expected — no stopped redelivery counted. */
+  permitWake?: boolean;
   /** The bound on what the step reads, and the analysis version (see `readStepInputs`). */
   inputs?: StepInputsBound;
 }
@@ -229,8 +233,8 @@ export async function claimAndLoad(
   batch.add("leaseExpired", recordLeaseExpiry(db, ref, now));
   const drop = options.dropIfWaiting === true;
   batch
-    .add("redeliveryDropped", recordRedeliveryDropped(db, ref, now, options.message ?? "a message", drop))
-    .add("counters", countClaim(db, ref, now, drop))
+    .add("redeliveryDropped", recordRedeliveryDropped(db, ref, now, options.message ?? "a message", drop, STEP_ROWS, options.permitWake))
+    .add("counters", countClaim(db, ref, now, drop, STEP_ROWS, options.permitWake))
     .add("claim", claimStep(db, ref, now, leaseMs))
     .add("attempts", markLostAttempts(db, ref))
     .add("attempts", openAttempt(db, ref, now))

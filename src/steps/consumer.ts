@@ -46,7 +46,7 @@ export async function processStepMessage(message: Message<unknown>, rt: StepRunt
     return;
   }
   try {
-    const delivery = { messageId: message.id, attempts: message.attempts };
+    const delivery = { messageId: message.id, attempts: message.attempts, ...(ref.wake ? { permitWake: true } : {}) };
     // A MAP item's message names its item (src/steps/messages.ts): the item's runner (docs/steps.md "MAP").
     // An undo step of a compensation names its place (docs/steps.md "Compensation"): the undo's runner.
     const decision =

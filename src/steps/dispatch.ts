@@ -8,12 +8,13 @@ import { errorMessage, log } from "../lib/log";
 
 const SEND_BATCH_LIMIT = 100;
 
-export async function sendStepMessages(queue: StepQueue, steps: readonly StepRef[], delaySeconds = 0): Promise<boolean> {
+/** `wake`: the messages are a permit waiter's wake-ups (src/steps/messages.ts `wake`). */
+export async function sendStepMessages(queue: StepQueue, steps: readonly StepRef[], delaySeconds = 0, wake?: "permit"): Promise<boolean> {
   if (steps.length === 0) return true;
   try {
     for (let i = 0; i < steps.length; i += SEND_BATCH_LIMIT) {
       const chunk = steps.slice(i, i + SEND_BATCH_LIMIT).map((s) => ({
-        body: { executionId: s.executionId, vertexId: s.vertexId },
+        body: { executionId: s.executionId, vertexId: s.vertexId, ...(wake ? { wake } : {}) },
         ...(delaySeconds > 0 ? { delaySeconds } : {}),
       }));
       await queue.sendBatch(chunk);
@@ -30,12 +31,12 @@ export async function sendStepMessages(queue: StepQueue, steps: readonly StepRef
 }
 
 /** The messages of MAP items (`{ executionId, vertexId, item }`), after the batch that dispatched them committed. */
-export async function sendItemMessages(queue: StepQueue, items: readonly ItemRef[], delaySeconds = 0): Promise<boolean> {
+export async function sendItemMessages(queue: StepQueue, items: readonly ItemRef[], delaySeconds = 0, wake?: "permit"): Promise<boolean> {
   if (items.length === 0) return true;
   try {
     for (let i = 0; i < items.length; i += SEND_BATCH_LIMIT) {
       const chunk = items.slice(i, i + SEND_BATCH_LIMIT).map((s) => ({
-        body: { executionId: s.executionId, vertexId: s.vertexId, item: s.item },
+        body: { executionId: s.executionId, vertexId: s.vertexId, item: s.item, ...(wake ? { wake } : {}) },
         ...(delaySeconds > 0 ? { delaySeconds } : {}),
       }));
       await queue.sendBatch(chunk);

@@ -77,6 +77,7 @@ export async function runItem(
   const { claimed, run, inputs } = await claimItemAndLoad(rt.db, ref, claimedAt, rt.leaseMs, {
     message: `message ${delivery.messageId} (delivery ${delivery.attempts})`,
     dropIfWaiting: drop,
+    permitWake: delivery.permitWake === true,
     inputs: { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: STEP_INPUTS_VERSION },
   });
   if (!run) return { action: "missing", why: `unknown execution ${ref.executionId}` };
@@ -281,7 +282,7 @@ async function runClaimedItem(rt: StepRuntime, c: ClaimedItem, inputs: StepInput
           mapWoken: false,
         };
       }
-      await sendItemMessages(rt.queue, [c.ref], Math.max(1, Math.ceil((t.until - now) / 1000)));
+      await sendItemMessages(rt.queue, [c.ref], Math.max(1, Math.ceil((t.until - now) / 1000)), "permit");
       return { decision: { action: "ack", why: t.detail }, next: null, mapWoken: false };
     }
     default: {

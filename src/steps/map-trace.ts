@@ -6,6 +6,7 @@
  */
 import type { AttemptRecord, ItemCountRecord, ItemRecord, ItemState } from "../ledger";
 import { isoTime } from "../lib/iso-time";
+import { permitWaitTrace } from "../flow/permits";
 
 const iso = (ms: number | null | undefined): string | null => isoTime(ms);
 const parsed = (text: string | null): unknown => (text === null ? null : (JSON.parse(text) as unknown));
@@ -52,6 +53,7 @@ export function itemTrace(
   attempts: readonly AttemptRecord[],
   events: readonly ItemEvent[],
   attemptTrace: (a: AttemptRecord, row: { state: string; epoch: number }) => unknown,
+  readAt: number = Date.now(),
 ) {
   return {
     index: i.index,
@@ -69,6 +71,8 @@ export function itemTrace(
     durationMs: i.finishedAt === null ? null : i.finishedAt - i.createdAt,
     events,
     attempts: attempts.map((a) => attemptTrace(a, i)),
+    // Through a limited connector: its wait for a permit, as a step's (docs/connectors.md "Limits").
+    permitWait: permitWaitTrace(i.permitWaitJson, readAt),
   };
 }
 

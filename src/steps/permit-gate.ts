@@ -62,11 +62,13 @@ export async function withPermit(
   const woken = await releasePermit(rt.db, workspace, connector, fence, now, pause ? { pause } : {});
   // The woken waiter is a step or a MAP's item (the scope's line holds both): each its own message.
   const items = woken.flatMap((w) => (w.item === undefined ? [] : [{ executionId: w.executionId, vertexId: w.vertexId, item: w.item }]));
-  if (items.length > 0) await sendItemMessages(rt.queue, items);
+  if (items.length > 0) await sendItemMessages(rt.queue, items, 0, "permit");
   if (items.length < woken.length)
     await sendStepMessages(
       rt.queue,
       woken.filter((w) => w.item === undefined),
+      0,
+      "permit",
     );
   return outcome;
 }

@@ -34,6 +34,8 @@ export const DROP_REDELIVERY_AT_ATTEMPT = Math.min(5, QUEUE_MAX_RETRIES);
 export interface Delivery {
   messageId: string;
   attempts: number;
+  /** A permit waiter's wake-up (src/steps/messages.ts `wake`): a settled step is expected, not a stopped redelivery. */
+  permitWake?: boolean;
 }
 
 /** True: a message on this delivery is dropped, not bounced, if its step cannot be claimed yet. */

@@ -71,6 +71,7 @@ export async function runStep(
   const { claimed, run, inputs } = await claimAndLoad(rt.db, ref, claimedAt, rt.leaseMs, {
     message: `message ${delivery.messageId} (delivery ${delivery.attempts})`,
     dropIfWaiting: drop,
+    permitWake: delivery.permitWake === true,
     inputs: { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: STEP_INPUTS_VERSION },
   });
   if (!run) return { action: "missing", why: `unknown execution ${ref.executionId}` };
@@ -359,7 +360,7 @@ async function apply(rt: StepRuntime, a: Applying, t: Transition): Promise<Appli
 async function afterPermitWait(rt: StepRuntime, a: Applying, t: Extract<Transition, { kind: "await_permit" }>): Promise<Decision> {
   const parked = await parkForPermit(rt.db, a.fence, { now: a.now, until: t.until, wait: t.wait });
   if (parked === "fenced-out") return { action: "ack", why: "permit wait fenced out: the step was taken over or cancelled" };
-  await sendStepMessages(rt.queue, [a.ref], Math.max(1, Math.ceil((t.until - a.now) / 1000)));
+  await sendStepMessages(rt.queue, [a.ref], Math.max(1, Math.ceil((t.until - a.now) / 1000)), "permit");
   return { action: "ack", why: t.detail };
 }
 

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { getWorkflow, type StoredWorkflow } from "../../src/definitions/store";
 import { dueParkedItems, readScopeState } from "../../src/ledger/connector-permits";
 import { WAKE_GRACE_MS } from "../../src/steps/cron";
-import { executionStatus, harness, unique, type Harness } from "../steps/helpers";
+import { callApp, executionStatus, harness, unique, type Harness } from "../steps/helpers";
 import { limitedPayments, putJson, WS } from "./helpers";
 
 beforeEach(() => {
@@ -194,6 +194,58 @@ describe("a MAP through a limited connector", () => {
     await h.drain();
     expect(await executionStatus(id)).toBe("COMPLETED");
     expect(await attemptsOf(id, parked.row_key)).toEqual([{ attempt: 1, outcome: "completed" }]);
+  });
+
+  it("an item's permit wait shows in the trace as a step's does, and its late timed wake-up is not a stopped redelivery", async () => {
+    const h = harness();
+    const { name, wf } = await limitedMap(h, { concurrency: 1 }, 2);
+    const id = await h.start(wf, order(2));
+    await h.deliver([h.queue.take()[0]!.body]);
+    const [first, second] = h.queue.take();
+    let open!: () => void;
+    h.dest.hold = new Promise<void>((resolve) => (open = resolve));
+    const running = h.deliver([first!.body]);
+    for (let i = 0; i < 100 && h.dest.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await h.deliver([second!.body]); // parks
+    const [timed] = h.queue.take(); // its timed wake-up, held back
+    expect(timed!.body).toMatchObject({ item: second!.body.item, wake: "permit" });
+    const itemOf = async () => {
+      const trace = (await (await callApp(h, "GET", `/v1/executions/${id}`)).json()) as {
+        steps: Array<{
+          vertexId: string;
+          map: { items: Array<{ index: number; permitWait: { text: string; grantedAt: string | null } | null }> };
+        }>;
+      };
+      return trace.steps.find((s) => s.vertexId === "charge")!.map.items.find((i) => i.index === second!.body.item)!;
+    };
+    expect((await itemOf()).permitWait).toMatchObject({
+      grantedAt: null,
+      text: expect.stringMatching(`^waiting for a permit of ${name} since .*: every permit is in flight`),
+    });
+    h.clock.advance(500); // before its timed wake-up (1 s): the release wakes it
+    h.dest.hold = null;
+    open();
+    await running; // the release wakes it
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect((await itemOf()).permitWait).toMatchObject({
+      grantedAt: expect.any(String),
+      text: expect.stringMatching(new RegExp(`^waited 0\\.5 s for ${name}: every permit is in flight`)),
+    });
+    const firstItem =
+      (await itemOf()) &&
+      (await env.DB.prepare("SELECT permit_wait FROM work_items WHERE execution_id = ?1 AND item_index = ?2")
+        .bind(id, first!.body.item)
+        .first<{ permit_wait: string | null }>());
+    expect(firstItem!.permit_wait).toBeNull(); // it never waited
+    // Its timed wake-up arrives after it ran: acked, not counted as a stopped redelivery.
+    h.clock.t = Math.max(h.clock.now(), timed!.dueAt);
+    const late = await h.deliver([timed!.body]);
+    expect(late.explicitAcks).toHaveLength(1);
+    const counted = await env.DB.prepare("SELECT redeliveries_stopped FROM executions WHERE id = ?1")
+      .bind(id)
+      .first<{ redeliveries_stopped: number }>();
+    expect(counted!.redeliveries_stopped).toBe(0);
   });
 
   it("an item chained at the instant a waiter parked or was woken opens no attempt for that waiter", async () => {

@@ -72,9 +72,10 @@ describe("concurrency", () => {
       expect(await executionStatus(id)).toBe("COMPLETED");
       expect(await attemptsOf(id)).toEqual([{ attempt: 1, outcome: "completed" }]);
       expect((await counters(id))?.max_attempt).toBe(1);
-      // No takeover, no failed attempt. (A waiter a release woke early still has its timed wake-up
-      // queued: arriving after the settle, it is acked as a redundant message — docs/connectors.md.)
-      expect((await eventTypes(id)).filter((t) => t !== "redelivery_dropped")).toEqual([]);
+      // No takeover, no failed attempt, no stopped redelivery (a waiter a release woke early still has its
+      // timed wake-up queued: arriving after the settle, it is acked and not counted — docs/connectors.md).
+      expect(await eventTypes(id)).toEqual([]);
+      expect((await counters(id))?.redeliveries_stopped).toBe(0);
     }
     expect(meter.max()).toBe(2);
     expect(h.dest.effects).toHaveLength(6);
@@ -384,6 +385,32 @@ describe("lost and early wake-ups", () => {
     const early = await h.deliver([h.queue.take()[0]!.body]);
     expect(early.explicitAcks).toEqual([]);
     expect(early.retryDelays).toEqual([1]);
+  });
+
+  it("a timed wake-up that arrives after a release woke the waiter and it ran is acked, not a stopped redelivery", async () => {
+    const h = harness();
+    const meter = inFlightMeter(h);
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 1 });
+    await h.start(wf, order(`H-${name}`));
+    const gate = holdCalls(h);
+    const holding = h.deliver([h.queue.take()[0]!.body]);
+    for (let i = 0; i < 100 && meter.now() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const waiter = await h.start(wf, order(`W-${name}`));
+    await h.deliver([h.queue.take()[0]!.body]);
+    const [timed] = h.queue.take(); // its timed wake-up, held back for now
+    expect(timed!.body).toMatchObject({ executionId: waiter, wake: "permit" });
+    gate.open();
+    await holding; // the release wakes it now
+    await h.drain();
+    expect(await executionStatus(waiter)).toBe("COMPLETED");
+    h.clock.t = timed!.dueAt;
+    const late = await h.deliver([timed!.body]);
+    expect(late.explicitAcks).toHaveLength(1);
+    expect(await counters(waiter)).toEqual({ max_attempt: 1, redeliveries_stopped: 0 });
+    expect(await eventTypes(waiter)).toEqual([]);
+    // A message without the mark (a real redelivery) is still counted.
+    await h.deliver([{ executionId: waiter, vertexId: "charge" }]);
+    expect((await counters(waiter))!.redeliveries_stopped).toBe(1);
   });
 
   it("a waiter whose wake-up was lost stops holding newer ones back, and a release revives it first", async () => {

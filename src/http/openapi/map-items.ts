@@ -43,6 +43,17 @@ export const MapItem = z
     durationMs: z.number().nullable(),
     events: z.array(z.object({ type: z.string(), epoch: z.int().nullable(), at: MaybeTime, detail: z.string().nullable() })),
     attempts: z.array(ItemAttempt),
+    permitWait: z
+      .object({
+        connector: z.string(),
+        since: MaybeTime.describe("when the item first asked (kept across its wake-ups)"),
+        until: MaybeTime.describe("when it asks again (while waiting)"),
+        grantedAt: MaybeTime.describe("when it got the permit; null while it waits"),
+        reason: z.string(),
+        text: z.string().describe('"waiting for a permit of …" or "waited 4.2 s for …: …"'),
+      })
+      .nullable()
+      .describe("an item through a limited connector that waited for a permit (as a step's permitWait); null if it never did"),
   })
   .describe("one item of a MAP");
 
