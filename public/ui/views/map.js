@@ -1,7 +1,8 @@
 /**
  * A MAP step on the execution page, from its trace's `map` (docs/steps.md "MAP", "The trace"):
  * one vertex with its progress ("37 / 100 done, 2 failed") — on the graph node and beside the
- * step's name — and a table of its items: index, state, attempts, key, duration, error. Each row
+ * step's name — and a table of its items: index, state, attempts, key, duration, error (or, for an
+ * item waiting for a limited connector's permit, the trace's line saying why). Each row
  * opens that item's attempts (request and response, redacted), its list element, its collected value
  * and its output. An item's duration runs from its first attempt's start (not from when the list was
  * persisted: waiting for a slot is not its work) to its settle.
@@ -192,7 +193,15 @@ function itemRows(vertexId, item, open, onToggle) {
     h("td", { class: "num" }, String(item.attempt ?? attempts.length)),
     h("td", { class: "mono key" }, item.idempotencyKey ?? "—"),
     h("td", { class: "num" }, duration(itemDuration(item))),
-    h("td", { class: "err" }, item.error ?? ""),
+    h(
+      "td",
+      { class: "err" },
+      item.error ?? "",
+      // An item through a limited connector waiting for a permit (docs/connectors.md "Limits"): the trace's line.
+      item.permitWait && item.permitWait.grantedAt === null && !item.error
+        ? h("span", { class: "muted", id: `${rowId}-permit-wait` }, item.permitWait.text)
+        : null,
+    ),
   );
   if (!open) return row;
   return [
