@@ -17,3 +17,20 @@ DROP INDEX IF EXISTS destination_key_sends_unguarded;
 --    completed executions are most of a workspace's, so a page reads about its own rows.
 DROP INDEX IF EXISTS executions_by_status;
 CREATE INDEX executions_by_status ON executions (workspace, status, created_at, id) WHERE status <> 'COMPLETED';
+
+-- 3. `identity_values_by_execution` (migrations/0027): one entry per business value, read only to
+--    delete an execution's values (the tombstone's expiry, an erasure, a start over's copy). The
+--    execution now keeps its values' hashes (`executions.value_hashes`, written by the start
+--    batch's insert: the claim's, or those of the execution a start over starts over; no row more)
+--    and its tombstone keeps them after a retention removal, so every delete names the values'
+--    primary keys (workspace, value_hash, created_at, execution_id). The rows kept are filled from
+--    `identity_values` first, through the index, before it goes.
+ALTER TABLE executions ADD COLUMN value_hashes TEXT;
+ALTER TABLE execution_tombstones ADD COLUMN value_hashes TEXT;
+UPDATE executions SET value_hashes = (SELECT json_group_array(v.value_hash) FROM identity_values v WHERE v.execution_id = executions.id)
+WHERE EXISTS (SELECT 1 FROM identity_values v WHERE v.execution_id = executions.id);
+UPDATE execution_tombstones SET value_hashes = (SELECT json_group_array(v.value_hash) FROM identity_values v WHERE v.execution_id = execution_tombstones.id)
+WHERE EXISTS (SELECT 1 FROM identity_values v WHERE v.execution_id = execution_tombstones.id);
+DROP TRIGGER IF EXISTS identity_values_expire;
+CREATE TRIGGER identity_values_expire AFTER DELETE ON execution_tombstones WHEN old.value_hashes IS NOT NULL BEGIN DELETE FROM identity_values WHERE (workspace, value_hash, created_at, execution_id) IN (SELECT old.workspace, v.value, old.created_at, old.id FROM json_each(old.value_hashes) v); END;
+DROP INDEX IF EXISTS identity_values_by_execution;

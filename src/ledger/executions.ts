@@ -40,7 +40,8 @@ type StartLabel = "claim" | "execution" | "steps" | "startOverFrom" | "identityV
 
 /**
  * `copyIdentityValues`: a start over carries the trigger of the execution it starts over, so it is
- * found by the same business values: that execution's rows, copied under the new id — only if the
+ * found by the same business values: their hashes, which its insert copied from that execution
+ * (`value_hashes`, migrations/0033), written as rows under the new id — only if the
  * start over was inserted (its gate let it through), dated with its creation (migrations/0027). Binds ?1 the new id,
  * ?2 workspace, ?3 the id started over from.
  */
@@ -48,8 +49,8 @@ function copyIdentityValues(db: D1Database, executionId: string, workspace: stri
   return db
     .prepare(
       `INSERT INTO identity_values (workspace, value_hash, created_at, execution_id)
-       SELECT v.workspace, v.value_hash, n.created_at, ?1 FROM executions n CROSS JOIN identity_values v
-       WHERE n.id = ?1 AND n.started_over_from = ?3 AND v.execution_id = ?3 AND v.workspace = ?2
+       SELECT n.workspace, v.value, n.created_at, ?1 FROM executions n CROSS JOIN json_each(n.value_hashes) v
+       WHERE n.id = ?1 AND n.started_over_from = ?3 AND n.workspace = ?2
        ON CONFLICT DO NOTHING`,
     )
     .bind(executionId, workspace, from);

@@ -281,14 +281,15 @@ export async function removeExecutions(
       db
         .prepare(
           `INSERT INTO execution_tombstones
-             (id, workspace, workflow_id, status, created_at, finished_at, removed_at, reason, archived, expires_at)
+             (id, workspace, workflow_id, status, created_at, finished_at, removed_at, reason, archived, expires_at, value_hashes)
            SELECT e.id, e.workspace, e.workflow_id, e.status, e.created_at, e.finished_at, ?2, ?3,
                   CASE WHEN ?3 = 'retention' AND e.id IN (SELECT value FROM json_each(?4)) THEN 1 ELSE 0 END,
                   ?2 + CASE e.status WHEN 'COMPLETED' THEN e.retain_completed_ms WHEN 'CANCELLED' THEN e.retain_cancelled_ms
-                                     ELSE e.retain_failed_ms END
+                                     ELSE e.retain_failed_ms END,
+                  iif(?3 = 'retention', e.value_hashes, NULL)
            FROM executions e WHERE e.id IN ${IDS} AND ${removableGuard}
            ON CONFLICT (id) DO UPDATE SET removed_at = excluded.removed_at, reason = excluded.reason,
-             archived = excluded.archived, expires_at = excluded.expires_at`,
+             archived = excluded.archived, expires_at = excluded.expires_at, value_hashes = excluded.value_hashes`,
         )
         .bind(...params),
     )
@@ -318,7 +319,13 @@ export async function removeExecutions(
     .add("consumptions", del(`${ERASED_EVENTS.release} AND ?3 = 'erased'`))
     // The business values the search finds an execution by (migrations/0021): an erasure takes them
     // now; a retention removal leaves them to name the tombstone, whose sweep takes them (a trigger).
-    .add("identityValues", del(`DELETE FROM identity_values WHERE ?3 = 'erased' AND execution_id IN ${IDS}`))
+    // By primary key, from the hashes the execution keeps (migrations/0033).
+    .add(
+      "identityValues",
+      del(`DELETE FROM identity_values WHERE ?3 = 'erased' AND (workspace, value_hash, created_at, execution_id) IN (
+             SELECT x.workspace, v.value, x.created_at, x.id FROM executions x CROSS JOIN json_each(x.value_hashes) v
+             WHERE x.id IN ${IDS})`),
+    )
     .add("steps", del(`DELETE FROM steps WHERE execution_id IN ${IDS}`))
     // RETURNING, not `changes`: D1's count includes the counter trigger's update (migrations/0017).
     .add(

@@ -254,9 +254,16 @@ function hitOf(row: HitRow & { at?: number }): SearchHit {
  * the removal batch itself (./history.ts). Returns the rows deleted.
  */
 export async function forgetIdentityValues(db: D1Database, workspace: string, executionId: string): Promise<number> {
-  const result = await db
-    .prepare(`DELETE FROM identity_values WHERE execution_id = ?1 AND workspace = ?2`)
-    .bind(executionId, workspace)
-    .run();
-  return result.meta.changes ?? 0;
+  // By primary key, from the hashes the tombstone keeps (migrations/0033); then the tombstone forgets them too.
+  const [deleted] = await db.batch([
+    db
+      .prepare(
+        `DELETE FROM identity_values WHERE (workspace, value_hash, created_at, execution_id) IN (
+           SELECT t.workspace, v.value, t.created_at, t.id FROM execution_tombstones t CROSS JOIN json_each(t.value_hashes) v
+           WHERE t.id = ?1 AND t.workspace = ?2)`,
+      )
+      .bind(executionId, workspace),
+    db.prepare("UPDATE execution_tombstones SET value_hashes = NULL WHERE id = ?1 AND workspace = ?2").bind(executionId, workspace),
+  ]);
+  return deleted!.meta.changes ?? 0;
 }

@@ -27,6 +27,11 @@ function executionRowSql(source: Source): string {
   if (cached !== undefined) return cached;
   const identity = claim ? "src.identity" : "NULL";
   const previous = claim ? "src.previous_execution_id" : "NULL";
+  // The business values' hashes the search finds the execution by (its `identity_values` rows, by
+  // trigger): the claim's, or those of the execution a start over starts over. Kept on the row (and
+  // then its tombstone) so their rows are deleted by primary key (migrations/0033).
+  const startedOverValues = "(SELECT p.value_hashes FROM executions p WHERE p.id = ?8)";
+  const valueHashes = claim ? `coalesce(src.value_hashes, ${startedOverValues})` : startedOverValues;
   const { table, mine, mineOrNamed, another } = source.at(20);
   const pick = (a: string, b: string) => `CASE WHEN ?14 IS NULL OR src.execution_id = ?14 THEN ${a} ELSE ${b} END`;
   const secrets = `(SELECT ${sealedSecretsColumn("?1", "v.definition")}
@@ -44,10 +49,11 @@ function executionRowSql(source: Source): string {
   const sql = `INSERT INTO executions
          (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
           started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at,
-          retain_completed_ms, retain_failed_ms, retain_cancelled_ms, max_attempt)
+          retain_completed_ms, retain_failed_ms, retain_cancelled_ms, max_attempt, value_hashes)
        SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identity}, ${pick("?15", "?16")}, ?7, ?8, ${previous},
               coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?8, ${previous})), ${identity}, src.execution_id),
-              ?9, ?9, CASE WHEN ${pick("?15", "?16")} = 'RUNNING' THEN NULL ELSE ?9 END, ?10, ?11, ?12, ${pick("?17", "?18")}
+              ?9, ?9, CASE WHEN ${pick("?15", "?16")} = 'RUNNING' THEN NULL ELSE ?9 END, ?10, ?11, ?12, ${pick("?17", "?18")},
+              ${valueHashes}
        FROM ${table}
        WHERE ${claim ? `${mineOrNamed} AND ${latestVersionGate("?1", "?2", "?19")}` : mine}
        ${duplicate}

@@ -101,8 +101,9 @@ describe("the search's query plans", () => {
     const [values] = await triggerBodies(["executions_identity_values"]);
     await noScan(values!.sql);
     expect((await planOf(values!.sql))[0]).toMatch(/^SEARCH i USING PRIMARY KEY \(identity=\?\)/);
-    // The trigger on execution_tombstones (migrations/0021), as its body runs.
-    await noScan("DELETE FROM identity_values WHERE execution_id = ?1");
-    expect((await planOf("DELETE FROM identity_values WHERE execution_id = ?1")).join()).toMatch(/identity_values_by_execution/);
+    // The trigger on execution_tombstones (migrations/0021; by the values' primary keys since 0033).
+    const [expire] = await triggerBodies(["identity_values_expire"]);
+    await noScan(expire!.sql);
+    expect((await planOf(expire!.sql)).join()).toMatch(/SEARCH identity_values USING PRIMARY KEY/);
   });
 });
