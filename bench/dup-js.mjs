@@ -4,7 +4,8 @@
  * docs/ingress.md "What a duplicate costs in JavaScript"):
  *
  *   node bench/dup-js.mjs                      (about 20 s)
- *   node bench/dup-js.mjs --n=4000 --profile   (also writes a .cpuprofile and prints inclusive ms per part)
+ *   node bench/dup-js.mjs --n=4000 --profile   (also writes a .cpuprofile: bench/lib/profile-inclusive.mjs reads it)
+ *   node bench/dup-js.mjs --root=/tmp/before    (the same against another copy of the repo: src/, wrangler.toml)
  *
  * src/app.ts is bundled (esbuild, as wrangler does) and run under node with the bench:compare
  * trigger (`POST /v1/workflows/bench-dupcost/trigger`, the bench's order, `fields` identity), the
@@ -23,9 +24,10 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Session } from "node:inspector/promises";
 
-const ROOT = join(import.meta.dirname, "..");
 const args = process.argv.slice(2);
 const option = (name, fallback) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;
+/** --root=<dir>: another copy of the repo's src/ (e.g. a commit's, from `git archive`) to compare against. */
+const ROOT = option("root", join(import.meta.dirname, ".."));
 const N = Number(option("n", "3000"));
 const WARMUP = Number(option("warmup", "500"));
 const PROFILE = args.includes("--profile");

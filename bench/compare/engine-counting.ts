@@ -115,6 +115,19 @@ async function benchRoute(request: Request, env: Env): Promise<Response> {
       .all();
     return Response.json({ byStatus: results });
   }
+  // Baselines for a duplicate's CPU (bench/compare/run.mjs `duplicateCost`): a request that reads
+  // its body and answers, and one that also sends a D1 batch of three trivial statements — what
+  // workerd and local D1 cost before the engine's own work.
+  if (url.pathname === "/__bench/noop" && request.method === "POST") {
+    await request.arrayBuffer();
+    return Response.json({ ok: true });
+  }
+  if (url.pathname === "/__bench/d1-select" && request.method === "POST") {
+    await request.arrayBuffer();
+    const select = env.DB.prepare("SELECT 1 AS one");
+    const results = await env.DB.batch([select, select, select]);
+    return Response.json({ ok: results.length === 3 });
+  }
   return Response.json({ error: "unknown bench route" }, { status: 404 });
 }
 

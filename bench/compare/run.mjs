@@ -462,6 +462,27 @@ async function duplicateCost(system, ctx) {
       rowsRead: d1 ? d1.rowsRead / n : undefined,
     });
   }
+  if (system.name === "idemflow") {
+    // What the engine's process spends on a request before the engine's own work: the same body
+    // answered at once, and answered after one D1 batch of three `SELECT 1` (bench routes).
+    for (const [label, path] of [
+      ["noop", "/__bench/noop"],
+      ["d1-select", "/__bench/d1-select"],
+    ]) {
+      const request = system.trigger(scenario, orders[0]);
+      const cpuBefore = treeCpuMs(roots);
+      await runLoad({
+        concurrency: 8,
+        maxRequests: orders.length,
+        request: () => ({ url: `${ctx.engine}${path}`, init: { method: "POST", headers: request.init.headers, body: request.init.body } }),
+      });
+      const cpuAfter = treeCpuMs(roots);
+      bySize.push({
+        baseline: label,
+        cpuMsPerRequest: cpuBefore && cpuAfter ? (cpuAfter.system - cpuBefore.system) / orders.length : undefined,
+      });
+    }
+  }
   return bySize;
 }
 
@@ -607,7 +628,7 @@ function table(rows, correctness, latency, meta, duplicates = {}) {
     }
   }
   for (const padBytes of DUPLICATE_COST_PADS) {
-    const of = (system) => duplicates[system]?.find((d) => d.padBytes === padBytes);
+    const of = (system) => duplicates[system]?.find((d) => d.baseline === undefined && d.padBytes === padBytes);
     const label = `a duplicate trigger${padBytes ? ` padded by ${padBytes / 1024} KiB` : ""}`;
     const cost = (d) =>
       !d
@@ -618,6 +639,13 @@ function table(rows, correctness, latency, meta, duplicates = {}) {
             : `; ${fmt(d.statements, 1)} statements (${fmt(d.roundTrips, 1)} round trips), ` +
               `${fmt(d.rowsWritten, 1)} rows written / ${fmt(d.rowsRead, 1)} read`);
     lines.push(`| ${label}: the system's Worker CPU, latency, D1 | ${cost(of("idemflow"))} | ${cost(of("Workflows"))} |`);
+  }
+  const baseline = (label) => duplicates.idemflow?.find((d) => d.baseline === label)?.cpuMsPerRequest;
+  if (baseline("noop") !== undefined) {
+    lines.push(
+      `| the engine's Worker CPU per request without the engine: the same body answered at once / after one D1 batch of ` +
+        `three \`SELECT 1\` | ${fmt(baseline("noop"), 2)} / ${fmt(baseline("d1-select"), 2)} ms | – |`,
+    );
   }
   const c = correctness;
   const dup = (d) =>
