@@ -927,6 +927,38 @@ export interface components {
                             /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
                             inProgressBudgetMs?: number;
                         };
+                        /** @description the probe run before every re-attempt of the undo (a keyless undo API: docs/definitions.md "Verify before re-attempting") */
+                        verify?: {
+                            /** @description the GET's http(s) URL on the outbound allowlist, or an expression producing one */
+                            url: string;
+                            /** @description query parameters; values are literals or `=` expressions */
+                            query?: {
+                                [key: string]: string;
+                            };
+                            /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                            headers?: {
+                                [key: string]: string;
+                            };
+                            /**
+                             * Format: starts_with
+                             * @description true means the write already happened: an expression over the probe's answer (`status`, `headers`, `body`) and the usual context (`payload`, `steps`), e.g. `= $count(body.items) > 0`
+                             */
+                            condition: string;
+                        };
+                        /** @description through the step's connector: the undo's operation (`refund`), its key's prefix — never the step's */
+                        operation?: string;
+                        /** @description through the step's connector: the undo's path under its base URL (`/refunds`) */
+                        path?: string;
+                        /** @description through the step's connector: the business fields its key rule needs, for the undo's own key */
+                        keyFields?: {
+                            [key: string]: string;
+                        };
+                        /** @description set by the save: the connector the undo goes through (its limits apply) */
+                        connector?: {
+                            name: string;
+                            version: string;
+                            operation?: string;
+                        };
                     };
                 };
             } | {
@@ -1203,6 +1235,38 @@ export interface components {
                                     maxDelayMs: number;
                                     /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
                                     inProgressBudgetMs?: number;
+                                };
+                                /** @description the probe run before every re-attempt of the undo (a keyless undo API: docs/definitions.md "Verify before re-attempting") */
+                                verify?: {
+                                    /** @description the GET's http(s) URL on the outbound allowlist, or an expression producing one */
+                                    url: string;
+                                    /** @description query parameters; values are literals or `=` expressions */
+                                    query?: {
+                                        [key: string]: string;
+                                    };
+                                    /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                                    headers?: {
+                                        [key: string]: string;
+                                    };
+                                    /**
+                                     * Format: starts_with
+                                     * @description true means the write already happened: an expression over the probe's answer (`status`, `headers`, `body`) and the usual context (`payload`, `steps`), e.g. `= $count(body.items) > 0`
+                                     */
+                                    condition: string;
+                                };
+                                /** @description through the step's connector: the undo's operation (`refund`), its key's prefix — never the step's */
+                                operation?: string;
+                                /** @description through the step's connector: the undo's path under its base URL (`/refunds`) */
+                                path?: string;
+                                /** @description through the step's connector: the business fields its key rule needs, for the undo's own key */
+                                keyFields?: {
+                                    [key: string]: string;
+                                };
+                                /** @description set by the save: the connector the undo goes through (its limits apply) */
+                                connector?: {
+                                    name: string;
+                                    version: string;
+                                    operation?: string;
                                 };
                             };
                         };
@@ -2138,6 +2202,38 @@ export interface components {
                             /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
                             inProgressBudgetMs?: number;
                         };
+                        /** @description the probe run before every re-attempt of the undo (a keyless undo API: docs/definitions.md "Verify before re-attempting") */
+                        verify?: {
+                            /** @description the GET's http(s) URL on the outbound allowlist, or an expression producing one */
+                            url: string;
+                            /** @description query parameters; values are literals or `=` expressions */
+                            query?: {
+                                [key: string]: string;
+                            };
+                            /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                            headers?: {
+                                [key: string]: string;
+                            };
+                            /**
+                             * Format: starts_with
+                             * @description true means the write already happened: an expression over the probe's answer (`status`, `headers`, `body`) and the usual context (`payload`, `steps`), e.g. `= $count(body.items) > 0`
+                             */
+                            condition: string;
+                        };
+                        /** @description through the step's connector: the undo's operation (`refund`), its key's prefix — never the step's */
+                        operation?: string;
+                        /** @description through the step's connector: the undo's path under its base URL (`/refunds`) */
+                        path?: string;
+                        /** @description through the step's connector: the business fields its key rule needs, for the undo's own key */
+                        keyFields?: {
+                            [key: string]: string;
+                        };
+                        /** @description set by the save: the connector the undo goes through (its limits apply) */
+                        connector?: {
+                            name: string;
+                            version: string;
+                            operation?: string;
+                        };
                     };
                 };
             } | {
@@ -2414,6 +2510,38 @@ export interface components {
                                     maxDelayMs: number;
                                     /** @description how long the step keeps asking while the destination answers that this key's earlier request is still in progress (409 with Retry-After, or the in-progress problem); counted from the first such answer; default 900000 (15 minutes) */
                                     inProgressBudgetMs?: number;
+                                };
+                                /** @description the probe run before every re-attempt of the undo (a keyless undo API: docs/definitions.md "Verify before re-attempting") */
+                                verify?: {
+                                    /** @description the GET's http(s) URL on the outbound allowlist, or an expression producing one */
+                                    url: string;
+                                    /** @description query parameters; values are literals or `=` expressions */
+                                    query?: {
+                                        [key: string]: string;
+                                    };
+                                    /** @description header values are literals or `=` expressions; `{{ secrets.NAME }}` is allowed in literal values only */
+                                    headers?: {
+                                        [key: string]: string;
+                                    };
+                                    /**
+                                     * Format: starts_with
+                                     * @description true means the write already happened: an expression over the probe's answer (`status`, `headers`, `body`) and the usual context (`payload`, `steps`), e.g. `= $count(body.items) > 0`
+                                     */
+                                    condition: string;
+                                };
+                                /** @description through the step's connector: the undo's operation (`refund`), its key's prefix — never the step's */
+                                operation?: string;
+                                /** @description through the step's connector: the undo's path under its base URL (`/refunds`) */
+                                path?: string;
+                                /** @description through the step's connector: the business fields its key rule needs, for the undo's own key */
+                                keyFields?: {
+                                    [key: string]: string;
+                                };
+                                /** @description set by the save: the connector the undo goes through (its limits apply) */
+                                connector?: {
+                                    name: string;
+                                    version: string;
+                                    operation?: string;
                                 };
                             };
                         };

@@ -86,6 +86,16 @@ function resolveGateway(
   errors: ValidationError[],
   origins: Origin[],
 ): Record<string, unknown> {
+  const undo = ownMember(config, "compensate");
+  if (isJsonObject(undo) && hasOwnMember(undo, "connector")) {
+    errors.push({
+      pointer: at("compensate", "connector"),
+      code: "connector-provenance-given",
+      message:
+        "`compensate.connector` is what idemflow records of an undo it resolved through the step's connector; give the undo " +
+        "`path`, `operation` and `keyFields` on a step that names its connector instead",
+    });
+  }
   if (!hasOwnMember(config, "connector")) return config;
   if (typeof ownMember(config, "connector") !== "string") {
     // The provenance object (`{ name, version, operation }`) is what this resolution records; the
@@ -161,10 +171,54 @@ function resolveStep(
   if (!hasOwnMember(step, "retry") && c.retry) resolved.retry = c.retry;
   if (!hasOwnMember(step, "timeoutMs") && c.timeoutMs !== undefined) resolved.timeoutMs = c.timeoutMs;
   resolved.connector = { name: c.name, version: stored.version, ...(typeof operation === "string" ? { operation } : {}) };
+  if (isJsonObject(step.compensate) && hasOwnMember(step.compensate, "path")) {
+    resolved.compensate = resolveCompensate(step.compensate, stored, at, errors, origins);
+  }
   origins.push(
     { resolved: at("url"), author: at("path"), note: `the URL is connector "${c.name}"'s base and \`path\`` },
     { resolved: at("verify"), author: at("connector"), note: `the verify probe is connector "${c.name}"'s` },
   );
+  return resolved;
+}
+
+/**
+ * A step's `compensate` through its connector (docs/steps.md "Compensation"): `path`, `operation`
+ * and `keyFields` as a write's — the undo's URL under the connector's base, its key made by the
+ * connector's rule from the undo's OWN operation (`refund-<order>`, never the step's `charge-<order>`:
+ * the same operation makes the same key, refused by `compensation-key-equals-step-key`), the
+ * connector's headers (the step's resolved ones) — plus `connector: { name, version, operation }`,
+ * so the undo takes the connector's permits. `url` and `idempotencyKey` are the connector's to make.
+ */
+function resolveCompensate(
+  undo: Record<string, unknown>,
+  stored: StoredConnector,
+  atStep: At,
+  errors: ValidationError[],
+  origins: Origin[],
+): Record<string, unknown> {
+  const c = stored.definition;
+  const at: At = (...path) => atStep("compensate", ...path);
+  for (const owned of ["url", "idempotencyKey"]) {
+    if (hasOwnMember(undo, owned)) {
+      errors.push({
+        pointer: at(owned),
+        code: "connector-owns-member",
+        message:
+          `an undo through connector "${c.name}" (it gives \`path\`) takes ` +
+          (owned === "url" ? "its URL from the connector's base and its `path`" : "its key from the connector's rule and its `operation`") +
+          `; remove \`${owned}\` (or give \`url\` and \`idempotencyKey\` without \`path\` for an undo elsewhere)`,
+      });
+    }
+  }
+  const url = urlOf(c.baseUrl, undo.path, at, errors);
+  const key = c.key ? keyOf(c, undo, at, errors, origins) : undefined;
+  checkHeaders(c, undo, key, at, errors);
+  checkBody(undo, key, at, errors);
+  const { path: _path, keyFields: _fields, operation, ...rest } = undo;
+  const resolved: Record<string, unknown> = { ...rest, url };
+  if (key) resolved.idempotencyKey = key;
+  resolved.connector = { name: c.name, version: stored.version, ...(typeof operation === "string" ? { operation } : {}) };
+  origins.push({ resolved: at("url"), author: at("path"), note: `the undo's URL is connector "${c.name}"'s base and \`path\`` });
   return resolved;
 }
 

@@ -2,7 +2,9 @@
  * A GATEWAY's `compensate` at save (SPEC section 18, docs/steps.md "Compensation"): the undo is a
  * write (`compensation-not-a-write` for GET/HEAD), it has its own key (`compensation-key-missing`:
  * neither `idempotencyKey` nor an `Idempotency-Key` header), and that key is not the step's
- * (`compensation-key-equals-step-key`: the undo would replay the call it undoes). A MAP's step may
+ * (`compensation-key-equals-step-key`: the undo would replay the call it undoes; through a connector,
+ * an undo whose `operation` is the step's makes the step's key). `path`, `operation` and `keyFields`
+ * outside a connector step are refused (`compensation-connector-member`). A MAP's step may
  * not declare one yet (`compensation-in-map`: per-item undo is not built). Its expressions are
  * expression sites (./expression-sites.ts), so the compile check, the key lint and the step-inputs
  * analysis see them as the step's own.
@@ -37,6 +39,19 @@ export function checkCompensations(document: unknown): ValidationError[] {
         pointer: at(),
         code: "compensation-in-map",
         message: "a MAP's step cannot declare `compensate` yet (per-item undo is not built); remove it, or undo the items in a later step",
+      });
+      continue;
+    }
+    // `path`, `operation` and `keyFields` are an undo through the step's connector: the save resolves them
+    // (src/connectors/resolve.ts) and removes them. Left here, the step names no connector.
+    const unresolved = ["path", "operation", "keyFields"].filter((m) => Object.hasOwn(compensate, m));
+    if (unresolved.length > 0) {
+      errors.push({
+        pointer: at(unresolved[0]!),
+        code: "compensation-connector-member",
+        message:
+          `\`${unresolved.join("`, `")}\` make an undo through the step's connector, and this step names none: give the ` +
+          "step `connector`, or give the undo its own `url` and `idempotencyKey`",
       });
       continue;
     }

@@ -83,6 +83,15 @@ export function expressionSites(document: unknown): ExpressionSite[] {
         for (const [name, value] of Object.entries(asRecord(compensate.headers) ?? {})) add(value, [...at, "headers", name], name, undo);
         for (const [name, value] of Object.entries(asRecord(compensate.query) ?? {})) add(value, [...at, "query", name], undefined, undo);
         if ("body" in compensate) walk(compensate.body, [...at, "body"], undo);
+        const undoVerify = asRecord(compensate.verify);
+        if (undoVerify) {
+          const v = [...at, "verify"];
+          add(undoVerify.url, [...v, "url"], undefined, undo);
+          for (const [name, value] of Object.entries(asRecord(undoVerify.headers) ?? {}))
+            add(value, [...v, "headers", name], undefined, undo);
+          for (const [name, value] of Object.entries(asRecord(undoVerify.query) ?? {})) add(value, [...v, "query", name], undefined, undo);
+          add(undoVerify.condition, [...v, "condition"], undefined, undo);
+        }
         const undoKey = asRecord(compensate.idempotencyKey)?.value;
         if (isExpression(undoKey)) {
           sites.push({

@@ -260,6 +260,20 @@ export const CompensateConfig = z
       "the undo's own destination key, from business data (`= $idempotencyKey('refund', payload.order.id)`); never the step's",
     ),
     retry: RetryPolicy.optional().describe("default: the step's"),
+    verify: VerifyProbe.optional().describe(
+      'the probe run before every re-attempt of the undo (a keyless undo API: docs/definitions.md "Verify before re-attempting")',
+    ),
+    operation: z
+      .string()
+      .regex(OPERATION_PATTERN, "lowercase letters, digits, `_` or `-` (at most 32)")
+      .optional()
+      .describe("through the step's connector: the undo's operation (`refund`), its key's prefix — never the step's"),
+    path: z.string().min(1).optional().describe("through the step's connector: the undo's path under its base URL (`/refunds`)"),
+    keyFields: z
+      .record(z.string().regex(KEY_FIELD_PATTERN, "a key field's name"), z.string())
+      .optional()
+      .describe("through the step's connector: the business fields its key rule needs, for the undo's own key"),
+    connector: ConnectorProvenance.optional().describe("set by the save: the connector the undo goes through (its limits apply)"),
   })
   .describe('the undo call run when the execution fails for good after this step COMPLETED (docs/steps.md "Compensation")');
 

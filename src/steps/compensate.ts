@@ -43,7 +43,8 @@ import { recallKeySend } from "../keys/recall";
 import { contextOf } from "./chain";
 import { decide, overClaimBudget, type ClaimFacts } from "./decide";
 import type { StepQueue } from "./runtime";
-import { runGateway } from "./gateway";
+import { mustVerify, runGateway } from "./gateway";
+import { withPermit } from "./permit-gate";
 import { vertexOf } from "./graph";
 import { withHeartbeat } from "./heartbeat";
 import type { RunOutcome } from "./outcome";
@@ -132,7 +133,10 @@ function definitionOf(run: UndoRun): WorkflowDefinition {
  * The undo call as a Gateway vertex (the undone step's id): the step's `compensate` over the step's
  * own settings — `url`, `timeoutMs`, `retry` and `maxResponseBytes` default to the step's, its
  * headers are the step's (their secrets: a destination's auth) without the step's key header, with
- * the undo's own on top. Never a verify probe, never `clientErrorMode: complete`.
+ * the undo's own on top. Its connector (so its limits and permits, src/steps/permit-gate.ts): the one
+ * the save resolved the undo through (`compensate.connector`), else the step's when the undo calls
+ * the step's own URL; an undo with its own `url` leaves the connector. Its verify probe is its own
+ * (`compensate.verify`), never the step's. Never `clientErrorMode: complete`.
  */
 export function undoVertex(step: GatewayVertex): GatewayVertex | null {
   const undo = step.config.compensate;
@@ -156,7 +160,10 @@ export function undoVertex(step: GatewayVertex): GatewayVertex | null {
     clientErrorMode: "fail",
     conflictAsProcessed: false,
     maxResponseBytes: step.config.maxResponseBytes,
+    ...(undo.verify ? { verify: undo.verify } : {}),
   };
+  const connector = undo.connector ?? (undo.url === undefined ? step.config.connector : undefined);
+  if (connector !== undefined) config.connector = connector;
   return { id: step.id, type: "GATEWAY", config };
 }
 
@@ -265,42 +272,48 @@ async function afterRetry(rt: StepRuntime, ref: UndoRef, ours: boolean, delayMs:
 /** The undo call once for this claim, under the undo's heartbeat; its key refused when it is the undone step's own. */
 async function execute(rt: StepRuntime, fence: UndoFence, run: UndoRun, claimed: ClaimedStep, p: Prepared): Promise<RunOutcome> {
   const rowFence = { executionId: fence.executionId, vertexId: undoRowKey(fence.vertexId, fence.place), epoch: fence.epoch };
+  const policy = p.vertex.config.retry ?? DEFAULT_RETRY;
   return withHeartbeat(
     rt,
     rowFence,
     rt.leaseMs,
     () =>
-      runGateway(p.vertex, p.context, {
-        env: rt.env,
-        secret: secretLookup({
-          workspace: run.workspace,
-          stored: parseSealedSecrets(run.sealedSecretsJson),
-          env: rt.env as unknown as Record<string, unknown>,
+      // Through a limited connector: the undo's permit first, as a step's and a MAP item's (src/steps/permit-gate.ts),
+      // its row's fence and lease; a refusal comes back as `awaiting_permit` (asked again later, not an attempt).
+      withPermit(rt, { workspace: run.workspace }, rowFence, p.vertex, policy, () =>
+        runGateway(p.vertex, p.context, {
+          env: rt.env,
+          secret: secretLookup({
+            workspace: run.workspace,
+            stored: parseSealedSecrets(run.sealedSecretsJson),
+            env: rt.env as unknown as Record<string, unknown>,
+          }),
+          fetch: rt.fetch,
+          now: rt.now,
+          persistedKey: claimed.idempotencyKey,
+          keySends: parseKeySends(run.keySendsJson),
+          stepCreatedAt: run.undoCreatedAt ?? 0,
+          // Its own probe (`compensate.verify`) before a re-attempt, as any Gateway call's: a retry, a takeover, an operator retry
+          // (they continue the attempt counter), or the undo of an execution started over from another (the old one's may have run).
+          reattempt: mustVerify({ attempt: claimed.attempt, startedOverFrom: run.startedOverFrom }),
+          refuseKey: (key) =>
+            key === run.stepKey
+              ? `the undo's key ${key} is the key step ${fence.vertexId} sent: the destination would replay the call it undoes; ` +
+                "give compensate its own key (not retried)"
+              : null,
+          persistKey: (key, destination, guarded) => persistUndoKey(rt.db, fence, key, rt.now(), destination, guarded),
+          explainUnpersisted: (key) => burntKeyReason(rt.db, run.workspace, key),
+          recordSend: (destination, at, guarded) => recordUndoKeySend(rt.db, fence, at, destination, guarded),
+          recallColdSend: (key, destination, hot) =>
+            recallKeySend(
+              { db: rt.db, bucket: keyMemoryBucket(rt.env), workspace: run.workspace, horizonMs: keyForgetHorizonMs(rt.env), now: rt.now },
+              key,
+              destination,
+              hot,
+              run.undoCreatedAt ?? 0,
+            ),
         }),
-        fetch: rt.fetch,
-        now: rt.now,
-        persistedKey: claimed.idempotencyKey,
-        keySends: parseKeySends(run.keySendsJson),
-        stepCreatedAt: run.undoCreatedAt ?? 0,
-        // No verify probe: an undo declares none.
-        reattempt: false,
-        refuseKey: (key) =>
-          key === run.stepKey
-            ? `the undo's key ${key} is the key step ${fence.vertexId} sent: the destination would replay the call it undoes; ` +
-              "give compensate its own key (not retried)"
-            : null,
-        persistKey: (key, destination, guarded) => persistUndoKey(rt.db, fence, key, rt.now(), destination, guarded),
-        explainUnpersisted: (key) => burntKeyReason(rt.db, run.workspace, key),
-        recordSend: (destination, at, guarded) => recordUndoKeySend(rt.db, fence, at, destination, guarded),
-        recallColdSend: (key, destination, hot) =>
-          recallKeySend(
-            { db: rt.db, bucket: keyMemoryBucket(rt.env), workspace: run.workspace, horizonMs: keyForgetHorizonMs(rt.env), now: rt.now },
-            key,
-            destination,
-            hot,
-            run.undoCreatedAt ?? 0,
-          ),
-      }),
+      ),
     (now, leaseMs) => extendUndoLease(rt.db, fence, now, leaseMs),
   );
 }
