@@ -1,0 +1,255 @@
+// `node bench/flow-crash.mjs [-- --n=100 --kill-at=10 --delay=1500 --tick=10000]`: the engine SIGKILLed
+// while it holds permits of a limited connector, restarted; the demo destination's own record and the
+// connector's state (GET /v1/connectors/demo-limited/state) show the permits came back within a lease,
+// no execution stuck and no limit broken (issue 44, docs/connectors.md "Limits", docs/benchmarks.md).
+//
+// 1. Starts the demo destinations and the engine under `wrangler dev` from snapshots (fresh state,
+//    migrated; bench/lib/bench-run.mjs), saves the demo connectors (connectors/demo-limited.json: 5 in
+//    flight, 20/s, burst 20) and workflows/limited-charges.json, pointed at the demo's port. The demo's
+//    /limited API is set to answer each call after `--delay` ms (so calls are in flight at the kill)
+//    and to refuse nothing below 45/s (rate + burst: the figure is the limiter's, not the demo's 429s).
+// 2. Triggers `--n` orders (16 at a time).
+// 3. Once the demo recorded `--kill-at` charges and the connector's state shows permits in flight,
+//    SIGKILLs the engine's whole process group (wrangler and workerd: the local queue's messages,
+//    the permit waiters' wake-ups among them, are lost with it).
+// 4. Restarts the engine on the same state and, before any cron tick, polls the connector's state:
+//    the permits the dead worker held still count (their steps' leases are live) and must fall to 0
+//    within one lease (30 s) of the kill — no sweep, nothing leaked.
+// 5. Ticks the cron every `--tick` ms (production's runs every minute; `wrangler dev` never fires it):
+//    the reaper takes over the dead worker's steps, the wake-up task re-sends the parked waiters.
+//    Waits until no execution is RUNNING, then checks from the engine's list and the demo's record:
+//    every execution COMPLETED; one charge per order, none doubled; never more than 5 in flight at
+//    the destination (dead calls included) nor more than rate + burst in any second; no 429; the
+//    scope idle at the end (nothing in flight or waiting).
+// Exit 0 when every check holds, 2 when one fails (the state directories kept for a look).
+import { join } from "node:path";
+import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { api } from "./lib/api.mjs";
+import { snapshotConfig } from "./lib/snapshot.mjs";
+import { flag, runBench, startEngineAndDemo } from "./lib/bench-run.mjs";
+import { markdownTable } from "./lib/report.mjs";
+import { DEMO_CONFIG, ROOT, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
+import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
+import { loadDemoConnectors } from "../scripts/lib/load-workflows.mjs";
+
+const RUN = Date.now().toString(36);
+const N = Number(flag("n", 100));
+const KILL_AT = Number(flag("kill-at", 10));
+const DELAY_MS = Number(flag("delay", 1500));
+const TICK_MS = Number(flag("tick", 10_000));
+const FINISH_MS = Number(flag("finish-timeout", 600_000));
+const CONNECTOR = "demo-limited";
+/** The step's lease (src/steps/runtime.ts DEFAULT_LEASE_MS): a dead worker's permit returns by then. */
+const LEASE_MS = 30_000;
+
+process.env.X_LOCAL_OBSERVABILITY ??= "false";
+
+async function allExecutions(engineUrl, workflowId) {
+  const items = [];
+  let cursor = null;
+  do {
+    const page = await api(engineUrl, "GET", `/v1/executions?workflowId=${workflowId}&limit=100${cursor ? `&cursor=${cursor}` : ""}`);
+    items.push(...page.items);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return items;
+}
+
+const countBy = (items, key) => {
+  const counts = {};
+  for (const item of items) counts[item[key]] = (counts[item[key]] ?? 0) + 1;
+  return counts;
+};
+
+/** The most calls that started within any one second (sliding), from the record's start times. */
+function maxPerSecond(starts) {
+  const sorted = [...starts].sort((a, b) => a - b);
+  let best = 0;
+  let lo = 0;
+  for (let hi = 0; hi < sorted.length; hi++) {
+    while (sorted[hi] - sorted[lo] >= 1000) lo++;
+    best = Math.max(best, hi - lo + 1);
+  }
+  return best;
+}
+
+await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({ dir, info, log, keepDir }) => {
+  const loadBefore = readFileSync("/proc/loadavg", "utf8").trim();
+  const logs = join(dir, "logs");
+  log("bundling snapshots (engine, demo)…");
+  const [engineConfig, demoConfig] = await Promise.all([
+    snapshotConfig({ dir, logFile: join(dir, "engine-build.log"), name: "engine", config: join(ROOT, "wrangler.toml") }),
+    snapshotConfig({ dir, logFile: join(dir, "demo-build.log"), name: "demo", config: DEMO_CONFIG }),
+  ]);
+  const started = await startEngineAndDemo({ dir, name: "flow-crash", engineConfig, demoConfig, logsDir: logs });
+  const { demo, enginePersist } = started;
+  let engine = started.engine;
+  const demoCall = async (method, path, body) => {
+    const res = await fetch(`${demo.url}${path}`, {
+      method,
+      headers: { "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return res.status === 204 ? null : res.json();
+  };
+
+  const rewrite = (text) => text.replaceAll("http://localhost:8788", demo.url);
+  const token = LOCAL_TOKENS.API_TOKENS.split(",")[0].split(":")[0];
+  for (const r of await loadDemoConnectors(engine.url, token, { rewrite })) {
+    if (!r.ok) throw new Error(`connector ${r.id}: ${r.status} ${JSON.stringify(r.answer)}`);
+  }
+  const connector = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
+  const workflow = JSON.parse(rewrite(readFileSync(join(ROOT, "workflows", "limited-charges.json"), "utf8")));
+  delete workflow.$schema;
+  workflow.id = `limited-charges-crash-${RUN}`;
+  await api(engine.url, "PUT", `/v1/workflows/${workflow.id}`, workflow);
+  const rate = connector.rate.count;
+  const burst = connector.rate.burst;
+  await demoCall("POST", "/limited/config", { rate: rate + burst + 5, delayMs: DELAY_MS, inject429: 0 });
+  await demoCall("DELETE", "/limited/record");
+
+  // 2. The orders, 16 at a time.
+  const orders = Array.from({ length: N }, (_, i) => `FC-${RUN}-${String(i).padStart(4, "0")}`);
+  let next = 0;
+  const firing = Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < orders.length) {
+        const id = orders[next++];
+        await api(engine.url, "POST", `/v1/workflows/${workflow.id}/trigger`, { order: { id, total: 5 } }).catch(() => undefined);
+      }
+    }),
+  );
+
+  // 3. SIGKILL while permits are held.
+  let atKill;
+  const killDeadline = Date.now() + 300_000;
+  while (Date.now() < killDeadline) {
+    const record = await demoCall("GET", "/limited/record");
+    const state = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
+    if (record.effects >= KILL_AT && state.inFlight >= 2) {
+      process.kill(-engine.pid, "SIGKILL");
+      atKill = { at: Date.now(), state, effects: record.effects, demoInFlight: record.inFlight };
+      break;
+    }
+    await sleep(100);
+  }
+  if (!atKill) throw new Error(`no moment with ${KILL_AT} charges done and permits in flight`);
+  await engine.exitPromise;
+  await engine.stop();
+  await firing; // the triggers still in flight failed with the engine: fired again below
+  log(`SIGKILL at ${new Date(atKill.at).toISOString()}: state ${JSON.stringify(atKill.state)}, ${atKill.effects} charges done`);
+
+  // 4. Restart on the same state; before any cron tick, watch the dead worker's permits come back.
+  engine = await startWorker({
+    name: "engine-restarted",
+    config: engineConfig,
+    port: engine.port,
+    persistTo: enginePersist,
+    envFile: join(dir, "engine.env"),
+    vars: { ...LOCAL_TOKENS, OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
+    logLevel: "warn",
+    logFile: join(logs, "engine-restarted.log"),
+  });
+  await waitForHealth(engine, 120_000);
+  const restartedAt = Date.now();
+  const afterRestart = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
+  let returnedAt = null;
+  const samples = [];
+  while (Date.now() < atKill.at + LEASE_MS + 15_000) {
+    const state = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
+    samples.push({ s: ((Date.now() - atKill.at) / 1000).toFixed(1), inFlight: state.inFlight, waiting: state.waiting });
+    if (state.inFlight === 0) {
+      returnedAt = Date.now();
+      break;
+    }
+    await sleep(500);
+  }
+  const returnedS = returnedAt === null ? null : (returnedAt - atKill.at) / 1000;
+  const restartS = ((restartedAt - atKill.at) / 1000).toFixed(1);
+  const then = `inFlight ${afterRestart.inFlight}, waiting ${afterRestart.waiting}`;
+  const back = returnedS === null ? "NOT within lease + 15 s" : `${returnedS.toFixed(1)} s after the kill`;
+  log(`restarted ${restartS} s after the kill: ${then}`);
+  log(`dead worker's permits back (inFlight 0) ${back}`);
+
+  // The orders whose trigger died with the engine: fired again (a trigger is idempotent by order id).
+  const before = (await allExecutions(engine.url, workflow.id)).length;
+  for (const id of orders) await api(engine.url, "POST", `/v1/workflows/${workflow.id}/trigger`, { order: { id, total: 5 } });
+  log(`${before} executions existed after the restart; every order fired again (a duplicate is the same execution)`);
+
+  // 5. Tick the cron until nothing runs.
+  let executions = [];
+  let lastTick = 0;
+  let ticks = 0;
+  const deadline = Date.now() + FINISH_MS;
+  while (Date.now() < deadline) {
+    executions = await allExecutions(engine.url, workflow.id);
+    if (executions.length === N && executions.every((e) => e.status !== "RUNNING")) break;
+    if (Date.now() - lastTick >= TICK_MS) {
+      lastTick = Date.now();
+      ticks++;
+      await fetch(`${engine.url}/cdn-cgi/local/scheduled?cron=*+*+*+*+*`).catch(() => undefined);
+    }
+    await sleep(1000);
+  }
+  const finishedS = (Date.now() - restartedAt) / 1000;
+  const statuses = countBy(executions, "status");
+  const record = await demoCall("GET", "/limited/record");
+  const finalState = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
+  log(`after the restart: ${JSON.stringify(statuses)} in ${finishedS.toFixed(1)} s (${ticks} cron ticks)`);
+
+  const checks = [
+    [
+      `the dead worker's permits back within a lease (${LEASE_MS / 1000} s) of the kill, before any cron tick`,
+      returnedS !== null && returnedS <= LEASE_MS / 1000 + 2,
+    ],
+    [`every execution COMPLETED (${N})`, executions.length === N && (statuses.COMPLETED ?? 0) === N],
+    [`one charge per order (${N}), none doubled`, record.effects === N && record.doubled === 0],
+    [
+      "destination: never more than 5 in flight (the dead worker's calls included)",
+      record.maxInFlight <= (connector.concurrency ?? Infinity),
+    ],
+    [`destination: never more than rate + burst (${rate + burst}) calls in one second`, maxPerSecond(record.startedAt) <= rate + burst],
+    ["destination: no 429", record.refused === 0],
+    ["the scope idle at the end (nothing in flight or waiting)", finalState.inFlight === 0 && finalState.waiting === 0],
+  ];
+  console.log(
+    `\nbench:flow-crash — ${new Date().toISOString()} — ${info.cpus} × ${info.cpuModel}, load average ${loadBefore} (before), ` +
+      `${readFileSync("/proc/loadavg", "utf8").trim()} (after)\n`,
+  );
+  console.log(
+    markdownTable(
+      ["figure", "value"],
+      [
+        [
+          "executions; connector",
+          `${N}; ${CONNECTOR} (concurrency ${connector.concurrency}, ${rate}/s, burst ${burst}); demo latency ${DELAY_MS} ms`,
+        ],
+        [
+          "at the kill: charges done, permits in flight (state), calls at the demo",
+          `${atKill.effects}, ${atKill.state.inFlight}, ${atKill.demoInFlight}`,
+        ],
+        ["restarted after the kill", `${restartS} s (state then: ${then})`],
+        ["dead worker's permits back (inFlight 0), no cron tick", returnedS === null ? "no" : `${returnedS.toFixed(1)} s after the kill`],
+        [
+          "inFlight after the restart (s since the kill: in flight / waiting)",
+          samples
+            .filter((_, i) => i % 4 === 0)
+            .map((x) => `${x.s}: ${x.inFlight}/${x.waiting}`)
+            .join(", "),
+        ],
+        ["settled after the restart", `${finishedS.toFixed(1)} s, ${ticks} cron ticks: ${JSON.stringify(statuses)}`],
+        ["destination: charges / doubled / 429s", `${record.effects} / ${record.doubled} / ${record.refused}`],
+        ["destination: most in flight; most calls in one second", `${record.maxInFlight}; ${maxPerSecond(record.startedAt)}`],
+        ["scope at the end", `inFlight ${finalState.inFlight}, waiting ${finalState.waiting}, heldBack ${finalState.heldBack}`],
+      ],
+    ),
+  );
+  console.log("");
+  for (const [name, ok] of checks) console.log(`${ok ? "ok  " : "FAIL"}  ${name}`);
+  if (checks.some(([, ok]) => !ok)) {
+    keepDir([]);
+    return 2;
+  }
+  return 0;
+});
