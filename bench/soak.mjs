@@ -42,7 +42,12 @@
 // Options: --rate=10 --minutes=6 --payload=tiny|10k --cron-every=60 --verify-every=1 --archive=on|off
 // (soak; default on, as wrangler.toml) --workflow=order-fulfilment|order-charge --backlog=2000 --n=300
 // --key-hot=<duration> (soak; test-only: the engine's KEY_MEMORY_HOT, so kept key sends move to the
-// cold tier within the run — docs/history.md "Key memory: hot and cold"; default: wrangler.toml's).
+// cold tier within the run — docs/history.md "Key memory: hot and cold"; default: wrangler.toml's)
+// --key-retention=<duration> (soak; test-only: the retention the demo connectors' keys declare, over
+// their profile's — Stripe's 24 h — with a retry schedule that fits in 1m (3 attempts, 5 s timeout)
+// since a kept send stays hot for its key's retention plus
+// KEY_MEMORY_HOT, migrations/0036: with --key-hot=1m --key-retention=1m a charge key goes cold 2 minutes
+// after its first send, once its execution is swept).
 // Prints markdown; raw figures go to bench/results/soak-<mode>-<run>.json.
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -79,6 +84,7 @@ const WORKFLOW = flag("workflow", "order-fulfilment");
 const BACKLOG = Number(flag("backlog", 2000));
 const BYTES_N = Number(flag("n", 300));
 const KEY_HOT = flag("key-hot", null);
+const KEY_RETENTION = flag("key-retention", null);
 const SAMPLE_EVERY_S = 10;
 /** The sample the plateau is judged against, and the margin. */
 const PLATEAU_FROM_S = 120;
@@ -198,7 +204,17 @@ function definition(system, id, { retention }) {
 async function saveWorkflow(system, id, options) {
   // The demo connectors order-fulfilment goes through, pointed at the demo's port.
   const connectors = await loadDemoConnectors(system.engine.url, "dev-token", {
-    rewrite: (text) => text.replaceAll("http://localhost:8788", system.demo.url),
+    rewrite: (text) => {
+      const connector = JSON.parse(text.replaceAll("http://localhost:8788", system.demo.url));
+      // A test-only retention over the profile's, so kept key sends go cold within the run — with a
+      // retry schedule that fits in it (the save refuses one that outlasts the retention: 28 s here).
+      if (KEY_RETENTION && connector.key) {
+        connector.key.retention = KEY_RETENTION;
+        connector.retry = { maxAttempts: 3, backoff: "exponential", initialDelayMs: 1000, maxDelayMs: 5000, inProgressBudgetMs: 10_000 };
+        connector.timeoutMs = 5000;
+      }
+      return JSON.stringify(connector);
+    },
   });
   for (const c of connectors) if (!c.ok) throw new Error(`connector ${c.file} refused: ${JSON.stringify(c.answer)}`);
   await api(system.engine.url, "PUT", `/v1/workflows/${id}`, definition(system, id, options));
@@ -572,6 +588,7 @@ async function soak(dir) {
     growth: growthOf(samples, finalCounts, tableBytes),
     keyMemory: {
       hot: KEY_HOT ?? "wrangler.toml",
+      retention: KEY_RETENTION ?? "the profiles'",
       movedCold: sweepRuns.reduce((n, s) => n + (s.keysMovedCold ?? 0), 0),
       coldWritten: sweepRuns.reduce((n, s) => n + (s.keysColdWritten ?? 0), 0),
       coldWriteFailed: sweepRuns.reduce((n, s) => n + (s.keysColdFailed ?? 0), 0),
@@ -673,7 +690,8 @@ function formatSoak(r) {
   const k = r.keyMemory;
   if (k) {
     lines.push(
-      `Key memory (KEY_MEMORY_HOT ${k.hot}): ${k.movedCold} kept key sends moved cold (${k.coldWritten} objects written, ` +
+      `Key memory (KEY_MEMORY_HOT ${k.hot}, key retention ${k.retention}): ` +
+        `${k.movedCold} kept key sends moved cold (${k.coldWritten} objects written, ` +
         `${k.coldWriteFailed} failed); the guard read the cold tier ${k.guardColdReads} times for ${k.sends} sends ` +
         `(${((1000 * k.guardColdReads) / Math.max(1, k.sends)).toFixed(2)} per 1,000).`,
     );
