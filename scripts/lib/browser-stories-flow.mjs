@@ -96,6 +96,10 @@ export async function flowStories(ctx, { newPage, openExecution }) {
       );
       const limits = (await page.textContent("#connector-state-charge-limits")).trim();
       expectEqual(limits, "5 in flight, 20/s (burst 20)", "the connector's limits in words");
+      if (ctx.screenshots) {
+        await page.locator("#permit-wait-charge").scrollIntoViewIfNeeded();
+        await page.screenshot({ path: new URL("../../docs/img/inspector-permit-wait.png", import.meta.url).pathname });
+      }
 
       // The connectors page: its limits and the sends they held back.
       await page.goto(`${ctx.engineUrl}/ui/#/connectors`);

@@ -620,6 +620,21 @@ function stepsSection(trace, view, actions, readOnly) {
   );
 }
 
+/** The trace's permit-wait line in the inspector's words (its times in UTC as everywhere here); the trace's own in the title. */
+function permitWaitWords(w, waiting) {
+  if (!waiting && w.grantedAt && w.since) {
+    const seconds = ((Date.parse(w.grantedAt) - Date.parse(w.since)) / 1000).toFixed(1);
+    return `waited ${seconds} s for ${w.connector}: ${w.reason}`;
+  }
+  if (!waiting) return w.text;
+  const asks = w.until
+    ? Date.parse(w.until) > Date.now()
+      ? `; asks again at ${time(w.until)}`
+      : `; asking again since ${time(w.until)}`
+    : "";
+  return `waiting for a permit of ${w.connector} since ${time(w.since)}: ${w.reason}${asks}`;
+}
+
 /**
  * A step's wait for a connector's permit (docs/connectors.md "Limits"): the trace's line — "waiting
  * for a permit of demo-limited since …: every permit in flight; asks again at …", or once granted
@@ -631,7 +646,7 @@ function permitWaitPanel(step, state) {
   return h(
     "div",
     { class: waiting ? "permit-wait waiting" : "permit-wait", id: `permit-wait-${step.vertexId}`, "data-waiting": String(waiting) },
-    h("p", { id: `permit-line-${step.vertexId}` }, waiting ? "⏳ " : "", step.permitWait.text),
+    h("p", { id: `permit-line-${step.vertexId}`, title: step.permitWait.text }, permitWaitWords(step.permitWait, waiting)),
     h("p", { class: "muted" }, "Waiting for a permit is not an attempt: no retry is spent and nothing is held while it waits."),
     waiting && state ? connectorStatePanel(step.permitWait.connector, state, `connector-state-${step.vertexId}`) : null,
   );
