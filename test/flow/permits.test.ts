@@ -250,6 +250,35 @@ describe("shared backpressure", () => {
   });
 });
 
+describe("a pause and the line", () => {
+  it("during a pause only the line's head waits for its end; the rest sleep long and are woken by the releases", async () => {
+    const h = harness();
+    const { name, wf } = await limitedWorkflow(h, { concurrency: 5 });
+    h.dest.fault("/payments/charges", 429, 1, { headers: { "retry-after": "3" } });
+    await h.start(wf, order(`P-${name}`));
+    await h.deliver([h.queue.take()[0]!.body]);
+    const pausedUntil = h.clock.now() + 3000;
+    h.queue.take(); // the 429'd step's retry
+    const head = await h.start(wf, order(`A-${name}`));
+    await h.deliver([takeFirst(h, head).body]);
+    h.clock.advance(10);
+    const behind = await h.start(wf, order(`B-${name}`));
+    await h.deliver([takeFirst(h, behind).body]);
+    expect((await stepRow(head))!.parked_until).toBe(pausedUntil);
+    expect((await stepRow(behind))!.parked_until! - h.clock.now()).toBeGreaterThanOrEqual(30_000);
+    // The pause ends: the head's wake-up runs it, and its release wakes the one behind at once.
+    const timers = h.queue.take();
+    const headWake = timers.find((m) => m.body.executionId === head)!;
+    h.clock.t = headWake.dueAt;
+    await h.deliver([headWake.body]);
+    expect(await executionStatus(head)).toBe("COMPLETED");
+    const woken = h.queue.take();
+    expect(woken.map((m) => m.body.executionId)).toEqual([behind]);
+    await h.deliver([woken[0]!.body]);
+    expect(await executionStatus(behind)).toBe("COMPLETED");
+  });
+});
+
 describe("fairness", () => {
   it("the longest waiter goes first: a newcomer that arrives as the permit frees waits behind it", async () => {
     const h = harness();
