@@ -47,9 +47,9 @@ export interface StatsBucketRecord {
   failed: number;
   cancelled: number;
   /**
-   * The compensation statuses (docs/steps.md "Compensation"), counted apart only in the live part:
-   * the rollup's rows have no columns for them yet, so a rolled hour counts COMPENSATING in
-   * `running` and COMPENSATED / COMPENSATION_FAILED in `failed` (they are failures), and these read 0.
+   * The compensation statuses (docs/steps.md "Compensation"), apart from `running` and `failed`
+   * in the live part and in rolled hours (migrations/0037). A row rolled before 0037 counted them in
+   * `running` / `failed` and reads 0 here until its hour is re-rolled.
    */
   compensating: number;
   compensated: number;
@@ -69,8 +69,12 @@ const COUNTERS = [
   "events_received",
   "duplicate_events",
 ] as const;
-const STATUSES = ["running", "completed", "failed", "cancelled"] as const;
+const STATUSES = ["running", "completed", "failed", "cancelled", "compensating", "compensated", "compensation_failed"] as const;
 const COLUMNS = [...COUNTERS.slice(0, 5), ...STATUSES, ...COUNTERS.slice(5)];
+/** An events-only row of the rollup: every column before the events' two reads 0. */
+const EVENTS_ONLY_ZEROS = COLUMNS.slice(0, -2)
+  .map(() => "0")
+  .join(", ");
 
 /**
  * `rollHours`: every workspace's rows for the hours of `[?1, ?2)`, recomputed. The executions are
@@ -93,8 +97,10 @@ function rollHoursStatement(db: D1Database, range: HourRange, now: number): D1Pr
                 count(*) AS executions, sum(e.duplicate_deliveries) AS duplicate_triggers,
                 sum(e.redeliveries_stopped) AS redeliveries_stopped, sum(e.fenced_out_writes) AS fenced_out_writes,
                 sum(e.destination_replays) AS destination_replays,
-                sum(e.status IN ('RUNNING', 'COMPENSATING')) AS running, sum(e.status = 'COMPLETED') AS completed,
-                sum(e.status IN ('FAILED', 'COMPENSATED', 'COMPENSATION_FAILED')) AS failed, sum(e.status = 'CANCELLED') AS cancelled,
+                sum(e.status = 'RUNNING') AS running, sum(e.status = 'COMPLETED') AS completed,
+                sum(e.status = 'FAILED') AS failed, sum(e.status = 'CANCELLED') AS cancelled,
+                sum(e.status = 'COMPENSATING') AS compensating, sum(e.status = 'COMPENSATED') AS compensated,
+                sum(e.status = 'COMPENSATION_FAILED') AS compensation_failed,
                 0 AS events_received, 0 AS duplicate_events
          FROM workflows AS w CROSS JOIN executions AS e
            ON e.workspace = w.workspace AND e.workflow_id = w.workflow_id AND e.created_at >= ?1 AND e.created_at < ?2
@@ -105,7 +111,7 @@ function rollHoursStatement(db: D1Database, range: HourRange, now: number): D1Pr
          UNION ALL
          SELECT workspace, '', hour, ${sums("")} FROM per_workflow GROUP BY workspace, hour
          UNION ALL
-         SELECT workspace, '', ${hourOf("received_at")} AS hour, 0, 0, 0, 0, 0, 0, 0, 0, 0, count(*), sum(duplicates)
+         SELECT workspace, '', ${hourOf("received_at")} AS hour, ${EVENTS_ONLY_ZEROS}, count(*), sum(duplicates)
          FROM events WHERE received_at >= ?1 AND received_at < ?2 GROUP BY workspace, hour
        )
        INSERT INTO stats_hourly (workspace, workflow_id, hour, ${COLUMNS.join(", ")}, rolled_at)
@@ -231,8 +237,9 @@ export async function readStatsSeries(db: D1Database, q: SeriesQuery): Promise<S
           `SELECT ${bucketOf("hour", "?5")} AS start, sum(executions) AS executions, sum(duplicate_triggers) AS triggers,
                   sum(redeliveries_stopped) AS redeliveries, sum(fenced_out_writes) AS fencedOut,
                   sum(destination_replays) AS destinationReplays, sum(running) AS running, sum(completed) AS completed,
-                  sum(failed) AS failed, sum(cancelled) AS cancelled, 0 AS compensating, 0 AS compensated,
-                  0 AS compensationFailed, sum(events_received) AS eventsReceived,
+                  sum(failed) AS failed, sum(cancelled) AS cancelled, sum(compensating) AS compensating,
+                  sum(compensated) AS compensated, sum(compensation_failed) AS compensationFailed,
+                  sum(events_received) AS eventsReceived,
                   sum(duplicate_events) AS duplicateEvents
            FROM stats_hourly
            WHERE workspace = ?1 AND workflow_id = ?2 AND hour >= ?3 AND hour < min(?4, ${liveFrom("?6")})

@@ -1,8 +1,8 @@
 /**
  * The status chart's compensation statuses (issue 45, docs/steps.md "Compensation"):
  * `GET /v1/stats/series` counts COMPENSATING, COMPENSATED and COMPENSATION_FAILED apart in the live
- * part; an hour the rollup rolled counts COMPENSATING in RUNNING and the two final ones in FAILED
- * (its rows have no columns for them yet) — never nowhere: the statuses always add up to the executions.
+ * part and in the hours the rollup rolled (its columns from migrations/0037) — never in RUNNING or
+ * FAILED, never nowhere: the statuses always add up to the executions.
  */
 import { describe, expect, it } from "vitest";
 import { DAY_MS } from "../../src/ledger";
@@ -61,7 +61,7 @@ describe("the status chart's compensation statuses", () => {
     expect(sum(body.total.byStatus)).toBe(body.total.executions);
   });
 
-  it("a rolled-up hour counts COMPENSATING as running and the compensated ones as failed: the statuses still add up", async () => {
+  it("a rolled-up hour counts each compensation status apart too: the statuses still add up", async () => {
     const w = await statsWorkspace("comp-rolled");
     const db = shardDb(w.shard);
     const day = Math.floor((Date.now() - 10 * DAY_MS) / DAY_MS) * DAY_MS;
@@ -73,14 +73,37 @@ describe("the status chart's compensation statuses", () => {
     const hour = body.buckets[2]!;
     expect(hour).toMatchObject({ live: false, executions: 4 });
     expect(hour.byStatus).toEqual({
-      RUNNING: 1,
+      RUNNING: 0,
       COMPLETED: 1,
-      FAILED: 2,
+      FAILED: 0,
       CANCELLED: 0,
-      COMPENSATING: 0,
-      COMPENSATED: 0,
-      COMPENSATION_FAILED: 0,
+      COMPENSATING: 1,
+      COMPENSATED: 1,
+      COMPENSATION_FAILED: 1,
     });
     expect(sum(hour.byStatus)).toBe(hour.executions);
+    // The rollup's own row (the workflow's and the workspace's), not only the series: seven statuses, one each.
+    const rows = await db
+      .prepare(
+        `SELECT workflow_id AS workflowId, executions, running, completed, failed, cancelled, compensating, compensated,
+                compensation_failed AS compensationFailed
+         FROM stats_hourly WHERE workspace = ?1 AND hour = ?2 ORDER BY workflow_id`,
+      )
+      .bind(w.workspace, day + 2 * HOUR_MS)
+      .all();
+    const split = {
+      executions: 4,
+      running: 0,
+      completed: 1,
+      failed: 0,
+      cancelled: 0,
+      compensating: 1,
+      compensated: 1,
+      compensationFailed: 1,
+    };
+    expect(rows.results).toEqual([
+      { workflowId: "", ...split },
+      { workflowId: "wf", ...split },
+    ]);
   });
 });
