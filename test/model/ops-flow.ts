@@ -168,7 +168,23 @@ export async function checkFlow(world: World, shard: number): Promise<void> {
        FROM steps s WHERE s.permit_wait IS NOT NULL`,
     )
     .all<{ execution_id: string; vertex_id: string; attempt: number; rows: number }>();
-  // The limited MAP's items (an item keeps no wait record: every item of it is checked).
+  // A parked permit waiter, step or MAP item, shows its wait in the trace (steps.permit_wait, work_items.permit_wait: 0035).
+  const { results: unshown } = await db
+    .prepare(
+      `SELECT p.execution_id, p.vertex_id FROM connector_permits p
+       WHERE p.held = 0 AND p.connector = ?1 AND (
+         EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = p.execution_id AND s.vertex_id = p.vertex_id
+                   AND s.state = 'EXECUTING' AND s.parked_until IS NOT NULL AND s.permit_wait IS NULL)
+         OR EXISTS (SELECT 1 FROM work_items w WHERE w.execution_id = p.execution_id AND w.row_key = p.vertex_id
+                   AND w.state = 'EXECUTING' AND w.parked_until IS NOT NULL AND w.permit_wait IS NULL))`,
+    )
+    .bind(FLOW_CONNECTOR)
+    .all<{ execution_id: string; vertex_id: string }>();
+  if (unshown.length > 0) {
+    const first = unshown[0]!;
+    throw new Violation("a parked permit waiter shows its wait", `${first.execution_id}/${first.vertex_id} is parked with no permit_wait`);
+  }
+  // The limited MAP's items (every item of it is checked, waited or not).
   const { results: items } = await db
     .prepare(
       `SELECT w.execution_id, w.row_key AS vertex_id, w.attempt, (SELECT count(*) FROM step_attempts a
