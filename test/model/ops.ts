@@ -4,6 +4,7 @@
  * the model knows of), resolved against the state when it runs, so any subsequence of a run is
  * still a valid run (what shrinking needs).
  */
+import { withCompOps, type CompOp } from "./ops-compensation";
 import { withFlowOps, type FlowOp } from "./ops-flow";
 import { withKeyOps, type KeysOp } from "./ops-keys";
 import { withMapOps, type MapOp } from "./ops-map";
@@ -26,6 +27,8 @@ export type Op =
   | KeysOp
   /** MAP's operations (./ops-map.ts). */
   | MapOp
+  /** Compensation's operations (./ops-compensation.ts). */
+  | CompOp
   /**
    * A trigger: `order` null sends no order (an absent field); `client` sends `?clientIdempotencyId=`;
    * `again` re-sends the last payload of this workspace and workflow. `follow` (a wait workflow):
@@ -137,7 +140,8 @@ export function generate(seed: number, length: number): Op[] {
     }
   }
   ops.push({ t: "settle" });
-  return withMapOps(seed, withFlowOps(seed, withKeyOps(seed, ops, WORKSPACES), WORKSPACES), WORKSPACES);
+  // Outermost: the other streams keep the operations they drew before compensation was added.
+  return withCompOps(seed, withMapOps(seed, withFlowOps(seed, withKeyOps(seed, ops, WORKSPACES), WORKSPACES), WORKSPACES), WORKSPACES);
 }
 
 /** One line per operation, for a failing run's report. */

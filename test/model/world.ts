@@ -32,6 +32,7 @@ import { idempotency } from "../../src/http/idempotency";
 import { DEST } from "../steps/helpers";
 import { deliveredEnv } from "../helpers/shards";
 import { ADVANCES_MS, WORKSPACES, type Op, type WorkflowName } from "./ops";
+import { applyCompOp, checkComp, setupComp } from "./ops-compensation";
 import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
 import { applyKeysOp, checkKeys, KEYS_HOT, keysWorkflow } from "./ops-keys";
 import { applyMapOp, checkMap, setupMap } from "./ops-map";
@@ -151,7 +152,7 @@ export class ModelDestination {
     // Keys kept a year: longer than any retry the model lets the engine make (a destination that
     // forgets a key within a retry's reach double-charges by design; the retention guard is for declared ones).
     const guarded = idempotency({ principal: () => this.principal, database: () => env.DB, now, retentionMs: 365 * 86_400_000 });
-    for (const path of ["/payments/charges", "/shipping/labels"]) {
+    for (const path of ["/payments/charges", "/payments/refunds", "/shipping/labels"]) {
       this.app.post(path, guarded, async (c) => {
         const body = (await c.req.json().catch(() => null)) as unknown;
         this.effects.push({ path, key: c.req.header("idempotency-key") ?? null, body });
@@ -279,6 +280,7 @@ export class World {
       }
       await setupFlow(this, ws, DEST);
       await setupMap(this, ws, DEST);
+      await setupComp(this, ws, DEST);
       await setupNotify(this, ws, DEST);
       const keys = await this.call(ws, "PUT", `/v1/workflows/${(keysWorkflow(DEST) as { id: string }).id}`, keysWorkflow(DEST));
       if (keys.status >= 300) throw new Error(`saving the guarded workflow: ${keys.status} ${await keys.text()}`);
@@ -346,6 +348,14 @@ export class World {
         return applyKeysOp(this, op);
       case "mapSend":
         return applyMapOp(this, op);
+      case "compSend":
+      case "compFault":
+      case "compCrash":
+      case "compRedeliver":
+      case "compRetry":
+      case "compCancel":
+      case "compStartOver":
+        return applyCompOp(this, op);
     }
   }
 
@@ -625,7 +635,7 @@ export class World {
         .prepare(
           `SELECT e.id, e.workflow_id,
                   (SELECT group_concat(s.vertex_id || ':' || s.state, ',') FROM steps s WHERE s.execution_id = e.id) AS steps
-           FROM executions e WHERE e.workspace = ?1 AND e.status = 'RUNNING'`,
+           FROM executions e WHERE e.workspace = ?1 AND e.status IN ('RUNNING', 'COMPENSATING')`,
         )
         .bind(this.names[ws])
         .all<{ id: string; workflow_id: string; steps: string }>();
@@ -665,6 +675,7 @@ export class World {
     for (const shard of [0, 1]) await checkFlow(this, shard);
     for (const shard of [0, 1]) await checkMap(this, shard);
     for (const shard of [0, 1]) await checkNotify(this, shard);
+    for (const shard of [0, 1]) await checkComp(this, shard);
     checkKeys(this);
   }
 
