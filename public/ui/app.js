@@ -1,10 +1,11 @@
 /**
- * The inspector: sign-in, then five pages reached by the URL's hash —
+ * The inspector: sign-in, then six pages reached by the URL's hash —
  *   #/overview?…           what was stopped over time, the page it opens on (views/overview.js)
  *   #/workflows            the workflows (views/workflows.js)
  *   #/connectors           the connectors, each with its limits' live state (views/connectors.js)
  *   #/executions?…         the executions, with the list filters, live (views/executions.js)
  *   #/executions/{id}      one execution, live (views/execution.js)
+ *   #/notifications        the notification setting and its deliveries (views/notifications.js)
  * The hash carries ids and filters only, never the token (lib/api.js).
  */
 import { h, replace } from "./lib/dom.js";
@@ -14,6 +15,7 @@ import { showExecutions } from "./views/executions.js";
 import { showExecution } from "./views/execution.js";
 import { showOverview } from "./views/overview.js";
 import { showConnectors } from "./views/connectors.js";
+import { showNotifications } from "./views/notifications.js";
 
 const main = document.getElementById("main");
 const who = document.getElementById("who");
@@ -31,6 +33,7 @@ function route() {
   const parts = (path || "/overview").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "workflows") current = showWorkflows(main);
   else if (parts[0] === "connectors") current = showConnectors(main);
+  else if (parts[0] === "notifications") current = showNotifications(main);
   else if (parts[0] === "executions" && parts[1]) current = showExecution(main, parts[1]);
   else if (parts[0] === "executions") current = showExecutions(main, params);
   else current = showOverview(main, params);

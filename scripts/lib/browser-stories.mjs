@@ -26,6 +26,7 @@ import { houseUiStories } from "./browser-stories-house-ui.mjs";
 import { mapStories } from "./browser-stories-map.mjs";
 import { compensationStories } from "./browser-stories-compensation.mjs";
 import { flowStories } from "./browser-stories-flow.mjs";
+import { notificationStories } from "./browser-stories-notifications.mjs";
 import { orderWorkflow } from "./order-workflow.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -600,6 +601,9 @@ export async function browserStories(ctx) {
 
     // Flow control: a waiting step's reason, the connector's live state, the sends held back (issue 44).
     await flowStories(ctx, { newPage, openExecution });
+
+    // Notifications: the setting (never its secret) and a failed order's delivery to the demo receiver (issue 45).
+    await notificationStories(ctx, { newPage, openExecution });
 
     await test("inspector: no console error on any page, and the token never reached the engine's log", async () => {
       expect(problems.length === 0, problems.join("\n"));
