@@ -5,7 +5,7 @@
  *   #/connectors           the connectors, each with its limits' live state (views/connectors.js)
  *   #/executions?…         the executions, with the list filters, live (views/executions.js)
  *   #/executions/{id}      one execution, live (views/execution.js)
- *   #/notifications        the notification setting and its deliveries (views/notifications.js)
+ *   #/notifications?…      the notification setting and its deliveries (views/notifications.js)
  * The hash carries ids and filters only, never the token (lib/api.js).
  */
 import { h, replace } from "./lib/dom.js";
@@ -33,7 +33,7 @@ function route() {
   const parts = (path || "/overview").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "workflows") current = showWorkflows(main);
   else if (parts[0] === "connectors") current = showConnectors(main);
-  else if (parts[0] === "notifications") current = showNotifications(main);
+  else if (parts[0] === "notifications") current = showNotifications(main, params);
   else if (parts[0] === "executions" && parts[1]) current = showExecution(main, parts[1]);
   else if (parts[0] === "executions") current = showExecutions(main, params);
   else current = showOverview(main, params);

@@ -49,6 +49,11 @@ export async function notificationStories(ctx, { newPage }) {
       expectEqual(delivery.status, "delivered", `the delivery (${JSON.stringify(delivery)})`);
       const webhookId = `idemflow.execution.failed.${executionId}`;
       expectEqual(delivery.webhookId, webhookId, "the delivery's webhook-id");
+      // A second failed order: two deliveries, for the page's paging below.
+      const again = await ctx.trigger("order-with-refund", { order: { id: `${orderId}-2`, total: 9, address: "undeliverable" } });
+      expectEqual(again.status, 202, `the second trigger (${again.text?.slice(0, 300)})`);
+      const newer = await waitForDelivery(ctx, again.json.executionId, "execution.failed");
+      expect(newer.id > delivery.id, `the second delivery is newer (${newer.id} > ${delivery.id})`);
 
       const page = await newPage("notifications");
       // This story's own check (the run's last story checks every page, when it runs): no console or page error here.
@@ -76,6 +81,22 @@ export async function notificationStories(ctx, { newPage }) {
       if (ctx.screenshots) {
         await page.screenshot({ path: new URL("../../docs/img/inspector-notifications.png", import.meta.url).pathname });
       }
+      // Paging: one delivery a page, newest first; "Older deliveries" reads on with `before` until the first order's.
+      await page.goto(`${ctx.engineUrl}/ui/#/notifications?limit=1`);
+      await page.waitForSelector(`#deliveries-status:has-text('the newest 1 re-read')`);
+      expectEqual(await page.$$eval("#deliveries tbody tr", (rows) => rows.length), 1, "one delivery on the first page of one");
+      await page.waitForSelector(`#deliveries tr[data-delivery="${newer.id}"]`);
+      for (let i = 0; i < 20 && !(await page.$(row)); i++) {
+        await page.click("#deliveries-more");
+        await page.waitForSelector(`#deliveries tbody tr:nth-child(${i + 2})`);
+      }
+      const order = await page.$$eval("#deliveries tbody tr", (rows) => rows.map((r) => Number(r.getAttribute("data-delivery"))));
+      expect(order.includes(delivery.id) && order.includes(newer.id), `both deliveries after paging (${order.join(", ")})`);
+      expectEqual(
+        order,
+        [...order].sort((a, b) => b - a),
+        "newest first",
+      );
       // The execution's link opens its page.
       await page.click(`${row} a[title="${executionId}"]`);
       await page.waitForSelector(`article.execution`);

@@ -6,14 +6,19 @@
  * (pending, delivered, failed) and the last answer or error. The secret is never shown, not even
  * its name: the page says only that deliveries are signed. The first page is re-read every few
  * seconds while the tab is visible; "Older deliveries" pages on with `before` (the route's
- * `nextBefore`).
+ * `nextBefore`). `#/notifications?limit=N` reads N a page (default 50).
  */
 import { badge, clock, h, replace, time } from "../lib/dom.js";
 import { api } from "../lib/api.js";
 import { pollWhileVisible } from "../lib/poll.js";
 
 const REFRESH_MS = 3000;
+/** Deliveries a page reads: 50, or the hash's `limit` (1–100: the route's bounds). */
 const PAGE = 50;
+const pageSize = (params) => {
+  const n = Number(params?.get("limit"));
+  return Number.isInteger(n) && n >= 1 && n <= 100 ? n : PAGE;
+};
 /** The characters of the last answer shown in its cell (the whole answer on record, 500 at most, is its title). */
 const ANSWER_CHARS = 48;
 const COLUMNS = ["Event", "Execution", "webhook-id", "Attempts", "Status", "Last answer or error", "Created", "Next attempt"];
@@ -65,7 +70,8 @@ function deliveryRow(d) {
   );
 }
 
-export function showNotifications(main) {
+export function showNotifications(main, params) {
+  const limit = pageSize(params);
   const setting = h("dl", { class: "facts", id: "notify-setting" }, h("dd", {}, "Loading…"));
   const body = h("tbody", {}, h("tr", {}, h("td", { colspan: COLUMNS.length }, "Loading…")));
   const status = h("p", { class: "muted", id: "deliveries-status", "aria-live": "polite" });
@@ -127,7 +133,7 @@ export function showNotifications(main) {
     try {
       const [conf, page] = await Promise.all([
         api("GET", "/v1/notifications").catch((e) => (e.status === 404 ? null : Promise.reject(e))),
-        api("GET", `/v1/notifications/deliveries?limit=${PAGE}`),
+        api("GET", `/v1/notifications/deliveries?limit=${limit}`),
       ]);
       if (left) return;
       if (conf === null) {
@@ -140,7 +146,7 @@ export function showNotifications(main) {
       for (const d of page.items) seen.set(d.id, d);
       if (!olderLoaded) olderCursor = page.nextBefore;
       draw();
-      replace(status, `Updated ${clock()}; the newest ${PAGE} re-read every ${REFRESH_MS / 1000} s.`);
+      replace(status, `Updated ${clock()}; the newest ${limit} re-read every ${REFRESH_MS / 1000} s.`);
     } catch (e) {
       if (!left) replace(body, h("tr", {}, h("td", { colspan: COLUMNS.length, class: "error" }, `Could not load: ${e.message}`)));
     }
@@ -150,7 +156,7 @@ export function showNotifications(main) {
     if (!olderCursor) return;
     more.disabled = true;
     try {
-      const page = await api("GET", `/v1/notifications/deliveries?limit=${PAGE}&before=${encodeURIComponent(olderCursor)}`);
+      const page = await api("GET", `/v1/notifications/deliveries?limit=${limit}&before=${encodeURIComponent(olderCursor)}`);
       if (left) return;
       for (const d of page.items) seen.set(d.id, d);
       olderLoaded = true;
