@@ -7,8 +7,10 @@
  * shows the setting — URL and events, never the secret (neither its value nor its name) — and the
  * failure's delivery: `execution.failed`, a link to the execution, its webhook-id
  * (`idemflow.execution.failed.<id>`), attempts, status delivered and the receiver's answer; the link
- * opens the execution; the demo's receiver counted that webhook-id once. The setting is deleted at
- * the end so no later story's failures are notified. Called by ./browser-stories.mjs with its
+ * opens the execution; a second failed order's delivery, with the page read one delivery at a time
+ * (`#/notifications?limit=1`), is reached by "Older deliveries" (newest first); the demo's receiver
+ * counted the first webhook-id once. At the end the setting an
+ * earlier story made is put back, or none is left. Called by ./browser-stories.mjs with its
  * browser helpers.
  */
 
@@ -35,6 +37,9 @@ export async function notificationStories(ctx, { newPage }) {
   await test("inspector: notifications — the setting (never its secret) and a failed order's delivery to the demo receiver", async () => {
     const secret = await ctx.api("PUT", `/v1/secrets/${SECRET_NAME}`, { body: { value: DEMO_NOTIFICATION_SECRET } });
     expect(secret.status === 200 || secret.status === 201, `PUT the workspace secret (${secret.status} ${secret.text?.slice(0, 300)})`);
+    // An earlier story's setting (the walkthrough's) is put back at the end; none: deleted.
+    const before = await ctx.api("GET", "/v1/notifications");
+    const previous = before.status === 200 ? before.json : null;
     const url = `${ctx.demoUrl}/notifications`;
     const set = await ctx.api("PUT", "/v1/notifications", {
       body: { url, secret: SECRET_NAME, events: ["execution.failed", "execution.compensation_failed"] },
@@ -110,7 +115,12 @@ export async function notificationStories(ctx, { newPage }) {
       expectEqual(mine.length, 1, `the demo receiver holds ${webhookId} (${JSON.stringify(received).slice(0, 400)})`);
       expectEqual(mine[0].type, "execution.failed", "the received notification's type");
     } finally {
-      await ctx.api("DELETE", "/v1/notifications");
+      if (previous) {
+        const { url: u, secret: name, events: e, stuckAfterSeconds } = previous;
+        await ctx.api("PUT", "/v1/notifications", {
+          body: { url: u, secret: name, events: e, ...(stuckAfterSeconds === null ? {} : { stuckAfterSeconds }) },
+        });
+      } else await ctx.api("DELETE", "/v1/notifications");
     }
   });
 }
