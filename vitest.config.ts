@@ -64,6 +64,7 @@ const SHARD_1_FILES = [
   "test/steps/compensation-parked.test.ts",
   "test/steps/compensation-operator.test.ts",
   "test/steps/compensation-connector.test.ts",
+  "test/steps/compensation-map.test.ts",
   "test/history/events.test.ts",
   "test/http/idempotency/middleware.test.ts",
   "test/http/execution-events.test.ts",

@@ -4,8 +4,8 @@
  * neither `idempotencyKey` nor an `Idempotency-Key` header), and that key is not the step's
  * (`compensation-key-equals-step-key`: the undo would replay the call it undoes; through a connector,
  * an undo whose `operation` is the step's makes the step's key). `path`, `operation` and `keyFields`
- * outside a connector step are refused (`compensation-connector-member`). A MAP's step may
- * not declare one yet (`compensation-in-map`: per-item undo is not built). Its expressions are
+ * outside a connector step are refused (`compensation-connector-member`). A MAP's step may declare
+ * one (each completed item undone, its key per item). Its expressions are
  * expression sites (./expression-sites.ts), so the compile check, the key lint and the step-inputs
  * analysis see them as the step's own.
  */
@@ -34,14 +34,8 @@ export function checkCompensations(document: unknown): ValidationError[] {
     const compensate = asRecord(site.config.compensate);
     if (!compensate) continue;
     const at = (...path: string[]) => pointerOf(...site.base, "compensate", ...path);
-    if (site.map) {
-      errors.push({
-        pointer: at(),
-        code: "compensation-in-map",
-        message: "a MAP's step cannot declare `compensate` yet (per-item undo is not built); remove it, or undo the items in a later step",
-      });
-      continue;
-    }
+    // A MAP's step may declare one: each COMPLETED item gets its undo, keyed per item (the MAP key lint
+    // — map-item-key-ignores-item, map-item-key-from-index — judges the undo's key as the item's own).
     // `path`, `operation` and `keyFields` are an undo through the step's connector: the save resolves them
     // (src/connectors/resolve.ts) and removes them. Left here, the step names no connector.
     const unresolved = ["path", "operation", "keyFields"].filter((m) => Object.hasOwn(compensate, m));

@@ -160,11 +160,19 @@ export async function resolveCompensation(
       "burn",
       db
         .prepare(
+          // The step's key, or a MAP item's (its row `<map>#<index>`) for an item's undo.
           `INSERT INTO burnt_keys (workspace, idempotency_key, execution_id, vertex_id, undo_key, burnt_at)
-           SELECT s.workspace, s.idempotency_key, s.execution_id, s.vertex_id, '', ?3
-           FROM work_items w JOIN steps s ON s.execution_id = w.execution_id AND s.vertex_id = w.vertex_id
-           WHERE w.execution_id = ?1 AND w.kind = 'undo' AND w.state IN ('FAILED', 'PENDING') AND s.idempotency_key IS NOT NULL
-             AND ${failed}
+           SELECT u.workspace, u.undone_key, u.execution_id, u.undone, '', ?3
+           FROM (SELECT w.workspace, w.execution_id,
+                        iif(json_extract(w.item, '$.item') IS NULL, w.vertex_id,
+                            w.vertex_id || '#' || json_extract(w.item, '$.item')) AS undone,
+                        iif(json_extract(w.item, '$.item') IS NULL,
+                            (SELECT s.idempotency_key FROM steps s WHERE s.execution_id = w.execution_id AND s.vertex_id = w.vertex_id),
+                            (SELECT mi.idempotency_key FROM work_items mi
+                             WHERE mi.execution_id = w.execution_id AND mi.row_key = w.vertex_id || '#' || json_extract(w.item, '$.item'))
+                        ) AS undone_key
+                 FROM work_items w WHERE w.execution_id = ?1 AND w.kind = 'undo' AND w.state IN ('FAILED', 'PENDING') AND ${failed}) u
+           WHERE u.undone_key IS NOT NULL
            ON CONFLICT DO NOTHING`,
         )
         .bind(executionId, workspace, input.now),

@@ -194,9 +194,16 @@ export const COMPENSABLE_VERTICES = `(SELECT json_extract(j.value, '$.id') FROM 
    WHERE v.workspace = executions.workspace AND v.workflow_id = executions.workflow_id AND v.version = executions.version
      AND json_extract(j.value, '$.type') = 'GATEWAY' AND json_type(j.value, '$.config.compensate') = 'object')`;
 
-/** A COMPLETED step of execution ?1 has an undo to run. */
-export const UNDOABLE = `EXISTS (SELECT 1 FROM steps c
-  WHERE c.execution_id = ?1 AND c.state = 'COMPLETED' AND c.vertex_id IN ${COMPENSABLE_VERTICES})`;
+/** The MAP vertices of the pinned definition whose item step declares `compensate` (as `COMPENSABLE_VERTICES`). */
+export const COMPENSABLE_MAPS = `(SELECT json_extract(j.value, '$.id') FROM workflow_versions v, json_each(v.definition, '$.vertices') j
+   WHERE v.workspace = executions.workspace AND v.workflow_id = executions.workflow_id AND v.version = executions.version
+     AND json_extract(j.value, '$.type') = 'MAP' AND json_type(j.value, '$.config.step.config.compensate') = 'object')`;
+
+/** A COMPLETED step of execution ?1, or a COMPLETED item of one of its MAPs, has an undo to run. */
+export const UNDOABLE = `(EXISTS (SELECT 1 FROM steps c
+  WHERE c.execution_id = ?1 AND c.state = 'COMPLETED' AND c.vertex_id IN ${COMPENSABLE_VERTICES})
+  OR EXISTS (SELECT 1 FROM work_items mc
+  WHERE mc.execution_id = ?1 AND mc.kind = 'map_item' AND mc.state = 'COMPLETED' AND mc.vertex_id IN ${COMPENSABLE_MAPS}))`;
 
 /**
  * Settle and dispatch: ONE batch (one transaction, one round trip) — the fenced-out record, the

@@ -62,10 +62,13 @@ export interface UndoRun {
   sealedSecretsJson: string | null;
   keySendsJson: string | null;
   undoCreatedAt: number | null;
-  /** The undone step's output (JSON): `output` in the undo's expressions. */
+  /** The undone step's output (JSON): `output` in the undo's expressions — a MAP item's own, for an item's undo. */
   stepOutputJson: string | null;
-  /** The key the undone step sent: an undo key equal to it fails before sending. */
+  /** The key the undone step (or item) sent: an undo key equal to it fails before sending. */
   stepKey: string | null;
+  /** For the undo of a MAP's item: its index in the list, and its persisted value (JSON). */
+  undoItem: number | null;
+  itemJson: string | null;
 }
 
 const UNDO_RUN = selectList<UndoRun>({
@@ -85,8 +88,10 @@ const UNDO_RUN = selectList<UndoRun>({
   sealedSecretsJson: sealedSecretsColumn("e.workspace", "v.definition"),
   keySendsJson: keySendsColumn("w"),
   undoCreatedAt: "w.created_at",
-  stepOutputJson: "s.output",
-  stepKey: "s.idempotency_key",
+  stepOutputJson: "iif(mi.row_key IS NULL, s.output, mi.output)",
+  stepKey: "iif(mi.row_key IS NULL, s.idempotency_key, mi.idempotency_key)",
+  undoItem: "mi.item_index",
+  itemJson: "mi.item",
 });
 
 export interface UndoClaimResult {
@@ -128,6 +133,8 @@ export async function claimUndoAndLoad(
            JOIN workflow_versions v ON v.workspace = e.workspace AND v.workflow_id = e.workflow_id AND v.version = e.version
            LEFT JOIN work_items w ON w.execution_id = e.id AND w.row_key = ?2 AND w.kind = 'undo'
            LEFT JOIN steps s ON s.execution_id = e.id AND s.vertex_id = ?3
+           LEFT JOIN work_items mi ON mi.execution_id = e.id AND mi.row_key = ?3 || '#' || json_extract(w.item, '$.item')
+                                  AND mi.kind = 'map_item'
            WHERE e.id = ?1`,
         )
         .bind(key.executionId, key.vertexId, ref.vertexId),
@@ -204,10 +211,19 @@ export async function settleUndo(
       "burn",
       db
         .prepare(
+          // The undone key: the step's, or for an item's undo the item's (its row `<map>#<index>`), each by its primary key.
           `INSERT INTO burnt_keys (workspace, idempotency_key, execution_id, vertex_id, undo_key, burnt_at)
-           SELECT s.workspace, s.idempotency_key, s.execution_id, s.vertex_id, coalesce(w.idempotency_key, ''), ?4
-           FROM work_items w JOIN steps s ON s.execution_id = w.execution_id AND s.vertex_id = w.vertex_id
-           WHERE w.execution_id = ?1 AND w.row_key = ?2 AND ?5 = 'COMPLETED' AND s.idempotency_key IS NOT NULL AND ${held}
+           SELECT u.workspace, u.undone_key, u.execution_id, u.undone, u.undo_key, ?4
+           FROM (SELECT w.workspace, w.execution_id, coalesce(w.idempotency_key, '') AS undo_key,
+                        iif(json_extract(w.item, '$.item') IS NULL, w.vertex_id,
+                            w.vertex_id || '#' || json_extract(w.item, '$.item')) AS undone,
+                        iif(json_extract(w.item, '$.item') IS NULL,
+                            (SELECT s.idempotency_key FROM steps s WHERE s.execution_id = w.execution_id AND s.vertex_id = w.vertex_id),
+                            (SELECT mi.idempotency_key FROM work_items mi
+                             WHERE mi.execution_id = w.execution_id AND mi.row_key = w.vertex_id || '#' || json_extract(w.item, '$.item'))
+                        ) AS undone_key
+                 FROM work_items w WHERE w.execution_id = ?1 AND w.row_key = ?2 AND ?5 = 'COMPLETED' AND ${held}) u
+           WHERE u.undone_key IS NOT NULL
            ON CONFLICT DO NOTHING`,
         )
         .bind(...base),

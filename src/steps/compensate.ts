@@ -46,6 +46,7 @@ import type { StepQueue } from "./runtime";
 import { mustVerify, runGateway } from "./gateway";
 import { withPermit } from "./permit-gate";
 import { vertexOf } from "./graph";
+import { itemContext } from "./map";
 import { withHeartbeat } from "./heartbeat";
 import type { RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
@@ -180,7 +181,14 @@ function prepare(ref: UndoRef, run: UndoRun, inputs: StepInputs | null): Prepare
     return { unrunnable: `the execution's pinned workflow version ${run.version} can no longer be read: ${errorMessage(error)}` };
   }
   const step = vertexOf(definition, ref.vertexId);
-  const vertex = step?.type === "GATEWAY" ? undoVertex(step) : null;
+  // A MAP item's undo: its MAP's item step (a GATEWAY) declares the undo, run with the item under its name and `index`.
+  const inner: GatewayVertex | null =
+    step?.type === "GATEWAY"
+      ? step
+      : step?.type === "MAP" && step.config.step.type === "GATEWAY" && run.undoItem !== null
+        ? ({ id: step.id, type: "GATEWAY", config: step.config.step.config } as GatewayVertex)
+        : null;
+  const vertex = inner ? undoVertex(inner) : null;
   if (!vertex) return { unrunnable: `vertex ${ref.vertexId} declares no compensate in the execution's pinned definition` };
   if (!inputs) return { unrunnable: "the undo's inputs could not be read after its claim" };
   if (!inputs.withinBound) {
@@ -193,7 +201,17 @@ function prepare(ref: UndoRef, run: UndoRun, inputs: StepInputs | null): Prepare
     return { unrunnable: "the undone step's stored output is not JSON" };
   }
   const execution = { id: ref.executionId, workflowId: run.workflowId, trigger: run.triggerKind };
-  const context = { ...contextOf(inputs, run.entryVertexId, execution) } as ExpressionContext & Record<string, unknown>;
+  let base = contextOf(inputs, run.entryVertexId, execution);
+  if (step?.type === "MAP" && run.undoItem !== null) {
+    let item: unknown;
+    try {
+      item = JSON.parse(run.itemJson ?? "null") as unknown;
+    } catch {
+      return { unrunnable: "the undone item's persisted value is not JSON" };
+    }
+    base = itemContext(base, step.config.as, item, run.undoItem);
+  }
+  const context = { ...base } as ExpressionContext & Record<string, unknown>;
   setOwnMember(context, "output", output);
   return { vertex, context };
 }
