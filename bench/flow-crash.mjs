@@ -1,4 +1,4 @@
-// `node bench/flow-crash.mjs [-- --n=100 --kill-at=10 --delay=1500 --tick=10000]`: the engine SIGKILLed
+// `npm run bench:flow-crash [-- --n=100 | --map=500] [--kill-at=10 --delay=1500 --tick=10000]`: the engine SIGKILLed
 // while it holds permits of a limited connector, restarted; the demo destination's own record and the
 // connector's state (GET /v1/connectors/demo-limited/state) show the permits came back within a lease,
 // no execution stuck and no limit broken (issue 44, docs/connectors.md "Limits", docs/benchmarks.md).
@@ -8,7 +8,8 @@
 //    flight, 20/s, burst 20) and workflows/limited-charges.json, pointed at the demo's port. The demo's
 //    /limited API is set to answer each call after `--delay` ms (so calls are in flight at the kill)
 //    and to refuse nothing below 45/s (rate + burst: the figure is the limiter's, not the demo's 429s).
-// 2. Triggers `--n` orders (16 at a time).
+// 2. Triggers `--n` orders (16 at a time) — or, with `--map=N`, one order whose MAP charges its N lines
+//    through the same connector (20 items at once, the demo's latency 300 ms by default).
 // 3. Once the demo recorded `--kill-at` charges and the connector's state shows permits in flight,
 //    SIGKILLs the engine's whole process group (wrangler and workerd: the local queue's messages,
 //    the permit waiters' wake-ups among them, are lost with it).
@@ -34,9 +35,13 @@ import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
 import { loadDemoConnectors } from "../scripts/lib/load-workflows.mjs";
 
 const RUN = Date.now().toString(36);
-const N = Number(flag("n", 100));
+/** `--map=N`: one execution whose MAP charges N lines through the connector, instead of `--n` executions. */
+const MAP = Number(flag("map", 0));
+const N = MAP > 0 ? 1 : Number(flag("n", 100));
+/** The charges the demo must end with: one per execution, or one per MAP line. */
+const CHARGES = MAP > 0 ? MAP : N;
 const KILL_AT = Number(flag("kill-at", 10));
-const DELAY_MS = Number(flag("delay", 1500));
+const DELAY_MS = Number(flag("delay", MAP > 0 ? 300 : 1500));
 const TICK_MS = Number(flag("tick", 10_000));
 const FINISH_MS = Number(flag("finish-timeout", 600_000));
 const CONNECTOR = "demo-limited";
@@ -74,6 +79,40 @@ function maxPerSecond(starts) {
   return best;
 }
 
+/** `--map`: entry → a MAP over the order's lines (20 at once), each line a charge through the limited connector. */
+function mapWorkflow() {
+  return {
+    id: "limited-map",
+    vertices: [
+      { id: "received", type: "ENTRY_POINT", config: { idempotencyFields: "order.id" } },
+      {
+        id: "charge",
+        type: "MAP",
+        config: {
+          items: "= payload.order.lines",
+          as: "line",
+          concurrency: 20,
+          maxItems: MAP,
+          maxCollectBytes: 64,
+          onItemFailure: "fail",
+          step: {
+            type: "GATEWAY",
+            config: {
+              connector: CONNECTOR,
+              operation: "charge",
+              method: "POST",
+              path: "/charges",
+              keyFields: { order: "= payload.order.id & '-' & line.sku" },
+              body: "= { 'order': payload.order.id & '-' & line.sku, 'amount': 5 }",
+            },
+          },
+        },
+      },
+    ],
+    edges: [{ from: "received", to: "charge" }],
+  };
+}
+
 await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({ dir, info, log, keepDir }) => {
   const loadBefore = readFileSync("/proc/loadavg", "utf8").trim();
   const logs = join(dir, "logs");
@@ -100,7 +139,7 @@ await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({
     if (!r.ok) throw new Error(`connector ${r.id}: ${r.status} ${JSON.stringify(r.answer)}`);
   }
   const connector = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
-  const workflow = JSON.parse(rewrite(readFileSync(join(ROOT, "workflows", "limited-charges.json"), "utf8")));
+  const workflow = MAP > 0 ? mapWorkflow() : JSON.parse(rewrite(readFileSync(join(ROOT, "workflows", "limited-charges.json"), "utf8")));
   delete workflow.$schema;
   workflow.id = `limited-charges-crash-${RUN}`;
   await api(engine.url, "PUT", `/v1/workflows/${workflow.id}`, workflow);
@@ -111,12 +150,14 @@ await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({
 
   // 2. The orders, 16 at a time.
   const orders = Array.from({ length: N }, (_, i) => `FC-${RUN}-${String(i).padStart(4, "0")}`);
+  const payloadOf = (id) =>
+    MAP > 0 ? { order: { id, lines: Array.from({ length: MAP }, (_, i) => ({ sku: `S${i}` })) } } : { order: { id, total: 5 } };
   let next = 0;
   const firing = Promise.all(
     Array.from({ length: 16 }, async () => {
       while (next < orders.length) {
         const id = orders[next++];
-        await api(engine.url, "POST", `/v1/workflows/${workflow.id}/trigger`, { order: { id, total: 5 } }).catch(() => undefined);
+        await api(engine.url, "POST", `/v1/workflows/${workflow.id}/trigger`, payloadOf(id)).catch(() => undefined);
       }
     }),
   );
@@ -174,7 +215,7 @@ await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({
 
   // The orders whose trigger died with the engine: fired again (a trigger is idempotent by order id).
   const before = (await allExecutions(engine.url, workflow.id)).length;
-  for (const id of orders) await api(engine.url, "POST", `/v1/workflows/${workflow.id}/trigger`, { order: { id, total: 5 } });
+  for (const id of orders) await api(engine.url, "POST", `/v1/workflows/${workflow.id}/trigger`, payloadOf(id));
   log(`${before} executions existed after the restart; every order fired again (a duplicate is the same execution)`);
 
   // 5. Tick the cron until nothing runs.
@@ -204,7 +245,7 @@ await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({
       returnedS !== null && returnedS <= LEASE_MS / 1000 + 2,
     ],
     [`every execution COMPLETED (${N})`, executions.length === N && (statuses.COMPLETED ?? 0) === N],
-    [`one charge per order (${N}), none doubled`, record.effects === N && record.doubled === 0],
+    [`one charge per ${MAP > 0 ? "line" : "order"} (${CHARGES}), none doubled`, record.effects === CHARGES && record.doubled === 0],
     [
       "destination: never more than 5 in flight (the dead worker's calls included)",
       record.maxInFlight <= (connector.concurrency ?? Infinity),
@@ -222,8 +263,8 @@ await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({
       ["figure", "value"],
       [
         [
-          "executions; connector",
-          `${N}; ${CONNECTOR} (concurrency ${connector.concurrency}, ${rate}/s, burst ${burst}); demo latency ${DELAY_MS} ms`,
+          MAP > 0 ? "MAP lines (one execution); connector" : "executions; connector",
+          `${CHARGES}; ${CONNECTOR} (concurrency ${connector.concurrency}, ${rate}/s, burst ${burst}); demo latency ${DELAY_MS} ms`,
         ],
         [
           "at the kill: charges done, permits in flight (state), calls at the demo",
