@@ -170,6 +170,36 @@ describe("compensation and parked steps", () => {
     expect(await executionStatus(id)).toBe("COMPENSATED");
   });
 
+  it("a wait decided after the failure (its predecessor completes later) is cancelled as it is inserted", async () => {
+    // received → charge ‖ ship; charge → nap: ship fails while charge is in flight, then charge completes and decides nap.
+    const wf = await seedWorkflow(WS, {
+      id: unique("wf"),
+      vertices: [
+        { id: "received", type: "ENTRY_POINT", config: {} },
+        gateway("charge", "/payments/charges", true),
+        gateway("ship", "/shipping/labels"),
+        { id: "nap", type: "DELAY", config: { for: "1h" } },
+      ],
+      edges: [
+        { from: "received", to: "charge" },
+        { from: "received", to: "ship" },
+        { from: "charge", to: "nap" },
+      ],
+    } as unknown as WorkflowDefinitionInput);
+    h.dest.fault("/shipping/labels", 400);
+    const id = await h.start(wf, { order: { id: unique("O") } });
+    await deliverOne(h, "ship");
+    expect(await executionStatus(id)).toBe("RUNNING");
+    await deliverOne(h, "charge");
+    // The settle of charge decided nap DISPATCHED and, in the same statement, cancelled it: the compensation starts.
+    expect((await row(id, "nap"))!.state).toBe("CANCELLED");
+    expect(await executionStatus(id)).toBe("COMPENSATING");
+    expect(await eventsOf(id, "nap")).toEqual([expect.objectContaining({ type: "cancelled" })]);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATED");
+    expect(h.dest.keysSent("/payments/refunds")).toHaveLength(1);
+  });
+
   it("a step mid-call still holds the decision: the compensation starts once it settled, the parked DELAY cancelled at once", async () => {
     const wf = await seedWorkflow(WS, order({ label: true }));
     h.dest.fault("/shipping/labels", 400);
