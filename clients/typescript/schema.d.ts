@@ -2693,6 +2693,35 @@ export interface components {
                 /** @description the bucket's size: calls that may go at once after a quiet spell (1 to 10 × N; default N) */
                 burst?: number;
             };
+            /** @description the undo a step's `compensate` through this connector calls by default */
+            compensate?: {
+                /** @description the undo's operation, the prefix of its key (`refund`): its key can never be a write's */
+                operation: string;
+                /**
+                 * @default POST
+                 * @enum {string}
+                 */
+                method: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+                /** @description the undo's path under the base URL (`/refunds`), or an expression producing one */
+                path: string;
+                /** @description the undo's own key rule; default: `key.rule` */
+                rule?: {
+                    /** @description the business fields every write supplies in its `keyFields`, in key order */
+                    fields: string[];
+                    /**
+                     * @description `hashed`: `$idempotencyKey(operation, …fields)` (a fixed-length key the destination's limits fit); `plain`: `operation-field1-field2` (readable; the destination's limits are checked at send)
+                     * @default hashed
+                     * @enum {string}
+                     */
+                    format: "hashed" | "plain";
+                } | {
+                    /**
+                     * Format: starts_with
+                     * @description the key as one expression over the execution (payload, steps)
+                     */
+                    expression: string;
+                };
+            };
         };
         /** @description an event source: how a provider's signed webhook becomes an event (POST /events/{workspace}/{source}) */
         EventSourceDefinitionInput: {

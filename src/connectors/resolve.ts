@@ -171,7 +171,8 @@ function resolveStep(
   if (!hasOwnMember(step, "retry") && c.retry) resolved.retry = c.retry;
   if (!hasOwnMember(step, "timeoutMs") && c.timeoutMs !== undefined) resolved.timeoutMs = c.timeoutMs;
   resolved.connector = { name: c.name, version: stored.version, ...(typeof operation === "string" ? { operation } : {}) };
-  if (isJsonObject(step.compensate) && hasOwnMember(step.compensate, "path")) {
+  // Through the connector: the undo gives `path`, or the connector declares its undo and the step's gives no `url`.
+  if (isJsonObject(step.compensate) && (hasOwnMember(step.compensate, "path") || (c.compensate && !hasOwnMember(step.compensate, "url")))) {
     resolved.compensate = resolveCompensate(step.compensate, stored, at, errors, origins);
   }
   origins.push(
@@ -210,11 +211,18 @@ function resolveCompensate(
       });
     }
   }
-  const url = urlOf(c.baseUrl, undo.path, at, errors);
-  const key = c.key ? keyOf(c, undo, at, errors, origins) : undefined;
-  checkHeaders(c, undo, key, at, errors);
-  checkBody(undo, key, at, errors);
-  const { path: _path, keyFields: _fields, operation, ...rest } = undo;
+  // The connector's declared undo (`compensate`) gives what the step's leaves out, and its own key rule.
+  const declared = c.compensate;
+  const given = { ...undo };
+  if (declared && !hasOwnMember(given, "path")) given.path = declared.path;
+  if (declared && !hasOwnMember(given, "operation")) given.operation = declared.operation;
+  if (declared && !hasOwnMember(given, "method")) given.method = declared.method;
+  const ruled: ConnectorDefinition = declared?.rule && c.key ? { ...c, key: { ...c.key, rule: declared.rule } } : c;
+  const url = urlOf(c.baseUrl, given.path, at, errors);
+  const key = c.key ? keyOf(ruled, given, at, errors, origins) : undefined;
+  checkHeaders(c, given, key, at, errors);
+  checkBody(given, key, at, errors);
+  const { path: _path, keyFields: _fields, operation, ...rest } = given;
   const resolved: Record<string, unknown> = { ...rest, url };
   if (key) resolved.idempotencyKey = key;
   resolved.connector = { name: c.name, version: stored.version, ...(typeof operation === "string" ? { operation } : {}) };

@@ -14,6 +14,7 @@ import {
   HEADER_NAME_PATTERN,
   HTTP_METHODS,
   KEY_FIELD_PATTERN,
+  OPERATION_PATTERN,
   RetryPolicy,
 } from "../definitions/schema";
 import { ConnectorLimits } from "../flow/limits";
@@ -50,6 +51,21 @@ export const ConnectorVerify = z.strictObject({
   condition: Expression.describe('true means the write already happened (docs/definitions.md "Verify before re-attempting")'),
 });
 
+/**
+ * The destination's undo operation (docs/steps.md "Compensation"): what a step's `compensate` through
+ * this connector calls when it gives no `path` of its own — its operation (the key's prefix, never a
+ * write's), method, path, and optionally its own key rule (default: `key.rule`, with this operation).
+ */
+export const ConnectorCompensate = z.strictObject({
+  operation: z
+    .string()
+    .regex(OPERATION_PATTERN, "lowercase letters, digits, `_` or `-` (at most 32)")
+    .describe("the undo's operation, the prefix of its key (`refund`): its key can never be a write's"),
+  method: z.enum(HTTP_METHODS).default("POST"),
+  path: z.string().min(1).describe("the undo's path under the base URL (`/refunds`), or an expression producing one"),
+  rule: KeyRule.optional().describe("the undo's own key rule; default: `key.rule`"),
+});
+
 export const ConnectorDefinition = z.strictObject({
   $schema: z.string().optional().describe("an editor hint; not stored"),
   name: z.string().regex(CONNECTOR_NAME_PATTERN, "a letter or digit, then letters, digits, `_` or `-` (at most 64)"),
@@ -71,6 +87,7 @@ export const ConnectorDefinition = z.strictObject({
   retry: RetryPolicy.optional().describe("the retry policy of a step that sets none"),
   timeoutMs: z.number().int().min(1).max(300_000).optional().describe("the timeout of a step that sets none"),
   limits: ConnectorLimits.optional(),
+  compensate: ConnectorCompensate.optional().describe("the undo a step's `compensate` through this connector calls by default"),
 });
 
 export type ConnectorDefinition = z.output<typeof ConnectorDefinition>;

@@ -64,6 +64,15 @@ export function validateConnector(input: unknown, options: ConnectorValidationOp
         "travels), or a `verify` probe for a keyless API, or `writes: []` for a read-only one",
     });
   }
+  if (definition.compensate && !definition.key) {
+    errors.push({
+      pointer: "/compensate",
+      code: "connector-compensate-without-key",
+      message:
+        "an undo through this connector needs its own key, or a retried undo (its response lost) could refund twice: declare " +
+        "`key` (its rule and where it travels), or leave `compensate` out and give each step's undo its own `url` and key",
+    });
+  }
   errors.push(...checkLimits(definition.limits));
   if (errors.length === 0) errors.push(...asAStepWouldMeet(definition));
   return errors.length > 0 ? { ok: false, errors } : { ok: true, definition };
@@ -74,6 +83,11 @@ function asAStepWouldMeet(definition: ConnectorDefinition): ValidationError[] {
   const method = definition.writes[0] ?? "GET";
   const rule = definition.key?.rule;
   const keyFields = rule && "fields" in rule ? Object.fromEntries(rule.fields.map((f) => [f, `= payload.${f}`])) : undefined;
+  // With a declared undo: the probe's write undone through it, its key by the undo's rule — so an undo key that
+  // would equal the write's (one expression for both) is refused here, at the connector.
+  const undoRule = definition.compensate ? (definition.compensate.rule ?? rule) : undefined;
+  const undoFields = undoRule && "fields" in undoRule ? Object.fromEntries(undoRule.fields.map((f) => [f, `= payload.${f}`])) : undefined;
+  const compensate = definition.compensate ? { compensate: undoFields ? { keyFields: undoFields } : {} } : {};
   const probe = {
     id: "connector-probe",
     vertices: [
@@ -81,7 +95,7 @@ function asAStepWouldMeet(definition: ConnectorDefinition): ValidationError[] {
       {
         id: "call",
         type: "GATEWAY",
-        config: { connector: definition.name, method, path: "/", operation: "probe", ...(keyFields ? { keyFields } : {}) },
+        config: { connector: definition.name, method, path: "/", operation: "probe", ...(keyFields ? { keyFields } : {}), ...compensate },
       },
     ],
     edges: [{ from: "received", to: "call" }],
@@ -103,6 +117,8 @@ function connectorPointer(pointer: string): string {
   if (rest.startsWith("/idempotencyKey")) return `/key${rest.slice("/idempotencyKey".length)}`;
   if (rest === "/verify/url") return "/verify/path";
   if (rest === "/url") return "/baseUrl";
+  if (rest.startsWith("/compensate/idempotencyKey")) return "/compensate/rule";
+  if (rest.startsWith("/compensate")) return "/compensate";
   for (const member of ["/headers", "/verify", "/retry", "/timeoutMs"]) if (rest.startsWith(member)) return rest;
   return "";
 }

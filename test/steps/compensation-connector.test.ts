@@ -232,6 +232,67 @@ describe("compensate through the step's connector: at run time", () => {
   });
 });
 
+describe("a connector's declared undo (`compensate` of the connector)", () => {
+  it("a step's compensate gives only its key fields and body: the connector's operation, path and method, its own key", async () => {
+    const h = harness();
+    const name = unique("pay");
+    const def = limitedPayments(name, undefined, { compensate: { operation: "refund", path: "/refunds" } });
+    expect((await putJson(h, `/v1/connectors/${name}`, def)).status).toBe(201);
+    const wf = orderThrough(name, { keyFields: { order: "= payload.order.id" }, body: "= { 'charge': output.body.id }" });
+    const put = await save(h, wf);
+    expect(put.status, JSON.stringify(put.body)).toBe(201);
+    const stored = (await getWorkflow(env.DB, WS, wf.id))!;
+    const p = { order: { id: unique("O") } };
+    h.dest.fault("/shipping/labels", 400);
+    const id = await h.start(stored, p);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATED");
+    expect(h.dest.keysSent("/payments/refunds")).toEqual([`refund-${p.order.id}`]);
+    expect(h.dest.requests.filter((r) => new URL(r.url).pathname === "/payments/refunds").map((r) => r.method)).toEqual(["POST"]);
+  });
+
+  it("its own key rule: with one expression as the writes' rule, the undo's own rule makes a different key", async () => {
+    const h = harness();
+    const name = unique("pay");
+    const key = { profile: "stripe", rule: { expression: "= 'w-' & payload.order.id" } };
+    const same = { ...limitedPayments(name, undefined), key, compensate: { operation: "refund", path: "/refunds" } };
+    // Without its own rule the undo's key would be the writes' expression: refused at the connector.
+    const refused = await putJson(h, `/v1/connectors/${name}`, same);
+    expect(refused.status).toBe(422);
+    expect(errorsOf(refused.body)).toContainEqual(
+      expect.objectContaining({ code: "compensation-key-equals-step-key", pointer: "/compensate/rule" }),
+    );
+    const own = { ...same, compensate: { ...same.compensate, rule: { expression: "= 'u-' & payload.order.id" } } };
+    const saved = await putJson(h, `/v1/connectors/${name}`, own);
+    expect(saved.status, JSON.stringify(saved.body)).toBe(201);
+    const wf = orderThrough(name, { body: "= { 'charge': output.body.id }" }, { operation: undefined, keyFields: undefined });
+    const put = await save(h, wf);
+    expect(put.status, JSON.stringify(put.body)).toBe(201);
+    const stored = (await getWorkflow(env.DB, WS, wf.id))!;
+    const p = { order: { id: unique("O") } };
+    h.dest.fault("/shipping/labels", 400);
+    const id = await h.start(stored, p);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATED");
+    expect(h.dest.keysSent("/payments/charges")).toEqual([`w-${p.order.id}`]);
+    expect(h.dest.keysSent("/payments/refunds")).toEqual([`u-${p.order.id}`]);
+  });
+
+  it("refuses a declared undo on a connector without a key", async () => {
+    const h = harness();
+    const name = unique("pay");
+    const { key: _key, ...keyless } = limitedPayments(name, undefined, {
+      verify: { path: "/orders", condition: "= status = 200" },
+      compensate: { operation: "refund", path: "/refunds" },
+    });
+    const refused = await putJson(h, `/v1/connectors/${name}`, keyless);
+    expect(refused.status).toBe(422);
+    expect(errorsOf(refused.body)).toContainEqual(
+      expect.objectContaining({ code: "connector-compensate-without-key", pointer: "/compensate" }),
+    );
+  });
+});
+
 describe("an undo's verify probe", () => {
   it("runs before the undo's re-attempt (its response lost), as any Gateway call's", async () => {
     const h = harness();
