@@ -136,7 +136,10 @@ function decideStep(
                AND EXISTS (SELECT 1 FROM steps g WHERE g.execution_id = ?1 AND g.vertex_id = ?7 AND g.epoch = ?8
                              AND g.state = 'COMPLETED' AND g.finished_at = ?4)
                AND NOT EXISTS (SELECT 1 FROM steps n WHERE n.execution_id = ?1 AND n.state = 'EXECUTING'
-                                 AND n.epoch = 1 AND n.attempt = 1 AND n.created_at = ?4 AND n.updated_at = ?4) AS claim) c
+                                 AND n.epoch = 1 AND n.attempt = 1 AND n.created_at = ?4 AND n.updated_at = ?4)
+               -- Not in an execution that failed for good: its successors go DISPATCHED, so a wait among them is
+               -- cancelled as it is inserted when there is something to compensate (migrations/0034), not run inline.
+               AND NOT EXISTS (SELECT 1 FROM steps f WHERE f.execution_id = ?1 AND f.state = 'FAILED') AS claim) c
        WHERE e.id = ?1
          AND (SELECT count(*) FROM steps p
               WHERE p.execution_id = ?1 AND p.state IN ('COMPLETED', 'SKIPPED')

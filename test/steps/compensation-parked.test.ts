@@ -200,6 +200,34 @@ describe("compensation and parked steps", () => {
     expect(h.dest.keysSent("/payments/refunds")).toHaveLength(1);
   });
 
+  it("with chaining: a wait decided after the failure is not claimed inline — cancelled, the compensation starts", async () => {
+    const chained = harness({}, { chain: true });
+    // received → ship (chained first: it fails) ‖ charge; charge → nap, the chain's candidate once charge settles.
+    const wf = await seedWorkflow(WS, {
+      id: unique("wf"),
+      vertices: [
+        { id: "received", type: "ENTRY_POINT", config: {} },
+        gateway("ship", "/shipping/labels"),
+        gateway("charge", "/payments/charges", true),
+        { id: "nap", type: "DELAY", config: { for: "1h" } },
+      ],
+      edges: [
+        { from: "received", to: "ship" },
+        { from: "received", to: "charge" },
+        { from: "charge", to: "nap" },
+      ],
+    } as unknown as WorkflowDefinitionInput);
+    chained.dest.fault("/shipping/labels", 400);
+    const id = await chained.start(wf, { order: { id: unique("O") } });
+    expect((await stepsOf(id)).ship!.state).toBe("FAILED");
+    expect(await executionStatus(id)).toBe("RUNNING");
+    await deliverOne(chained, "charge");
+    expect((await row(id, "nap"))!.state).toBe("CANCELLED");
+    expect(await executionStatus(id)).toBe("COMPENSATING");
+    await chained.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATED");
+  });
+
   it("a step mid-call still holds the decision: the compensation starts once it settled, the parked DELAY cancelled at once", async () => {
     const wf = await seedWorkflow(WS, order({ label: true }));
     h.dest.fault("/shipping/labels", 400);
