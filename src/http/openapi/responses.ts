@@ -559,7 +559,8 @@ const StatsBucketCounts = StatsCounts.extend({
     .describe(
       "the executions counted, by their status when last rolled up (or now, in the live part); the seven add up to `executions`. " +
         "The compensation statuses are counted apart in rolled-up hours too, except in an hour rolled before they had " +
-        "columns (migrations/0037) and not re-rolled since: it counts COMPENSATING in RUNNING, COMPENSATED and COMPENSATION_FAILED in FAILED",
+        "columns (migrations/0037) and not re-rolled since: it counts COMPENSATING in RUNNING, " +
+        "COMPENSATED and COMPENSATION_FAILED in FAILED",
     ),
   events: z
     .object({ received: Count, duplicates: Count })
