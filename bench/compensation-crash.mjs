@@ -23,16 +23,12 @@
 //      refund-<order>-charge, no `conflict`, no refund call under any other key;
 //    - re-sent refund keys (`replayed` calls) only for orders not COMPENSATED at the kill.
 // Exit 0 when every check holds, 2 when one fails (the state directories kept for a look).
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { readFileSync } from "node:fs";
 import { api } from "./lib/api.mjs";
 import { machine } from "./lib/report.mjs";
-import { snapshotConfig } from "./lib/snapshot.mjs";
-import { flag, runBench, startEngineAndDemo } from "./lib/bench-run.mjs";
-import { DEMO_CONFIG, ROOT, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
-import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
-import { loadDemoConnectors } from "../scripts/lib/load-workflows.mjs";
+import { flag, runBench } from "./lib/bench-run.mjs";
+import { countBy, killEngine, listAll, putExampleWorkflow, restartEngine, startCrashRig, tickCron } from "./lib/crash-rig.mjs";
 
 const RUN = Date.now().toString(36);
 const ORDERS = Number(flag("orders", 200));
@@ -45,45 +41,14 @@ const FINISH_MS = Number(flag("finish-timeout", 1_200_000));
 process.env.X_LOCAL_OBSERVABILITY ??= "false";
 
 /** Every execution of `workflowId` with its status (the list route, 100 a page). */
-async function allExecutions(engineUrl, workflowId) {
-  const items = [];
-  let cursor = null;
-  do {
-    const page = await api(engineUrl, "GET", `/v1/executions?workflowId=${workflowId}&limit=100${cursor ? `&cursor=${cursor}` : ""}`);
-    items.push(...page.items);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return items;
-}
-
-const countBy = (items, key) => {
-  const counts = {};
-  for (const item of items) counts[item[key]] = (counts[item[key]] ?? 0) + 1;
-  return counts;
-};
+const allExecutions = (engineUrl, workflowId) => listAll(engineUrl, `/v1/executions?workflowId=${workflowId}&limit=100`);
 
 await runBench({ name: "compensation-crash", hardStopMs: HARD_STOP_MS }, async ({ dir, info, log, keepDir }) => {
-  const loadBefore = readFileSync("/proc/loadavg", "utf8").trim();
-  log("bundling snapshots (engine, demo)…");
-  const logs = join(dir, "logs");
-  const [engineConfig, demoConfig] = await Promise.all([
-    snapshotConfig({ dir, logFile: join(dir, "engine-build.log"), name: "engine", config: join(ROOT, "wrangler.toml") }),
-    snapshotConfig({ dir, logFile: join(dir, "demo-build.log"), name: "demo", config: DEMO_CONFIG }),
-  ]);
-  const started = await startEngineAndDemo({ dir, name: "compensation-crash", engineConfig, demoConfig, logsDir: logs });
-  const { demo, enginePersist } = started;
-  let engine = started.engine;
-
-  // The demo connectors and the example workflow, pointed at this demo.
-  const rewrite = (text) => text.replaceAll("http://localhost:8788", demo.url);
-  const token = LOCAL_TOKENS.API_TOKENS.split(",")[0].split(":")[0];
-  for (const r of await loadDemoConnectors(engine.url, token, { rewrite })) {
-    if (!r.ok) throw new Error(`connector ${r.id}: ${r.status} ${JSON.stringify(r.answer)}`);
-  }
-  const workflow = JSON.parse(rewrite(readFileSync(join(ROOT, "workflows", "order-with-refund.json"), "utf8")));
-  delete workflow.$schema;
-  workflow.id = `order-with-refund-crash-${RUN}`;
-  await api(engine.url, "PUT", `/v1/workflows/${workflow.id}`, workflow);
+  // The engine and the demo (connectors saved), the example workflow pointed at this demo.
+  const rig = await startCrashRig({ dir, name: "compensation-crash", log });
+  const { demo, loadBefore } = rig;
+  let engine = rig.engine;
+  const workflow = await putExampleWorkflow(rig, "order-with-refund.json", `order-with-refund-crash-${RUN}`);
 
   // 2. The orders, `--trigger-concurrency` at a time.
   const orders = Array.from({ length: ORDERS }, (_, i) => `crash-${RUN}-${String(i).padStart(4, "0")}`);
@@ -113,15 +78,16 @@ await runBench({ name: "compensation-crash", hardStopMs: HARD_STOP_MS }, async (
     const compensated = counts.COMPENSATED ?? 0;
     if (compensated >= ORDERS) throw new Error(`every execution COMPENSATED before the kill (lower --kill-at)`);
     if (compensated >= KILL_AT && ((counts.COMPENSATING ?? 0) > 0 || Date.now() - (reachedAt ??= Date.now()) > 20_000)) {
-      process.kill(-engine.pid, "SIGKILL");
-      atKill = { at: Date.now(), counts, compensatedIds: list.filter((e) => e.status === "COMPENSATED").map((e) => e.executionId) };
+      atKill = {
+        at: await killEngine(rig),
+        counts,
+        compensatedIds: list.filter((e) => e.status === "COMPENSATED").map((e) => e.executionId),
+      };
       break;
     }
     await sleep(200);
   }
   if (!atKill) throw new Error(`${KILL_AT} executions were not COMPENSATED in time`);
-  await engine.exitPromise;
-  await engine.stop();
   const callsAtKill = (await (await fetch(`${demo.url}/refunds/calls`)).json()).items.filter((c) => c.order?.startsWith(`crash-${RUN}-`));
   log(
     `SIGKILL (process group ${engine.pid}) at ${new Date(atKill.at).toISOString()}: ${JSON.stringify(atKill.counts)} ` +
@@ -129,17 +95,7 @@ await runBench({ name: "compensation-crash", hardStopMs: HARD_STOP_MS }, async (
   );
 
   // 4. Restart on the same state, tick the cron until nothing runs or compensates.
-  engine = await startWorker({
-    name: "engine-restarted",
-    config: engineConfig,
-    port: engine.port,
-    persistTo: enginePersist,
-    envFile: join(dir, "engine.env"),
-    vars: { ...LOCAL_TOKENS, OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
-    logLevel: "warn",
-    logFile: join(logs, "engine-restarted.log"),
-  });
-  await waitForHealth(engine, 120_000);
+  engine = await restartEngine(rig);
   const restartedAt = Date.now();
   log(`restarted in ${((restartedAt - atKill.at) / 1000).toFixed(1)} s; ticking the cron every ${TICK_MS / 1000} s…`);
   let executions = [];
@@ -152,7 +108,7 @@ await runBench({ name: "compensation-crash", hardStopMs: HARD_STOP_MS }, async (
     if (Date.now() - lastTick >= TICK_MS) {
       lastTick = Date.now();
       ticks++;
-      await fetch(`${engine.url}/cdn-cgi/local/scheduled?cron=*+*+*+*+*`).catch(() => undefined);
+      await tickCron(engine);
     }
     await sleep(1000);
   }

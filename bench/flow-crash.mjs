@@ -23,16 +23,12 @@
 //    the destination (dead calls included) nor more than rate + burst in any second; no 429; the
 //    scope idle at the end (nothing in flight or waiting).
 // Exit 0 when every check holds, 2 when one fails (the state directories kept for a look).
-import { join } from "node:path";
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { api } from "./lib/api.mjs";
-import { snapshotConfig } from "./lib/snapshot.mjs";
-import { flag, runBench, startEngineAndDemo } from "./lib/bench-run.mjs";
+import { flag, runBench } from "./lib/bench-run.mjs";
 import { markdownTable } from "./lib/report.mjs";
-import { DEMO_CONFIG, ROOT, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
-import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
-import { loadDemoConnectors } from "../scripts/lib/load-workflows.mjs";
+import { countBy, killEngine, listAll, putExampleWorkflow, restartEngine, startCrashRig, tickCron } from "./lib/crash-rig.mjs";
 
 const RUN = Date.now().toString(36);
 /** `--map=N`: one execution whose MAP charges N lines through the connector, instead of `--n` executions. */
@@ -50,22 +46,7 @@ const LEASE_MS = 30_000;
 
 process.env.X_LOCAL_OBSERVABILITY ??= "false";
 
-async function allExecutions(engineUrl, workflowId) {
-  const items = [];
-  let cursor = null;
-  do {
-    const page = await api(engineUrl, "GET", `/v1/executions?workflowId=${workflowId}&limit=100${cursor ? `&cursor=${cursor}` : ""}`);
-    items.push(...page.items);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return items;
-}
-
-const countBy = (items, key) => {
-  const counts = {};
-  for (const item of items) counts[item[key]] = (counts[item[key]] ?? 0) + 1;
-  return counts;
-};
+const allExecutions = (engineUrl, workflowId) => listAll(engineUrl, `/v1/executions?workflowId=${workflowId}&limit=100`);
 
 /** The most calls that started within any one second (sliding), from the record's start times. */
 function maxPerSecond(starts) {
@@ -114,16 +95,9 @@ function mapWorkflow() {
 }
 
 await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({ dir, info, log, keepDir }) => {
-  const loadBefore = readFileSync("/proc/loadavg", "utf8").trim();
-  const logs = join(dir, "logs");
-  log("bundling snapshots (engine, demo)…");
-  const [engineConfig, demoConfig] = await Promise.all([
-    snapshotConfig({ dir, logFile: join(dir, "engine-build.log"), name: "engine", config: join(ROOT, "wrangler.toml") }),
-    snapshotConfig({ dir, logFile: join(dir, "demo-build.log"), name: "demo", config: DEMO_CONFIG }),
-  ]);
-  const started = await startEngineAndDemo({ dir, name: "flow-crash", engineConfig, demoConfig, logsDir: logs });
-  const { demo, enginePersist } = started;
-  let engine = started.engine;
+  const rig = await startCrashRig({ dir, name: "flow-crash", log });
+  const { demo, loadBefore } = rig;
+  let engine = rig.engine;
   const demoCall = async (method, path, body) => {
     const res = await fetch(`${demo.url}${path}`, {
       method,
@@ -133,16 +107,10 @@ await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({
     return res.status === 204 ? null : res.json();
   };
 
-  const rewrite = (text) => text.replaceAll("http://localhost:8788", demo.url);
-  const token = LOCAL_TOKENS.API_TOKENS.split(",")[0].split(":")[0];
-  for (const r of await loadDemoConnectors(engine.url, token, { rewrite })) {
-    if (!r.ok) throw new Error(`connector ${r.id}: ${r.status} ${JSON.stringify(r.answer)}`);
-  }
   const connector = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
-  const workflow = MAP > 0 ? mapWorkflow() : JSON.parse(rewrite(readFileSync(join(ROOT, "workflows", "limited-charges.json"), "utf8")));
-  delete workflow.$schema;
-  workflow.id = `limited-charges-crash-${RUN}`;
-  await api(engine.url, "PUT", `/v1/workflows/${workflow.id}`, workflow);
+  const id = `limited-charges-crash-${RUN}`;
+  const workflow = MAP > 0 ? { ...mapWorkflow(), id } : await putExampleWorkflow(rig, "limited-charges.json", id);
+  if (MAP > 0) await api(engine.url, "PUT", `/v1/workflows/${id}`, workflow);
   const rate = connector.rate.count;
   const burst = connector.rate.burst;
   await demoCall("POST", "/limited/config", { rate: rate + burst + 5, delayMs: DELAY_MS, inject429: 0 });
@@ -169,30 +137,17 @@ await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({
     const record = await demoCall("GET", "/limited/record");
     const state = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
     if (record.effects >= KILL_AT && state.inFlight >= 2) {
-      process.kill(-engine.pid, "SIGKILL");
-      atKill = { at: Date.now(), state, effects: record.effects, demoInFlight: record.inFlight };
+      atKill = { at: await killEngine(rig), state, effects: record.effects, demoInFlight: record.inFlight };
       break;
     }
     await sleep(100);
   }
   if (!atKill) throw new Error(`no moment with ${KILL_AT} charges done and permits in flight`);
-  await engine.exitPromise;
-  await engine.stop();
   await firing; // the triggers still in flight failed with the engine: fired again below
   log(`SIGKILL at ${new Date(atKill.at).toISOString()}: state ${JSON.stringify(atKill.state)}, ${atKill.effects} charges done`);
 
   // 4. Restart on the same state; before any cron tick, watch the dead worker's permits come back.
-  engine = await startWorker({
-    name: "engine-restarted",
-    config: engineConfig,
-    port: engine.port,
-    persistTo: enginePersist,
-    envFile: join(dir, "engine.env"),
-    vars: { ...LOCAL_TOKENS, OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
-    logLevel: "warn",
-    logFile: join(logs, "engine-restarted.log"),
-  });
-  await waitForHealth(engine, 120_000);
+  engine = await restartEngine(rig);
   const restartedAt = Date.now();
   const afterRestart = await api(engine.url, "GET", `/v1/connectors/${CONNECTOR}/state`);
   let returnedAt = null;
@@ -229,7 +184,7 @@ await runBench({ name: "flow-crash", hardStopMs: FINISH_MS + 300_000 }, async ({
     if (Date.now() - lastTick >= TICK_MS) {
       lastTick = Date.now();
       ticks++;
-      await fetch(`${engine.url}/cdn-cgi/local/scheduled?cron=*+*+*+*+*`).catch(() => undefined);
+      await tickCron(engine);
     }
     await sleep(1000);
   }

@@ -18,16 +18,12 @@
 //    - no item was sent after it settled: no call under an item's key later than its finishedAt;
 //    - re-sent keys (`replayed` calls) only for items that had not settled at the kill.
 // Exit 0 when every check holds, 2 when one fails (the state directories kept for a look).
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { readFileSync } from "node:fs";
 import { api } from "./lib/api.mjs";
 import { machine } from "./lib/report.mjs";
-import { snapshotConfig } from "./lib/snapshot.mjs";
-import { flag, runBench, startEngineAndDemo } from "./lib/bench-run.mjs";
-import { DEMO_CONFIG, ROOT, startWorker, waitForHealth } from "../scripts/lib/wrangler-dev.mjs";
-import { LOCAL_TOKENS } from "../scripts/lib/local-tokens.mjs";
-import { loadDemoConnectors } from "../scripts/lib/load-workflows.mjs";
+import { flag, runBench } from "./lib/bench-run.mjs";
+import { killEngine, listAll, putExampleWorkflow, restartEngine, startCrashRig, tickCron } from "./lib/crash-rig.mjs";
 
 const RUN = Date.now().toString(36);
 const ITEMS = Number(flag("items", 300));
@@ -40,41 +36,14 @@ process.env.X_LOCAL_OBSERVABILITY ??= "false";
 
 const lines = Array.from({ length: ITEMS }, (_, i) => ({ sku: `SKU-${String(i).padStart(4, "0")}`, amount: 1 + (i % 40) }));
 
-/** The MAP's items, every page (the items route, 100 a page). */
-async function allItems(engineUrl, executionId) {
-  const items = [];
-  let cursor = null;
-  do {
-    const page = await api(engineUrl, "GET", `/v1/executions/${executionId}/steps/refund/items${cursor ? `?cursor=${cursor}` : ""}`);
-    items.push(...page.items);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return items;
-}
-
 await runBench({ name: "map-crash", hardStopMs: HARD_STOP_MS }, async ({ dir, info, log, keepDir }) => {
-  const loadBefore = readFileSync("/proc/loadavg", "utf8").trim();
-  log("bundling snapshots (engine, demo)…");
-  const logs = join(dir, "logs");
-  const [engineConfig, demoConfig] = await Promise.all([
-    snapshotConfig({ dir, logFile: join(dir, "engine-build.log"), name: "engine", config: join(ROOT, "wrangler.toml") }),
-    snapshotConfig({ dir, logFile: join(dir, "demo-build.log"), name: "demo", config: DEMO_CONFIG }),
-  ]);
-  const started = await startEngineAndDemo({ dir, name: "map-crash", engineConfig, demoConfig, logsDir: logs });
-  const { demo, enginePersist } = started;
-  let engine = started.engine;
-
-  // The demo connectors and the example workflow, pointed at this demo.
-  const rewrite = (text) => text.replaceAll("http://localhost:8788", demo.url);
-  const token = LOCAL_TOKENS.API_TOKENS.split(",")[0].split(":")[0];
-  for (const r of await loadDemoConnectors(engine.url, token, { rewrite })) {
-    if (!r.ok) throw new Error(`connector ${r.id}: ${r.status} ${JSON.stringify(r.answer)}`);
-  }
-  const workflow = JSON.parse(rewrite(readFileSync(join(ROOT, "workflows", "refund-lines.json"), "utf8")));
-  delete workflow.$schema;
-  workflow.id = `refund-lines-crash-${RUN}`;
-  workflow.vertices.find((v) => v.id === "refund").config.maxItems = ITEMS;
-  await api(engine.url, "PUT", `/v1/workflows/${workflow.id}`, workflow);
+  // The engine and the demo (connectors saved), the example workflow pointed at this demo.
+  const rig = await startCrashRig({ dir, name: "map-crash", log });
+  const { demo, loadBefore } = rig;
+  let engine = rig.engine;
+  const workflow = await putExampleWorkflow(rig, "refund-lines.json", `refund-lines-crash-${RUN}`, (w) => {
+    w.vertices.find((v) => v.id === "refund").config.maxItems = ITEMS;
+  });
 
   const orderId = `crash-${RUN}`;
   const { executionId } = await api(engine.url, "POST", `/v1/workflows/${workflow.id}/trigger`, { order: { id: orderId, lines } });
@@ -95,15 +64,12 @@ await runBench({ name: "map-crash", hardStopMs: HARD_STOP_MS }, async ({ dir, in
       map.completed >= KILL_AT &&
       (map.executing > 0 || map.completed >= KILL_AT + 50 || Date.now() - (reachedAt ??= Date.now()) > 20_000)
     ) {
-      process.kill(-engine.pid, "SIGKILL");
-      atKill = { at: Date.now(), ...map, items: undefined, nextCursor: undefined };
+      atKill = { at: await killEngine(rig), ...map, items: undefined, nextCursor: undefined };
       break;
     }
     await sleep(100);
   }
   if (!atKill) throw new Error(`the MAP did not reach ${KILL_AT} completed items in time`);
-  await engine.exitPromise;
-  await engine.stop();
   const callsAtKill = (await (await fetch(`${demo.url}/refunds/calls?order=${orderId}`)).json()).items.length;
   log(
     `SIGKILL (process group ${engine.pid}) at ${new Date(atKill.at).toISOString()}: completed ${atKill.completed}, ` +
@@ -112,17 +78,7 @@ await runBench({ name: "map-crash", hardStopMs: HARD_STOP_MS }, async ({ dir, in
   );
 
   // 4. Restart on the same state, tick the cron until the execution finishes.
-  engine = await startWorker({
-    name: "engine-restarted",
-    config: engineConfig,
-    port: engine.port,
-    persistTo: enginePersist,
-    envFile: join(dir, "engine.env"),
-    vars: { ...LOCAL_TOKENS, OUTBOUND_ALLOWLIST: `127.0.0.1:${demo.port}` },
-    logLevel: "warn",
-    logFile: join(logs, "engine-restarted.log"),
-  });
-  await waitForHealth(engine, 120_000);
+  engine = await restartEngine(rig);
   const restartedAt = Date.now();
   log(`restarted in ${((restartedAt - atKill.at) / 1000).toFixed(1)} s; ticking the cron every ${TICK_MS / 1000} s…`);
   let trace;
@@ -135,7 +91,7 @@ await runBench({ name: "map-crash", hardStopMs: HARD_STOP_MS }, async ({ dir, in
     if (Date.now() - lastTick >= TICK_MS) {
       lastTick = Date.now();
       ticks++;
-      await fetch(`${engine.url}/cdn-cgi/local/scheduled?cron=*+*+*+*+*`).catch(() => undefined);
+      await tickCron(engine);
     }
     await sleep(500);
   }
@@ -144,7 +100,7 @@ await runBench({ name: "map-crash", hardStopMs: HARD_STOP_MS }, async ({ dir, in
 
   // 5. The checks.
   const map = trace.steps?.find((s) => s.vertexId === "refund");
-  const items = await allItems(engine.url, executionId);
+  const items = await listAll(engine.url, `/v1/executions/${executionId}/steps/refund/items`);
   const { items: calls } = await (await fetch(`${demo.url}/refunds/calls?order=${orderId}`)).json();
   const byKey = new Map();
   for (const call of calls) byKey.set(call.idempotencyKey, [...(byKey.get(call.idempotencyKey) ?? []), call]);
