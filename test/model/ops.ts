@@ -4,6 +4,7 @@
  * the model knows of), resolved against the state when it runs, so any subsequence of a run is
  * still a valid run (what shrinking needs).
  */
+import { withParkOps, type ParkOp } from "./ops-comp-operator";
 import { withCompOps, type CompOp } from "./ops-compensation";
 import { withFlowOps, type FlowOp } from "./ops-flow";
 import { withKeyOps, type KeysOp } from "./ops-keys";
@@ -29,6 +30,8 @@ export type Op =
   | MapOp
   /** Compensation's operations (./ops-compensation.ts). */
   | CompOp
+  /** The compensation operator's operations and the parked-step variant (./ops-comp-operator.ts). */
+  | ParkOp
   /**
    * A trigger: `order` null sends no order (an absent field); `client` sends `?clientIdempotencyId=`;
    * `again` re-sends the last payload of this workspace and workflow. `follow` (a wait workflow):
@@ -141,7 +144,9 @@ export function generate(seed: number, length: number): Op[] {
   }
   ops.push({ t: "settle" });
   // Outermost: the other streams keep the operations they drew before compensation was added.
-  return withCompOps(seed, withMapOps(seed, withFlowOps(seed, withKeyOps(seed, ops, WORKSPACES), WORKSPACES), WORKSPACES), WORKSPACES);
+  const inner = withMapOps(seed, withFlowOps(seed, withKeyOps(seed, ops, WORKSPACES), WORKSPACES), WORKSPACES);
+  const comp = withCompOps(seed, inner, WORKSPACES);
+  return withParkOps(seed, comp, WORKSPACES);
 }
 
 /** One line per operation, for a failing run's report. */

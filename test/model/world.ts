@@ -32,6 +32,7 @@ import { idempotency } from "../../src/http/idempotency";
 import { DEST } from "../steps/helpers";
 import { deliveredEnv } from "../helpers/shards";
 import { ADVANCES_MS, WORKSPACES, type Op, type WorkflowName } from "./ops";
+import { applyParkOp, checkPark, setupPark } from "./ops-comp-operator";
 import { applyCompOp, checkComp, setupComp } from "./ops-compensation";
 import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
 import { applyKeysOp, checkKeys, KEYS_HOT, keysWorkflow } from "./ops-keys";
@@ -281,6 +282,7 @@ export class World {
       await setupFlow(this, ws, DEST);
       await setupMap(this, ws, DEST);
       await setupComp(this, ws, DEST);
+      await setupPark(this, ws, DEST);
       await setupNotify(this, ws, DEST);
       const keys = await this.call(ws, "PUT", `/v1/workflows/${(keysWorkflow(DEST) as { id: string }).id}`, keysWorkflow(DEST));
       if (keys.status >= 300) throw new Error(`saving the guarded workflow: ${keys.status} ${await keys.text()}`);
@@ -356,6 +358,11 @@ export class World {
       case "compCancel":
       case "compStartOver":
         return applyCompOp(this, op);
+      case "parkSend":
+      case "parkRetry":
+      case "parkResolve":
+      case "parkDuel":
+        return applyParkOp(this, op);
     }
   }
 
@@ -676,6 +683,7 @@ export class World {
     for (const shard of [0, 1]) await checkMap(this, shard);
     for (const shard of [0, 1]) await checkNotify(this, shard);
     for (const shard of [0, 1]) await checkComp(this, shard);
+    for (const shard of [0, 1]) await checkPark(this, shard);
     checkKeys(this);
   }
 
