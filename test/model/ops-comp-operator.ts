@@ -228,10 +228,10 @@ export async function applyParkOp(world: World, op: ParkOp): Promise<void> {
     return;
   }
   // Which starts first alternates with `pick` (so either may win).
-  const [retried, resolved] =
-    op.pick % 2 === 0
-      ? await Promise.all([retryCall(world, op.ws, e.id), resolveCall(world, op.ws, e.id)])
-      : (await Promise.all([resolveCall(world, op.ws, e.id), retryCall(world, op.ws, e.id)])).reverse();
+  let retried: Response;
+  let resolved: Response;
+  if (op.pick % 2 === 0) [retried, resolved] = await Promise.all([retryCall(world, op.ws, e.id), resolveCall(world, op.ws, e.id)]);
+  else [resolved, retried] = await Promise.all([resolveCall(world, op.ws, e.id), retryCall(world, op.ws, e.id)]);
   for (const [res, name] of [
     [retried, "retry"],
     [resolved, "resolve"],
