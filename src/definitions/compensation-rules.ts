@@ -12,7 +12,25 @@
 import { asRecord, asString, type ValidationError } from "./errors";
 import { isIdempotencyKeyHeader } from "./expression-sites";
 import { pointerOf } from "./pointer";
-import { stepConfigs } from "./step-configs";
+import { MAP_DEFAULTS } from "./schema";
+import { stepConfigs, type StepConfigSite } from "./step-configs";
+
+/**
+ * The most undo steps one execution can be given: the trigger that inserts them
+ * (`executions_compensation_starts`, migrations/0034) keeps this many, latest-completed first. A
+ * definition that could complete more compensable calls is refused at save
+ * (`compensation-too-many-undos`), so no completed call is ever left undone by the cap.
+ */
+export const MAX_UNDO_STEPS = 1000;
+
+/** The undo steps a compensable site can add: 1 for a step, the MAP's `maxItems` for a MAP's step. */
+function undosOf(document: unknown, site: StepConfigSite): number {
+  if (!site.map) return 1;
+  const vertices = asRecord(document)?.vertices;
+  const mapConfig = Array.isArray(vertices) ? asRecord(asRecord(vertices[site.map.vertexIndex])?.config) : undefined;
+  const maxItems = mapConfig?.maxItems;
+  return typeof maxItems === "number" && Number.isFinite(maxItems) ? maxItems : MAP_DEFAULTS.maxItems;
+}
 
 /** A key expression as compared: its text without white space. */
 const normalised = (value: string) => value.replace(/\s+/g, "");
@@ -29,11 +47,24 @@ function keyOf(config: Record<string, unknown>): { value: string; path: string[]
 
 export function checkCompensations(document: unknown): ValidationError[] {
   const errors: ValidationError[] = [];
+  let undos = 0;
   for (const site of stepConfigs(document)) {
     if (site.type !== "GATEWAY") continue;
     const compensate = asRecord(site.config.compensate);
     if (!compensate) continue;
     const at = (...path: string[]) => pointerOf(...site.base, "compensate", ...path);
+    const before = undos;
+    undos += undosOf(document, site);
+    if (before <= MAX_UNDO_STEPS && undos > MAX_UNDO_STEPS) {
+      errors.push({
+        pointer: at(),
+        code: "compensation-too-many-undos",
+        message:
+          `this workflow could complete ${undos.toLocaleString("en-US")} compensable calls by here (each compensable step ` +
+          `counts 1, a MAP's compensable step its maxItems), past the ${MAX_UNDO_STEPS.toLocaleString("en-US")} undo steps ` +
+          "one execution can run: lower a compensable MAP's maxItems, or compensate fewer steps",
+      });
+    }
     // A MAP's step may declare one: each COMPLETED item gets its undo, keyed per item (the MAP key lint
     // — map-item-key-ignores-item, map-item-key-from-index — judges the undo's key as the item's own).
     // `path`, `operation` and `keyFields` are an undo through the step's connector: the save resolves them

@@ -116,6 +116,47 @@ describe("compensate at save", () => {
   });
 });
 
+describe("at most 1,000 undo steps an execution (the trigger that inserts them keeps that many)", () => {
+  /** entry → charge (compensable) → a MAP of `maxItems` compensable refunds. */
+  const chargeThenMap = (maxItems: number) => {
+    const def = chargeThenShip({}) as { vertices: Record<string, unknown>[]; edges: unknown[] };
+    def.vertices[2] = {
+      id: "lines",
+      type: "MAP",
+      config: {
+        items: "= payload.order.lines",
+        as: "line",
+        maxItems,
+        maxCollectBytes: 64,
+        step: {
+          type: "GATEWAY",
+          config: {
+            method: "POST",
+            url: "http://localhost:8788/refunds/lines",
+            idempotencyKey: { value: "= $idempotencyKey('line', payload.order.id, line.sku)" },
+            compensate: { method: "POST", idempotencyKey: { value: "= $idempotencyKey('unline', payload.order.id, line.sku)" } },
+          },
+        },
+      },
+    };
+    def.edges = [
+      { from: "received", to: "charge" },
+      { from: "charge", to: "lines" },
+    ];
+    return def;
+  };
+
+  it("1 + 999 fits; 1 + 1,000 is refused at the compensate that passes the cap, with the arithmetic", () => {
+    const fits = validateDefinition(chargeThenMap(999));
+    expect(fits.ok ? [] : fits.errors).toEqual([]);
+    const over = validateDefinition(chargeThenMap(1000));
+    expect(over.ok).toBe(false);
+    if (over.ok) return;
+    expect(codesAt(over.errors, "/vertices/2/config/step/config/compensate")).toEqual(["compensation-too-many-undos"]);
+    expect(over.errors.find((e) => e.code === "compensation-too-many-undos")?.message).toContain("1,001 compensable calls");
+  });
+});
+
 describe("PUT /v1/workflows refuses a bad compensate with 422 and saves nothing", () => {
   let h: Harness;
   beforeEach(() => {
