@@ -63,17 +63,13 @@ export { guardOf, KEY_MAY_BE_FORGOTTEN_MARK, parseKeySends, recordKeySend, type 
 // settle (the step's statements over the item row), the MAP's read of its items, the reaper's twins.
 export {
   claimItemAndLoad,
-  extendItemLease,
+  itemKeyFence,
   itemRowKey,
   MAX_MAP_LIST_BYTES,
   parseRowKey,
-  persistItemKey,
   readMapItems,
-  recordItemKeySend,
   redispatchExpiredItemLeases,
   redispatchOverdueItems,
-  scheduleItemInProgressRecheck,
-  scheduleItemRetry,
   settleItem,
   startMapItems,
   type ItemClaimResult,
@@ -87,18 +83,16 @@ export {
   type StartedItem,
 } from "./map-items";
 export type { MapPark } from "./map-sql";
+// The fenced writes of a claimed work row (a MAP item, an undo step) during its run, over its row-key fence.
+export { extendRowLease, persistRowKey, recordRowKeySend, scheduleRowInProgressRecheck, scheduleRowRetry } from "./work-row-writes";
 export { MAP_ITEMS_PAGE, readItemsPage, type ItemCountRecord, type ItemEventRecord, type ItemRecord, type ItemsPage } from "./map-trace";
 // Compensation's undo steps (docs/steps.md "Compensation").
 export {
   burntKeyReason,
   claimUndoAndLoad,
   dispatchedUndos,
-  extendUndoLease,
-  persistUndoKey,
-  recordUndoKeySend,
-  scheduleUndoInProgressRecheck,
-  scheduleUndoRetry,
   settleUndo,
+  undoKeyFence,
   undoRowKey,
   type UndoFence,
   type UndoRef,

@@ -37,10 +37,6 @@ import {
 } from "./step-inputs";
 import { fenceParams, STEP_FENCE, type Fence, type StepRef } from "./step-sql";
 import { inFlight, mapDone, stopped } from "./map-sql";
-import { persistIdempotencyKey, type PersistedKey } from "./step-key";
-import { extendLease } from "./step-claim";
-import { recordKeySend, type KeyGuard, type KeySend } from "./key-sends";
-import { scheduleInProgressRecheck, scheduleRetry, type RetryInput, type ScheduledRetry } from "./step-schedule";
 import { fenceOn, ITEM_ROWS, itemRowKey } from "./work-rows";
 
 export { itemRowKey, parseRowKey } from "./work-rows";
@@ -538,49 +534,4 @@ export async function redispatchOverdueItems(
     .bind(now, overdueMs, limit, maxWaitMs)
     .all<RecoveredRow>();
   return results;
-}
-
-// ---------------------------------------------------------------------------------------------
-// An item's fenced writes during its run: the step's, over the item row
-
-/** `persistItemKey`: the step's key persist over the item (the key on the item and its attempt, its first send). Null: fenced out. */
-export function persistItemKey(
-  db: D1Database,
-  fence: ItemFence,
-  key: string,
-  now: number,
-  destination: string,
-  guarded: KeyGuard,
-): Promise<PersistedKey | null> {
-  return persistIdempotencyKey(db, itemKeyFence(fence), key, now, destination, guarded, ITEM_ROWS);
-}
-
-/** `recordItemKeySend`: a persisted item key's first send to a destination not on record yet. */
-export function recordItemKeySend(
-  db: D1Database,
-  fence: ItemFence,
-  at: number,
-  destination: string,
-  guarded: KeyGuard,
-): Promise<KeySend | null> {
-  return recordKeySend(db, itemKeyFence(fence), at, destination, guarded, ITEM_ROWS);
-}
-
-/** `extendItemLease`: the fenced heartbeat of an item's long call. */
-export function extendItemLease(db: D1Database, fence: ItemFence, now: number, leaseMs: number): Promise<boolean> {
-  return extendLease(db, itemKeyFence(fence), now, leaseMs, ITEM_ROWS);
-}
-
-/** `scheduleItemRetry`: the step's counted retry over the item. False: fenced out. */
-export function scheduleItemRetry(db: D1Database, fence: ItemFence, r: ScheduledRetry): Promise<boolean> {
-  return scheduleRetry(db, itemKeyFence(fence), r, ITEM_ROWS);
-}
-
-/** `scheduleItemInProgressRecheck`: the destination said "in progress" for the item's key: asked again later, not counted. */
-export function scheduleItemInProgressRecheck(
-  db: D1Database,
-  fence: ItemFence,
-  r: Omit<RetryInput, "error"> & { attempt: number; detail: string },
-): Promise<boolean> {
-  return scheduleInProgressRecheck(db, itemKeyFence(fence), r, ITEM_ROWS);
 }

@@ -15,12 +15,10 @@ import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
 import type { ExecutionStatus } from "./execution-types";
-import { keySendsColumn, recordKeySend, type KeyGuard, type KeySend } from "./key-sends";
-import { claimStep, extendLease, IN_PROGRESS_SINCE, recordLeaseExpiry, recordRedeliveryDropped, type ClaimedStep } from "./step-claim";
+import { keySendsColumn } from "./key-sends";
+import { claimStep, IN_PROGRESS_SINCE, recordLeaseExpiry, recordRedeliveryDropped, type ClaimedStep } from "./step-claim";
 import { recordFencedOut } from "./step-events";
 import { readStepInputs, toStepInputs, type StepInputs, type StepInputsBound, type StepInputsRow } from "./step-inputs";
-import { persistIdempotencyKey, type PersistedKey } from "./step-key";
-import { scheduleInProgressRecheck, scheduleRetry, type RetryInput, type ScheduledRetry } from "./step-schedule";
 import { fenceParams, type Fence, type StepRef } from "./step-sql";
 import { fenceOn, ITEM_ROWS } from "./work-rows";
 
@@ -40,7 +38,7 @@ export interface UndoFence extends UndoRef {
 /** The row key of an undo step: `<vertex>#undo#<place>`. */
 export const undoRowKey = (vertexId: string, place: number): string => `${vertexId}#undo#${place}`;
 const undoKeyRef = (r: UndoRef): StepRef => ({ executionId: r.executionId, vertexId: undoRowKey(r.vertexId, r.place) });
-const undoKeyFence = (f: UndoFence): Fence => ({ ...undoKeyRef(f), epoch: f.epoch });
+export const undoKeyFence = (f: UndoFence): Fence => ({ ...undoKeyRef(f), epoch: f.epoch });
 
 export type UndoState = "PENDING" | "DISPATCHED" | "EXECUTING" | "COMPLETED" | "FAILED" | "CANCELLED";
 
@@ -273,44 +271,6 @@ export async function dispatchedUndos(db: D1Database, executionId: string): Prom
     .bind(executionId)
     .all<UndoRef>();
   return results;
-}
-
-/** `persistUndoKey`: the step's key persist over the undo (the key on the row and its attempt, its first send). Null: fenced out. */
-export function persistUndoKey(
-  db: D1Database,
-  fence: UndoFence,
-  key: string,
-  now: number,
-  destination: string,
-  guarded: KeyGuard,
-): Promise<PersistedKey | null> {
-  return persistIdempotencyKey(db, undoKeyFence(fence), key, now, destination, guarded, ITEM_ROWS);
-}
-
-export function recordUndoKeySend(
-  db: D1Database,
-  fence: UndoFence,
-  at: number,
-  destination: string,
-  guarded: KeyGuard,
-): Promise<KeySend | null> {
-  return recordKeySend(db, undoKeyFence(fence), at, destination, guarded, ITEM_ROWS);
-}
-
-export function extendUndoLease(db: D1Database, fence: UndoFence, now: number, leaseMs: number): Promise<boolean> {
-  return extendLease(db, undoKeyFence(fence), now, leaseMs, ITEM_ROWS);
-}
-
-export function scheduleUndoRetry(db: D1Database, fence: UndoFence, r: ScheduledRetry): Promise<boolean> {
-  return scheduleRetry(db, undoKeyFence(fence), r, ITEM_ROWS);
-}
-
-export function scheduleUndoInProgressRecheck(
-  db: D1Database,
-  fence: UndoFence,
-  r: Omit<RetryInput, "error"> & { attempt: number; detail: string },
-): Promise<boolean> {
-  return scheduleInProgressRecheck(db, undoKeyFence(fence), r, ITEM_ROWS);
 }
 
 /**

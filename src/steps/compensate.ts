@@ -15,16 +15,16 @@ import {
   burntKeyReason,
   claimUndoAndLoad,
   dispatchedUndos,
-  extendUndoLease,
+  extendRowLease,
   MAX_STEP_INPUT_BYTES,
   parseKeySends,
   pendingCompensationFailedNotifications,
-  persistUndoKey,
-  recordUndoKeySend,
-  scheduleUndoInProgressRecheck,
-  scheduleUndoRetry,
+  persistRowKey,
+  recordRowKeySend,
+  scheduleRowInProgressRecheck,
+  scheduleRowRetry,
   settleUndo,
-  undoRowKey,
+  undoKeyFence,
   type ClaimedStep,
   type StepInputs,
   type UndoFence,
@@ -229,7 +229,7 @@ async function runClaimedUndo(
   const policy = prepared.vertex.config.retry ?? DEFAULT_RETRY;
   const facts: ClaimFacts = { attempt: claimed.attempt, retryBase: claimed.retryBase, inProgressSince: run.inProgressSince };
   const outcome = overClaimBudget(facts, policy) ?? (await execute(rt, fence, run, claimed, prepared));
-  await rt.afterRun?.({ executionId: fence.executionId, vertexId: undoRowKey(fence.vertexId, fence.place), epoch: fence.epoch });
+  await rt.afterRun?.(undoKeyFence(fence));
   const now = rt.now();
   const t = decide(outcome, facts, policy, now, rt.random);
   const request = outcome.request ? JSON.stringify(outcome.request) : null;
@@ -237,7 +237,7 @@ async function runClaimedUndo(
   const output = "output" in t && t.output !== undefined ? JSON.stringify(t.output ?? null) : null;
   switch (t.kind) {
     case "retry": {
-      const ours = await scheduleUndoRetry(rt.db, fence, {
+      const ours = await scheduleRowRetry(rt.db, undoKeyFence(fence), {
         now,
         availableAt: now + t.delayMs,
         delayReason: t.reason,
@@ -249,7 +249,7 @@ async function runClaimedUndo(
       return afterRetry(rt, ref, ours, t.delayMs);
     }
     case "recheck_in_progress": {
-      const ours = await scheduleUndoInProgressRecheck(rt.db, fence, {
+      const ours = await scheduleRowInProgressRecheck(rt.db, undoKeyFence(fence), {
         now,
         availableAt: now + t.delayMs,
         attempt: claimed.attempt,
@@ -267,7 +267,7 @@ async function runClaimedUndo(
     default: {
       // An undo never parks; a wait (a connector's permit) is asked again later, not counted.
       const until = "until" in t ? t.until : now + 1000;
-      const ours = await scheduleUndoInProgressRecheck(rt.db, fence, {
+      const ours = await scheduleRowInProgressRecheck(rt.db, undoKeyFence(fence), {
         now,
         availableAt: Math.max(until, now + 1000),
         attempt: claimed.attempt,
@@ -289,7 +289,7 @@ async function afterRetry(rt: StepRuntime, ref: UndoRef, ours: boolean, delayMs:
 
 /** The undo call once for this claim, under the undo's heartbeat; its key refused when it is the undone step's own. */
 async function execute(rt: StepRuntime, fence: UndoFence, run: UndoRun, claimed: ClaimedStep, p: Prepared): Promise<RunOutcome> {
-  const rowFence = { executionId: fence.executionId, vertexId: undoRowKey(fence.vertexId, fence.place), epoch: fence.epoch };
+  const rowFence = undoKeyFence(fence);
   const policy = p.vertex.config.retry ?? DEFAULT_RETRY;
   return withHeartbeat(
     rt,
@@ -319,9 +319,9 @@ async function execute(rt: StepRuntime, fence: UndoFence, run: UndoRun, claimed:
               ? `the undo's key ${key} is the key step ${fence.vertexId} sent: the destination would replay the call it undoes; ` +
                 "give compensate its own key (not retried)"
               : null,
-          persistKey: (key, destination, guarded) => persistUndoKey(rt.db, fence, key, rt.now(), destination, guarded),
+          persistKey: (key, destination, guarded) => persistRowKey(rt.db, rowFence, key, rt.now(), destination, guarded),
           explainUnpersisted: (key) => burntKeyReason(rt.db, run.workspace, key),
-          recordSend: (destination, at, guarded) => recordUndoKeySend(rt.db, fence, at, destination, guarded),
+          recordSend: (destination, at, guarded) => recordRowKeySend(rt.db, rowFence, at, destination, guarded),
           recallColdSend: (key, destination, hot) =>
             recallKeySend(
               { db: rt.db, bucket: keyMemoryBucket(rt.env), workspace: run.workspace, horizonMs: keyForgetHorizonMs(rt.env), now: rt.now },
@@ -332,7 +332,7 @@ async function execute(rt: StepRuntime, fence: UndoFence, run: UndoRun, claimed:
             ),
         }),
       ),
-    (now, leaseMs) => extendUndoLease(rt.db, fence, now, leaseMs),
+    (now, leaseMs) => extendRowLease(rt.db, rowFence, now, leaseMs),
   );
 }
 

@@ -14,17 +14,16 @@ import { evaluate } from "../expressions/evaluate";
 import {
   burntKeyReason,
   claimItemAndLoad,
-  extendItemLease,
-  itemRowKey,
+  extendRowLease,
+  itemKeyFence,
   MAX_STEP_INPUT_BYTES,
   parseKeySends,
-  persistItemKey,
-  recordItemKeySend,
-  scheduleItemInProgressRecheck,
-  scheduleItemRetry,
+  persistRowKey,
+  recordRowKeySend,
+  scheduleRowInProgressRecheck,
+  scheduleRowRetry,
   settleItem,
   type ClaimedStep,
-  type Fence,
   type ItemFence,
   type ItemRef,
   type ItemRun,
@@ -222,7 +221,7 @@ async function runClaimedItem(rt: StepRuntime, c: ClaimedItem, inputs: StepInput
   const policy = policyOf(prepared.inner);
   const facts: ClaimFacts = { attempt: c.claimed.attempt, retryBase: c.claimed.retryBase, inProgressSince: c.run.inProgressSince };
   const outcome = boundOutput(overClaimBudget(facts, policy) ?? (await execute(rt, c, fence, prepared)));
-  await rt.afterRun?.({ executionId: fence.executionId, vertexId: itemRowKey(fence.vertexId, fence.item), epoch: fence.epoch });
+  await rt.afterRun?.(itemKeyFence(fence));
   const now = rt.now();
   const t = decide(outcome, facts, policy, now, rt.random);
   const request = outcome.request ? JSON.stringify(outcome.request) : null;
@@ -230,7 +229,7 @@ async function runClaimedItem(rt: StepRuntime, c: ClaimedItem, inputs: StepInput
   const output = "output" in t && t.output !== undefined ? JSON.stringify(t.output ?? null) : null;
   switch (t.kind) {
     case "retry": {
-      const ours = await scheduleItemRetry(rt.db, fence, {
+      const ours = await scheduleRowRetry(rt.db, itemKeyFence(fence), {
         now,
         availableAt: now + t.delayMs,
         delayReason: t.reason,
@@ -242,7 +241,7 @@ async function runClaimedItem(rt: StepRuntime, c: ClaimedItem, inputs: StepInput
       return afterRetry(rt, c.ref, ours, t.delayMs);
     }
     case "recheck_in_progress": {
-      const ours = await scheduleItemInProgressRecheck(rt.db, fence, {
+      const ours = await scheduleRowInProgressRecheck(rt.db, itemKeyFence(fence), {
         now,
         availableAt: now + t.delayMs,
         attempt: c.claimed.attempt,
@@ -288,7 +287,7 @@ async function runClaimedItem(rt: StepRuntime, c: ClaimedItem, inputs: StepInput
     default: {
       // An item never parks otherwise (no DELAY or wait inside a MAP): asked again later, not counted.
       const until = "until" in t ? t.until : now + 1000;
-      const ours = await scheduleItemInProgressRecheck(rt.db, fence, {
+      const ours = await scheduleRowInProgressRecheck(rt.db, itemKeyFence(fence), {
         now,
         availableAt: Math.max(until, now + 1000),
         attempt: c.claimed.attempt,
@@ -312,7 +311,7 @@ async function afterRetry(rt: StepRuntime, ref: ItemRef, ours: boolean, delayMs:
 async function execute(rt: StepRuntime, c: ClaimedItem, fence: ItemFence, p: PreparedItem): Promise<RunOutcome> {
   if (p.inner.type === "TRANSFORM") return runTransform(p.inner, p.context);
   const gateway = p.inner;
-  const rowFence: Fence = { executionId: fence.executionId, vertexId: itemRowKey(fence.vertexId, fence.item), epoch: fence.epoch };
+  const rowFence = itemKeyFence(fence);
   return withHeartbeat(
     rt,
     rowFence,
@@ -333,9 +332,9 @@ async function execute(rt: StepRuntime, c: ClaimedItem, fence: ItemFence, p: Pre
           keySends: parseKeySends(c.run.keySendsJson),
           stepCreatedAt: c.run.itemCreatedAt ?? 0,
           reattempt: mustVerify({ attempt: c.claimed.attempt, startedOverFrom: c.run.startedOverFrom }),
-          persistKey: (key, destination, guarded) => persistItemKey(rt.db, fence, key, rt.now(), destination, guarded),
+          persistKey: (key, destination, guarded) => persistRowKey(rt.db, rowFence, key, rt.now(), destination, guarded),
           explainUnpersisted: (key) => burntKeyReason(rt.db, c.run.workspace, key),
-          recordSend: (destination, at, guarded) => recordItemKeySend(rt.db, fence, at, destination, guarded),
+          recordSend: (destination, at, guarded) => recordRowKeySend(rt.db, rowFence, at, destination, guarded),
           // The retention guard's cold lookup (docs/history.md "Key memory: hot and cold"), as for a step.
           recallColdSend: (key, destination, hot) =>
             recallKeySend(
@@ -353,7 +352,7 @@ async function execute(rt: StepRuntime, c: ClaimedItem, fence: ItemFence, p: Pre
             ),
         }),
       ),
-    (now, leaseMs) => extendItemLease(rt.db, fence, now, leaseMs),
+    (now, leaseMs) => extendRowLease(rt.db, rowFence, now, leaseMs),
   );
 }
 
