@@ -6,7 +6,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { claimAndLoad } from "../../src/ledger";
-import { chargeWorkflow, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
+import { chargeWorkflow, DEST, harness, seedWorkflow, stepsOf, unique, type Harness } from "./helpers";
 
 const WS = "steps-heartbeat";
 const LEASE_MS = 500;
@@ -90,6 +90,70 @@ describe("the heartbeat during a long Gateway call", () => {
     const result = await running;
     expect(result.explicitAcks).toHaveLength(1);
     expect((await stepsOf(executionId)).charge).toMatchObject({ state: "COMPLETED", epoch: 1, attempt: 1 });
+    expect(h.dest.effects).toHaveLength(1);
+  });
+});
+
+async function itemLeaseOf(executionId: string): Promise<{ state: string; epoch: number; lease_until: number | null } | null> {
+  return env.DB.prepare("SELECT state, epoch, lease_until FROM work_items WHERE execution_id = ?1 AND row_key = 'refund#0'")
+    .bind(executionId)
+    .first<{ state: string; epoch: number; lease_until: number | null }>();
+}
+
+describe("the heartbeat during a MAP item's long call (src/ledger/work-row-writes.ts, the item's row fence)", () => {
+  it("moves the item's lease_until past its claim's lease while the destination holds the request", async () => {
+    const h: Harness = harness({ now: () => Date.now(), leaseMs: LEASE_MS, heartbeatEveryMs: HEARTBEAT_MS });
+    const wf = await seedWorkflow(WS, {
+      id: unique("wf"),
+      vertices: [
+        { id: "received", type: "ENTRY_POINT", config: {} },
+        {
+          id: "refund",
+          type: "MAP",
+          config: {
+            items: "= payload.order.lines",
+            as: "line",
+            step: {
+              type: "GATEWAY",
+              config: {
+                method: "POST",
+                url: `${DEST}/payments/charges`,
+                headers: { "Idempotency-Key": "= 'refund-' & payload.order.id & '-' & line.sku" },
+                body: "= { 'sku': line.sku, 'amount': 1 }",
+              },
+            },
+          },
+        },
+      ],
+      edges: [{ from: "received", to: "refund" }],
+    });
+    h.clock.t = Date.now() - 1_000;
+    let release!: () => void;
+    h.dest.hold = new Promise<void>((r) => (release = r));
+    const executionId = await h.start(wf, { order: { id: unique("M"), lines: [{ sku: "A" }] } });
+    const running: Promise<unknown>[] = [];
+    try {
+      // Deliver every message the run sends until the item's request is held at the destination.
+      await until(
+        "the item's request to reach the destination",
+        () => {
+          for (const m of h.queue.take()) running.push(h.deliver([m.body]));
+          return h.dest.requests.length;
+        },
+        (n) => n === 1,
+        5_000,
+      );
+      const claimLeaseEndsBy = Date.now() + LEASE_MS;
+      const extended = await until(
+        "the heartbeat to extend the item's lease",
+        () => itemLeaseOf(executionId),
+        (row) => (row?.lease_until ?? 0) > claimLeaseEndsBy,
+      );
+      expect(extended).toMatchObject({ state: "EXECUTING", epoch: 1 });
+    } finally {
+      release();
+    }
+    await Promise.all(running);
     expect(h.dest.effects).toHaveLength(1);
   });
 });
