@@ -43,11 +43,11 @@ function startStepsSql(source: Source): string {
     `(SELECT ks.${column} FROM destination_key_sends ks
        WHERE ks.workspace = steps.workspace AND ks.idempotency_key = steps.idempotency_key AND ks.destination = steps.key_destination)`;
   const sql = `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until, idempotency_key,
-                          key_destination, key_guarded, output, next_vertices, created_at, updated_at, finished_at)
+                          key_destination, key_guarded, output, next_vertices, created_at, created_seq, updated_at, finished_at)
        SELECT src.execution_id, j.value ->> 'v', ?1, j.value ->> 's', j.value ->> 'c', j.value ->> 'c', ?2,
               CASE WHEN j.value ->> 'c' = 1 THEN ?2 + ?3 END, ${keyed("k")}, ${keyed("d")}, ${keyed("g")},
               CASE WHEN j.value ->> 'v' = ?4 THEN (SELECT e.payload FROM executions e WHERE e.id = src.execution_id) END,
-              j.value ->> 'n', ?2, ?2, CASE WHEN j.value ->> 's' IN ('COMPLETED', 'SKIPPED') THEN ?2 END
+              j.value ->> 'n', ?2, j.key, ?2, CASE WHEN j.value ->> 's' IN ('COMPLETED', 'SKIPPED') THEN ?2 END
        FROM ${table} CROSS JOIN json_each(?5) j
        WHERE ${mine} AND (j.value ->> 'x' IS NULL OR j.value ->> 'x' = src.execution_id)
        ON CONFLICT (execution_id, vertex_id) DO NOTHING

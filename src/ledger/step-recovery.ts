@@ -18,7 +18,8 @@ export const DEFAULT_MAX_RESEND_WAIT_MS = 60 * 60_000;
  *
  * Bounded: each kind of due step is one index range (`steps_first_resend_due`,
  * `steps_next_resend_due`), at most `limit` of each read, the `limit` most overdue re-sent.
- * `available_at` is left alone (the step stays claimable). RETURNING what to re-send.
+ * `available_at` is left alone (the step stays claimable). RETURNING what to re-send. The steps
+ * are named by their primary key (`steps` has no rowid since migrations/0038).
  */
 export async function redispatchOverdue(
   db: D1Database,
@@ -27,12 +28,12 @@ export async function redispatchOverdue(
   limit: number,
   maxWaitMs: number = DEFAULT_MAX_RESEND_WAIT_MS,
 ): Promise<StepRef[]> {
-  const due = `SELECT id FROM (
-      SELECT * FROM (SELECT rowid AS id, available_at + ?2 AS due FROM steps
+  const due = `SELECT execution_id, vertex_id FROM (
+      SELECT * FROM (SELECT execution_id, vertex_id, available_at + ?2 AS due FROM steps
                      WHERE state = 'DISPATCHED' AND next_resend_at IS NULL AND available_at <= ?1 - ?2
                      ORDER BY available_at LIMIT ?3)
       UNION ALL
-      SELECT * FROM (SELECT rowid AS id, next_resend_at AS due FROM steps
+      SELECT * FROM (SELECT execution_id, vertex_id, next_resend_at AS due FROM steps
                      WHERE state = 'DISPATCHED' AND next_resend_at IS NOT NULL AND next_resend_at <= ?1
                      ORDER BY next_resend_at LIMIT ?3)
     ) ORDER BY due LIMIT ?3`;
@@ -40,7 +41,7 @@ export async function redispatchOverdue(
     .prepare(
       `UPDATE steps
          SET resends = resends + 1, next_resend_at = ?1 + min(?2 << min(resends + 1, 30), ?4), updated_at = ?1
-       WHERE rowid IN (${due}) AND state = 'DISPATCHED'
+       WHERE (execution_id, vertex_id) IN (${due}) AND state = 'DISPATCHED'
        RETURNING execution_id, vertex_id`,
     )
     .bind(now, overdueMs, limit, maxWaitMs)
@@ -56,7 +57,7 @@ export async function redispatchOverdue(
  */
 export async function redispatchExpiredLeases(db: D1Database, now: number, limit: number): Promise<StepRef[]> {
   // A parked step (a DELAY sleeping) is not an expired lease: its wake-up is its own (`dueParkedSteps`, src/steps/cron.ts).
-  const expired = `SELECT rowid FROM steps WHERE state = 'EXECUTING' AND lease_until <= ?1 AND parked_until IS NULL
+  const expired = `SELECT execution_id, vertex_id FROM steps WHERE state = 'EXECUTING' AND lease_until <= ?1 AND parked_until IS NULL
                    ORDER BY lease_until LIMIT ?2`;
   const results = await new LabelledBatch<"leaseExpired" | "redispatched">(db)
     .add(
@@ -65,7 +66,7 @@ export async function redispatchExpiredLeases(db: D1Database, now: number, limit
         .prepare(
           `INSERT INTO step_events (execution_id, vertex_id, type, epoch, at, detail)
            SELECT execution_id, vertex_id, 'lease_expired', epoch, ?1, 're-dispatched by the reaper'
-           FROM steps WHERE rowid IN (${expired})`,
+           FROM steps WHERE (execution_id, vertex_id) IN (${expired})`,
         )
         .bind(now, limit),
     )
@@ -74,7 +75,7 @@ export async function redispatchExpiredLeases(db: D1Database, now: number, limit
       db
         .prepare(
           `UPDATE steps SET state = 'DISPATCHED', lease_until = NULL, available_at = ?1, updated_at = ?1
-           WHERE rowid IN (${expired}) AND state = 'EXECUTING'
+           WHERE (execution_id, vertex_id) IN (${expired}) AND state = 'EXECUTING'
            RETURNING execution_id, vertex_id`,
         )
         .bind(now, limit),

@@ -120,12 +120,12 @@ function decideStep(
   return db
     .prepare(
       `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until,
-                          created_at, updated_at, finished_at)
+                          created_at, created_seq, updated_at, finished_at)
        SELECT e.id, ?2, e.workspace,
               CASE WHEN NOT t.taken THEN 'SKIPPED' WHEN c.claim THEN 'EXECUTING' ELSE 'DISPATCHED' END,
               t.taken AND c.claim, t.taken AND c.claim, ?4,
               CASE WHEN t.taken AND c.claim THEN ?4 + ?6 END,
-              ?4, ?4,
+              ?4, (SELECT coalesce(max(q.created_seq), -1) + 1 FROM steps q WHERE q.execution_id = ?1), ?4,
               CASE WHEN t.taken THEN NULL ELSE ?4 END
        FROM executions e,
             (SELECT EXISTS (

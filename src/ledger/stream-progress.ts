@@ -63,7 +63,7 @@ export async function readStreamProgress(
               ${byteLength("s.output")} AS outputBytes,
               CASE WHEN ${known} THEN NULL ELSE s.error END AS error
        FROM executions e LEFT JOIN (
-         SELECT execution_id, workspace, vertex_id, state, attempt, epoch, output, error, 0 AS undo, created_at, rowid AS seq
+         SELECT execution_id, workspace, vertex_id, state, attempt, epoch, output, error, 0 AS undo, created_at, created_seq AS seq
          FROM steps WHERE execution_id = ?1
          UNION ALL
          SELECT execution_id, workspace, row_key, state, attempt, epoch, output, error, 1, item_index, 0

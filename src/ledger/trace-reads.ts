@@ -310,7 +310,7 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       db
         .prepare(
           `SELECT execution_id AS executionId, ${STEP_RECORD}
-           FROM steps WHERE execution_id IN ${OWNED_IDS} ORDER BY execution_id, created_at, rowid`,
+           FROM steps WHERE execution_id IN ${OWNED_IDS} ORDER BY execution_id, created_at, created_seq`,
         )
         .bind(param),
     )
