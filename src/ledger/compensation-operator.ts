@@ -5,8 +5,7 @@
  * in every statement, so of two operators acting at once one wins and the other is refused.
  */
 import { LabelledBatch } from "./batch";
-import type { ExecutionStatus } from "./execution-types";
-import { liveOfLineage } from "./lineage";
+import { LIVE_STATUSES_SQL, type ExecutionStatus } from "./execution-types";
 import type { UndoRef, UndoState } from "./undo-steps";
 
 export type UndoRetryResult =
@@ -38,7 +37,7 @@ export async function retryFailedUndo(
   now: number,
 ): Promise<UndoRetryResult> {
   const reopenable = `EXISTS (SELECT 1 FROM executions e WHERE e.id = ?1 AND e.workspace = ?3 AND e.status = 'COMPENSATION_FAILED'
-      AND ${liveOfLineage("e.lineage_id", "e.id")} IS NULL)`;
+      AND NOT EXISTS (SELECT 1 FROM executions l WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL}))`;
   const failedUndo = `execution_id = ?1 AND (?2 IS NULL OR vertex_id = ?2) AND kind = 'undo' AND state = 'FAILED' AND ${reopenable}`;
   const params = [executionId, vertexId, workspace, now] as const;
   const results = await new LabelledBatch<"event" | "undo" | "execution" | "current">(db)
@@ -80,7 +79,8 @@ export async function retryFailedUndo(
           `SELECT e.status,
                   (SELECT w.state FROM work_items w WHERE w.execution_id = e.id AND w.kind = 'undo' AND (?3 IS NULL OR w.vertex_id = ?3)
                    ORDER BY w.state = 'FAILED' DESC LIMIT 1) AS undoState,
-                  ${liveOfLineage("e.lineage_id", "e.id")} AS liveExecutionId
+                  (SELECT l.id FROM executions l WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL}
+                   LIMIT 1) AS liveExecutionId
            FROM executions e WHERE e.id = ?1 AND e.workspace = ?2`,
         )
         .bind(executionId, workspace, vertexId),

@@ -13,7 +13,7 @@ export type ExecutionStatus = "RUNNING" | "COMPLETED" | "FAILED" | "CANCELLED" |
 /**
  * The live statuses, as SQL: RUNNING, and COMPENSATING (its undo steps run: docs/steps.md
  * "Compensation"). The one-live gate of a lineage counts both; the partial index
- * `executions_live_by_lineage` (migrations/0039) has this very predicate (./lineage.ts).
+ * `executions_live_by_lineage` (migrations/0031) has this very predicate.
  */
 /** How an execution ended: the statuses a tombstone can hold. */
 export type FinalExecutionStatus = Exclude<ExecutionStatus, "RUNNING" | "COMPENSATING">;

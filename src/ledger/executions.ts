@@ -14,6 +14,7 @@
 import { LabelledBatch } from "./batch";
 import type { ChainOffer, FirstStepKey } from "./chain-claim";
 import {
+  LIVE_STATUSES_SQL,
   WorkflowVersionChanged,
   type ExecutionStatus,
   type NewExecution,
@@ -22,7 +23,6 @@ import {
   type StartPlan,
 } from "./execution-types";
 import { claimIdentity } from "./identity-claim";
-import { liveOfLineage } from "./lineage";
 import { startExecutionRow, type VariantFacts } from "./start-execution-row";
 import { claimSource, forcedSource, gateVersionOf } from "./start-source";
 import { chainedOf, chainedVertexOf, insertStartSteps, startStepRows, type StartStepReturned, type Variant } from "./start-steps";
@@ -147,7 +147,8 @@ export async function startExecution(
       db
         .prepare(
           `SELECT f.status AS fromStatus, f.superseded_by AS supersededBy,
-                  ${liveOfLineage("f.lineage_id")} AS liveExecutionId
+                  (SELECT l.id FROM executions l
+                   WHERE l.lineage_id = f.lineage_id AND l.status IN ${LIVE_STATUSES_SQL} LIMIT 1) AS liveExecutionId
            FROM executions f WHERE f.id = ?1 AND f.workspace = ?2`,
         )
         .bind(record.startedOverFrom, record.workspace),

@@ -8,7 +8,7 @@
  * counter (./start-execution-row.ts).
  */
 import { latestVersionGate } from "./start-source";
-import { liveOfLineage } from "./lineage";
+import { LIVE_STATUSES_SQL } from "./execution-types";
 
 /** `build()`, called once: the start batch's SQL texts are constants, built on first use (not on every trigger). */
 function once<T>(build: () => T): () => T {
@@ -25,11 +25,13 @@ function once<T>(build: () => T): () => T {
  * so this is "another execution of this trigger is live" — and at most one is, by the gates of the
  * start over (`startOverGate`), the operator retry (./operator.ts) and the claim itself. The
  * second lineage is defence in depth for a row older than migrations/0026, which moved every
- * trigger's executions into the identity's lineage. Reads by primary key (a lineage's head) and the
- * `executions_live_by_lineage` index (its other members): ./lineage.ts.
+ * trigger's executions into the identity's lineage. Walks the `executions_live_by_lineage` index.
  */
 function liveOfIdentity(identity: string, named: string): string {
-  return liveOfLineage(`${identity}, (SELECT n.lineage_id FROM executions n WHERE n.id = ${named})`);
+  return `(SELECT l.id FROM executions l
+     WHERE l.status IN ${LIVE_STATUSES_SQL}
+       AND l.lineage_id IN (${identity}, (SELECT n.lineage_id FROM executions n WHERE n.id = ${named}))
+     LIMIT 1)`;
 }
 
 /** The claim's SQL text (the same for every claim: built once per isolate; exported for the query-plan tests). */

@@ -9,8 +9,7 @@ import { LabelledBatch } from "./batch";
 import { KEY_MAY_BE_FORGOTTEN_MARK } from "./key-sends";
 import { NEXT_ATTEMPT_SEQ, STEP_EVENT_MARK } from "./attempts";
 import type { StepRef, StepState } from "./step-sql";
-import type { ExecutionStatus } from "./execution-types";
-import { liveOfLineage } from "./lineage";
+import { LIVE_STATUSES_SQL, type ExecutionStatus } from "./execution-types";
 import { UNDOABLE } from "./step-settle";
 
 export type OperatorRetryResult =
@@ -131,7 +130,9 @@ export async function retryFailedStep(
       db
         .prepare(
           `SELECT s.state, ${refusedByGuard} AS refusedByGuard, e.status AS executionStatus, e.superseded_by AS supersededBy,
-                  ${liveOfLineage("e.lineage_id", "e.id")} AS liveExecutionId
+                  (SELECT l.id FROM executions l
+                   WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL} LIMIT 1)
+                    AS liveExecutionId
            FROM steps s JOIN executions e ON e.id = s.execution_id
            WHERE s.execution_id = ?1 AND s.vertex_id = ?2 AND s.workspace = ?3`,
         )
@@ -158,7 +159,8 @@ interface RetryCurrent {
 }
 
 /** No execution of `e`'s lineage but `e` itself is RUNNING. For a statement where `e` is the execution acted on. */
-const NO_OTHER_LIVE = `${liveOfLineage("e.lineage_id", "e.id")} IS NULL`;
+const NO_OTHER_LIVE = `NOT EXISTS (SELECT 1 FROM executions l
+  WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL})`;
 
 export type CancelResult =
   /** Cancelled now: the steps that were in flight, with the key each had sent (a sent call cannot be unsent). */

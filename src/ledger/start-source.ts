@@ -5,7 +5,6 @@
  * (one live execution per lineage).
  */
 import { LIVE_STATUSES_SQL, type NewExecution } from "./execution-types";
-import { liveOfLineage } from "./lineage";
 
 /**
  * The version gate: true when not asked for (`?v` NULL), else true only while `?v` is the latest.
@@ -76,7 +75,9 @@ function startOverGate(id: string, ws: string, from: string): string {
   return `(${from} IS NULL OR (
       EXISTS (SELECT 1 FROM executions f WHERE f.id = ${from} AND f.workspace = ${ws}
                 AND f.status NOT IN ${LIVE_STATUSES_SQL} AND f.superseded_by IS NULL)
-      AND ${liveOfLineage(`(SELECT f.lineage_id FROM executions f WHERE f.id = ${from})`, id)} IS NULL))`;
+      AND NOT EXISTS (SELECT 1 FROM executions l
+                      WHERE l.status IN ${LIVE_STATUSES_SQL} AND l.id <> ${id}
+                        AND l.lineage_id = (SELECT f.lineage_id FROM executions f WHERE f.id = ${from}))))`;
 }
 
 export function gateVersionOf(record: NewExecution): string | null {

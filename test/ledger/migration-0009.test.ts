@@ -118,8 +118,8 @@ describe("migration 0009 on a populated database", () => {
     await env.DB.prepare("UPDATE executions SET status = 'CANCELLED', finished_at = 9 WHERE id = 'm-c'").run();
     await expect(
       env.DB.prepare(
-        `INSERT INTO steps (execution_id, vertex_id, workspace, state, available_at, created_at, updated_at)
-         VALUES ('nope', 'x', 'mig', 'DISPATCHED', 1, 1, 1)`,
+        `INSERT INTO steps (execution_id, vertex_id, workspace, state, available_at, created_at, created_seq, updated_at)
+         VALUES ('nope', 'x', 'mig', 'DISPATCHED', 1, 1, 0, 1)`,
       ).run(),
     ).rejects.toThrow(/FOREIGN KEY constraint failed/);
   });
