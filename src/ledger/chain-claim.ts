@@ -4,8 +4,9 @@
  * ONE of the steps it makes ready already claimed, so the same invocation runs it at once instead
  * of sending it a queue message (src/steps/chain.ts). No claim statement runs: the row is inserted
  * as a claim leaves it (EXECUTING, epoch and attempt 1, the offer's lease), guarded by the batch's
- * own success (the start won its identity or its gates; the settle held its fence), and the
- * insert's trigger opens its attempt's row (migrations/0024 `steps_claimed_at_insert`).
+ * own success (the start won its identity or its gates; the settle held its fence). Its attempt
+ * has no row while it runs (migrations/0040): the trace reads it from the step row, started at its
+ * `created_at` (its `claimed_at` stays NULL), and the batch that ends it writes its row (./attempts.ts).
  *
  * Only a fresh step is claimed this way — inserted now, never attempted — so it has no key sends
  * and no attempts on record yet. Crash safety is the claim batch's: a claimed step that never runs

@@ -412,11 +412,13 @@ export interface PermitWait {
 
 /**
  * `parkForPermit`: the claimed step found no permit. Like a DELAY's park (EXECUTING, lease and
- * `parked_until` at `until`), but it is not an attempt: the attempt row its claim opened is
- * deleted and `attempt` goes back by one, so `attempt - retry_base` (what the retry budget and the
- * crash allowance count) is unchanged, the next claim is the same attempt number, and the trace
- * keeps only real attempts. The wait is recorded for the trace (`permit_wait` of the step's row, or
- * of the item's: migration 0035). One batch, fenced. `rows`: a step's row, or a MAP's item (`fence.vertexId` its row key).
+ * `parked_until` at `until`), but it is not an attempt: the attempt row a MAP item's claim opened
+ * is deleted (a step's attempt has no row while it runs — migrations/0040 — and a parked step shows
+ * none; the DELETE still removes a `running` row from before it) and `attempt` goes back by one,
+ * so `attempt - retry_base` (what the retry budget and the crash allowance count) is unchanged,
+ * the next claim is the same attempt number, and the trace keeps only real attempts. The wait is
+ * recorded for the trace (`permit_wait` of the step's row, or of the item's: migration 0035). One
+ * batch, fenced. `rows`: a step's row, or a MAP's item (`fence.vertexId` its row key).
  */
 export async function parkForPermit(
   db: D1Database,

@@ -63,8 +63,8 @@ function startStepsSql(source: Source): string {
  * attempt 0: it never ran on a worker, but the trace shows it), each successor (DISPATCHED available
  * now, or SKIPPED finished now), and with chaining the first step the caller runs at once, inserted
  * claimed: EXECUTING under epoch 1 and attempt 1 with its lease — the same row a claim would leave,
- * with no claim to run. Its attempt's row and its key's first send are written by the triggers of
- * migrations/0024 (`steps_claimed_at_insert`, `steps_key_sent_at_insert`). Only for the source's
+ * with no claim to run. Its key's first send is written by the trigger of migrations/0024
+ * (`steps_key_sent_at_insert`); its attempt has no row until it ends (migrations/0040). Only for the source's
  * own execution (my claim, or the forced start's gates): a duplicate's copy inserts nothing.
  * RETURNING the rows inserted, each with the key's earlier first send to that destination, if any
  * (RETURNING sees the database before the row's triggers ran: the send the trigger keeps).

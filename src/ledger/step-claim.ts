@@ -1,6 +1,6 @@
 /**
  * The claim of a step and its lease: `claimAndLoad` — the claim with everything the run needs, in
- * one round trip (the lease-expiry and redelivery-dropped records, the claim, the attempt opened,
+ * one round trip (the lease-expiry and redelivery-dropped records, the claim, the attempts kept,
  * the run's context, the step's inputs: ./step-inputs.ts) — and `extendLease`, the fenced
  * heartbeat of a long call.
  *
@@ -8,7 +8,7 @@
  * step as its worker: ?1 execution id, ?2 vertex id, ?3 epoch, ?4 now, then the rest.
  */
 import { sealedSecretsColumn } from "../secrets/store";
-import { markLostAttempts, openAttempt, trimAttempts } from "./attempts";
+import { markLostAttempts, trimAttempts } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { countClaim } from "./execution-counters";
@@ -85,14 +85,17 @@ const CLAIMED_STEP = selectList<ClaimedStep>({
 /**
  * `claimStep`: DISPATCHED (due) → EXECUTING, or the takeover of an EXECUTING step whose lease
  * expired. One statement: epoch and attempt +1, lease set, RETURNING the new epoch and the key.
- * A message arrived, so the reaper's re-send back-off starts over (`next_resend_at` cleared).
+ * A message arrived, so the reaper's re-send back-off starts over (`next_resend_at` cleared). A
+ * step records when it was claimed (`claimed_at`, migrations/0040): its running attempt has no row
+ * until it ends, and this is its start (./attempts.ts). A takeover's lost attempt is written by the
+ * trigger `steps_attempt_unrecorded` in this very statement.
  */
 export function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE ${rows.table}
          SET state = 'EXECUTING', epoch = epoch + 1, attempt = attempt + 1, lease_until = ?3 + ?4, updated_at = ?3,
-             next_resend_at = NULL, parked_until = NULL
+             next_resend_at = NULL, parked_until = NULL${rows.table === "steps" ? ", claimed_at = ?3" : ""}
        WHERE execution_id = ?1 AND ${rows.key} = ?2 AND ${CLAIMABLE}
        RETURNING ${CLAIMED_STEP}`,
     )
@@ -216,8 +219,10 @@ export interface ClaimAndLoadResult {
 
 /**
  * Claim and load in ONE round trip: lease expiry record, [redelivery-dropped record,] the claim,
- * the attempt's record (older open attempts marked lost, this one opened if the claim succeeded,
- * the step's attempts trimmed to the newest `MAX_ATTEMPTS_KEPT`: ./attempts.ts), the run's
+ * the attempts' records (a `running` row from before migrations/0040 under an older epoch marked
+ * lost, the step's attempts trimmed to the newest `MAX_ATTEMPTS_KEPT`: ./attempts.ts — the claimed
+ * attempt itself has no row until it ends, and a takeover's lost one is written by the claim's
+ * trigger), the run's
  * context and the step's inputs. The claim is a single statement; the reads after it tell the
  * runner what it needs when the claim succeeded, and tell the consumer why when it did not
  * (completed, live lease, not due, unknown).
@@ -237,7 +242,6 @@ export async function claimAndLoad(
     .add("counters", countClaim(db, ref, now, drop, STEP_ROWS, options.permitWake))
     .add("claim", claimStep(db, ref, now, leaseMs))
     .add("attempts", markLostAttempts(db, ref))
-    .add("attempts", openAttempt(db, ref, now))
     .add("attempts", trimAttempts(db, ref))
     .add("run", readStepRun(db, ref))
     .add("inputs", readStepInputs(db, ref, now, options.inputs ?? { maxBytes: MAX_STEP_INPUT_BYTES, analysisVersion: null }));

@@ -97,8 +97,8 @@ function backfillNextVertices(db: D1Database, executionId: string, vertexId: str
  *
  * With `claim` (the step is a candidate of the chain's offer, src/steps/chain.ts), a DISPATCHED
  * decision is inserted claimed instead — EXECUTING under epoch 1 and attempt 1 with the offer's
- * lease, the row a claim would leave, its attempt's row opened by the insert's trigger
- * (migrations/0024 `steps_claimed_at_insert`) — while the batch's own settle held its fence (the
+ * lease, the row a claim would leave (its attempt has no row until it ends: migrations/0040,
+ * ./attempts.ts) — while the batch's own settle held its fence (the
  * settled step is COMPLETED under its epoch, finished now) and no earlier decision of this batch
  * already took the claim (one chained step per settle). Only a row inserted now is ever claimed
  * this way: a fresh step, never attempted, with no key, sends or attempts on record.

@@ -98,7 +98,7 @@ describe("what an execution and a duplicate cost", () => {
     expect(h.dest.effects).toHaveLength(1);
   });
 
-  it("a new trigger of the bench's job: 3 round trips, 3 + 6 + 5 statements, 24 rows written (45, 30, 29, 28, 27)", async () => {
+  it("a new trigger of the bench's job: 3 round trips, 3 + 6 + 5 statements, 22 rows written (45, 30, 29, 28, 27, 24)", async () => {
     const counting = countingD1(env.DB);
     const h = harness({}, { chain: true });
     const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
@@ -112,16 +112,18 @@ describe("what an execution and a duplicate cost", () => {
     // Start: the identity (row, expiry index), the execution (row, key, four indexes — a trigger's
     // execution is in the lineage index, migrations/0039) and its business value (its row: no index
     // by execution since migrations/0033), the entry (its row: `steps` has no separate key since
-    // migrations/0038) and the claimed charge (row, lease and key indexes, its attempt, its key's
-    // first send — no index on the send since migrations/0033). Then the charge's settle with done
-    // inserted claimed (its attempt opened), and done's settle with the finish (the row and its
-    // purge entry; it leaves the status index, which keeps no COMPLETED entry since migrations/0033).
-    expect(written(counting)).toEqual([15, 5, 4]);
-    expect(counting.rowsWritten()).toBe(24);
+    // migrations/0038) and the claimed charge (row, lease and key indexes, its key's first send — no
+    // index on the send since migrations/0033; no attempt row while it runs since migrations/0040).
+    // Then the charge's settle: its attempt's row written once, complete (migrations/0040), the
+    // charge settled, done inserted claimed (its row, lease entry); and done's settle: its attempt's
+    // row, the step settled, the finish (the row and its purge entry; it leaves the status index,
+    // which keeps no COMPLETED entry since migrations/0033).
+    expect(written(counting)).toEqual([14, 4, 4]);
+    expect(counting.rowsWritten()).toBe(22);
     expect(counting.rowsRead()).toBeLessThanOrEqual(120);
   });
 
-  it("the harness trigger → settle path: 13 statements in 3 round trips (23 before), 21 rows written (40, 24), all recorded", async () => {
+  it("the harness trigger → settle path: 13 statements, 3 round trips (23 before), 19 rows written (40, 24, 21), on record", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db }, { chain: true });
     const workflow = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
@@ -131,8 +133,10 @@ describe("what an execution and a duplicate cost", () => {
     expect(await executionStatus(id)).toBe("COMPLETED");
     expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 6, 5]);
     expect(counting.statements()).toBeLessThanOrEqual(15);
-    // Each step one row less than before migrations/0038 (`steps` has no separate key index).
-    expect(written(counting)).toEqual([12, 5, 4]);
+    // Each step one row less than before migrations/0038 (`steps` has no separate key index); each
+    // attempt one row, written when it ends (migrations/0040: the start and the charge's settle no
+    // longer open one).
+    expect(written(counting)).toEqual([11, 4, 4]);
     // Everything still on record: each step's attempt (numbered in the change stream), the key and its first send, the counters.
     const record = await env.DB.prepare(
       `SELECT (SELECT count(*) FROM step_attempts a
@@ -164,7 +168,7 @@ describe("what an execution and a duplicate cost", () => {
       expect.arrayContaining([
         "executions_identity_values",
         "executions_supersede_failed",
-        "steps_claimed_at_insert",
+        "steps_attempt_unrecorded",
         "steps_key_sent_at_insert",
       ]),
     );

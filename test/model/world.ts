@@ -33,6 +33,7 @@ import { DEST } from "../steps/helpers";
 import { deliveredEnv } from "../helpers/shards";
 import { ADVANCES_MS, WORKSPACES, type Op, type WorkflowName } from "./ops";
 import { applyParkOp, checkPark, setupPark } from "./ops-comp-operator";
+import { checkAttempts } from "./world-attempts";
 import { applyCompOp, checkComp, setupComp } from "./ops-compensation";
 import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
 import { applyKeysOp, checkKeys, KEYS_HOT, keysWorkflow } from "./ops-keys";
@@ -684,6 +685,7 @@ export class World {
     for (const shard of [0, 1]) await checkNotify(this, shard);
     for (const shard of [0, 1]) await checkComp(this, shard);
     for (const shard of [0, 1]) await checkPark(this, shard);
+    for (const shard of [0, 1]) await checkAttempts(this, shard);
     checkKeys(this);
   }
 

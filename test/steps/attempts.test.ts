@@ -8,9 +8,11 @@ import { env } from "cloudflare:test";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import {
   claimAndLoad,
+  extendLease,
   MAX_ATTEMPT_ERROR_CHARS,
   MAX_ATTEMPT_SUMMARY_BYTES,
   MAX_ATTEMPTS_KEPT,
+  persistIdempotencyKey,
   redispatchExpiredLeases,
   scheduleRetry,
   settleAndDispatch,
@@ -118,17 +120,18 @@ describe("every attempt on record", () => {
     const id = await h.start(wf, { order: { id: unique("C"), total: 9 } });
     const [msg] = h.queue.take();
     await h.deliver([msg!.body]);
-    // While the step still runs under the crashed worker's lease, its attempt is running.
+    // While the step still runs under the crashed worker's lease, its attempt is running: shown
+    // from the step row, no row written (migrations/0040).
     expect((await attemptsOf(id)).map((a) => a.outcome)).toEqual(["running"]);
+    expect(await storedAttempts(id)).toEqual([]);
     h.clock.advance(2_000);
-    // The reaper re-dispatches the expired lease: the trace already shows the attempt lost, before any claim records it.
+    // The reaper re-dispatches the expired lease and records the attempt lost in the same statement.
     await redispatchExpiredLeases(env.DB, h.clock.now(), 100);
-    expect(await storedAttempts(id)).toEqual([{ epoch: 1, outcome: "running", finished_at: null }]);
+    expect(await storedAttempts(id)).toEqual([{ epoch: 1, outcome: "lost", finished_at: null }]);
     expect((await attemptsOf(id)).map((a) => a.outcome)).toEqual(["lost"]);
     await h.deliver([msg!.body]);
     await h.drain();
     expect(await executionStatus(id)).toBe("COMPLETED");
-    // The takeover's claim recorded the loss in its own batch.
     expect((await storedAttempts(id)).map((a) => a.outcome)).toEqual(["lost", "completed"]);
     const [lost, taken] = await attemptsOf(id);
     expect(lost).toMatchObject({ epoch: 1, outcome: "lost", finishedAt: null, durationMs: null, response: null, error: null });
@@ -151,7 +154,9 @@ describe("every attempt on record", () => {
     const owner = await claimAndLoad(env.DB, ref, h.clock.now(), 60_000);
     expect(owner.claimed!.epoch).toBe(2);
     const before = await env.DB.prepare("SELECT * FROM step_attempts WHERE execution_id = ?1 ORDER BY epoch").bind(id).all();
-    expect(before.results.map((r) => r.outcome)).toEqual(["lost", "running"]);
+    // The takeover recorded the stale attempt lost; the owner's runs with no row until it ends (migrations/0040).
+    expect(before.results.map((r) => r.outcome)).toEqual(["lost"]);
+    expect((await attemptsOf(id)).map((a) => a.outcome)).toEqual(["lost", "running"]);
     h.clock.advance(100);
     const staleFence = { ...ref, epoch: stale.claimed!.epoch };
     const late = await settleAndDispatch(env.DB, {
@@ -190,6 +195,97 @@ describe("every attempt on record", () => {
     expect(done).toMatchObject({ epoch: 2, outcome: "completed", response: { status: 201, body: "real" }, durationMs: 100 });
   });
 
+  it("a claim writes no attempt row: the running attempt is read from the step, started at its claim; its end writes it once", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const id = await h.start(wf, { order: { id: unique("R"), total: 3 } });
+    const ref = { executionId: id, vertexId: "charge" };
+    const claimedAt = h.clock.now();
+    const claim = await claimAndLoad(env.DB, ref, claimedAt, 60_000);
+    expect(claim.claimed!.epoch).toBe(1);
+    expect(await storedAttempts(id)).toEqual([]);
+    expect(await attemptsOf(id)).toMatchObject([
+      { epoch: 1, attempt: 1, outcome: "running", startedAt: new Date(claimedAt).toISOString(), finishedAt: null, idempotencyKey: null },
+    ]);
+    // The key persisted and the lease extended move the step's updated_at, not the attempt's start.
+    h.clock.advance(300);
+    const fence = { ...ref, epoch: 1 };
+    const persisted = await persistIdempotencyKey(env.DB, fence, unique("key"), h.clock.now(), DEST, false);
+    expect(persisted).not.toBeNull();
+    expect(await extendLease(env.DB, fence, h.clock.now(), 60_000)).toBe(true);
+    expect(await attemptsOf(id)).toMatchObject([
+      { epoch: 1, outcome: "running", startedAt: new Date(claimedAt).toISOString(), idempotencyKey: persisted!.key },
+    ]);
+    expect(await storedAttempts(id)).toEqual([]);
+    h.clock.advance(200);
+    const settled = await settleAndDispatch(env.DB, {
+      fence,
+      now: h.clock.now(),
+      outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "ok" }), nextVertices: ["done"] },
+      request: null,
+      response: { status: 201, headers: {}, body: "ok" },
+      backfill: [],
+      descendants: [],
+    });
+    expect(settled.settled).toBe(true);
+    expect(await storedAttempts(id)).toEqual([{ epoch: 1, outcome: "completed", finished_at: claimedAt + 500 }]);
+    expect(await attemptsOf(id)).toMatchObject([
+      { epoch: 1, outcome: "completed", startedAt: new Date(claimedAt).toISOString(), durationMs: 500, idempotencyKey: persisted!.key },
+    ]);
+  });
+
+  it("a running row from before migrations/0040: closed at its end, or lost at the reaper's, with its start and key", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
+    const legacy = async (total: number) => {
+      const id = await h.start(wf, { order: { id: unique("L"), total } });
+      const ref = { executionId: id, vertexId: "charge" };
+      const openedAt = h.clock.now();
+      expect((await claimAndLoad(env.DB, ref, openedAt, 1_000)).claimed!.epoch).toBe(1);
+      // The row the claim opened before migrations/0040 (`openAttempt`), with the key the persist recorded then.
+      await env.DB.prepare(
+        `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
+         VALUES (?1, 'charge', 1, 1, 'running', ?2, 'legacy-key', 1, 0)`,
+      )
+        .bind(id, openedAt - 50)
+        .run();
+      return { id, ref, openedAt };
+    };
+    const ended = await legacy(1);
+    h.clock.advance(100);
+    await settleAndDispatch(env.DB, {
+      fence: { ...ended.ref, epoch: 1 },
+      now: h.clock.now(),
+      outcome: { state: "COMPLETED", output: "{}", nextVertices: ["done"] },
+      request: null,
+      backfill: [],
+      descendants: [],
+    });
+    expect(await attemptsOf(ended.id)).toMatchObject([
+      {
+        epoch: 1,
+        outcome: "completed",
+        startedAt: new Date(ended.openedAt - 50).toISOString(),
+        durationMs: 150,
+        idempotencyKey: "legacy-key",
+      },
+    ]);
+    const reaped = await legacy(2);
+    h.clock.advance(2_000);
+    await redispatchExpiredLeases(env.DB, h.clock.now(), 100);
+    expect(await attemptsOf(reaped.id)).toMatchObject([
+      {
+        epoch: 1,
+        outcome: "lost",
+        startedAt: new Date(reaped.openedAt - 50).toISOString(),
+        finishedAt: null,
+        idempotencyKey: "legacy-key",
+      },
+    ]);
+    const rows = await env.DB.prepare("SELECT seq FROM step_attempts WHERE execution_id = ?1").bind(reaped.id).all<{ seq: number }>();
+    expect(rows.results.map((r) => r.seq)).toEqual([2]);
+  });
+
   it(`keeps the newest ${MAX_ATTEMPTS_KEPT} attempts of a step; the counters keep counting`, async () => {
     const h = harness();
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
@@ -201,13 +297,28 @@ describe("every attempt on record", () => {
       expect((await claimAndLoad(env.DB, ref, h.clock.now(), 1_000)).claimed!.epoch).toBe(i + 1);
       h.clock.advance(1_000);
     }
+    // The running attempt has no row until it ends (migrations/0040): the trim keeps room for it.
     const stored = await storedAttempts(id);
-    expect(stored).toHaveLength(MAX_ATTEMPTS_KEPT);
-    expect(stored.map((a) => a.epoch)).toEqual(Array.from({ length: MAX_ATTEMPTS_KEPT }, (_, i) => claims - MAX_ATTEMPTS_KEPT + 1 + i));
-    expect(stored.at(-1)!.outcome).toBe("running");
-    expect(stored.slice(0, -1).every((a) => a.outcome === "lost")).toBe(true);
+    expect(stored).toHaveLength(MAX_ATTEMPTS_KEPT - 1);
+    expect(stored.map((a) => a.epoch)).toEqual(Array.from({ length: MAX_ATTEMPTS_KEPT - 1 }, (_, i) => claims - MAX_ATTEMPTS_KEPT + 1 + i));
+    expect(stored.every((a) => a.outcome === "lost")).toBe(true);
     expect((await stepsOf(id)).charge!.attempt).toBe(claims);
-    expect(await attemptsOf(id)).toHaveLength(MAX_ATTEMPTS_KEPT);
+    const shown = await attemptsOf(id);
+    expect(shown).toHaveLength(MAX_ATTEMPTS_KEPT);
+    expect(shown.at(-1)).toMatchObject({ epoch: claims, outcome: "running" });
+    // Its end writes the 20th row.
+    await settleAndDispatch(env.DB, {
+      fence: { ...ref, epoch: claims },
+      now: h.clock.now(),
+      outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "ok" }), nextVertices: ["done"] },
+      request: null,
+      response: { status: 201, headers: {}, body: "ok" },
+      backfill: [],
+      descendants: [],
+    });
+    const ended = await storedAttempts(id);
+    expect(ended).toHaveLength(MAX_ATTEMPTS_KEPT);
+    expect(ended.at(-1)).toMatchObject({ epoch: claims, outcome: "completed" });
   });
 
   it("bounds what it stores: a large answer is kept as a preview within 8 KiB, a long error at 2,000 characters", async () => {
@@ -326,12 +437,12 @@ describe("round trips", () => {
     const id = await h.start(wf, { order: { id: unique("B"), total: 1 } });
     const [first] = h.queue.take();
     counting.reset();
-    await h.deliver([first!.body]); // claim (+ attempt opened), persist key (+ the attempt's key), retry (+ attempt finished)
+    await h.deliver([first!.body]); // claim, persist key, retry (+ the attempt written, at its end)
     expect(counting.roundTrips()).toBe(3);
     const [retry] = h.queue.take();
     h.clock.t = retry!.dueAt;
     counting.reset();
-    await h.deliver([retry!.body]); // claim, settle (+ attempt finished)
+    await h.deliver([retry!.body]); // claim, settle (+ the attempt written)
     expect(counting.roundTrips()).toBe(2);
     const [done] = h.queue.take();
     counting.reset();
