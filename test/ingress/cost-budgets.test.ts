@@ -109,8 +109,8 @@ describe("what an execution and a duplicate cost", () => {
     expect(await executionStatus(created.executionId)).toBe("COMPLETED");
     expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
     expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 6, 5]);
-    // Start: the identity (row, expiry index), the execution (row, key, four indexes — a trigger's
-    // execution is in the lineage index, migrations/0039) and its business value (its row: no index
+    // Start: the identity (row, expiry index), the execution (row, key, four indexes, one of them
+    // the live-lineage index) and its business value (its row: no index
     // by execution since migrations/0033), the entry (its row: `steps` has no separate key since
     // migrations/0038) and the claimed charge (row, lease and key indexes, its key's first send — no
     // index on the send since migrations/0033; no attempt row while it runs since migrations/0040).
