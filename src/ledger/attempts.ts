@@ -3,23 +3,20 @@
  * bounded per step and in size. The statements are private to the ledger: the step modules place
  * them in the batches that already run, so no path gains a round trip.
  *
- * A step's attempt (`steps`, since migrations/0040) has NO row while it runs: the running attempt
- * is the EXECUTING, unparked step row itself — its epoch, attempt, key and `claimed_at` (NULL for a
- * step inserted claimed: its `created_at`) — and `readAttemptsOfSet` shows it from there
+ * An attempt has NO row while it runs — a step's (`steps`, since migrations/0040) and a MAP item's
+ * or an undo step's (`work_items`, ./work-rows.ts ITEM_ROWS, since migrations/0041): the running
+ * attempt is the EXECUTING, unparked row itself — its epoch, attempt, key and `claimed_at` (NULL for
+ * a step inserted claimed: its `created_at`) — and `readAttemptsOfSet` shows it from there
  * (`RUNNING_UNRECORDED`). Its row is written once, complete:
  * - by the batch that ends the attempt (`settleAndDispatch`, `scheduleRetry`,
- *   `scheduleInProgressRecheck`, `parkStep`): `finishAttempt`, an INSERT from the step row under the
- *   fence, placed before the transition (which moves the step out of EXECUTING and so would make
- *   the fence fail);
- * - when the step leaves the attempt otherwise — cancelled, re-dispatched by the reaper, taken over
- *   by a claim under a new epoch — by the trigger `steps_attempt_unrecorded` (migrations/0040):
- *   `cancelled` or `lost`.
- * The claim batch (`claimAndLoad`) runs `markLostAttempts` (for a `running` row opened before
- * migrations/0040) and `trimAttempts`.
- *
- * A MAP's items and undo steps (`work_items`, ./work-rows.ts ITEM_ROWS) keep the older shape: the
- * claim batch opens a `running` row (`openAttempt`), the key persist records its key
- * (`recordAttemptKey`), the batch that ends the attempt closes it (`finishAttempt`, an UPDATE).
+ *   `scheduleInProgressRecheck`, `parkStep`, `settleItem`, `settleUndo`): `finishAttempt`, an INSERT
+ *   from the row under the fence, placed before the transition (which moves the row out of
+ *   EXECUTING and so would make the fence fail);
+ * - when the row leaves the attempt otherwise — cancelled, re-dispatched by the reaper, taken over
+ *   by a claim under a new epoch — by the trigger `steps_attempt_unrecorded` (migrations/0040) or
+ *   `work_items_attempt_unrecorded` (migrations/0041): `cancelled` or `lost`.
+ * The claim batch (`claimAndLoad`, `claimItemAndLoad`, `claimUndoAndLoad`) runs `markLostAttempts`
+ * (for a `running` row opened before those migrations) and `trimAttempts`.
  * ./trace-reads.ts reads them for the trace (`readAttemptsOfSet`).
  *
  * Parameters follow the ledger's convention: the step fence is ?1 execution id, ?2 vertex id,
@@ -27,7 +24,7 @@
  */
 import { selectList } from "./columns";
 import { fenceParams, type Fence, type StepRef } from "./step-sql";
-import { fenceOn, STEP_ROWS, type RowSource } from "./work-rows";
+import { fenceOn, ITEM_ROWS, STEP_ROWS, type RowSource } from "./work-rows";
 import { ITEMS_BEYOND_PAGE } from "./map-trace";
 
 /**
@@ -134,72 +131,36 @@ export function markLostAttempts(db: D1Database, ref: StepRef, rows: RowSource =
 }
 
 /**
- * `openAttempt`: the row of the epoch this batch just claimed — only if it did: the step is
- * EXECUTING and was updated at `now` (as `readStepInputs` decides) and is not parked (a claim clears
- * `parked_until`: a permit waiter parked or woken at `now` was not claimed here), and the primary key on the
- * epoch makes a second row for one claim impossible (a live lease held by another worker already
- * has its row). The key is the one already persisted, if any. Binds ?1, ?2, ?3 now.
- */
-export function openAttempt(db: D1Database, ref: StepRef, now: number, rows: RowSource = STEP_ROWS): D1PreparedStatement {
-  return db
-    .prepare(
-      `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
-       SELECT execution_id, ${rows.key}, epoch, attempt, 'running', ?3, idempotency_key,
-              (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
-       FROM ${rows.table} WHERE execution_id = ?1 AND ${rows.key} = ?2 AND state = 'EXECUTING' AND updated_at = ?3
-         AND parked_until IS NULL
-       ON CONFLICT (execution_id, vertex_id, epoch) DO NOTHING`,
-    )
-    .bind(ref.executionId, ref.vertexId, now);
-}
-
-/**
  * `trimAttempts`: keep the newest `MAX_ATTEMPTS_KEPT` attempts of the step (a primary-key range;
  * nothing to do while there are fewer — the subquery is NULL), counting a running attempt that has
  * no row yet (`RUNNING_UNRECORDED`: its row is written when it ends), so stored and running together
  * stay within the bound. Binds ?1, ?2, ?3 = kept - 1.
  */
-export function trimAttempts(db: D1Database, ref: StepRef): D1PreparedStatement {
+export function trimAttempts(db: D1Database, ref: StepRef, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
       `DELETE FROM step_attempts
        WHERE execution_id = ?1 AND vertex_id = ?2
          AND epoch < (SELECT k.epoch FROM step_attempts k WHERE k.execution_id = ?1 AND k.vertex_id = ?2
                       ORDER BY k.epoch DESC LIMIT 1
-                      OFFSET ?3 - EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = ?1 AND s.vertex_id = ?2
-                                                                 AND ${RUNNING_UNRECORDED("s")}))`,
+                      OFFSET ?3 - EXISTS (SELECT 1 FROM ${rows.table} s WHERE s.execution_id = ?1 AND s.${rows.key} = ?2
+                                                                 AND ${RUNNING_UNRECORDED("s", rows)}))`,
     )
     .bind(ref.executionId, ref.vertexId, MAX_ATTEMPTS_KEPT - 1);
 }
 
 /**
- * A step row (alias `s`) whose current attempt runs with no row on record (migrations/0040): it is
- * EXECUTING, not parked (a parked step's attempt ended `slept`, or a permit waiter's was given
- * back), and its epoch has no attempt row. Such an attempt is shown from the step row.
+ * A row (alias `s`) of a row source — a step, or a MAP item / undo step (`work_items`, by its row
+ * key) — whose current attempt runs with no row on record (migrations/0040, 0041): it is EXECUTING,
+ * not parked (a parked step's attempt ended `slept`, or a permit waiter's was given back), and its
+ * epoch has no attempt row. Such an attempt is shown from the row.
  */
-export const RUNNING_UNRECORDED = (s: string) => `${s}.state = 'EXECUTING' AND ${s}.parked_until IS NULL
+export const RUNNING_UNRECORDED = (s: string, rows: RowSource = STEP_ROWS) => `${s}.state = 'EXECUTING' AND ${s}.parked_until IS NULL
   AND NOT EXISTS (SELECT 1 FROM step_attempts ru
-                  WHERE ru.execution_id = ${s}.execution_id AND ru.vertex_id = ${s}.vertex_id AND ru.epoch = ${s}.epoch)`;
+                  WHERE ru.execution_id = ${s}.execution_id AND ru.vertex_id = ${s}.${rows.key} AND ru.epoch = ${s}.epoch)`;
 
 // ---------------------------------------------------------------------------------------------
 // During and at the end of the attempt (fenced)
-
-/** The attempt's row while its fence holds (over the row source the attempt belongs to). Binds the fence ?1–?3. */
-const ownOpenAttempt = (rows: RowSource) => `execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND outcome = 'running'
-  AND EXISTS (SELECT 1 FROM ${rows.table} WHERE ${fenceOn(rows)})`;
-
-/**
- * `recordAttemptKey`: the key a first attempt persisted (placed after the key's UPDATE in the persist
- * batch). A MAP item's only: a step's attempt row is written at its end, with the step's key.
- */
-export function recordAttemptKey(db: D1Database, fence: Fence, rows: RowSource = STEP_ROWS): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE step_attempts SET idempotency_key = (SELECT idempotency_key FROM ${rows.table} WHERE ${fenceOn(rows)})
-       WHERE ${ownOpenAttempt(rows)}`,
-    )
-    .bind(...fenceParams(fence));
-}
 
 /**
  * `finishAttempt`: how the attempt ended, fenced — a worker fenced out changes nothing here (its
@@ -207,11 +168,11 @@ export function recordAttemptKey(db: D1Database, fence: Fence, rows: RowSource =
  * attempt has another epoch). Must come before the batch's transition of the step. Binds the fence,
  * ?4 now, ?5–?11 the record.
  *
- * A step's attempt (migrations/0040): the row is INSERTed here, once, from the step row under the
- * fence — its epoch, attempt, key, and its start (`claimed_at`, or `created_at` for a step inserted
- * claimed; never after its end) — numbered in the change stream as the close of an open row was.
- * ON CONFLICT it closes the `running` row of an attempt opened before migrations/0040. A MAP item's
- * attempt: its open row is closed (an UPDATE).
+ * The row is INSERTed here, once, from the step's or the work item's row under the fence
+ * (migrations/0040, 0041) — its epoch, attempt, key, and its start (`claimed_at`, or `created_at`
+ * for a step inserted claimed; never after its end) — numbered in the change stream as the close of
+ * an open row was. ON CONFLICT it closes the `running` row of an attempt opened before those
+ * migrations, keeping its start and key.
  */
 export function finishAttempt(
   db: D1Database,
@@ -221,24 +182,18 @@ export function finishAttempt(
   rows: RowSource = STEP_ROWS,
 ): D1PreparedStatement {
   const response = end.response ? boundedJson({ headers: end.response.headers, body: end.response.body }) : null;
-  const sql =
-    rows.table === "steps"
-      ? `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
-                                   request, response_status, response, error, delay_ms, delay_reason, seq, ev_mark)
-         SELECT execution_id, vertex_id, epoch, attempt, ?5, min(coalesce(claimed_at, created_at), ?4), ?4, idempotency_key,
-                ?6, ?7, ?8, ?9, ?10, ?11,
-                (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
-         FROM steps WHERE ${fenceOn(rows)}
-         ON CONFLICT (execution_id, vertex_id, epoch) DO UPDATE
-           SET outcome = excluded.outcome, finished_at = max(step_attempts.started_at, ?4),
-               idempotency_key = coalesce(step_attempts.idempotency_key, excluded.idempotency_key), request = excluded.request,
-               response_status = excluded.response_status, response = excluded.response, error = excluded.error,
-               delay_ms = excluded.delay_ms, delay_reason = excluded.delay_reason, seq = excluded.seq, ev_mark = excluded.ev_mark
-           WHERE step_attempts.outcome = 'running'`
-      : `UPDATE step_attempts
-         SET outcome = ?5, finished_at = ?4, request = ?6, response_status = ?7, response = ?8, error = ?9,
-             delay_ms = ?10, delay_reason = ?11, seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
-       WHERE ${ownOpenAttempt(rows)}`;
+  const sql = `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
+                                          request, response_status, response, error, delay_ms, delay_reason, seq, ev_mark)
+       SELECT execution_id, ${rows.key}, epoch, attempt, ?5, min(coalesce(claimed_at, created_at), ?4), ?4, idempotency_key,
+              ?6, ?7, ?8, ?9, ?10, ?11,
+              (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
+       FROM ${rows.table} WHERE ${fenceOn(rows)}
+       ON CONFLICT (execution_id, vertex_id, epoch) DO UPDATE
+         SET outcome = excluded.outcome, finished_at = max(step_attempts.started_at, ?4),
+             idempotency_key = coalesce(step_attempts.idempotency_key, excluded.idempotency_key), request = excluded.request,
+             response_status = excluded.response_status, response = excluded.response, error = excluded.error,
+             delay_ms = excluded.delay_ms, delay_reason = excluded.delay_reason, seq = excluded.seq, ev_mark = excluded.ev_mark
+         WHERE step_attempts.outcome = 'running'`;
   return db
     .prepare(sql)
     .bind(
@@ -260,9 +215,10 @@ export function finishAttempt(
 /**
  * `readAttemptsOfSet`: the attempts of every execution `owned` names (a subquery of execution ids,
  * bound by `params`), each row with its `executionId`, per execution, per step oldest first — the
- * order the trace shows them in (src/ledger/trace-reads.ts `readTraceRecordsForSet`). A step's
- * running attempt, which has no row until it ends (`RUNNING_UNRECORDED`), is read from its step
- * row: `running`, started when it was claimed, with the key it holds.
+ * order the trace shows them in (src/ledger/trace-reads.ts `readTraceRecordsForSet`). A running
+ * attempt, which has no row until it ends (`RUNNING_UNRECORDED`), is read from its step row or its
+ * work item's (a MAP item of the first page, an undo step): `running`, started when it was
+ * claimed, with the key it holds.
  */
 export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown[]): D1PreparedStatement {
   return db
@@ -270,16 +226,19 @@ export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown
       `SELECT a.execution_id AS executionId, ${ATTEMPT_RECORD} FROM step_attempts a
        WHERE a.execution_id IN ${owned} AND NOT ${ITEMS_BEYOND_PAGE("a.vertex_id")}
        UNION ALL
-       SELECT s.execution_id, ${RUNNING_FROM_STEP} FROM steps s
+       SELECT s.execution_id, ${RUNNING_FROM_ROW("s", STEP_ROWS)} FROM steps s
        WHERE s.execution_id IN ${owned} AND ${RUNNING_UNRECORDED("s")}
+       UNION ALL
+       SELECT w.execution_id, ${RUNNING_FROM_ROW("w", ITEM_ROWS)} FROM work_items w
+       WHERE w.execution_id IN ${owned} AND ${RUNNING_UNRECORDED("w", ITEM_ROWS)} AND NOT ${ITEMS_BEYOND_PAGE("w.row_key")}
        ORDER BY 1, 2, 3`,
     )
     .bind(...params);
 }
 
-/** A running attempt with no row, as `ATTEMPT_RECORD` reads a row, from its step row (alias `s`). */
-const RUNNING_FROM_STEP = `s.vertex_id, s.epoch, s.attempt, 'running', coalesce(s.claimed_at, s.created_at), NULL,
-  s.idempotency_key, NULL, NULL, NULL, NULL, NULL, NULL`;
+/** A running attempt with no row, as `ATTEMPT_RECORD` reads a row, from its step's or work item's row (alias `s`). */
+export const RUNNING_FROM_ROW = (s: string, rows: RowSource) => `${s}.${rows.key}, ${s}.epoch, ${s}.attempt, 'running',
+  coalesce(${s}.claimed_at, ${s}.created_at), NULL, ${s}.idempotency_key, NULL, NULL, NULL, NULL, NULL, NULL`;
 
 // ---------------------------------------------------------------------------------------------
 // Bounds (a value over them would make the CHECK refuse the whole batch that ends the attempt)

@@ -412,9 +412,9 @@ export interface PermitWait {
 
 /**
  * `parkForPermit`: the claimed step found no permit. Like a DELAY's park (EXECUTING, lease and
- * `parked_until` at `until`), but it is not an attempt: the attempt row a MAP item's claim opened
- * is deleted (a step's attempt has no row while it runs — migrations/0040 — and a parked step shows
- * none; the DELETE still removes a `running` row from before it) and `attempt` goes back by one,
+ * `parked_until` at `until`), but it is not an attempt: no attempt row is written (a step's or a
+ * MAP item's attempt has no row while it runs — migrations/0040, 0041 — and a parked row shows
+ * none; the DELETE still removes a `running` row opened before them) and `attempt` goes back by one,
  * so `attempt - retry_base` (what the retry budget and the crash allowance count) is unchanged,
  * the next claim is the same attempt number, and the trace keeps only real attempts. The wait is
  * recorded for the trace (`permit_wait` of the step's row, or of the item's: migration 0035). One

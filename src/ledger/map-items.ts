@@ -10,15 +10,7 @@
  * item's row key), ?3 epoch (the fence) or now (a claim), then the rest.
  */
 import { sealedSecretsColumn } from "../secrets/store";
-import {
-  finishAttempt,
-  markLostAttempts,
-  openAttempt,
-  STEP_EVENT_MARK,
-  trimAttempts,
-  type AttemptEnd,
-  type AttemptResponse,
-} from "./attempts";
+import { finishAttempt, markLostAttempts, trimAttempts, type AttemptEnd, type AttemptResponse } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { CHAINED_CLAIM_COLUMNS } from "./chain-claim";
 import { selectList } from "./columns";
@@ -245,8 +237,9 @@ export interface ItemClaimResult {
 
 /**
  * `claimItemAndLoad`: the step's claim batch over the item — lease-expiry record, [redelivery-dropped
- * record], counters, `claimStep`, the attempts (lost ones marked, this one opened, the newest 20
- * kept), the run (execution, definition, the item's value, its key's sends) and the MAP's inputs
+ * record], counters, `claimStep`, the attempts (a `running` row from before migrations/0041 marked
+ * lost, the newest 20 kept — the claimed attempt has no row until it ends: ./attempts.ts), the
+ * run (execution, definition, the item's value, its key's sends) and the MAP's inputs
  * read under the item's claim. One round trip.
  */
 export async function claimItemAndLoad(
@@ -264,8 +257,7 @@ export async function claimItemAndLoad(
     .add("counters", countClaim(db, key, now, drop, ITEM_ROWS, options.permitWake))
     .add("claim", claimStep(db, key, now, leaseMs, ITEM_ROWS))
     .add("attempts", markLostAttempts(db, key, ITEM_ROWS))
-    .add("attempts", openAttempt(db, key, now, ITEM_ROWS))
-    .add("attempts", trimAttempts(db, key))
+    .add("attempts", trimAttempts(db, key, ITEM_ROWS))
     .add(
       "run",
       db
@@ -331,9 +323,10 @@ export interface ItemSettleResult {
 /**
  * `settleItem`: ONE batch — the fenced-out record, the counters, the attempt's end, the item
  * settled (fenced), then, only if that settle held (`HELD`): the lowest PENDING item started into
- * the slot it freed (claimed for the caller when the chain offered, its attempt opened; else
- * DISPATCHED) while the MAP step is EXECUTING (a cancelled MAP starts nothing), fewer than
- * `concurrency` items are in flight and no FAILED item stops the MAP; and the MAP woken
+ * the slot it freed (claimed for the caller when the chain offered — its `claimed_at` set, its
+ * attempt with no row until it ends, migrations/0041; else DISPATCHED) while the MAP step is
+ * EXECUTING (a cancelled MAP starts nothing), fewer than `concurrency` items are in flight and
+ * no FAILED item stops the MAP; and the MAP woken
  * (`UNPARK_NOW`) when its items are done. D1 runs batches one at a time: of N items settling at
  * once, only the batch that settles the last one sees none left and wakes the MAP.
  *
@@ -361,7 +354,7 @@ export async function settleItem(db: D1Database, input: ItemSettleInput): Promis
     input.stopOnFailure ? 1 : 0,
     input.chainLeaseMs,
   ] as const;
-  const batch = new LabelledBatch<"fencedOut" | "counters" | "attempt" | "settle" | "start" | "opened" | "wake">(db)
+  const batch = new LabelledBatch<"fencedOut" | "counters" | "attempt" | "settle" | "start" | "wake">(db)
     .add(
       "fencedOut",
       recordFencedOut(
@@ -401,7 +394,8 @@ export async function settleItem(db: D1Database, input: ItemSettleInput): Promis
           // ?5 vertex id, ?6 concurrency, ?7 stop on failure, ?8 the chained lease (NULL: dispatch).
           `UPDATE work_items
              SET state = iif(?8 IS NULL, 'DISPATCHED', 'EXECUTING'), epoch = epoch + (?8 IS NOT NULL),
-                 attempt = attempt + (?8 IS NOT NULL), lease_until = iif(?8 IS NULL, NULL, ?4 + ?8), available_at = ?4, updated_at = ?4
+                 attempt = attempt + (?8 IS NOT NULL), lease_until = iif(?8 IS NULL, NULL, ?4 + ?8), available_at = ?4, updated_at = ?4,
+                 claimed_at = iif(?8 IS NULL, claimed_at, ?4)
            WHERE execution_id = ?1 AND state = 'PENDING'
              AND row_key = (SELECT p.row_key FROM work_items p
                             WHERE p.execution_id = ?1 AND p.vertex_id = ?5 AND p.kind = 'map_item' AND p.state = 'PENDING'
@@ -414,25 +408,6 @@ export async function settleItem(db: D1Database, input: ItemSettleInput): Promis
         )
         .bind(...params),
     );
-  if (input.chainLeaseMs !== null) {
-    batch.add(
-      "opened",
-      db
-        .prepare(
-          // The started item's attempt, when it was claimed here (the claim batch's `openAttempt`) — not an item
-          // parked for a permit (or just woken) at this instant: its claim's attempt was given back (src/flow).
-          `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
-           SELECT execution_id, row_key, epoch, attempt, 'running', ?4, idempotency_key,
-                  (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
-           FROM work_items
-           WHERE execution_id = ?1 AND vertex_id = ?5 AND kind = 'map_item' AND state = 'EXECUTING' AND updated_at = ?4 AND row_key <> ?2
-             AND parked_until IS NULL
-             AND ${held}
-           ON CONFLICT (execution_id, vertex_id, epoch) DO NOTHING`,
-        )
-        .bind(...params.slice(0, 5)),
-    );
-  }
   batch.add(
     "wake",
     db
@@ -474,7 +449,9 @@ export async function settleItem(db: D1Database, input: ItemSettleInput): Promis
 
 /**
  * `redispatchExpiredItemLeases`: EXECUTING items whose lease expired go back to DISPATCHED, due now,
- * with a `lease_expired` event under their row key (the step sweep's twin). RETURNING what to re-send.
+ * with a `lease_expired` event under their row key (the step sweep's twin); the attempt each one
+ * loses is written `lost` by this very UPDATE (the trigger `work_items_attempt_unrecorded`,
+ * migrations/0041). RETURNING what to re-send.
  */
 /** A row the reaper re-dispatched: a MAP's item, or an undo step (`kind` 'undo', `item` its place: docs/steps.md "Compensation"). */
 export type RecoveredRow = ItemRef & { kind: "map_item" | "undo" };

@@ -6,12 +6,13 @@
  * time: its later items' attempts and events are left out of the trace's reads (`ITEMS_BEYOND_PAGE`).
  * Reads only, scoped to the caller's workspace in SQL.
  */
-import { ATTEMPT_RECORD, type AttemptRecord } from "./attempts";
+import { ATTEMPT_RECORD, RUNNING_FROM_ROW, RUNNING_UNRECORDED, type AttemptRecord } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { bounded, byteLength } from "./execution-records";
 import type { ItemState } from "./map-items";
 import type { StepEventType } from "./step-events";
+import { ITEM_ROWS } from "./work-rows";
 
 /** Items per page: the trace's first page, and the items route's. */
 export const MAP_ITEMS_PAGE = 100;
@@ -97,7 +98,10 @@ export function readItemCountsOfSet(db: D1Database, owned: string, params: unkno
 export interface ItemsPage {
   items: ItemRecord[];
   counts: ItemCountRecord[];
-  /** The page's items' attempts (row key as `vertexId`), per item oldest first. */
+  /**
+   * The page's items' attempts (row key as `vertexId`), per item oldest first; a running one, which
+   * has no row until it ends (migrations/0041), read from its EXECUTING item.
+   */
   attempts: AttemptRecord[];
   events: ItemEventRecord[];
   /** The index to continue after, or null on the last page. */
@@ -149,7 +153,10 @@ export async function readItemsPage(
         .prepare(
           `SELECT ${ATTEMPT_RECORD} FROM step_attempts a
            WHERE a.execution_id = ?1 AND a.vertex_id IN (${page}) AND ${owned}
-           ORDER BY a.vertex_id, a.epoch`,
+           UNION ALL
+           SELECT ${RUNNING_FROM_ROW("r", ITEM_ROWS)} FROM work_items r
+           WHERE r.execution_id = ?1 AND r.row_key IN (${page}) AND ${owned} AND ${RUNNING_UNRECORDED("r", ITEM_ROWS)}
+           ORDER BY 1, 2`,
         )
         .bind(...params),
     )

@@ -86,16 +86,17 @@ const CLAIMED_STEP = selectList<ClaimedStep>({
  * `claimStep`: DISPATCHED (due) → EXECUTING, or the takeover of an EXECUTING step whose lease
  * expired. One statement: epoch and attempt +1, lease set, RETURNING the new epoch and the key.
  * A message arrived, so the reaper's re-send back-off starts over (`next_resend_at` cleared). A
- * step records when it was claimed (`claimed_at`, migrations/0040): its running attempt has no row
- * until it ends, and this is its start (./attempts.ts). A takeover's lost attempt is written by the
- * trigger `steps_attempt_unrecorded` in this very statement.
+ * step, or a work item, records when it was claimed (`claimed_at`, migrations/0040 and 0041): its
+ * running attempt has no row until it ends, and this is its start (./attempts.ts). A takeover's
+ * lost attempt is written by the trigger `steps_attempt_unrecorded` (`work_items_attempt_unrecorded`)
+ * in this very statement.
  */
 export function claimStep(db: D1Database, ref: StepRef, now: number, leaseMs: number, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE ${rows.table}
          SET state = 'EXECUTING', epoch = epoch + 1, attempt = attempt + 1, lease_until = ?3 + ?4, updated_at = ?3,
-             next_resend_at = NULL, parked_until = NULL${rows.table === "steps" ? ", claimed_at = ?3" : ""}
+             next_resend_at = NULL, parked_until = NULL, claimed_at = ?3
        WHERE execution_id = ?1 AND ${rows.key} = ?2 AND ${CLAIMABLE}
        RETURNING ${CLAIMED_STEP}`,
     )

@@ -1,12 +1,11 @@
 /**
  * The destination key's persistence for a step: computed at the first attempt, stored once on
- * the step (and on a MAP item's open attempt row; a step's attempt row is written at its end, with
- * the step's key: ./attempts.ts), its first send to the destination recorded (./key-sends.ts) — one
+ * the step (or the work item: a MAP item, an undo step; the attempt's row is written at its end,
+ * with the row's key: ./attempts.ts), its first send to the destination recorded (./key-sends.ts) — one
  * fenced batch. Every later attempt sends the stored key (the claim returns it).
  *
  * Binds as every worker statement: ?1 execution id, ?2 vertex id, ?3 epoch, ?4 now, then the rest.
  */
-import { recordAttemptKey } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { upsertKeySend, type KeyGuard, type KeySend } from "./key-sends";
 import { fenceParams, type Fence } from "./step-sql";
@@ -19,8 +18,8 @@ export interface PersistedKey {
 }
 
 /**
- * `persistIdempotencyKey`: store the destination key computed at the first attempt (on the step,
- * and on a MAP item's open attempt row) and record its first send to `destination` (the URL's origin) —
+ * `persistIdempotencyKey`: store the destination key computed at the first attempt (on the step
+ * or the work item) and record its first send to `destination` (the URL's origin) —
  * one batch, fenced. The key is written only if none is stored, so it is written once per step
  * and never changes; the value the row holds is the one to send. The send is recorded only if
  * none is on record for this workspace, key and destination: a start over finds the time of the
@@ -35,22 +34,23 @@ export async function persistIdempotencyKey(
   guarded: KeyGuard,
   rows: RowSource = STEP_ROWS,
 ): Promise<PersistedKey | null> {
-  const batch = new LabelledBatch<"key" | "attempt" | "send">(db).add(
-    "key",
-    db
-      .prepare(
-        // A key a compensation undid is never persisted again (docs/steps.md "Compensation": burnt keys):
-        // nothing is written, the send is not recorded, and the caller fails the step before it sends.
-        `UPDATE ${rows.table} SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
+  const results = await new LabelledBatch<"key" | "send">(db)
+    .add(
+      "key",
+      db
+        .prepare(
+          // A key a compensation undid is never persisted again (docs/steps.md "Compensation": burnt keys):
+          // nothing is written, the send is not recorded, and the caller fails the step before it sends.
+          `UPDATE ${rows.table} SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
            WHERE ${fenceOn(rows)}
              AND (idempotency_key IS NOT NULL
                   OR NOT EXISTS (SELECT 1 FROM burnt_keys b WHERE b.workspace = ${rows.table}.workspace AND b.idempotency_key = ?5))
            RETURNING idempotency_key`,
-      )
-      .bind(...fenceParams(fence), now, key),
-  );
-  if (rows.table !== "steps") batch.add("attempt", recordAttemptKey(db, fence, rows));
-  const results = await batch.add("send", upsertKeySend(db, fence, now, destination, guarded, rows)).run();
+        )
+        .bind(...fenceParams(fence), now, key),
+    )
+    .add("send", upsertKeySend(db, fence, now, destination, guarded, rows))
+    .run();
   const stored = results.first<{ idempotency_key: string }>("key");
   const send = results.first<KeySend>("send");
   return stored && send ? { key: stored.idempotency_key, send } : null;

@@ -10,7 +10,7 @@
  * Binds as every worker statement: ?1 execution id, ?2 the row key, ?3 epoch (the fence) or now (a claim).
  */
 import { sealedSecretsColumn } from "../secrets/store";
-import { finishAttempt, markLostAttempts, openAttempt, trimAttempts, type AttemptEnd, type AttemptResponse } from "./attempts";
+import { finishAttempt, markLostAttempts, trimAttempts, type AttemptEnd, type AttemptResponse } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
 import { countAttemptEnd, countClaim, isReplayed } from "./execution-counters";
@@ -101,8 +101,9 @@ export interface UndoClaimResult {
 
 /**
  * `claimUndoAndLoad`: the step's claim batch over the undo row — lease-expiry record,
- * [redelivery-dropped record], counters, `claimStep`, the attempts (lost ones marked, this one
- * opened, the newest 20 kept), the run (execution, definition, the undone step's output and key,
+ * [redelivery-dropped record], counters, `claimStep`, the attempts (a `running` row from before
+ * migrations/0041 marked lost, the newest 20 kept — the claimed attempt has no row until it ends:
+ * ./attempts.ts), the run (execution, definition, the undone step's output and key,
  * the undo key's sends) and the undone step's inputs read under the undo's claim. One round trip.
  */
 export async function claimUndoAndLoad(
@@ -120,8 +121,7 @@ export async function claimUndoAndLoad(
     .add("counters", countClaim(db, key, now, drop, ITEM_ROWS))
     .add("claim", claimStep(db, key, now, leaseMs, ITEM_ROWS))
     .add("attempts", markLostAttempts(db, key, ITEM_ROWS))
-    .add("attempts", openAttempt(db, key, now, ITEM_ROWS))
-    .add("attempts", trimAttempts(db, key))
+    .add("attempts", trimAttempts(db, key, ITEM_ROWS))
     .add(
       "run",
       db

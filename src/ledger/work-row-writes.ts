@@ -12,7 +12,7 @@ import { scheduleInProgressRecheck, scheduleRetry, type RetryInput, type Schedul
 import type { Fence } from "./step-sql";
 import { ITEM_ROWS } from "./work-rows";
 
-/** The key on the row and its attempt, with its first send. Null: fenced out. */
+/** The key on the row (its attempt's row, written at its end, reads it there), with its first send. Null: fenced out. */
 export function persistRowKey(
   db: D1Database,
   fence: Fence,

@@ -97,8 +97,9 @@ describe("compensation budgets (counting D1)", () => {
     expect(firstAttempt.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
     const claimStatements = firstAttempt[0]!.statements;
     const persistStatements = firstAttempt[1]!.statements;
-    // The step's claim batch over the undo row (9) and its key persist (3: the key on the row and its attempt, its first send).
-    expect([claimStatements, persistStatements, firstAttempt[2]!.statements]).toEqual([9, 3, 5]);
+    // The step's claim batch over the undo row (8: no attempt opened — its row is written when it ends, migrations/0041)
+    // and its key persist (2: the key on the row, its first send).
+    expect([claimStatements, persistStatements, firstAttempt[2]!.statements]).toEqual([8, 2, 5]);
 
     // The second attempt, same key (persisted): claim batch + settle batch, the execution COMPENSATED.
     const [again] = h.queue.take();

@@ -16,6 +16,7 @@
  * others: the existing seeds keep every operation and operand they had.
  */
 import { RUNNING_UNRECORDED } from "../../src/ledger/attempts";
+import { ITEM_ROWS } from "../../src/ledger/work-rows";
 import type { Op } from "./ops";
 import { prng } from "./ops";
 import { Violation, type World } from "./world";
@@ -187,11 +188,12 @@ export async function checkFlow(world: World, shard: number): Promise<void> {
     const first = unshown[0]!;
     throw new Violation("a parked permit waiter shows its wait", `${first.execution_id}/${first.vertex_id} is parked with no permit_wait`);
   }
-  // The limited MAP's items (every item of it is checked, waited or not).
+  // The limited MAP's items (every item of it is checked, waited or not); a running attempt has no row until it ends (migrations/0041).
   const { results: items } = await db
     .prepare(
       `SELECT w.execution_id, w.row_key AS vertex_id, w.attempt, (SELECT count(*) FROM step_attempts a
-                                                                 WHERE a.execution_id = w.execution_id AND a.vertex_id = w.row_key) AS rows
+                                                                 WHERE a.execution_id = w.execution_id AND a.vertex_id = w.row_key)
+                                                                + (${RUNNING_UNRECORDED("w", ITEM_ROWS)}) AS rows
        FROM work_items w JOIN executions e ON e.id = w.execution_id WHERE e.workflow_id = ?1`,
     )
     .bind(FLOW_MAP_WORKFLOW)
