@@ -12,6 +12,7 @@ import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import {
   cancelExecution,
   claimItemAndLoad,
+  claimUndoAndLoad,
   persistRowKey,
   readItemsPage,
   redispatchExpiredItemLeases,
@@ -19,7 +20,7 @@ import {
   type ItemRef,
 } from "../../src/ledger";
 import { readTrace } from "../../src/steps/trace";
-import { DEST, harness, seedWorkflow, unique, type Harness } from "./helpers";
+import { DEST, executionStatus, harness, seedWorkflow, unique, type Harness } from "./helpers";
 
 const WS = "steps-map-attempts";
 const db = () => env.DB;
@@ -220,5 +221,62 @@ describe("a MAP item's attempts, written once at their end", () => {
     expect(await stored(id, "refund#1")).toEqual([
       { epoch: 1, attempt: 1, outcome: "lost", started_at: reaped.openedAt - 50, finished_at: null, idempotency_key: "legacy-key" },
     ]);
+  });
+});
+
+/** received → charge (refunded when the execution compensates) → ship. */
+function compensable(): WorkflowDefinitionInput {
+  const gateway = (id: string, path: string) => ({
+    method: "POST",
+    url: `${DEST}${path}`,
+    headers: { "Idempotency-Key": `= '${id}-' & payload.order.id` },
+    body: "= { 'order': payload.order.id }",
+  });
+  return {
+    id: unique("wf"),
+    vertices: [
+      { id: "received", type: "ENTRY_POINT", config: {} },
+      {
+        id: "charge",
+        type: "GATEWAY",
+        config: { ...gateway("charge", "/payments/charges"), compensate: gateway("refund", "/payments/refunds") },
+      },
+      { id: "ship", type: "GATEWAY", config: gateway("ship", "/shipping/labels") },
+    ],
+    edges: [
+      { from: "received", to: "charge" },
+      { from: "charge", to: "ship" },
+    ],
+  } as unknown as WorkflowDefinitionInput;
+}
+
+describe("an undo step's attempts, written once at their end", () => {
+  it("shown running from its row while it runs; lost at the reaper's re-dispatch; its end written once", async () => {
+    const h = harness();
+    const wf = await seedWorkflow(WS, compensable());
+    const id = await h.start(wf, { order: { id: unique("O") } });
+    await h.deliver(h.queue.take().map((m) => m.body)); // charge
+    h.dest.fault("/shipping/labels", 400);
+    await h.deliver(h.queue.take().map((m) => m.body)); // ship fails for good: COMPENSATING
+    const [undo] = h.queue.take();
+    const ref = { executionId: id, vertexId: "charge", place: 0 };
+    const claimedAt = h.clock.now();
+    const claim = await claimUndoAndLoad(db(), ref, claimedAt, 1_000, { inputs: { maxBytes: 1_000_000, analysisVersion: null } });
+    expect(claim.claimed!.epoch).toBe(1);
+    expect(await stored(id, "charge#undo#0")).toEqual([]);
+    const undoAttempts = async () => {
+      const trace = await readTrace(db(), WS, id);
+      return (trace!.steps.find((s) => s.vertexId === "charge")!.undo as { attempts: Array<{ outcome: string; startedAt: string }> })
+        .attempts;
+    };
+    expect(await undoAttempts()).toMatchObject([{ outcome: "running", startedAt: iso(claimedAt) }]);
+    h.clock.advance(2_000);
+    expect(await redispatchExpiredItemLeases(db(), h.clock.now(), 100)).toMatchObject([{ kind: "undo" }]);
+    expect(await stored(id, "charge#undo#0")).toMatchObject([{ epoch: 1, outcome: "lost", started_at: claimedAt, finished_at: null }]);
+    await h.deliver([undo!.body]);
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPENSATED");
+    expect((await stored(id, "charge#undo#0")).map((a) => (a as { outcome: string }).outcome)).toEqual(["lost", "completed"]);
+    expect((await undoAttempts()).map((a) => a.outcome)).toEqual(["lost", "completed"]);
   });
 });
