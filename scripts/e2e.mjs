@@ -985,9 +985,9 @@ async function bigExecution() {
        WHERE workflow_id = ${q(workflowId)} LIMIT 1;`,
     `UPDATE executions SET version = ${q(version)} WHERE id = ${q(id)};`,
     `${nums} INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, retry_base, available_at, lease_until,
-       idempotency_key, request, output, next_vertices, error, created_at, updated_at, finished_at, resends, next_resend_at)
+       idempotency_key, request, output, next_vertices, error, created_at, created_seq, updated_at, finished_at, resends, next_resend_at)
        SELECT execution_id, 'c' || i, workspace, state, epoch, attempt, retry_base, available_at, lease_until, idempotency_key,
-       request, output, next_vertices, error, created_at + i, updated_at + i, finished_at + i, resends, next_resend_at
+       request, output, next_vertices, error, created_at + i, created_seq + i, updated_at + i, finished_at + i, resends, next_resend_at
        FROM steps, nums WHERE execution_id = ${q(id)} AND vertex_id = 't' AND i < 200;`,
     `${nums} INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
        request, response_status, response, error, delay_ms, delay_reason)
