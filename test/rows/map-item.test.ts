@@ -8,47 +8,15 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { countingD1, type CountingD1 } from "../helpers/counting-d1";
-import { DEST, executionStatus, harness, seedWorkflow, unique } from "../steps/helpers";
+import { executionStatus, harness, seedWorkflow, unique } from "../steps/helpers";
+import { refundLinesWorkflow } from "../steps/map-fixtures";
 
 const WS = "rows-map";
 
 /** entry → refund (a MAP, a keyed Gateway per line) → done. */
-function refundLines(concurrency: number): WorkflowDefinitionInput {
-  return {
-    id: unique("wf"),
-    vertices: [
-      { id: "received", type: "ENTRY_POINT", config: {} },
-      {
-        id: "refund",
-        type: "MAP",
-        config: {
-          items: "= payload.order.lines",
-          as: "line",
-          concurrency,
-          maxItems: 100,
-          onItemFailure: "fail",
-          step: {
-            type: "GATEWAY",
-            config: {
-              method: "POST",
-              url: `${DEST}/payments/charges`,
-              headers: { "Idempotency-Key": "= 'refund-' & payload.order.id & '-' & line.sku" },
-              body: "= { 'sku': line.sku, 'amount': line.amount }",
-              retry: { maxAttempts: 3, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 1000 },
-            },
-          },
-        },
-      },
-      { id: "done", type: "TRANSFORM", config: { output: "= steps.refund" } },
-    ],
-    edges: [
-      { from: "received", to: "refund" },
-      { from: "refund", to: "done" },
-    ],
-  } as unknown as WorkflowDefinitionInput;
-}
+const refundLines = (concurrency: number) =>
+  refundLinesWorkflow(concurrency, { maxAttempts: 3, backoff: "fixed", initialDelayMs: 1000, maxDelayMs: 1000 });
 
 const order = (n: number) => ({
   order: { id: unique("O"), lines: Array.from({ length: n }, (_, i) => ({ sku: `S${i}`, amount: 10 + i })) },

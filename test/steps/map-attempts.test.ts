@@ -21,43 +21,12 @@ import {
 } from "../../src/ledger";
 import { readTrace } from "../../src/steps/trace";
 import { DEST, executionStatus, harness, seedWorkflow, unique, type Harness } from "./helpers";
+import { refundLinesWorkflow } from "./map-fixtures";
 
 const WS = "steps-map-attempts";
 const db = () => env.DB;
 
-function refundLines(concurrency: number): WorkflowDefinitionInput {
-  return {
-    id: unique("wf"),
-    vertices: [
-      { id: "received", type: "ENTRY_POINT", config: {} },
-      {
-        id: "refund",
-        type: "MAP",
-        config: {
-          items: "= payload.order.lines",
-          as: "line",
-          concurrency,
-          maxItems: 100,
-          onItemFailure: "fail",
-          step: {
-            type: "GATEWAY",
-            config: {
-              method: "POST",
-              url: `${DEST}/payments/charges`,
-              headers: { "Idempotency-Key": "= 'refund-' & payload.order.id & '-' & line.sku" },
-              body: "= { 'sku': line.sku }",
-            },
-          },
-        },
-      },
-      { id: "done", type: "TRANSFORM", config: { output: "= steps.refund" } },
-    ],
-    edges: [
-      { from: "received", to: "refund" },
-      { from: "refund", to: "done" },
-    ],
-  } as unknown as WorkflowDefinitionInput;
-}
+const refundLines = (concurrency: number) => refundLinesWorkflow(concurrency);
 
 /** A MAP of `n` items whose list is persisted and whose first `concurrency` items are DISPATCHED (their messages taken). */
 async function mapStarted(n: number, concurrency: number): Promise<{ h: Harness; id: string }> {
