@@ -16,6 +16,7 @@ import {
   redispatchExpiredLeases,
   scheduleRetry,
   settleAndDispatch,
+  type Fence,
 } from "../../src/ledger";
 import { boundedJson, truncateChars } from "../../src/ledger/attempts";
 import { readTrace } from "../../src/steps/trace";
@@ -42,6 +43,19 @@ async function storedAttempts(executionId: string, vertexId = "charge") {
     .bind(executionId, vertexId)
     .all<{ epoch: number; outcome: string; finished_at: number | null }>();
   return results;
+}
+
+/** The charge's attempt settled COMPLETED under `fence`, answered 201 with `body`, the next step `done` (its settle batch). */
+function settleCharge(fence: Fence, now: number, body: string, request: string | null = null) {
+  return settleAndDispatch(env.DB, {
+    fence,
+    now,
+    outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body }), nextVertices: ["done"] },
+    request,
+    response: { status: 201, headers: {}, body },
+    backfill: [],
+    descendants: [],
+  });
 }
 
 describe("every attempt on record", () => {
@@ -159,15 +173,7 @@ describe("every attempt on record", () => {
     expect((await attemptsOf(id)).map((a) => a.outcome)).toEqual(["lost", "running"]);
     h.clock.advance(100);
     const staleFence = { ...ref, epoch: stale.claimed!.epoch };
-    const late = await settleAndDispatch(env.DB, {
-      fence: staleFence,
-      now: h.clock.now(),
-      outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "zombie" }), nextVertices: ["done"] },
-      request: JSON.stringify({ method: "POST", url: "zombie" }),
-      response: { status: 201, headers: {}, body: "zombie" },
-      backfill: [],
-      descendants: [],
-    });
+    const late = await settleCharge(staleFence, h.clock.now(), "zombie", JSON.stringify({ method: "POST", url: "zombie" }));
     expect(late.settled).toBe(false);
     const retried = await scheduleRetry(env.DB, staleFence, {
       now: h.clock.now(),
@@ -181,15 +187,7 @@ describe("every attempt on record", () => {
     const after = await env.DB.prepare("SELECT * FROM step_attempts WHERE execution_id = ?1 ORDER BY epoch").bind(id).all();
     expect(after.results).toEqual(before.results);
     // The owner then settles its own attempt.
-    await settleAndDispatch(env.DB, {
-      fence: { ...ref, epoch: 2 },
-      now: h.clock.now(),
-      outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "real" }), nextVertices: ["done"] },
-      request: null,
-      response: { status: 201, headers: {}, body: "real" },
-      backfill: [],
-      descendants: [],
-    });
+    await settleCharge({ ...ref, epoch: 2 }, h.clock.now(), "real");
     const [lost, done] = await attemptsOf(id);
     expect(lost).toMatchObject({ epoch: 1, outcome: "lost", finishedAt: null, response: null });
     expect(done).toMatchObject({ epoch: 2, outcome: "completed", response: { status: 201, body: "real" }, durationMs: 100 });
@@ -218,15 +216,7 @@ describe("every attempt on record", () => {
     ]);
     expect(await storedAttempts(id)).toEqual([]);
     h.clock.advance(200);
-    const settled = await settleAndDispatch(env.DB, {
-      fence,
-      now: h.clock.now(),
-      outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "ok" }), nextVertices: ["done"] },
-      request: null,
-      response: { status: 201, headers: {}, body: "ok" },
-      backfill: [],
-      descendants: [],
-    });
+    const settled = await settleCharge(fence, h.clock.now(), "ok");
     expect(settled.settled).toBe(true);
     expect(await storedAttempts(id)).toEqual([{ epoch: 1, outcome: "completed", finished_at: claimedAt + 500 }]);
     expect(await attemptsOf(id)).toMatchObject([
@@ -307,15 +297,7 @@ describe("every attempt on record", () => {
     expect(shown).toHaveLength(MAX_ATTEMPTS_KEPT);
     expect(shown.at(-1)).toMatchObject({ epoch: claims, outcome: "running" });
     // Its end writes the 20th row.
-    await settleAndDispatch(env.DB, {
-      fence: { ...ref, epoch: claims },
-      now: h.clock.now(),
-      outcome: { state: "COMPLETED", output: JSON.stringify({ status: 201, body: "ok" }), nextVertices: ["done"] },
-      request: null,
-      response: { status: 201, headers: {}, body: "ok" },
-      backfill: [],
-      descendants: [],
-    });
+    await settleCharge({ ...ref, epoch: claims }, h.clock.now(), "ok");
     const ended = await storedAttempts(id);
     expect(ended).toHaveLength(MAX_ATTEMPTS_KEPT);
     expect(ended.at(-1)).toMatchObject({ epoch: claims, outcome: "completed" });
