@@ -989,7 +989,7 @@ async function bigExecution() {
        SELECT execution_id, 'c' || i, workspace, state, epoch, attempt, retry_base, available_at, lease_until, idempotency_key,
        request, output, next_vertices, error, created_at + i, created_seq + i, updated_at + i, finished_at + i, resends, next_resend_at
        FROM steps, nums WHERE execution_id = ${q(id)} AND vertex_id = 't' AND i < 200;`,
-    `${nums} INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
+    `${nums} INSERT INTO step_attempt_rows (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
        request, response_status, response, error, delay_ms, delay_reason)
        SELECT execution_id, 'c' || i, epoch, attempt, outcome, started_at + i, finished_at + i, idempotency_key, request,
        response_status, response, error, delay_ms, delay_reason

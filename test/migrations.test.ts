@@ -37,8 +37,11 @@ beforeAll(async () => {
   const tables = await env.DB.prepare(
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%'",
   ).all<{ name: string }>();
+  // Views first (migrations/0042's `step_attempts`): a view naming a dropped table makes later DDL fail.
+  const views = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'view'").all<{ name: string }>();
   await env.DB.batch([
     env.DB.prepare("PRAGMA defer_foreign_keys = on"),
+    ...views.results.map((v) => env.DB.prepare(`DROP VIEW "${v.name}"`)),
     ...tables.results.map((t) => env.DB.prepare(`DROP TABLE "${t.name}"`)),
   ]);
   emptied = (await env.DB.prepare("SELECT name FROM sqlite_master WHERE name NOT LIKE '_cf_%'").all<{ name: string }>()).results;

@@ -101,12 +101,32 @@ export const ATTEMPT_RECORD = selectList<AttemptRecord>({
 // that changes an attempt row sets both, in the same statement — no statement is added.
 
 /**
+ * The execution's newest attempt change number (0 without one) for the execution id `x` (an SQL
+ * expression): over the attempt rows and the completed attempts held on step rows (migrations/0042)
+ * — each a range of its table's primary key. Not the view `step_attempts`: SQLite materialises a
+ * compound view whole when a correlated subquery reads it, so every reader that correlates reads
+ * the two tables apart.
+ */
+export const latestAttemptSeq = (
+  x: string,
+) => `max(coalesce((SELECT max(lr.seq) FROM step_attempt_rows lr WHERE lr.execution_id = ${x}), 0),
+  coalesce((SELECT max(ls.att_seq) FROM steps ls WHERE ls.execution_id = ${x}), 0))`;
+
+/**
+ * The step-event mark of the execution's newest attempt (NULL without one), as `latestAttemptSeq`.
+ * Marks and numbers are both taken when an attempt is written, so the newest has the greatest of each.
+ */
+export const latestAttemptMark = (
+  x: string,
+) => `nullif(max(coalesce((SELECT max(lr.ev_mark) FROM step_attempt_rows lr WHERE lr.execution_id = ${x}), -1),
+  coalesce((SELECT max(ls.att_mark) FROM steps ls WHERE ls.execution_id = ${x}), -1)), -1)`;
+
+/**
  * The execution's next attempt change number. Correlated with the row being written, so an UPDATE
  * of several rows (a cancel) numbers each one apart: SQLite evaluates it per row and sees the rows
  * this statement already wrote.
  */
-export const NEXT_ATTEMPT_SEQ = `(SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq
-  WHERE sq.execution_id = step_attempts.execution_id)`;
+export const NEXT_ATTEMPT_SEQ = `(${latestAttemptSeq("step_attempt_rows.execution_id")} + 1)`;
 
 /** The execution's newest step event id (0 without one): binds ?1 execution id. */
 export const STEP_EVENT_MARK = `(SELECT coalesce(max(mk.id), 0) FROM step_events mk WHERE mk.execution_id = ?1)`;
@@ -123,7 +143,7 @@ export const STEP_EVENT_MARK = `(SELECT coalesce(max(mk.id), 0) FROM step_events
 export function markLostAttempts(db: D1Database, ref: StepRef, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE step_attempts SET outcome = 'lost', seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
+      `UPDATE step_attempt_rows SET outcome = 'lost', seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
        WHERE execution_id = ?1 AND vertex_id = ?2 AND outcome = 'running'
          AND epoch < (SELECT s.epoch FROM ${rows.table} s WHERE s.execution_id = ?1 AND s.${rows.key} = ?2)`,
     )
@@ -139,9 +159,9 @@ export function markLostAttempts(db: D1Database, ref: StepRef, rows: RowSource =
 export function trimAttempts(db: D1Database, ref: StepRef, rows: RowSource = STEP_ROWS): D1PreparedStatement {
   return db
     .prepare(
-      `DELETE FROM step_attempts
+      `DELETE FROM step_attempt_rows
        WHERE execution_id = ?1 AND vertex_id = ?2
-         AND epoch < (SELECT k.epoch FROM step_attempts k WHERE k.execution_id = ?1 AND k.vertex_id = ?2
+         AND epoch < (SELECT k.epoch FROM step_attempt_rows k WHERE k.execution_id = ?1 AND k.vertex_id = ?2
                       ORDER BY k.epoch DESC LIMIT 1
                       OFFSET ?3 - EXISTS (SELECT 1 FROM ${rows.table} s WHERE s.execution_id = ?1 AND s.${rows.key} = ?2
                                                                  AND ${RUNNING_UNRECORDED("s", rows)}))`,
@@ -156,7 +176,7 @@ export function trimAttempts(db: D1Database, ref: StepRef, rows: RowSource = STE
  * epoch has no attempt row. Such an attempt is shown from the row.
  */
 export const RUNNING_UNRECORDED = (s: string, rows: RowSource = STEP_ROWS) => `${s}.state = 'EXECUTING' AND ${s}.parked_until IS NULL
-  AND NOT EXISTS (SELECT 1 FROM step_attempts ru
+  AND NOT EXISTS (SELECT 1 FROM step_attempt_rows ru
                   WHERE ru.execution_id = ${s}.execution_id AND ru.vertex_id = ${s}.${rows.key} AND ru.epoch = ${s}.epoch)`;
 
 // ---------------------------------------------------------------------------------------------
@@ -180,20 +200,26 @@ export function finishAttempt(
   now: number,
   end: AttemptEnd,
   rows: RowSource = STEP_ROWS,
+  only: "any" | "closing a running row" = "any",
 ): D1PreparedStatement {
   const response = end.response ? boundedJson({ headers: end.response.headers, body: end.response.body }) : null;
-  const sql = `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
+  const closingOnly =
+    only === "any"
+      ? ""
+      : `AND EXISTS (SELECT 1 FROM step_attempt_rows r WHERE r.execution_id = ?1 AND r.vertex_id = ?2 AND r.epoch = ?3
+                                                       AND r.outcome = 'running')`;
+  const sql = `INSERT INTO step_attempt_rows (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key,
                                           request, response_status, response, error, delay_ms, delay_reason, seq, ev_mark)
        SELECT execution_id, ${rows.key}, epoch, attempt, ?5, min(coalesce(claimed_at, created_at), ?4), ?4, idempotency_key,
               ?6, ?7, ?8, ?9, ?10, ?11,
-              (SELECT coalesce(max(sq.seq), 0) + 1 FROM step_attempts sq WHERE sq.execution_id = ?1), ${STEP_EVENT_MARK}
-       FROM ${rows.table} WHERE ${fenceOn(rows)}
+              ${latestAttemptSeq("?1")} + 1, ${STEP_EVENT_MARK}
+       FROM ${rows.table} WHERE ${fenceOn(rows)} ${closingOnly}
        ON CONFLICT (execution_id, vertex_id, epoch) DO UPDATE
-         SET outcome = excluded.outcome, finished_at = max(step_attempts.started_at, ?4),
-             idempotency_key = coalesce(step_attempts.idempotency_key, excluded.idempotency_key), request = excluded.request,
+         SET outcome = excluded.outcome, finished_at = max(step_attempt_rows.started_at, ?4),
+             idempotency_key = coalesce(step_attempt_rows.idempotency_key, excluded.idempotency_key), request = excluded.request,
              response_status = excluded.response_status, response = excluded.response, error = excluded.error,
              delay_ms = excluded.delay_ms, delay_reason = excluded.delay_reason, seq = excluded.seq, ev_mark = excluded.ev_mark
-         WHERE step_attempts.outcome = 'running'`;
+         WHERE step_attempt_rows.outcome = 'running'`;
   return db
     .prepare(sql)
     .bind(
@@ -207,6 +233,55 @@ export function finishAttempt(
       end.delay?.ms ?? null,
       end.delay?.reason ?? null,
     );
+}
+
+/**
+ * The attempt that completes a step, written on the step row by the settle's own UPDATE
+ * (migrations/0042) instead of as a row of its own: the SET list to append to that UPDATE, fenced
+ * by it, binding ?1 execution id, ?2 vertex id, ?3 epoch and, from `first`, the three values of
+ * `completedOnStepParams`. The step row already holds the attempt's epoch, number, key, claim and
+ * finish; these add its change-stream place (numbered as `finishAttempt` numbers a row) and its
+ * bounded summaries. The view `step_attempts` shows it as the attempt's row. Not when this epoch
+ * already has a row: a `running` row opened before migrations/0040, which `finishAttempt`
+ * (`only: "closing a running row"`) closed earlier in the same batch.
+ */
+export function completedOnStepSet(first: number, stepRequest: number): string {
+  const mine = `NOT EXISTS (SELECT 1 FROM step_attempt_rows r WHERE r.execution_id = ?1 AND r.vertex_id = ?2 AND r.epoch = ?3)`;
+  // The request summary is the step's own (`request`, set by the same UPDATE to ?stepRequest when
+  // given) unless bounding changed it, or the attempt made none while the step keeps an earlier
+  // attempt's: `ATTEMPT_REQUEST_ON_STEP` reads it back. SET expressions read the row before the UPDATE.
+  const request = `CASE WHEN ?${stepRequest} IS NULL THEN iif(request IS NULL, NULL, '${NO_REQUEST}')
+                        WHEN ?${first} = ?${stepRequest} THEN NULL ELSE ?${first} END`;
+  return `att_seq = CASE WHEN ${mine} THEN ${latestAttemptSeq("?1")} + 1 END,
+          att_mark = CASE WHEN ${mine} THEN ${STEP_EVENT_MARK} END,
+          att_request = CASE WHEN ${mine} THEN ${request} END,
+          att_response_status = CASE WHEN ${mine} THEN ?${first + 1} END,
+          att_response = CASE WHEN ${mine} THEN ?${first + 2} END`;
+}
+
+/**
+ * `att_request` when the completing attempt made no request but the step row keeps an earlier
+ * attempt's (a request summary is a JSON object, never this text).
+ */
+const NO_REQUEST = "none";
+
+/**
+ * The request summary of the completed attempt a step row (alias `s`) holds: its own `request`
+ * unless `att_request` says otherwise (`completedOnStepSet`) — no second copy of the same bytes.
+ */
+export const ATTEMPT_REQUEST_ON_STEP = (s: string) =>
+  `CASE WHEN ${s}.att_request IS NULL THEN ${s}.request WHEN ${s}.att_request = '${NO_REQUEST}' THEN NULL ELSE ${s}.att_request END`;
+
+/** The values `completedOnStepSet` binds: the request summary, the response's status and `{ headers, body }`, bounded as a row's. */
+export function completedOnStepParams(
+  request: string | null,
+  response: AttemptResponse | null,
+): [string | null, number | null, string | null] {
+  return [
+    request === null ? null : boundedJsonText(request),
+    response === null ? null : response.status,
+    response === null ? null : boundedJson({ headers: response.headers, body: response.body }),
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -223,8 +298,11 @@ export function finishAttempt(
 export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown[]): D1PreparedStatement {
   return db
     .prepare(
-      `SELECT a.execution_id AS executionId, ${ATTEMPT_RECORD} FROM step_attempts a
+      `SELECT a.execution_id AS executionId, ${ATTEMPT_RECORD} FROM step_attempt_rows a
        WHERE a.execution_id IN ${owned} AND NOT ${ITEMS_BEYOND_PAGE("a.vertex_id")}
+       UNION ALL
+       SELECT c.execution_id, ${COMPLETED_ON_STEP("c")} FROM steps c
+       WHERE c.execution_id IN ${owned} AND c.att_seq IS NOT NULL
        UNION ALL
        SELECT s.execution_id, ${RUNNING_FROM_ROW("s", STEP_ROWS)} FROM steps s
        WHERE s.execution_id IN ${owned} AND ${RUNNING_UNRECORDED("s")}
@@ -235,6 +313,14 @@ export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown
     )
     .bind(...params);
 }
+
+/**
+ * The completed attempt a step row holds (migrations/0042), as `ATTEMPT_RECORD` reads a row — the
+ * same columns as the view `step_attempts` gives it. For a step row (alias `s`) with `att_seq`.
+ */
+export const COMPLETED_ON_STEP = (s: string) => `${s}.vertex_id, ${s}.epoch, max(${s}.attempt, 1), 'completed',
+  min(coalesce(${s}.claimed_at, ${s}.created_at), ${s}.finished_at), ${s}.finished_at, ${s}.idempotency_key,
+  ${ATTEMPT_REQUEST_ON_STEP(s)}, ${s}.att_response_status, ${s}.att_response, NULL, NULL, NULL`;
 
 /** A running attempt with no row, as `ATTEMPT_RECORD` reads a row, from its step's or work item's row (alias `s`). */
 export const RUNNING_FROM_ROW = (s: string, rows: RowSource) => `${s}.${rows.key}, ${s}.epoch, ${s}.attempt, 'running',

@@ -431,7 +431,7 @@ export async function parkForPermit(
       "attempt",
       db
         .prepare(
-          `DELETE FROM step_attempts WHERE execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND outcome = 'running'
+          `DELETE FROM step_attempt_rows WHERE execution_id = ?1 AND vertex_id = ?2 AND epoch = ?3 AND outcome = 'running'
              AND EXISTS (SELECT 1 FROM ${rows.table} WHERE ${fenceOn(rows)})`,
         )
         .bind(...fenceParams(fence)),

@@ -83,11 +83,17 @@ export async function readExecutionChanges(
       "attempts",
       db
         .prepare(
+          // The attempt rows and the completed attempts held on step rows (migrations/0042), read apart.
           `SELECT vertex_id AS vertexId, epoch, attempt, outcome, started_at AS startedAt, finished_at AS finishedAt,
                   idempotency_key AS idempotencyKey, error, delay_ms AS delayMs, ev_mark AS mark, seq
-           FROM step_attempts
+           FROM step_attempt_rows
            WHERE execution_id = ?1 AND (ev_mark, seq) > (?3, ?4) AND ${mine}
-           ORDER BY ev_mark, seq LIMIT ?5`,
+           UNION ALL
+           SELECT vertex_id, epoch, max(attempt, 1), 'completed', min(coalesce(claimed_at, created_at), finished_at), finished_at,
+                  idempotency_key, NULL, NULL, att_mark, att_seq
+           FROM steps
+           WHERE execution_id = ?1 AND att_seq IS NOT NULL AND (att_mark, att_seq) > (?3, ?4) AND ${mine}
+           ORDER BY mark, seq LIMIT ?5`,
         )
         .bind(...params),
     )

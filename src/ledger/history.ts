@@ -293,7 +293,7 @@ export async function removeExecutions(
         )
         .bind(...params),
     )
-    .add("attempts", del(`DELETE FROM step_attempts WHERE execution_id IN ${IDS}`))
+    .add("attempts", del(`DELETE FROM step_attempt_rows WHERE execution_id IN ${IDS}`))
     .add("events", del(`DELETE FROM step_events WHERE execution_id IN ${IDS}`))
     // Key sends outlive their execution, guarded or not: a later version that declares a retention
     // must still find the first send (docs/history.md "Destination key sends outlive their executions").

@@ -37,7 +37,14 @@ export { sweepExpiredIdentities } from "./identity-sweep";
 export { claimAndLoad, extendLease, type ClaimAndLoadOptions, type ClaimAndLoadResult, type ClaimedStep, type StepRun } from "./step-claim";
 export { loadStepInputs, MAX_STEP_INPUT_BYTES, type StepInputs, type StepInputsBound } from "./step-inputs";
 export { persistIdempotencyKey, type PersistedKey } from "./step-key";
-export { settleAndDispatch, type DescendantPlan, type SettleInput, type SettleOutcome, type SettleResult } from "./step-settle";
+export {
+  settleAndDispatch,
+  type DescendantPlan,
+  type InlineCompletion,
+  type SettleInput,
+  type SettleOutcome,
+  type SettleResult,
+} from "./step-settle";
 export { parkStep, scheduleInProgressRecheck, scheduleRetry, type RetryInput, type ScheduledRetry } from "./step-schedule";
 export { IN_PROGRESS_MARK, type StepEventType } from "./step-events";
 export type { Fence, StepRef, StepState } from "./step-sql";

@@ -151,7 +151,7 @@ export async function readItemsPage(
       "attempts",
       db
         .prepare(
-          `SELECT ${ATTEMPT_RECORD} FROM step_attempts a
+          `SELECT ${ATTEMPT_RECORD} FROM step_attempt_rows a
            WHERE a.execution_id = ?1 AND a.vertex_id IN (${page}) AND ${owned}
            UNION ALL
            SELECT ${RUNNING_FROM_ROW("r", ITEM_ROWS)} FROM work_items r

@@ -246,7 +246,7 @@ export async function cancelExecution(
         .prepare(
           // The attempts still running end here (a clock behind the claim's never ends one before it
           // began).
-          `UPDATE step_attempts SET outcome = 'cancelled', finished_at = max(started_at, ?3),
+          `UPDATE step_attempt_rows SET outcome = 'cancelled', finished_at = max(started_at, ?3),
                   seq = ${NEXT_ATTEMPT_SEQ}, ev_mark = ${STEP_EVENT_MARK}
            WHERE execution_id = ?1 AND outcome = 'running' AND ${running}`,
         )

@@ -7,7 +7,15 @@
  * Binds as every worker statement: ?1 execution id, ?2 vertex id, ?3 epoch, ?4 now, then the rest.
  */
 import { countAttemptEnd, isReplayed } from "./execution-counters";
-import { finishAttempt, type AttemptEnd, type AttemptResponse } from "./attempts";
+import {
+  completedOnStepParams,
+  completedOnStepSet,
+  finishAttempt,
+  latestAttemptSeq,
+  STEP_EVENT_MARK,
+  type AttemptEnd,
+  type AttemptResponse,
+} from "./attempts";
 import { LabelledBatch } from "./batch";
 import { CHAINED_CLAIM_COLUMNS, MAX_CHAIN_CANDIDATES, type ChainedClaim, type ChainOffer } from "./chain-claim";
 import { recordFencedOut } from "./step-events";
@@ -41,6 +49,19 @@ export interface SettleInput {
    * the caller runs it at once (./chain-claim.ts). Absent: every ready successor gets a message.
    */
   chain?: ChainOffer | null;
+  /**
+   * A TRANSFORM successor the worker already evaluated (src/steps/inline-transform.ts): inserted
+   * COMPLETED by its decision when this settle holds its fence and the execution has no FAILED step
+   * — its output, edges and its one attempt on its row — else decided as any successor.
+   */
+  inline?: InlineCompletion | null;
+}
+
+/** A successor completed in its predecessor's settle: its output (JSON) and its taken edges. */
+export interface InlineCompletion {
+  vertexId: string;
+  output: string;
+  nextVertices: string[];
 }
 
 export interface SettleResult {
@@ -50,6 +71,8 @@ export interface SettleResult {
   dispatched: string[];
   /** The successor this batch claimed for the caller to run (`SettleInput.chain`), if any. */
   chained: ChainedClaim | null;
+  /** True: `SettleInput.inline` was inserted COMPLETED. */
+  inlined: boolean;
   skipped: string[];
   /** The execution's new status, if this batch finished it — or started its compensation (COMPENSATING: send the undo's message). */
   executionStatus: "COMPLETED" | "FAILED" | "COMPENSATING" | null;
@@ -58,11 +81,13 @@ export interface SettleResult {
 /** `settleStep`: EXECUTING (fenced) → COMPLETED | FAILED, with output, error and next vertices. */
 function settleStep(db: D1Database, input: SettleInput): D1PreparedStatement {
   const o = input.outcome;
+  // COMPLETED: the attempt is recorded on the step row itself (./attempts.ts completedOnStepSet).
+  const completed = o.state === "COMPLETED";
   return db
     .prepare(
       `UPDATE steps
          SET state = ?5, output = ?6, error = ?7, next_vertices = ?8, request = coalesce(?9, request),
-             lease_until = NULL, finished_at = ?4, updated_at = ?4
+             lease_until = NULL, finished_at = ?4, updated_at = ?4${completed ? `, ${completedOnStepSet(10, 9)}` : ""}
        WHERE ${STEP_FENCE}
        RETURNING vertex_id`,
     )
@@ -72,8 +97,9 @@ function settleStep(db: D1Database, input: SettleInput): D1PreparedStatement {
       o.state,
       o.output,
       o.state === "FAILED" ? o.error : null,
-      o.state === "COMPLETED" ? JSON.stringify(o.nextVertices) : null,
+      completed ? JSON.stringify(o.nextVertices) : null,
       input.request,
+      ...(completed ? completedOnStepParams(input.request, input.response ?? null) : []),
     );
 }
 
@@ -107,39 +133,53 @@ function backfillNextVertices(db: D1Database, executionId: string, vertexId: str
  * settle decides all its descendants in its own transaction), so a stale worker's decision always
  * finds the row on record. Planting its removal turns no test red, for that reason
  * (test/ledger/chain-claim.test.ts shows the stale twin claiming nothing).
+ *
+ * With `inline` (a TRANSFORM the worker evaluated: src/steps/inline-transform.ts), a DISPATCHED
+ * decision is inserted COMPLETED instead, under the same fence and FAILED conditions as a claim (not
+ * the one-claim one: it holds no claim): epoch and attempt 1, its output and taken edges, finished
+ * now, and its attempt on the row (`att_seq`, `att_mark`: numbered after the settle's own, which
+ * this batch wrote first). Later decisions of the batch read its edges, so its successors are
+ * decided (and one of them claimed) in the same transaction.
  * Binds ?1 execution id, ?2 vertex id, ?3 predecessors, ?4 now, ?5 their count, ?6 the lease ms
- * or NULL (no claim), ?7 the settled vertex, ?8 its epoch.
+ * or NULL (no claim), ?7 the settled vertex, ?8 its epoch, ?9 the inline output or NULL (not
+ * inline), ?10 its taken edges.
  */
 function decideStep(
   db: D1Database,
-  executionId: string,
+  settled: Fence,
   d: DescendantPlan,
   now: number,
-  claim: { leaseMs: number; settled: Fence } | null,
+  claim: { leaseMs: number } | null,
+  inline: InlineCompletion | null,
 ): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until,
-                          created_at, created_seq, updated_at, finished_at)
-       SELECT e.id, ?2, e.workspace,
-              CASE WHEN NOT t.taken THEN 'SKIPPED' WHEN c.claim THEN 'EXECUTING' ELSE 'DISPATCHED' END,
-              t.taken AND c.claim, t.taken AND c.claim, ?4,
-              CASE WHEN t.taken AND c.claim THEN ?4 + ?6 END,
+                          created_at, created_seq, updated_at, finished_at, output, next_vertices, att_seq, att_mark)
+       SELECT e.id, ?2, e.workspace, k.state,
+              k.state IN ('EXECUTING', 'COMPLETED'), k.state IN ('EXECUTING', 'COMPLETED'), ?4,
+              CASE WHEN k.state = 'EXECUTING' THEN ?4 + ?6 END,
               ?4, (SELECT coalesce(max(q.created_seq), -1) + 1 FROM steps q WHERE q.execution_id = ?1), ?4,
-              CASE WHEN t.taken THEN NULL ELSE ?4 END
+              CASE WHEN k.state IN ('SKIPPED', 'COMPLETED') THEN ?4 END,
+              CASE WHEN k.state = 'COMPLETED' THEN ?9 END, CASE WHEN k.state = 'COMPLETED' THEN ?10 END,
+              CASE WHEN k.state = 'COMPLETED' THEN ${latestAttemptSeq("?1")} + 1 END,
+              CASE WHEN k.state = 'COMPLETED' THEN ${STEP_EVENT_MARK} END
        FROM executions e,
-            (SELECT EXISTS (
-               SELECT 1 FROM steps p, json_each(p.next_vertices) j
-               WHERE p.execution_id = ?1 AND p.state = 'COMPLETED'
-                 AND p.vertex_id IN (SELECT value FROM json_each(?3)) AND j.value = ?2) AS taken) t,
-            (SELECT ?6 IS NOT NULL
-               AND EXISTS (SELECT 1 FROM steps g WHERE g.execution_id = ?1 AND g.vertex_id = ?7 AND g.epoch = ?8
-                             AND g.state = 'COMPLETED' AND g.finished_at = ?4)
-               AND NOT EXISTS (SELECT 1 FROM steps n WHERE n.execution_id = ?1 AND n.state = 'EXECUTING'
-                                 AND n.epoch = 1 AND n.attempt = 1 AND n.created_at = ?4 AND n.updated_at = ?4)
-               -- Not in an execution that failed for good: its successors go DISPATCHED, so a wait among them is
-               -- cancelled as it is inserted when there is something to compensate (migrations/0034), not run inline.
-               AND NOT EXISTS (SELECT 1 FROM steps f WHERE f.execution_id = ?1 AND f.state = 'FAILED') AS claim) c
+            (SELECT CASE WHEN NOT t.taken THEN 'SKIPPED' WHEN c.inline THEN 'COMPLETED' WHEN c.claim THEN 'EXECUTING'
+                         ELSE 'DISPATCHED' END AS state
+             FROM (SELECT EXISTS (
+                     SELECT 1 FROM steps p, json_each(p.next_vertices) j
+                     WHERE p.execution_id = ?1 AND p.state = 'COMPLETED'
+                       AND p.vertex_id IN (SELECT value FROM json_each(?3)) AND j.value = ?2) AS taken) t,
+                  (SELECT h.held AND ?9 IS NOT NULL AS inline,
+                          h.held AND ?6 IS NOT NULL
+                            AND NOT EXISTS (SELECT 1 FROM steps n WHERE n.execution_id = ?1 AND n.state = 'EXECUTING'
+                                              AND n.epoch = 1 AND n.attempt = 1 AND n.created_at = ?4 AND n.updated_at = ?4) AS claim
+                   FROM (SELECT EXISTS (SELECT 1 FROM steps g WHERE g.execution_id = ?1 AND g.vertex_id = ?7 AND g.epoch = ?8
+                                          AND g.state = 'COMPLETED' AND g.finished_at = ?4)
+                                -- Not in an execution that failed for good: its successors go DISPATCHED, so a wait among them is
+                                -- cancelled as it is inserted when there is something to compensate (migrations/0034), not run inline.
+                                AND NOT EXISTS (SELECT 1 FROM steps f WHERE f.execution_id = ?1 AND f.state = 'FAILED') AS held) h) c) k
        WHERE e.id = ?1
          AND (SELECT count(*) FROM steps p
               WHERE p.execution_id = ?1 AND p.state IN ('COMPLETED', 'SKIPPED')
@@ -148,20 +188,22 @@ function decideStep(
        RETURNING ${DECIDED}`,
     )
     .bind(
-      executionId,
+      settled.executionId,
       d.vertexId,
       JSON.stringify(d.predecessors),
       now,
       d.predecessors.length,
       claim?.leaseMs ?? null,
-      claim?.settled.vertexId ?? null,
-      claim?.settled.epoch ?? null,
+      settled.vertexId,
+      settled.epoch,
+      inline?.output ?? null,
+      inline ? JSON.stringify(inline.nextVertices) : null,
     );
 }
 
 /** What a decision returns: the state it decided, and for a step inserted claimed, the claim. */
 interface Decided extends Omit<ChainedClaim, "keySendsJson"> {
-  state: "DISPATCHED" | "SKIPPED" | "EXECUTING";
+  state: "DISPATCHED" | "SKIPPED" | "EXECUTING" | "COMPLETED";
 }
 
 const DECIDED = `${CHAINED_CLAIM_COLUMNS}, state`;
@@ -227,7 +269,9 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
   const batch = new LabelledBatch<"fencedOut" | "counters" | "attempt" | "settle" | "backfill" | "decide" | "finish">(db)
     .add("fencedOut", recordFencedOut(db, fence, now, `late ${o.state.toLowerCase()} rejected: the step was taken over or re-dispatched`))
     .add("counters", countAttemptEnd(db, fence, isReplayed(input.response?.headers)))
-    .add("attempt", finishAttempt(db, fence, now, attempt))
+    // COMPLETED: the attempt goes on the step row (`settleStep`); a row is written only to close a
+    // `running` row opened before migrations/0040.
+    .add("attempt", finishAttempt(db, fence, now, attempt, undefined, o.state === "COMPLETED" ? "closing a running row" : "any"))
     .add("settle", settleStep(db, input));
   if (input.outcome.state === "COMPLETED") {
     for (const b of input.backfill) batch.add("backfill", backfillNextVertices(db, fence.executionId, b.vertexId, b.nextVertices));
@@ -235,8 +279,9 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
     // decides DISPATCHED, in the order the decisions run (a fan-in's order: skips propagate).
     const candidates = new Set(input.chain?.candidates.slice(0, MAX_CHAIN_CANDIDATES) ?? []);
     for (const d of input.descendants) {
-      const claim = input.chain && candidates.has(d.vertexId) ? { leaseMs: input.chain.leaseMs, settled: fence } : null;
-      batch.add("decide", decideStep(db, fence.executionId, d, now, claim));
+      const claim = input.chain && candidates.has(d.vertexId) ? { leaseMs: input.chain.leaseMs } : null;
+      const inline = input.inline?.vertexId === d.vertexId ? input.inline : null;
+      batch.add("decide", decideStep(db, fence, d, now, claim, inline));
     }
   }
   batch.add("finish", finishExecution(db, fence.executionId, now));
@@ -257,6 +302,7 @@ export async function settleAndDispatch(db: D1Database, input: SettleInput): Pro
   return {
     settled: results.first("settle") !== null,
     chained,
+    inlined: decided.some((row) => row.state === "COMPLETED"),
     dispatched: decided.filter((row) => row.state === "DISPATCHED").map((row) => row.vertexId),
     skipped: decided.filter((row) => row.state === "SKIPPED").map((row) => row.vertexId),
     executionStatus: results.first<{ status: "COMPLETED" | "FAILED" | "COMPENSATING" }>("finish")?.status ?? null,

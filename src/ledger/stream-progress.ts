@@ -3,6 +3,7 @@
  * compensates, every undo step's (named by its row key `<vertex>#undo#<place>`, after the steps) —
  * and the change position (./execution-changes.ts), in one statement.
  */
+import { latestAttemptMark, latestAttemptSeq } from "./attempts";
 import type { ChangePosition } from "./execution-changes";
 import { bounded, byteLength } from "./execution-records";
 import type { ExecutionStatus } from "./execution-types";
@@ -51,13 +52,13 @@ export async function readStreamProgress(
 ): Promise<StreamProgress | null> {
   const known = `EXISTS (SELECT 1 FROM json_each(?3) r
                          WHERE json_extract(r.value, '$[0]') = s.vertex_id AND json_extract(r.value, '$[1]') = s.epoch)`;
-  const latestAttempt = `FROM step_attempts a WHERE a.execution_id = e.id ORDER BY a.ev_mark DESC, a.seq DESC LIMIT 1`;
+
   const { results } = await db
     .prepare(
       `SELECT e.status AS status,
               (SELECT coalesce(max(ev.id), 0) FROM step_events ev WHERE ev.execution_id = e.id) AS eventMark,
-              (SELECT a.ev_mark ${latestAttempt}) AS attemptMark,
-              (SELECT a.seq ${latestAttempt}) AS attemptSeq,
+              ${latestAttemptMark("e.id")} AS attemptMark,
+              ${latestAttemptSeq("e.id")} AS attemptSeq,
               s.vertex_id AS vertexId, s.state AS state, s.attempt AS attempt, s.epoch AS epoch,
               CASE WHEN ${known} THEN NULL ELSE ${bounded("s.output")} END AS outputJson,
               ${byteLength("s.output")} AS outputBytes,

@@ -3,6 +3,7 @@
  * refuses a trace too large to hold, and reads a set in bounded parts: src/history/archive.ts).
  */
 import { byteLength, TRACE_VALUE_MAX_BYTES } from "./execution-records";
+import { ATTEMPT_REQUEST_ON_STEP } from "./attempts";
 import { OWNED_IDS, refsParam, TRACE_WAIT_EVENTS_MAX, type ExecutionRef } from "./trace-reads";
 
 /**
@@ -40,11 +41,13 @@ export async function readTraceSizes(db: D1Database, refs: readonly ExecutionRef
     .prepare(
       `SELECT e.id AS id, ${a.execution}
          + (SELECT coalesce(sum(${boundedBytes("s.request")} + ${boundedBytes("s.output")}
-                                + coalesce(${byteLength("s.error")}, 0) + ${a.step}), 0)
+                                + coalesce(${byteLength("s.error")}, 0) + ${a.step}
+                                + iif(s.att_seq IS NULL, 0, coalesce(${byteLength(`(${ATTEMPT_REQUEST_ON_STEP("s")})`)}, 0)
+                                      + coalesce(${byteLength("s.att_response")}, 0) + ${a.attempt})), 0)
             FROM steps s WHERE s.execution_id = e.id)
          + (SELECT coalesce(sum(coalesce(${byteLength("t.request")}, 0) + coalesce(${byteLength("t.response")}, 0)
                                 + coalesce(${byteLength("t.error")}, 0) + ${a.attempt}), 0)
-            FROM step_attempts t WHERE t.execution_id = e.id)
+            FROM step_attempt_rows t WHERE t.execution_id = e.id)
          + (SELECT coalesce(sum(coalesce(${byteLength("ev.detail")}, 0) + ${a.event}), 0)
             FROM step_events ev WHERE ev.execution_id = e.id)
          + coalesce(json_array_length(e.duplicate_log), 0) * ${a.duplicate}

@@ -238,6 +238,15 @@ export class ChainBudget {
   ran(offer: BudgetOffer): void {
     this.#heldQueries -= offer.queries;
   }
+
+  /**
+   * A step run inline (src/steps/inline-transform.ts) that its settle batch did not take after all
+   * (the settle was fenced out, or the execution failed meanwhile): the step is free again. Its
+   * queries were given back by `ran` when it ran: it sends none of its own.
+   */
+  notTaken(): void {
+    this.#steps--;
+  }
 }
 
 /**

@@ -2,6 +2,13 @@
 import type { PermitWait } from "../ledger/connector-permits";
 import type { MapPark } from "../ledger";
 
+/**
+ * The largest step output (UTF-8 bytes of its JSON) stored on the step row. D1 refuses rows over
+ * 2 MB, and a settle batch D1 refuses would crash the worker on every attempt; over the bound the
+ * step fails loudly instead (a Gateway response is already bounded by `maxResponseBytes` ≤ 1 MiB).
+ */
+export const MAX_OUTPUT_BYTES = 1_500_000;
+
 /** The recorded request: redacted, bounded. */
 export interface RequestSummary {
   method: string;

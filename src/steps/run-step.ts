@@ -39,17 +39,19 @@ import { parkForPermit } from "../ledger/connector-permits";
 import { decide, overClaimBudget, type ClaimFacts, type Transition } from "./decide";
 import { sendStepMessages } from "./dispatch";
 import { descendantsInOrder, takenSuccessors, vertexOf } from "./graph";
-import type { ResponseSummary, RunOutcome } from "./outcome";
+import { MAX_OUTPUT_BYTES, type ResponseSummary, type RunOutcome } from "./outcome";
 import type { ExpressionContext } from "./plan";
 import { dropsIfNotClaimable, type Delivery } from "./redelivery";
 import { delaySeconds } from "./retry-policy";
 import type { StepRuntime } from "./runtime";
 import { MAX_QUEUE_DELAY_MS } from "./delay";
 import { executeVertex, retryPolicyOf } from "./vertices";
+import { inlineTransform } from "./inline-transform";
 import { isoTimeText } from "../lib/iso-time";
 import { errorMessage, log } from "../lib/log";
 
 export { CRASH_ALLOWANCE } from "./decide";
+export { MAX_OUTPUT_BYTES } from "./outcome";
 
 export type Decision =
   | { action: "ack"; why: string }
@@ -284,13 +286,6 @@ async function runVertex(
   return executeVertex(vertex, { rt, run, claimed, fence, leaseMs, context });
 }
 
-/**
- * The largest step output (UTF-8 bytes of its JSON) stored on the step row. D1 refuses rows over
- * 2 MB, and a settle batch D1 refuses would crash the worker on every attempt; over the bound the
- * step fails loudly instead (a Gateway response is already bounded by `maxResponseBytes` ≤ 1 MiB).
- */
-export const MAX_OUTPUT_BYTES = 1_500_000;
-
 /** An outcome whose output is over MAX_OUTPUT_BYTES becomes a FAILED one without that output. */
 function boundOutput(outcome: RunOutcome): RunOutcome {
   if (outcome.output === undefined) return outcome;
@@ -427,7 +422,17 @@ async function completion(
 async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, backfill: Backfill = [], output?: unknown): Promise<Applied> {
   // The message's own step has sent all but its settle: hold back only that while offering.
   rt.messageHold?.shrinkTo(settleQueries(a.step.definition));
-  const chain = outcome.state === "COMPLETED" ? (rt.budget?.offer(a.step.definition, outcome.nextVertices, a.now) ?? null) : null;
+  // A TRANSFORM successor that reads only what this invocation holds completes in this batch
+  // (./inline-transform.ts) when the budget offers this settle a chained step: the inline run is
+  // that step, and the claim is offered again, to what comes after it.
+  const offered = outcome.state === "COMPLETED" ? (rt.budget?.offer(a.step.definition, outcome.nextVertices, a.now) ?? null) : null;
+  const inline =
+    offered && outcome.state === "COMPLETED" && outcome.nextVertices.length === 1 && offered.candidates.includes(outcome.nextVertices[0]!)
+      ? await inlineTransform(a.step.definition, a.run, a.ref.vertexId, output, outcome.nextVertices, a.known)
+      : null;
+  // The inline run sends no query of its own (it rides in the settle batch): its held queries go back at once.
+  if (inline) rt.budget?.ran(offered!);
+  const chain = inline ? (rt.budget?.offer(a.step.definition, inline.nextVertices, a.now) ?? null) : offered;
   const result = await settleAndDispatch(rt.db, {
     fence: a.fence,
     now: a.now,
@@ -437,12 +442,16 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
     backfill,
     descendants: outcome.state === "COMPLETED" ? descendantsInOrder(a.step.definition, a.ref.vertexId) : [],
     chain,
+    inline,
   }).catch((error: unknown) => {
     if (chain) rt.budget?.unclaimed(chain);
+    if (inline) rt.budget?.notTaken();
     throw error;
   });
   rt.messageHold?.release();
   if (chain && !result.chained) rt.budget?.unclaimed(chain);
+  // The inline run was this settle's chained step: it stays counted if the batch took it.
+  if (inline && !result.inlined) rt.budget?.notTaken();
   if (!result.settled) {
     log.warn("step.fenced_out", { message: "late result fenced out and recorded", ...a.fence, outcome: outcome.state });
     return unchained({ action: "ack", why: "fenced out (recorded)" });
@@ -456,7 +465,9 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
   await notifyExecutionFailed(rt.db, rt.queue, a.ref.executionId, result.executionStatus);
   const decision: Decision = { action: "ack", why: `settled ${outcome.state}` };
   if (!result.chained) return { decision, next: null };
-  const known: KnownInputs = { ...a.known, outputs: new Map(a.known.outputs).set(a.ref.vertexId, asStored(output)) };
+  const outputs = new Map(a.known.outputs).set(a.ref.vertexId, asStored(output));
+  if (inline && result.inlined) outputs.set(inline.vertexId, asStored(inline.value));
+  const known: KnownInputs = { ...a.known, outputs };
   return { decision, next: chainedStep(a.run, result.chained, a.now, known, chain!) };
 }
 

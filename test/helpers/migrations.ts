@@ -29,8 +29,11 @@ export async function schemaBefore(number: number): Promise<void> {
     `SELECT name FROM sqlite_master
      WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'`,
   ).all<{ name: string }>();
+  // Views first (migrations/0042's `step_attempts`): a view naming a dropped table makes later DDL fail.
+  const views = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'view'").all<{ name: string }>();
   await env.DB.batch([
     env.DB.prepare("PRAGMA defer_foreign_keys = on"),
+    ...views.results.map((v) => env.DB.prepare(`DROP VIEW "${v.name}"`)),
     ...tables.results.map((t) => env.DB.prepare(`DROP TABLE "${t.name}"`)),
   ]);
   for (const m of migrations.filter((m) => m.number < number)) await runMigration(m.sql);

@@ -26,6 +26,7 @@ const GROWING = [
   "executions",
   "steps",
   "step_attempts",
+  "step_attempt_rows",
   "step_events",
   "destination_key_sends",
   "work_items",

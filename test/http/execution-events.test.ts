@@ -157,7 +157,7 @@ describe("GET /v1/executions/{id}/events", () => {
     await env.DB.batch(
       ["a", "b", "c"].map((v, i) =>
         env.DB.prepare(
-          `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, seq, ev_mark)
+          `INSERT INTO step_attempt_rows (execution_id, vertex_id, epoch, attempt, outcome, started_at, seq, ev_mark)
            VALUES (?1, ?2, 1, 1, 'running', 1, ?3, 0)`,
         ).bind(id, v, i + 1),
       ),
@@ -189,7 +189,7 @@ describe("GET /v1/executions/{id}/events", () => {
       }
       statements.push(
         env.DB.prepare(
-          `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, seq, ev_mark)
+          `INSERT INTO step_attempt_rows (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, seq, ev_mark)
            VALUES (?1, ?2, 1, 1, 'completed', ?3, ?3,
                    (SELECT coalesce(max(seq), 0) + 1 FROM step_attempts WHERE execution_id = ?1),
                    (SELECT coalesce(max(id), 0) FROM step_events WHERE execution_id = ?1))`,

@@ -98,7 +98,7 @@ describe("what an execution and a duplicate cost", () => {
     expect(h.dest.effects).toHaveLength(1);
   });
 
-  it("a new trigger of the bench's job: 3 round trips, 3 + 6 + 5 statements, 22 rows written (45, 30, 29, 28, 27, 24)", async () => {
+  it("a new trigger of the bench's job: 2 round trips, 3 + 6 statements, 18 rows written (45, 30, 29, 28, 27, 24, 22, 20)", async () => {
     const counting = countingD1(env.DB);
     const h = harness({}, { chain: true });
     const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
@@ -107,23 +107,24 @@ describe("what an execution and a duplicate cost", () => {
     counting.reset();
     const created = await fire(unique("O"));
     expect(await executionStatus(created.executionId)).toBe("COMPLETED");
-    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
-    expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 6, 5]);
+    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch"]);
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 6]);
     // Start: the identity (row, expiry index), the execution (row, key, four indexes, one of them
     // the live-lineage index) and its business value (its row: no index
     // by execution since migrations/0033), the entry (its row: `steps` has no separate key since
     // migrations/0038) and the claimed charge (row, lease and key indexes, its key's first send — no
     // index on the send since migrations/0033; no attempt row while it runs since migrations/0040).
-    // Then the charge's settle: its attempt's row written once, complete (migrations/0040), the
-    // charge settled, done inserted claimed (its row, lease entry); and done's settle: its attempt's
-    // row, the step settled, the finish (the row and its purge entry; it leaves the status index,
-    // which keeps no COMPLETED entry since migrations/0033).
-    expect(written(counting)).toEqual([14, 4, 4]);
-    expect(counting.rowsWritten()).toBe(22);
+    // Then the charge's settle: the charge settled with its completed attempt on its own row (no
+    // attempt row since migrations/0042); done, a TRANSFORM, inserted COMPLETED with its attempt on
+    // its row (src/steps/inline-transform.ts: no lease entry, no settle of its own, no third batch);
+    // the finish (the row and its purge entry; it leaves the status index, which keeps no COMPLETED
+    // entry since migrations/0033).
+    expect(written(counting)).toEqual([14, 4]);
+    expect(counting.rowsWritten()).toBe(18);
     expect(counting.rowsRead()).toBeLessThanOrEqual(120);
   });
 
-  it("the harness trigger → settle path: 13 statements, 3 round trips (23 before), 19 rows written (40, 24, 21), on record", async () => {
+  it("the harness trigger → settle path: 8 statements, 2 round trips, 15 rows written (40, 24, 21, 19, 17), on record", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db }, { chain: true });
     const workflow = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
@@ -131,12 +132,13 @@ describe("what an execution and a duplicate cost", () => {
     counting.reset();
     const id = await h.start(workflow, { order: { id: unique("O"), total: 42 } });
     expect(await executionStatus(id)).toBe("COMPLETED");
-    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 6, 5]);
-    expect(counting.statements()).toBeLessThanOrEqual(15);
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 6]);
+    expect(counting.statements()).toBeLessThanOrEqual(8);
     // Each step one row less than before migrations/0038 (`steps` has no separate key index); each
     // attempt one row, written when it ends (migrations/0040: the start and the charge's settle no
-    // longer open one).
-    expect(written(counting)).toEqual([11, 4, 4]);
+    // longer open one); the attempt that completes a step on the step's own row (migrations/0042);
+    // done completed in the charge's settle (src/steps/inline-transform.ts).
+    expect(written(counting)).toEqual([11, 4]);
     // Everything still on record: each step's attempt (numbered in the change stream), the key and its first send, the counters.
     const record = await env.DB.prepare(
       `SELECT (SELECT count(*) FROM step_attempts a
@@ -158,6 +160,7 @@ describe("what an execution and a duplicate cost", () => {
       "executions",
       "steps",
       "step_attempts",
+      "step_attempt_rows",
       "step_events",
       "destination_key_sends",
       "identity_values",

@@ -114,7 +114,9 @@ describe("POST /v1/workflows/:id/stream: bounded per invocation", () => {
   it("counts its polls against the inline run of the first step: at CHAIN_MAX_QUERIES' cap, the invocation stays under 1,000", async () => {
     const h = harness();
     const id = unique("streamchain");
-    await seedWorkflow("dev", linearWorkflow(id, 40));
+    // 49 transforms (the most a workflow may have with its entry): every other one completes in its
+    // predecessor's settle (src/steps/inline-transform.ts), so a chain of 40 no longer reached the cap.
+    await seedWorkflow("dev", linearWorkflow(id, 49));
     const { events, counting } = await heldStream(h, id, { CHAIN_STEPS: "on", CHAIN_MAX_QUERIES: "900", CHAIN_MAX_STEPS: "1000" });
     const polls = counting.calls.filter((c) => c.sql.some((sql) => sql.includes("AS eventMark"))).length;
     const steps = events.filter((e) => e.event === "step.completed").length;

@@ -10,7 +10,7 @@ import { deliverEvent, listOpenWaits, parkStep, registerWait, sumEvents } from "
 import { countingD1 } from "../helpers/counting-d1";
 import { planOf, scansOf } from "../helpers/query-plans";
 
-const GROWING = ["executions", "steps", "events", "event_waits", "event_consumptions", "step_attempts"];
+const GROWING = ["executions", "steps", "events", "event_waits", "event_consumptions", "step_attempts", "step_attempt_rows"];
 
 describe("the events' query plans", () => {
   it("no statement of a delivery, a wait, a park, the waits listing or the stats scans a growing table", async () => {

@@ -13,7 +13,16 @@ import { countingD1 } from "../helpers/counting-d1";
 import { planOf, scansOf } from "../helpers/query-plans";
 
 /** The tables that grow with executions or with time: none may be scanned. */
-const GROWING = ["executions", "steps", "step_attempts", "step_events", "events", "execution_identities", "stats_hourly"];
+const GROWING = [
+  "executions",
+  "steps",
+  "step_attempts",
+  "step_attempt_rows",
+  "step_events",
+  "events",
+  "execution_identities",
+  "stats_hourly",
+];
 
 /** Every statement the counted calls sent, with its plan. */
 async function plansOf(run: (db: D1Database) => Promise<unknown>): Promise<Array<{ sql: string; plan: string[] }>> {

@@ -234,7 +234,7 @@ describe("every attempt on record", () => {
       expect((await claimAndLoad(env.DB, ref, openedAt, 1_000)).claimed!.epoch).toBe(1);
       // The row the claim opened before migrations/0040 (`openAttempt`), with the key the persist recorded then.
       await env.DB.prepare(
-        `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
+        `INSERT INTO step_attempt_rows (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
          VALUES (?1, 'charge', 1, 1, 'running', ?2, 'legacy-key', 1, 0)`,
       )
         .bind(id, openedAt - 50)
@@ -373,7 +373,7 @@ describe("the schema states the rules (migrations/0010)", () => {
   const insert = (row: Record<string, unknown>) => {
     const values = { execution_id: unique("x"), vertex_id: "v", epoch: 1, attempt: 1, outcome: "running", started_at: 1, ...row };
     const names = Object.keys(values);
-    return env.DB.prepare(`INSERT INTO step_attempts (${names.join(", ")}) VALUES (${names.map((_, i) => `?${i + 1}`).join(", ")})`)
+    return env.DB.prepare(`INSERT INTO step_attempt_rows (${names.join(", ")}) VALUES (${names.map((_, i) => `?${i + 1}`).join(", ")})`)
       .bind(...Object.values(values))
       .run();
   };

@@ -42,18 +42,19 @@ function chainedIngress(h: Harness, inline: Array<Promise<unknown>>): IngressDep
 }
 
 describe("step chaining", () => {
-  it("runs entry → charge → done in the trigger's invocation: 3 D1 round trips, no queue message", async () => {
+  it("runs entry → charge → done in the trigger's invocation: 2 D1 round trips, no queue message", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db }, { chain: true });
     const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
     counting.reset();
     const id = await h.start(wf, { order: { id: unique("O"), total: 42 } });
-    // start batch (charge inserted claimed, with its key); settle of charge + chained claim of done; settle of done.
-    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
-    expect(counting.roundTrips()).toBe(3);
+    // start batch (charge inserted claimed, with its key); settle of charge with done, a TRANSFORM,
+    // completed in it (src/steps/inline-transform.ts: there was a third batch, done's settle).
+    expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch"]);
+    expect(counting.roundTrips()).toBe(2);
     // The statements of each batch (D1 runs every one of them, guarded out or not): the start is the
     // execution row and one insert of every start step (issue 31: at most 15 in all, from 23).
-    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 6, 5]);
+    expect(counting.calls.map((c) => c.sql.length)).toEqual([2, 6]);
     expect(h.queue.sends).toBe(0);
     expect(h.queue.pending).toHaveLength(0);
     const { max_attempt } = (await env.DB.prepare("SELECT max_attempt FROM executions WHERE id = ?1")
@@ -155,8 +156,9 @@ describe("step chaining", () => {
     await start(unique("O"), unique("client-id")); // warms the definition caches
     counting.reset();
     const first = await same();
-    // Claimed by its identity: the key is computed for the first candidate id, persisted with the claim.
-    expect(counting.roundTrips()).toBe(3);
+    // Claimed by its identity: the key is computed for the first candidate id, persisted with the claim
+    // (two round trips: done completes in the charge's settle, src/steps/inline-transform.ts).
+    expect(counting.roundTrips()).toBe(2);
     const firstKey = (await stepsOf(first.executionId)).charge!.idempotency_key;
     expect(firstKey).not.toBeNull();
     // The first execution's charge as another worker would hold it, claimed at the very millisecond the
@@ -174,8 +176,9 @@ describe("step chaining", () => {
     expect(second.deduplicated).toBe(false);
     expect(second.executionId).not.toBe(first.executionId);
     // The takeover's key was computed before its start too, from its own execution id: every window's
-    // id (the identity and the window's start) is known before the claim, so the fold holds for it.
-    expect(counting.roundTrips()).toBe(3);
+    // id (the identity and the window's start) is known before the claim, so the fold holds for it
+    // (two round trips: done completes in the charge's settle).
+    expect(counting.roundTrips()).toBe(2);
     const secondKey = (await stepsOf(second.executionId)).charge!.idempotency_key;
     expect(secondKey).not.toBeNull();
     expect(secondKey).not.toBe(firstKey);

@@ -164,7 +164,7 @@ describe("a MAP item's attempts, written once at their end", () => {
       // The row the claim opened before migrations/0041 (`openAttempt`), with the key the persist recorded then.
       await db()
         .prepare(
-          `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
+          `INSERT INTO step_attempt_rows (execution_id, vertex_id, epoch, attempt, outcome, started_at, idempotency_key, seq, ev_mark)
            VALUES (?1, ?2, 1, 1, 'running', ?3, 'legacy-key', 100 + ?4, 0)`,
         )
         .bind(id, `refund#${item}`, openedAt - 50, item)

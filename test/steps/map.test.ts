@@ -505,7 +505,7 @@ describe("MAP trace", () => {
         .bind(id, h.clock.now()),
       db()
         .prepare(
-          `INSERT INTO step_attempts (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key)
+          `INSERT INTO step_attempt_rows (execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key)
            SELECT execution_id, row_key, 1, 1, 'completed', ?2, ?2, idempotency_key FROM work_items WHERE execution_id = ?1
            ON CONFLICT DO UPDATE SET outcome = 'completed', finished_at = ?2`,
         )

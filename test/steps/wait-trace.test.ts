@@ -262,7 +262,16 @@ describe("the archive's set read", () => {
 
 describe("the trace's query plans", () => {
   /** The tables that grow with executions or events: none may be scanned. */
-  const GROWING = ["executions", "steps", "step_attempts", "step_events", "events", "event_waits", "event_consumptions"];
+  const GROWING = [
+    "executions",
+    "steps",
+    "step_attempts",
+    "step_attempt_rows",
+    "step_events",
+    "events",
+    "event_waits",
+    "event_consumptions",
+  ];
 
   it("no statement of the trace's read or the archive's size estimate scans a growing table", async () => {
     const counted = countingD1(env.DB);
