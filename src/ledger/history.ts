@@ -433,11 +433,13 @@ export async function sweepKeySendsOnce(db: D1Database, olderThan: number, limit
          SELECT workspace, idempotency_key, destination FROM destination_key_sends
          WHERE guarded = 1 AND ${FORGETS_AT} <= ?1
            AND (unguarded IS NULL OR NOT EXISTS (SELECT 1 FROM executions x WHERE x.id = destination_key_sends.execution_id))
-         ORDER BY ${FORGETS_AT} LIMIT ?2)`,
+         ORDER BY ${FORGETS_AT} LIMIT ?2)
+       RETURNING 1 AS gone`,
     )
     .bind(olderThan, limit)
-    .run();
-  return result.meta.changes ?? 0;
+    .all();
+  // RETURNING, not `changes`: D1's count includes the trigger that gives a kept step its steps_by_key entry back (migrations/0043).
+  return result.results.length;
 }
 
 /** Dead letters recorded at or before `olderThan` (a rowid table: the shared bounded delete of ./sweep.ts). */
