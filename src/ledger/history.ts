@@ -224,7 +224,7 @@ export interface RemovalReport {
   attempts: number;
   events: number;
   duplicates: number;
-  /** Key sends kept past their execution: unguarded ones marked kept (none is deleted). */
+  /** Key sends born unguarded before migrations/0043 marked kept (none is deleted; later ones are born kept). */
   keySends: number;
 }
 
@@ -245,7 +245,7 @@ const removableGuard = `(
 /**
  * `removeExecutions`: chains removed, children first — the tombstones, attempts, events,
  * duplicate records, the waits' registrations, steps, then the executions. Key sends stay (the
- * retention guard reads them): the unguarded ones are marked kept. An erasure also deletes the
+ * retention guard reads them), born kept (migrations/0043; older unguarded ones are marked kept). An erasure also deletes the
  * events only its executions took to a payload-free dedupe record (a broadcast another execution
  * took is kept whole: ./events.ts erasedEventsSql) and deletes their consumption records; a
  * retention sweep leaves both to the events sweep (`sweepEventsOnce`), so a sender's duplicate
@@ -297,9 +297,11 @@ export async function removeExecutions(
     .add("events", del(`DELETE FROM step_events WHERE execution_id IN ${IDS}`))
     // Key sends outlive their execution, guarded or not: a later version that declares a retention
     // must still find the first send (docs/history.md "Destination key sends outlive their executions").
-    // The unguarded ones are marked kept (`guarded = 1`: aged by HISTORY_KEY_SENDS like the rest),
-    // by a sweep and an erasure alike. Found by the keys of the set's steps and items (before they
-    // go, below): a send's key is its step's or item's, written once; the send's primary key has
+    // Since migrations/0043 every send is born kept (`guarded = 1`; one born unguarded waits for its
+    // execution to go by itself: `unguarded`), so this writes nothing for it. A send born unguarded
+    // before 0043 (`guarded = 0`) is marked kept here (aged by HISTORY_KEY_SENDS like the rest), by
+    // a sweep and an erasure alike. Found by the keys of the set's steps and items (before they go,
+    // below): a send's key is its step's or item's, written once; the send's primary key has
     // (workspace, key) first, so no index on `execution_id` is written per send (migrations/0033).
     .add(
       "keySends",
@@ -417,21 +419,27 @@ export async function sweepEventsOnce(db: D1Database, olderThan: number, limit: 
 }
 
 /**
- * Guarded key sends whose retention counts from before `olderThan` (HISTORY_KEY_SENDS set to a
+ * Kept key sends whose retention counts from before `olderThan` (HISTORY_KEY_SENDS set to a
  * duration), reached by the index of when their destination forgets them (migrations/0036
  * `destination_key_sends_cold_due`): a send with a declared retention goes up to that retention
- * later than the horizon — later, never earlier.
+ * later than the horizon — later, never earlier. A send born unguarded (migrations/0043) goes only
+ * once the execution it names is gone, as when the removal marked it kept; it records its
+ * execution's shortest retention, so the walk rarely meets one whose execution is still kept.
  */
 export async function sweepKeySendsOnce(db: D1Database, olderThan: number, limit: number): Promise<number> {
   const result = await db
     .prepare(
       `DELETE FROM destination_key_sends WHERE (workspace, idempotency_key, destination) IN (
          SELECT workspace, idempotency_key, destination FROM destination_key_sends
-         WHERE guarded = 1 AND ${FORGETS_AT} <= ?1 ORDER BY ${FORGETS_AT} LIMIT ?2)`,
+         WHERE guarded = 1 AND ${FORGETS_AT} <= ?1
+           AND (unguarded IS NULL OR NOT EXISTS (SELECT 1 FROM executions x WHERE x.id = destination_key_sends.execution_id))
+         ORDER BY ${FORGETS_AT} LIMIT ?2)
+       RETURNING 1 AS gone`,
     )
     .bind(olderThan, limit)
-    .run();
-  return result.meta.changes ?? 0;
+    .all();
+  // RETURNING, not `changes`: D1's count includes the trigger that gives a kept step its steps_by_key entry back (migrations/0043).
+  return result.results.length;
 }
 
 /** Dead letters recorded at or before `olderThan` (a rowid table: the shared bounded delete of ./sweep.ts). */

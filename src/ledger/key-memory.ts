@@ -40,13 +40,24 @@ export async function restoreColdSend(
 }
 
 /**
- * No kept step and no kept MAP item holds the key of `ks` (by the partial indexes `steps_by_key` and
- * `work_items_by_key`): its retries, a refusal's acknowledgement and the trace read the hot row.
+ * No kept step and no kept MAP item (undo step) holds the key of `ks`: its retries, a refusal's
+ * acknowledgement and the trace read the hot row. Found by the partial indexes `steps_by_key` and
+ * `work_items_by_key`, or — the rows they leave out since migrations/0043 (`key_first_send`) — by
+ * the key's send rows that name them (their primary key begins with (workspace, key); then the
+ * named row by its own). A send born unguarded is held this way while its execution lives: the
+ * step or item that sent it holds its key until the removal.
  */
 const HELD_BY_NO_STEP = `NOT EXISTS (SELECT 1 FROM steps s
-    WHERE s.workspace = ks.workspace AND s.idempotency_key = ks.idempotency_key AND s.idempotency_key IS NOT NULL)
+    WHERE s.workspace = ks.workspace AND s.idempotency_key = ks.idempotency_key AND s.idempotency_key IS NOT NULL
+      AND s.key_first_send IS NULL)
   AND NOT EXISTS (SELECT 1 FROM work_items w
-    WHERE w.workspace = ks.workspace AND w.idempotency_key = ks.idempotency_key AND w.idempotency_key IS NOT NULL)`;
+    WHERE w.workspace = ks.workspace AND w.idempotency_key = ks.idempotency_key AND w.idempotency_key IS NOT NULL
+      AND w.key_first_send IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM destination_key_sends n
+    WHERE n.workspace = ks.workspace AND n.idempotency_key = ks.idempotency_key
+      AND (EXISTS (SELECT 1 FROM steps s WHERE s.execution_id = n.execution_id AND s.vertex_id = n.vertex_id AND s.key_first_send = 1)
+           OR EXISTS (SELECT 1 FROM work_items w
+                      WHERE w.execution_id = n.execution_id AND w.row_key = n.vertex_id AND w.key_first_send = 1)))`;
 
 /** A kept key send due to move cold, as the move reads it. */
 export interface DueKeySend {

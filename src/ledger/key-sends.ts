@@ -25,7 +25,8 @@ export const KEY_MAY_BE_FORGOTTEN_MARK = "not sent: the destination may have for
 
 /**
  * Whether a key's send is guarded, and for how long its destination remembers it: `false` — no
- * retention declared (the row goes with its execution); a number — the declared retention in ms
+ * retention declared (the row is `unguarded`: kept, but not aged while its execution lives —
+ * migrations/0043); a number — the declared retention in ms
  * (guarded: the retention guard reads the row, it outlives its execution — migrations/0017 — and
  * stays hot in D1 for that retention plus `KEY_MEMORY_HOT` — migrations/0036); `true` — guarded,
  * retention not known (hot for `KEY_MEMORY_HOT`).
@@ -48,13 +49,31 @@ export function keyGuardedColumn(guard: KeyGuard): number {
 }
 
 /**
+ * The shortest retention of execution `id` (an SQL expression): what a send born unguarded records
+ * as its `retention_ms` (migrations/0043), so it is not due to move cold, nor to be forgotten by
+ * HISTORY_KEY_SENDS, before its execution may be gone.
+ */
+const SHORTEST_RETENTION = (id: string) =>
+  `(SELECT min(x.retain_completed_ms, x.retain_failed_ms, x.retain_cancelled_ms) FROM executions x WHERE x.id = ${id})`;
+
+/**
+ * `unguarded` of a send recorded again (ON CONFLICT, migrations/0043): a guarded record makes it
+ * guarded (NULL), an unguarded one leaves it — and marks a send born unguarded before 0043
+ * (`guarded = 0`), now kept from here on, as one.
+ */
+const UNGUARDED_ON_CONFLICT = "unguarded = CASE WHEN excluded.unguarded IS NULL THEN NULL WHEN guarded = 0 THEN 1 ELSE unguarded END";
+
+/**
  * `upsertKeySend`: the first send of the step's key to `destination`, unless one is on record —
- * then the row is left as it is (the update exists to RETURN it), but for `guarded`, which only
- * rises, and the retention, of which the longest declared is kept. Fenced: a stale worker records
- * nothing. Binds the step fence ?1–?3, ?4 the time to record, ?5 the destination, ?6 guarded (1:
- * the key declares a retention, so the retention guard reads this row and it outlives its
- * execution — migrations/0017; 0: it goes with its execution), ?7 the declared retention in ms
- * (null: none known; migrations/0036 — how long the row stays hot).
+ * then the row is left as it is (the update exists to RETURN it), but for the retention, of which
+ * the longest is kept, and `unguarded`, which a guarded record clears. Fenced: a stale worker
+ * records nothing. Every send is born kept (`guarded = 1`, migrations/0043: it outlives its
+ * execution, aged by HISTORY_KEY_SENDS and moved cold after its hot period); one whose key declares
+ * no retention is marked `unguarded` — it stays with its execution while that lives, and records
+ * its execution's shortest retention as its hot period. Binds the step fence ?1–?3, ?4 the time to
+ * record, ?5 the destination, ?6 guarded (1: the key declares a retention, so the retention guard
+ * reads this row — migrations/0017; 0: not), ?7 the declared retention in ms (null: none known;
+ * migrations/0036 — how long the row stays hot).
  */
 export function upsertKeySend(
   db: D1Database,
@@ -67,11 +86,13 @@ export function upsertKeySend(
   return db
     .prepare(
       `INSERT INTO destination_key_sends
-         (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id, guarded, retention_ms)
-       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, ${rows.key}, ?6, ?7
+         (workspace, idempotency_key, destination, first_sent_at, counted_from, execution_id, vertex_id, guarded, retention_ms, unguarded)
+       SELECT workspace, idempotency_key, ?5, ?4, ?4, execution_id, ${rows.key}, 1,
+              coalesce(?7, CASE WHEN ?6 = 0 THEN ${SHORTEST_RETENTION(`${rows.table}.execution_id`)} END), iif(?6 = 0, 1, NULL)
        FROM ${rows.table} WHERE ${fenceOn(rows)} AND idempotency_key IS NOT NULL
-       ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET guarded = max(guarded, excluded.guarded),
-         retention_ms = CASE WHEN excluded.retention_ms > coalesce(retention_ms, 0) THEN excluded.retention_ms ELSE retention_ms END
+       ON CONFLICT (workspace, idempotency_key, destination) DO UPDATE SET guarded = 1,
+         retention_ms = CASE WHEN excluded.retention_ms > coalesce(retention_ms, 0) THEN excluded.retention_ms ELSE retention_ms END,
+         ${UNGUARDED_ON_CONFLICT}
        RETURNING first_sent_at AS firstSentAt, counted_from AS countedFrom`,
     )
     .bind(...fenceParams(fence), at, destination, guarded === false ? 0 : 1, guardRetentionMs(guarded));

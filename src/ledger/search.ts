@@ -6,10 +6,12 @@
  * Every lookup is by index, never a scan (test/search/query-plans.test.ts):
  * - a value: `identity_values` by (workspace, value hash) — rows written by the start batch
  *   (migrations/0024 `executions_identity_values`), kept until the execution's tombstone goes;
- * - a key: `steps` by (workspace, key) — the partial index `steps_by_key`: every execution whose
- *   step persisted it, whatever its lineage —, a MAP's items the same way (`work_items_by_key`), and
- *   `destination_key_sends` by its primary key (the
- *   execution that sent it first to each destination: after the sweep, the one left to name);
+ * - a key: `destination_key_sends` by its primary key (the execution that sent it first to each
+ *   destination: the one its step is found by — that step has no `steps_by_key` entry,
+ *   migrations/0043 — and after the sweep, the one left to name), `steps` by (workspace, key) — the
+ *   partial index `steps_by_key`: every other execution whose step persisted it (a start over, a
+ *   retry, a later execution; and the first one again once its send row goes) —, and a MAP's items
+ *   (undo steps) the same way (`work_items_by_key`);
  * - then each match's execution, or its tombstone, by primary key.
  *
  * The cost grows with the executions a value or key matches (each is read and sorted), not with the
@@ -101,12 +103,15 @@ const KEY_SEND_COLUMNS = (alias: string) =>
 
 /** The ids a key matches. Binds ?1 workspace, ?2 the keys' JSON array. */
 function matchedIds(): string {
-  // The `IS NOT NULL` lets SQLite prove the partial index's WHERE.
+  // The `IS NOT NULL` and `IS NULL` let SQLite prove the partial indexes' WHERE. A step or item they
+  // leave out (`key_first_send`, migrations/0043) is named by its key's send row, the third arm.
   return `SELECT s.execution_id AS id FROM steps s
           WHERE s.workspace = ?1 AND s.idempotency_key IN (SELECT value FROM json_each(?2)) AND s.idempotency_key IS NOT NULL
+            AND s.key_first_send IS NULL
           UNION
           SELECT w.execution_id FROM work_items w
           WHERE w.workspace = ?1 AND w.idempotency_key IN (SELECT value FROM json_each(?2)) AND w.idempotency_key IS NOT NULL
+            AND w.key_first_send IS NULL
           UNION
           SELECT ks.execution_id FROM destination_key_sends ks
           WHERE ks.workspace = ?1 AND ks.idempotency_key IN (SELECT value FROM json_each(?2))`;

@@ -42,10 +42,17 @@ function startStepsSql(source: Source): string {
   const prior = (column: string) =>
     `(SELECT ks.${column} FROM destination_key_sends ks
        WHERE ks.workspace = steps.workspace AND ks.idempotency_key = steps.idempotency_key AND ks.destination = steps.key_destination)`;
+  // migrations/0043: the key's first send to its destination, written by this row's trigger, names
+  // the step — the key search finds it by that row, `steps_by_key` holds no entry for it.
+  const firstSend = `CASE WHEN ${keyed("k")} IS NOT NULL AND ${keyed("d")} IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM destination_key_sends ks
+                          WHERE ks.workspace = ?1 AND ks.idempotency_key = j.value ->> 'k' AND ks.destination = j.value ->> 'd')
+        THEN 1 END`;
   const sql = `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until, idempotency_key,
-                          key_destination, key_guarded, output, next_vertices, created_at, created_seq, updated_at, finished_at)
+                          key_destination, key_guarded, key_first_send, output, next_vertices, created_at, created_seq, updated_at,
+                          finished_at)
        SELECT src.execution_id, j.value ->> 'v', ?1, j.value ->> 's', j.value ->> 'c', j.value ->> 'c', ?2,
-              CASE WHEN j.value ->> 'c' = 1 THEN ?2 + ?3 END, ${keyed("k")}, ${keyed("d")}, ${keyed("g")},
+              CASE WHEN j.value ->> 'c' = 1 THEN ?2 + ?3 END, ${keyed("k")}, ${keyed("d")}, ${keyed("g")}, ${firstSend},
               CASE WHEN j.value ->> 'v' = ?4 THEN (SELECT e.payload FROM executions e WHERE e.id = src.execution_id) END,
               j.value ->> 'n', ?2, j.key, ?2, CASE WHEN j.value ->> 's' IN ('COMPLETED', 'SKIPPED') THEN ?2 END
        FROM ${table} CROSS JOIN json_each(?5) j

@@ -18,6 +18,17 @@ export interface PersistedKey {
 }
 
 /**
+ * A step's (an item's) `key_first_send` as its key is written (migrations/0043): 1 when no send of
+ * the key to the destination (?6) is on record yet — the send this batch records next names this
+ * row, and the key search finds its execution by it, so `steps_by_key` (`work_items_by_key`) holds
+ * no entry for it. Only when the key is written now (SET reads the row as it was). One batch is one
+ * transaction: no other execution's send comes between.
+ */
+const firstSend = (rows: RowSource) => `, key_first_send = CASE WHEN idempotency_key IS NULL AND NOT EXISTS (
+    SELECT 1 FROM destination_key_sends ks WHERE ks.workspace = ${rows.table}.workspace AND ks.idempotency_key = ?5 AND ks.destination = ?6)
+  THEN 1 ELSE key_first_send END`;
+
+/**
  * `persistIdempotencyKey`: store the destination key computed at the first attempt (on the step
  * or the work item) and record its first send to `destination` (the URL's origin) —
  * one batch, fenced. The key is written only if none is stored, so it is written once per step
@@ -41,13 +52,13 @@ export async function persistIdempotencyKey(
         .prepare(
           // A key a compensation undid is never persisted again (docs/steps.md "Compensation": burnt keys):
           // nothing is written, the send is not recorded, and the caller fails the step before it sends.
-          `UPDATE ${rows.table} SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4
+          `UPDATE ${rows.table} SET idempotency_key = coalesce(idempotency_key, ?5), updated_at = ?4${firstSend(rows)}
            WHERE ${fenceOn(rows)}
              AND (idempotency_key IS NOT NULL
                   OR NOT EXISTS (SELECT 1 FROM burnt_keys b WHERE b.workspace = ${rows.table}.workspace AND b.idempotency_key = ?5))
            RETURNING idempotency_key`,
         )
-        .bind(...fenceParams(fence), now, key),
+        .bind(...fenceParams(fence), now, key, destination),
     )
     .add("send", upsertKeySend(db, fence, now, destination, guarded, rows))
     .run();

@@ -52,8 +52,12 @@ export async function rowsOf(
     attempts: await count("SELECT count(*) AS n FROM step_attempts WHERE execution_id = ?1"),
     events: await count("SELECT count(*) AS n FROM step_events WHERE execution_id = ?1"),
     duplicates: await count("SELECT count(*) AS n FROM executions e, json_each(e.duplicate_log) WHERE e.id = ?1"),
-    // The sends that go with the execution: a sweep keeps every send for the retention guard (marked guarded).
-    keySends: await count("SELECT count(*) AS n FROM destination_key_sends WHERE execution_id = ?1 AND guarded = 0"),
+    // The sends the execution holds while it lives: its unguarded ones (born kept but not aged meanwhile,
+    // migrations/0043; before it, `guarded = 0` until the removal marked them kept). A sweep keeps every send.
+    keySends: await count(
+      `SELECT count(*) AS n FROM destination_key_sends
+       WHERE execution_id = ?1 AND (guarded = 0 OR unguarded = 1) AND EXISTS (SELECT 1 FROM executions x WHERE x.id = ?1)`,
+    ),
   };
 }
 

@@ -9,7 +9,7 @@
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
-import { KEY_MAY_BE_FORGOTTEN_MARK } from "../../src/ledger";
+import { KEY_MAY_BE_FORGOTTEN_MARK, searchExecutions } from "../../src/ledger";
 import { keySendHorizonMs } from "../../src/history/retention";
 import { createDemoTables } from "../helpers/demo-tables";
 import { DAY, sweepAt } from "./helpers";
@@ -37,9 +37,9 @@ async function charges(order: string): Promise<number> {
 }
 
 async function keySend(key: string) {
-  return env.DB.prepare("SELECT execution_id, first_sent_at, guarded FROM destination_key_sends WHERE idempotency_key = ?1")
+  return env.DB.prepare("SELECT execution_id, first_sent_at, guarded, unguarded FROM destination_key_sends WHERE idempotency_key = ?1")
     .bind(key)
-    .first<{ execution_id: string; first_sent_at: number; guarded: number }>();
+    .first<{ execution_id: string; first_sent_at: number; guarded: number; unguarded: number | null }>();
 }
 
 describe("key sends after the sweep", () => {
@@ -97,12 +97,13 @@ describe("key sends after the sweep", () => {
     expect(await executionStatus(first)).toBe("COMPLETED");
     const key = (await stepsOf(first)).charge!.idempotency_key!;
     const sent = await keySend(key);
-    expect(sent).toMatchObject({ execution_id: first, guarded: 0 });
+    // Born kept (migrations/0043), marked unguarded: not aged while its execution lives.
+    expect(sent).toMatchObject({ execution_id: first, guarded: 1, unguarded: 1 });
     h.clock.advance(8 * DAY);
     await sweepAt(h.clock.now());
     expect(await executionStatus(first)).toBeUndefined(); // swept
-    // Kept, and from now on aged like a guarded send (HISTORY_KEY_SENDS).
-    expect(await keySend(key)).toEqual({ ...sent, guarded: 1 });
+    // Kept as it was born, and from now on aged like a guarded send (HISTORY_KEY_SENDS): its execution is gone.
+    expect(await keySend(key)).toEqual(sent);
 
     // The workflow saved again, now declaring the destination's retention; the same order a week later.
     const v2 = await seedWorkflow(WS, version(true));
@@ -116,16 +117,16 @@ describe("key sends after the sweep", () => {
     expect(await charges(order)).toBe(1);
   });
 
-  it("an erasure keeps an unguarded key's send too (marked kept): the guard of a later version still finds it", async () => {
+  it("an erasure keeps an unguarded key's send too (born kept): the guard of a later version still finds it", async () => {
     const h = setup();
     const id = await h.start(await seedWorkflow(WS, workflow(false)), { order: { id: unique("E"), total: 2 } });
     await h.drain();
     const key = (await stepsOf(id)).charge!.idempotency_key!;
     const sent = await keySend(key);
-    expect(sent).toMatchObject({ execution_id: id, guarded: 0 });
+    expect(sent).toMatchObject({ execution_id: id, guarded: 1, unguarded: 1 });
     expect((await callApp(h, "DELETE", `/v1/executions/${id}`, { key: unique("erase") })).status).toBe(200);
     expect(await executionStatus(id)).toBeUndefined();
-    expect(await keySend(key)).toEqual({ ...sent, guarded: 1 });
+    expect(await keySend(key)).toEqual(sent);
   });
 
   it("HISTORY_KEY_SENDS: forever by default; a horizon drops guarded sends counted from before it, and only those", async () => {
@@ -149,5 +150,52 @@ describe("key sends after the sweep", () => {
     expect(report.keySendsExpired).toBeGreaterThanOrEqual(1);
     expect(await keySend(oldKey)).toBeNull();
     expect(await keySend(recentKey)).not.toBeNull();
+  });
+
+  it("HISTORY_KEY_SENDS: a send born unguarded is not forgotten while its execution is kept; it goes once its execution has", async () => {
+    const h = setup();
+    // Completed executions kept 90 days; failed and cancelled ones the default 30: the send's hot hold is 30 days.
+    const wf = await seedWorkflow(WS, { ...workflow(false), history: { completed: "90d" } } as WorkflowDefinitionInput);
+    const id = await h.start(wf, { order: { id: unique("G"), total: 4 } });
+    await h.drain();
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    const key = (await stepsOf(id)).charge!.idempotency_key!;
+    const sent = await keySend(key);
+    expect(sent).toMatchObject({ execution_id: id, guarded: 1, unguarded: 1 });
+    const horizon = 30 * DAY;
+    // Day 70: counted from before the horizon, hold included (30 + 30 days) — but its execution is still kept.
+    h.clock.advance(70 * DAY);
+    await sweepAt(h.clock.now(), { keySendHorizonMs: horizon });
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(await keySend(key)).toEqual(sent);
+    // Day 91: the execution goes, and with it what held the send: forgotten on purpose, as before migrations/0043.
+    h.clock.advance(21 * DAY);
+    await sweepAt(h.clock.now(), { keySendHorizonMs: horizon });
+    expect(await executionStatus(id)).toBeUndefined();
+    expect(await keySend(key)).toBeNull();
+  });
+
+  it("a guarded send forgotten while its execution is kept (HISTORY_KEY_SENDS): the key's search still finds the execution", async () => {
+    const h = setup();
+    const wf = await seedWorkflow(WS, { ...workflow(true), history: { completed: "90d" } } as WorkflowDefinitionInput);
+    const id = await h.start(wf, { order: { id: unique("F"), total: 4 } });
+    await h.drain();
+    const step = (await stepsOf(id)).charge!;
+    const key = step.idempotency_key!;
+    const firstSend = () =>
+      env.DB.prepare("SELECT key_first_send AS f FROM steps WHERE execution_id = ?1 AND vertex_id = 'charge'")
+        .bind(id)
+        .first<number | null>("f");
+    const found = async () => (await searchExecutions(env.DB, WS, { by: "key", keys: [key] }, { limit: 10 })).hits;
+    // The send row names the step (migrations/0043): no steps_by_key entry; found by the send row.
+    expect(await firstSend()).toBe(1);
+    expect(await found()).toEqual([{ live: expect.objectContaining({ id }) }]);
+    h.clock.advance(31 * DAY);
+    await sweepAt(h.clock.now(), { keySendHorizonMs: 30 * DAY });
+    expect(await executionStatus(id)).toBe("COMPLETED");
+    expect(await keySend(key)).toBeNull(); // a guarded send goes at the horizon, kept execution or not (as before)
+    // Its step got its steps_by_key entry back as the send row went (`destination_key_sends_unnamed`).
+    expect(await found()).toEqual([{ live: expect.objectContaining({ id }) }]);
+    expect(await firstSend()).toBeNull();
   });
 });

@@ -112,8 +112,9 @@ describe("what an execution and a duplicate cost", () => {
     // Start: the identity (row, expiry index), the execution (row, key, four indexes, one of them
     // the live-lineage index) and its business value (its row: no index
     // by execution since migrations/0033), the entry (its row: `steps` has no separate key since
-    // migrations/0038) and the claimed charge (row, lease and key indexes, its key's first send — no
-    // index on the send since migrations/0033; no attempt row while it runs since migrations/0040).
+    // migrations/0038) and the claimed charge (row and lease index — no `steps_by_key` entry: its key's
+    // send names it, migrations/0043 —, its key's first send, born kept with its cold-due entry so the
+    // removal writes nothing for it, migrations/0043; no attempt row while it runs since migrations/0040).
     // Then the charge's settle: the charge settled with its completed attempt on its own row (no
     // attempt row since migrations/0042); done, a TRANSFORM, inserted COMPLETED with its attempt on
     // its row (src/steps/inline-transform.ts: no lease entry, no settle of its own, no third batch);
@@ -121,6 +122,14 @@ describe("what an execution and a duplicate cost", () => {
     // entry since migrations/0033).
     expect(written(counting)).toEqual([14, 4]);
     expect(counting.rowsWritten()).toBe(18);
+    const charge = await env.DB.prepare(
+      `SELECT s.key_first_send AS first, ks.guarded, ks.unguarded FROM steps s
+       JOIN destination_key_sends ks ON ks.workspace = s.workspace AND ks.idempotency_key = s.idempotency_key
+       WHERE s.execution_id = ?1 AND s.vertex_id = 'charge' AND ks.execution_id = s.execution_id`,
+    )
+      .bind(created.executionId)
+      .first();
+    expect(charge).toEqual({ first: 1, guarded: 1, unguarded: 1 });
     expect(counting.rowsRead()).toBeLessThanOrEqual(120);
   });
 

@@ -20,6 +20,7 @@
 import type { Op } from "./ops";
 import { prng } from "./ops";
 import { DEST } from "../steps/helpers";
+import { searchQuery } from "../../src/ledger/search";
 import { Violation, type World } from "./world";
 
 /**
@@ -120,5 +121,35 @@ export function checkKeys(world: World): void {
           `(the destination remembers it ${retention / 1000} s)`,
       );
     }
+  }
+}
+
+/**
+ * Every kept execution that sent a key is found by the key's search (`?destinationKey=`): the same
+ * query the route runs (src/ledger/search.ts `searchQuery`), over every key a kept step or MAP item
+ * of the workspace holds. Since migrations/0043 the first execution to send a key is found by its
+ * send row, not `steps_by_key`, and gets its entry back when that row goes (forgotten, moved cold).
+ */
+export async function checkKeySearch(world: World, ws: number): Promise<void> {
+  const db = world.dbOf(ws);
+  const workspace = world.names[ws]!;
+  const { results: held } = await db
+    .prepare(
+      `SELECT execution_id AS id, idempotency_key AS key FROM steps WHERE workspace = ?1 AND idempotency_key IS NOT NULL
+       UNION SELECT execution_id, idempotency_key FROM work_items WHERE workspace = ?1 AND idempotency_key IS NOT NULL`,
+    )
+    .bind(workspace)
+    .all<{ id: string; key: string }>();
+  if (held.length === 0) return;
+  const keys = [...new Set(held.map((h) => h.key))];
+  const query = searchQuery(workspace, { by: "key", keys }, { limit: held.length + 1 });
+  const { results: found } = await db
+    .prepare(query.sql)
+    .bind(...query.params)
+    .all<{ id: string }>();
+  const ids = new Set(found.map((f) => f.id));
+  const missed = held.filter((h) => !ids.has(h.id));
+  if (missed.length > 0) {
+    throw new Violation("every kept execution that sent a key is found by the key's search", JSON.stringify(missed.slice(0, 5)));
   }
 }

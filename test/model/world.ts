@@ -36,7 +36,7 @@ import { applyParkOp, checkPark, setupPark } from "./ops-comp-operator";
 import { checkAttempts } from "./world-attempts";
 import { applyCompOp, checkComp, setupComp } from "./ops-compensation";
 import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
-import { applyKeysOp, checkKeys, KEYS_HOT, keysWorkflow } from "./ops-keys";
+import { applyKeysOp, checkKeys, checkKeySearch, KEYS_HOT, keysWorkflow } from "./ops-keys";
 import { applyMapOp, checkMap, setupMap } from "./ops-map";
 import { checkNotify, setupNotify } from "./ops-notify";
 
@@ -687,6 +687,7 @@ export class World {
     for (const shard of [0, 1]) await checkPark(this, shard);
     for (const shard of [0, 1]) await checkAttempts(this, shard);
     checkKeys(this);
+    for (let ws = 0; ws < WORKSPACES; ws++) await checkKeySearch(this, ws);
   }
 
   private async checkEvents(shard: number): Promise<void> {

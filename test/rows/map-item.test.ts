@@ -62,8 +62,10 @@ describe("the rows a MAP item writes", () => {
     counting.reset();
     await h.deliver([first!.body]);
     expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch", "batch"]);
-    // The claim: the row, its state entry, its lease entry. The key: the row, `work_items_by_key`, the
-    // key's first send. The settle: the attempt's row (written once, now), the row, its state entry.
+    // The claim: the row, its state entry, its lease entry. The key: the row (no `work_items_by_key`
+    // entry: the key's send names the item, migrations/0043), the key's first send and its cold-due entry
+    // (born kept: the removal writes nothing for it). The settle: the attempt's row (written once, now),
+    // the row, its state entry.
     expect(written(counting)).toEqual([3, 3, 3]);
     const stored = await env.DB.prepare(
       "SELECT outcome, idempotency_key FROM step_attempts WHERE execution_id = ?1 AND vertex_id = 'refund#0'",

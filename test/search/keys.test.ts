@@ -5,6 +5,7 @@
  * record; a key made by `$idempotencyKey` found from its prefix and business values, in whatever
  * shape the step's constraints cut it to. Real D1, the real trigger service, steps and route.
  */
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { harness, seedWorkflow, stepsOf, unique } from "../steps/helpers";
 import { chargeOn, idsFound, search, trigger, WS } from "./helpers";
@@ -42,6 +43,41 @@ describe("search by destination key", () => {
     expect((await search(h, byKey(`charge-${unique("K")}`))).items).toEqual([]);
     // Another workspace's token never sees them.
     expect((await idsFound(h, byKey(`charge-${order}`), "other-token")).items).toEqual([]);
+  });
+
+  it("two executions sending one key at once: both found — the first by its send row, the other by steps_by_key", async () => {
+    // Each through its first attempt's key persist (the queue), delivered concurrently; and each through
+    // the start batch's chained insert (chaining on), triggered concurrently.
+    for (const chain of [false, true]) {
+      const h = harness({}, chain ? { chain: true } : {});
+      const order = unique(chain ? "CC" : "CQ");
+      const [a, b] = [await seedWorkflow(WS, literalKey()), await seedWorkflow(WS, literalKey())];
+      const started = await Promise.all([
+        trigger(h, a!, { order: { id: order, total: 9 } }),
+        trigger(h, b!, { order: { id: order, total: 9 } }),
+      ]);
+      if (!chain) {
+        const charges = h.queue.take();
+        expect(charges).toHaveLength(2);
+        await Promise.all(charges.map((m) => h.deliver([m.body])));
+      }
+      await h.drain();
+      const ids = started.map((s) => s.executionId);
+      expect((await idsFound(h, byKey(`charge-${order}`))).items.sort(), `chain ${chain}`).toEqual([...ids].sort());
+      // One send on record, naming one of them; that one's step is left out of steps_by_key (migrations/0043).
+      const { results } = await env.DB.prepare(
+        `SELECT s.execution_id AS id, s.key_first_send AS first,
+                (SELECT count(*) FROM destination_key_sends ks
+                 WHERE ks.workspace = s.workspace AND ks.idempotency_key = s.idempotency_key AND ks.execution_id = s.execution_id) AS named
+         FROM steps s WHERE s.execution_id IN (?1, ?2) AND s.vertex_id = 'charge' ORDER BY s.execution_id`,
+      )
+        .bind(...ids)
+        .all<{ id: string; first: number | null; named: number }>();
+      expect(results.map((r) => [r.first, r.named]).sort(), `chain ${chain}`).toEqual([
+        [null, 0],
+        [1, 1],
+      ]);
+    }
   });
 
   it("a key made by $idempotencyKey is found from its prefix and business values", async () => {
