@@ -10,6 +10,11 @@
  *   if any, are as many as the claims it counts (`attempt`), up to the newest `MAX_ATTEMPTS_KEPT`.
  *   A claim whose attempt ended without its own batch (a lease lost to the reaper or a takeover, a
  *   cancel) is recorded by the trigger `steps_attempt_unrecorded` (`work_items_attempt_unrecorded`).
+ * - **a completed attempt on its step row, once** (migrations/0042): a step row holds an attempt
+ *   (`att_seq`) only when it is COMPLETED, and never beside an attempt row of the same epoch.
+ * - **one change number per attempt**: every attempt of an execution, row or step row, a step's or
+ *   a work item's, has its own `seq` (the change stream's order: src/ledger/attempts.ts
+ *   `latestAttemptSeq` numbers across both tables).
  * No operation of its own: every other operation exercises them.
  */
 import { MAX_ATTEMPTS_KEPT, RUNNING_UNRECORDED } from "../../src/ledger/attempts";
@@ -55,5 +60,33 @@ export async function checkAttempts(world: World, shard: number): Promise<void> 
           `${missing.shown} on record`,
       );
     }
+  }
+  const onStep = await db
+    .prepare(
+      `SELECT s.execution_id, s.vertex_id, s.state, s.epoch FROM steps s
+       WHERE s.att_seq IS NOT NULL
+         AND (s.state <> 'COMPLETED' OR EXISTS (SELECT 1 FROM step_attempt_rows r
+                                                WHERE r.execution_id = s.execution_id AND r.vertex_id = s.vertex_id AND r.epoch = s.epoch))
+       LIMIT 1`,
+    )
+    .first<{ execution_id: string; vertex_id: string; state: string; epoch: number }>();
+  if (onStep) {
+    throw new Violation(
+      "a completed attempt on its step row, once",
+      `step ${onStep.execution_id}/${onStep.vertex_id} (${onStep.state}) holds an attempt of epoch ${onStep.epoch} ` +
+        "that is not its completion, or that also has a row",
+    );
+  }
+  const twice = await db
+    .prepare(
+      `SELECT execution_id, seq, count(*) AS n FROM step_attempts WHERE seq IS NOT NULL
+       GROUP BY execution_id, seq HAVING count(*) > 1 LIMIT 1`,
+    )
+    .first<{ execution_id: string; seq: number; n: number }>();
+  if (twice) {
+    throw new Violation(
+      "one change number per attempt",
+      `execution ${twice.execution_id} has ${twice.n} attempts numbered ${twice.seq} in its change stream`,
+    );
   }
 }
