@@ -40,7 +40,9 @@ ALTER TABLE step_attempts RENAME TO step_attempt_rows;
 -- The attempt a step row holds: completed, started when its epoch was claimed (never after its end),
 -- finished with the step. Its request summary is the step's own `request` unless `att_request` holds
 -- another (bounded to 8 KiB where the step's was longer) or 'none' (the attempt made no request while
--- the step keeps an earlier attempt's): the same bytes are not stored twice.
+-- the step keeps an earlier attempt's); its response summary is `att_response`, or — NULL beside a
+-- status — the output's headers and body (a Gateway's output is its answer): the same bytes are not
+-- stored twice.
 CREATE VIEW step_attempts AS
   SELECT execution_id, vertex_id, epoch, attempt, outcome, started_at, finished_at, idempotency_key, request,
          response_status, response, error, delay_ms, delay_reason, seq, ev_mark
@@ -49,7 +51,10 @@ CREATE VIEW step_attempts AS
   SELECT execution_id, vertex_id, epoch, max(attempt, 1), 'completed', min(coalesce(claimed_at, created_at), finished_at),
          finished_at, idempotency_key,
          CASE WHEN att_request IS NULL THEN request WHEN att_request = 'none' THEN NULL ELSE att_request END,
-         att_response_status, att_response, NULL, NULL, NULL, att_seq, att_mark
+         att_response_status,
+         CASE WHEN att_response IS NULL AND att_response_status IS NOT NULL
+              THEN json_object('headers', output -> '$.headers', 'body', output -> '$.body') ELSE att_response END,
+         NULL, NULL, NULL, att_seq, att_mark
   FROM steps
   WHERE att_seq IS NOT NULL;
 

@@ -272,17 +272,32 @@ const NO_REQUEST = "none";
 export const ATTEMPT_REQUEST_ON_STEP = (s: string) =>
   `CASE WHEN ${s}.att_request IS NULL THEN ${s}.request WHEN ${s}.att_request = '${NO_REQUEST}' THEN NULL ELSE ${s}.att_request END`;
 
-/** The values `completedOnStepSet` binds: the request summary, the response's status and `{ headers, body }`, bounded as a row's. */
+/**
+ * The values `completedOnStepSet` binds: the request summary, the response's status and
+ * `{ headers, body }`, bounded as a row's. `inOutput`: the response's headers and body are the step
+ * output's own (a Gateway's output is its answer: src/steps/gateway/classify.ts) — then, when bounding
+ * leaves them whole, no copy is stored (`att_response` NULL beside its status) and
+ * `ATTEMPT_RESPONSE_ON_STEP` reads them from the output.
+ */
 export function completedOnStepParams(
   request: string | null,
   response: AttemptResponse | null,
+  inOutput = false,
 ): [string | null, number | null, string | null] {
-  return [
-    request === null ? null : boundedJsonText(request),
-    response === null ? null : response.status,
-    response === null ? null : boundedJson({ headers: response.headers, body: response.body }),
-  ];
+  if (response === null) return [request === null ? null : boundedJsonText(request), null, null];
+  const summary = { headers: response.headers, body: response.body };
+  const bounded = boundedJson(summary);
+  const whole = inOutput && bounded === JSON.stringify(summary);
+  return [request === null ? null : boundedJsonText(request), response.status, whole ? null : bounded];
 }
+
+/**
+ * The response summary of the completed attempt a step row (alias `s`) holds: `att_response`, or
+ * when it is NULL beside a status, `{ headers, body }` of the step's output (`completedOnStepParams`).
+ */
+export const ATTEMPT_RESPONSE_ON_STEP = (s: string) =>
+  `CASE WHEN ${s}.att_response IS NULL AND ${s}.att_response_status IS NOT NULL
+        THEN json_object('headers', ${s}.output -> '$.headers', 'body', ${s}.output -> '$.body') ELSE ${s}.att_response END`;
 
 // ---------------------------------------------------------------------------------------------
 // The trace's read
@@ -320,7 +335,7 @@ export function readAttemptsOfSet(db: D1Database, owned: string, params: unknown
  */
 export const COMPLETED_ON_STEP = (s: string) => `${s}.vertex_id, ${s}.epoch, max(${s}.attempt, 1), 'completed',
   min(coalesce(${s}.claimed_at, ${s}.created_at), ${s}.finished_at), ${s}.finished_at, ${s}.idempotency_key,
-  ${ATTEMPT_REQUEST_ON_STEP(s)}, ${s}.att_response_status, ${s}.att_response, NULL, NULL, NULL`;
+  ${ATTEMPT_REQUEST_ON_STEP(s)}, ${s}.att_response_status, ${ATTEMPT_RESPONSE_ON_STEP(s)}, NULL, NULL, NULL`;
 
 /** A running attempt with no row, as `ATTEMPT_RECORD` reads a row, from its step's or work item's row (alias `s`). */
 export const RUNNING_FROM_ROW = (s: string, rows: RowSource) => `${s}.${rows.key}, ${s}.epoch, ${s}.attempt, 'running',

@@ -37,6 +37,8 @@ export interface SettleInput {
   request: string | null;
   /** What the destination answered this attempt, if it was a call that got an answer (the attempt's record). */
   response?: AttemptResponse | null;
+  /** The response's headers and body are the output's own (a Gateway's answer): not stored twice (./attempts.ts). */
+  responseInOutput?: boolean;
   /**
    * COMPLETED steps whose taken edges were not recorded (the entry step, written by ingress):
    * recorded here, idempotently, before the fan-in decisions read them.
@@ -99,7 +101,7 @@ function settleStep(db: D1Database, input: SettleInput): D1PreparedStatement {
       o.state === "FAILED" ? o.error : null,
       completed ? JSON.stringify(o.nextVertices) : null,
       input.request,
-      ...(completed ? completedOnStepParams(input.request, input.response ?? null) : []),
+      ...(completed ? completedOnStepParams(input.request, input.response ?? null, input.responseInOutput === true) : []),
     );
 }
 

@@ -3,7 +3,7 @@
  * refuses a trace too large to hold, and reads a set in bounded parts: src/history/archive.ts).
  */
 import { byteLength, TRACE_VALUE_MAX_BYTES } from "./execution-records";
-import { ATTEMPT_REQUEST_ON_STEP } from "./attempts";
+import { ATTEMPT_REQUEST_ON_STEP, ATTEMPT_RESPONSE_ON_STEP } from "./attempts";
 import { OWNED_IDS, refsParam, TRACE_WAIT_EVENTS_MAX, type ExecutionRef } from "./trace-reads";
 
 /**
@@ -43,7 +43,7 @@ export async function readTraceSizes(db: D1Database, refs: readonly ExecutionRef
          + (SELECT coalesce(sum(${boundedBytes("s.request")} + ${boundedBytes("s.output")}
                                 + coalesce(${byteLength("s.error")}, 0) + ${a.step}
                                 + iif(s.att_seq IS NULL, 0, coalesce(${byteLength(`(${ATTEMPT_REQUEST_ON_STEP("s")})`)}, 0)
-                                      + coalesce(${byteLength("s.att_response")}, 0) + ${a.attempt})), 0)
+                                      + coalesce(${byteLength(`(${ATTEMPT_RESPONSE_ON_STEP("s")})`)}, 0) + ${a.attempt})), 0)
             FROM steps s WHERE s.execution_id = e.id)
          + (SELECT coalesce(sum(coalesce(${byteLength("t.request")}, 0) + coalesce(${byteLength("t.response")}, 0)
                                 + coalesce(${byteLength("t.error")}, 0) + ${a.attempt}), 0)

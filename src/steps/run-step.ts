@@ -439,6 +439,7 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
     outcome,
     request: a.request,
     response: a.response,
+    responseInOutput: answerIsOutput(a.response, output),
     backfill,
     descendants: outcome.state === "COMPLETED" ? descendantsInOrder(a.step.definition, a.ref.vertexId) : [],
     chain,
@@ -469,6 +470,13 @@ async function settle(rt: StepRuntime, a: Applying, outcome: SettleOutcome, back
   if (inline && result.inlined) outputs.set(inline.vertexId, asStored(inline.value));
   const known: KnownInputs = { ...a.known, outputs };
   return { decision, next: chainedStep(a.run, result.chained, a.now, known, chain!) };
+}
+
+/** A Gateway's output is its answer (src/steps/gateway/classify.ts): the same headers and body objects. */
+function answerIsOutput(response: ResponseSummary | null, output: unknown): boolean {
+  if (response === null || output === null || typeof output !== "object") return false;
+  const o = output as { headers?: unknown; body?: unknown };
+  return o.headers === response.headers && o.body === response.body;
 }
 
 /** Settle a claimed step FAILED without running it (fenced like any settle). */
