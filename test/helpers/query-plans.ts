@@ -44,3 +44,27 @@ export async function triggerBodies(names?: readonly string[]): Promise<Array<{ 
     return { name, table, sql: statement };
   });
 }
+
+/**
+ * The tables that grow with executions, their steps, attempts and events: no query of the engine may
+ * scan one (the plan tests of test/history, test/stats, test/ledger/events-plans and the trace's).
+ * `step_attempts` is a view over `step_attempt_rows` and the step rows (migrations/0042): both named.
+ */
+export const GROWING_TABLES: readonly string[] = [
+  "executions",
+  "steps",
+  "step_attempts",
+  "step_attempt_rows",
+  "step_events",
+  "destination_key_sends",
+  "work_items",
+  "burnt_keys",
+  "notification_outbox",
+  "execution_tombstones",
+  "dead_letters",
+  "execution_identities",
+  "events",
+  "event_waits",
+  "event_consumptions",
+  "identity_values",
+];
