@@ -98,7 +98,7 @@ describe("what an execution and a duplicate cost", () => {
     expect(h.dest.effects).toHaveLength(1);
   });
 
-  it("a new trigger of the bench's job: 2 round trips, 3 + 6 statements, 18 rows written (45, 30, 29, 28, 27, 24, 22, 20)", async () => {
+  it("a new trigger of the bench's job: 2 round trips, 3 + 6 statements, 17 rows written (45 … 20, 18)", async () => {
     const counting = countingD1(env.DB);
     const h = harness({}, { chain: true });
     const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
@@ -109,8 +109,8 @@ describe("what an execution and a duplicate cost", () => {
     expect(await executionStatus(created.executionId)).toBe("COMPLETED");
     expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch"]);
     expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 6]);
-    // Start: the identity (row, expiry index), the execution (row, key, four indexes, one of them
-    // the live-lineage index) and its business value (its row: no index
+    // Start: the identity (row, expiry index), the execution (its row: `executions` has no separate
+    // key since migrations/0044; four indexes, one of them the live-lineage index) and its business value (its row: no index
     // by execution since migrations/0033), the entry (its row: `steps` has no separate key since
     // migrations/0038) and the claimed charge (row and lease index — no `steps_by_key` entry: its key's
     // send names it, migrations/0043 —, its key's first send, born kept with its cold-due entry so the
@@ -120,8 +120,8 @@ describe("what an execution and a duplicate cost", () => {
     // its row (src/steps/inline-transform.ts: no lease entry, no settle of its own, no third batch);
     // the finish (the row and its purge entry; it leaves the status index, which keeps no COMPLETED
     // entry since migrations/0033).
-    expect(written(counting)).toEqual([14, 4]);
-    expect(counting.rowsWritten()).toBe(18);
+    expect(written(counting)).toEqual([13, 4]);
+    expect(counting.rowsWritten()).toBe(17);
     const charge = await env.DB.prepare(
       `SELECT s.key_first_send AS first, ks.guarded, ks.unguarded FROM steps s
        JOIN destination_key_sends ks ON ks.workspace = s.workspace AND ks.idempotency_key = s.idempotency_key
@@ -133,7 +133,7 @@ describe("what an execution and a duplicate cost", () => {
     expect(counting.rowsRead()).toBeLessThanOrEqual(120);
   });
 
-  it("the harness trigger → settle path: 8 statements, 2 round trips, 15 rows written (40, 24, 21, 19, 17), on record", async () => {
+  it("the harness trigger → settle path: 8 statements, 2 round trips, 14 rows written (40, 24, 21, 19, 17, 15), on record", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db }, { chain: true });
     const workflow = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
@@ -146,8 +146,9 @@ describe("what an execution and a duplicate cost", () => {
     // Each step one row less than before migrations/0038 (`steps` has no separate key index); each
     // attempt one row, written when it ends (migrations/0040: the start and the charge's settle no
     // longer open one); the attempt that completes a step on the step's own row (migrations/0042);
-    // done completed in the charge's settle (src/steps/inline-transform.ts).
-    expect(written(counting)).toEqual([11, 4]);
+    // done completed in the charge's settle (src/steps/inline-transform.ts); the execution's row
+    // without a separate key (migrations/0044).
+    expect(written(counting)).toEqual([10, 4]);
     // Everything still on record: each step's attempt (numbered in the change stream), the key and its first send, the counters.
     const record = await env.DB.prepare(
       `SELECT (SELECT count(*) FROM step_attempts a

@@ -63,7 +63,7 @@ describe("the search's query plans", () => {
     const byKey = (await planOf(searchQuery(WS, TERMS[1]!, { limit: 20 }).sql)).join("\n");
     expect(byKey).toMatch(/SEARCH s USING (COVERING )?INDEX steps_by_key \(workspace=\? AND idempotency_key=\?\)/);
     expect(byKey).toMatch(/SEARCH ks USING PRIMARY KEY \(workspace=\? AND idempotency_key=\?\)/);
-    expect(byKey).toMatch(/SEARCH e USING INDEX sqlite_autoindex_executions_1 \(id=\?\)/);
+    expect(byKey).toMatch(/SEARCH e USING PRIMARY KEY \(id=\?\)/);
     expect(byKey).toMatch(/SEARCH t USING PRIMARY KEY \(id=\?\)/);
     const byValue = (await planOf(searchQuery(WS, TERMS[0]!, { limit: 20 }).sql)).join("\n");
     expect(byValue).toMatch(/SEARCH v USING PRIMARY KEY \(workspace=\? AND value_hash=\?\)/);

@@ -35,13 +35,18 @@ export async function trigger(w: PlacedWorkspace, workflowId: string, payload: u
 /** Moves every execution of `w` to `hour` (+ a minute per execution, in creation order), as if created then. */
 export async function createdIn(w: PlacedWorkspace, hour: number, ids?: string[]): Promise<void> {
   const db = shardDb(w.shard);
-  const filter = ids ? "AND id IN (SELECT value FROM json_each(?3))" : "";
+  const filter = ids ? "AND id IN (SELECT value FROM json_each(?2))" : "";
+  // Creation order read first (`executions` has no rowid since migrations/0044: created_at, then id), then each moved by its place.
+  const { results } = await db
+    .prepare(`SELECT id FROM executions WHERE workspace = ?1 ${filter} ORDER BY created_at, id`)
+    .bind(w.workspace, ...(ids ? [JSON.stringify(ids)] : []))
+    .all<{ id: string }>();
   await db
     .prepare(
-      `UPDATE executions SET created_at = ?2 + 60000 * (SELECT count(*) FROM executions o WHERE o.workspace = executions.workspace
-         AND o.rowid < executions.rowid) WHERE workspace = ?1 ${filter}`,
+      `UPDATE executions SET created_at = ?2 + 60000 * (SELECT j.key FROM json_each(?3) j WHERE j.value = executions.id)
+       WHERE workspace = ?1 AND id IN (SELECT value FROM json_each(?3))`,
     )
-    .bind(w.workspace, hour, ...(ids ? [JSON.stringify(ids)] : []))
+    .bind(w.workspace, hour, JSON.stringify(results.map((r) => r.id)))
     .run();
 }
 

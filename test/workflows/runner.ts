@@ -289,7 +289,7 @@ export async function playScenario(files: WorkflowFiles, checked: Extract<Checke
       const cron = (entry.config as { schedule: string }).schedule;
       world.t = nextTick(cron, world.t);
       await world.cron(cron);
-      const { results } = await env.DB.prepare("SELECT id FROM executions WHERE workspace = ?1 ORDER BY created_at, rowid")
+      const { results } = await env.DB.prepare("SELECT id FROM executions WHERE workspace = ?1 ORDER BY created_at, id")
         .bind(world.workspace)
         .all<{ id: string }>();
       if (results.length === 0) throw new RunnerError(`the tick of "${cron}" at ${new Date(world.t).toISOString()} started no execution`);
