@@ -67,8 +67,8 @@ export class WorkflowVersionChanged extends Error {
 export interface StartPlan {
   steps: ReadonlyArray<{ vertexId: string; state: "DISPATCHED" | "SKIPPED" }>;
   /**
-   * The successors whose edges the entry takes: stored as the entry step's `next_vertices`, which
-   * the steps' fan-in decision reads (migrations/0004_steps.sql).
+   * The successors whose edges the entry takes: stored on the execution row (`entry_next`,
+   * migrations/0045: the entry step has no row), which the steps' fan-in decision reads (./entry-step.ts).
    */
   entryNext: readonly string[];
 }

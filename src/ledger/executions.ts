@@ -125,20 +125,10 @@ export async function startExecution(
     first: variants.length > 1 ? variants[0]!.executionId : null,
     status: [startStatus(variants[0]!.plan), startStatus(variants.at(-1)!.plan)],
     maxAttempt: [chainedVertexOf(variants[0]!.plan, offer) ? 1 : 0, chainedVertexOf(variants.at(-1)!.plan, offer) ? 1 : 0],
+    entryNext: [JSON.stringify(variants[0]!.plan.entryNext), JSON.stringify(variants.at(-1)!.plan.entryNext)],
   };
   batch.add("execution", startExecutionRow(db, source, record, facts, offer !== null, now));
-  batch.add(
-    "steps",
-    insertStartSteps(
-      db,
-      source,
-      record.workspace,
-      record.entryVertexId,
-      startStepRows(record, variants, offer, firstKey),
-      offer?.leaseMs ?? 0,
-      now,
-    ),
-  );
+  batch.add("steps", insertStartSteps(db, source, record.workspace, startStepRows(variants, offer, firstKey), offer?.leaseMs ?? 0, now));
   if (start.mode === "forced" && record.startedOverFrom) {
     batch.add("identityValues", copyIdentityValues(db, start.executionId, record.workspace, record.startedOverFrom));
     // After the inserts: names the live execution of the lineage (ours, if the start went through).

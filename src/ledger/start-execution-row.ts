@@ -16,6 +16,8 @@ export interface VariantFacts {
   status: [ExecutionStatus, ExecutionStatus];
   /** 1 when the start claims a first step for that candidate (the chained claim counts its attempt). */
   maxAttempt: [number, number];
+  /** The successors the entry's edges take, as JSON: `executions.entry_next` (migrations/0045, ./entry-step.ts). */
+  entryNext: [string, string];
 }
 
 /** The execution row's SQL text, per kind of source (built once each). */
@@ -32,7 +34,7 @@ function executionRowSql(source: Source): string {
   // then its tombstone) so their rows are deleted by primary key (migrations/0033).
   const startedOverValues = "(SELECT p.value_hashes FROM executions p WHERE p.id = ?8)";
   const valueHashes = claim ? `coalesce(src.value_hashes, ${startedOverValues})` : startedOverValues;
-  const { table, mine, mineOrNamed, another } = source.at(20);
+  const { table, mine, mineOrNamed, another } = source.at(22);
   const pick = (a: string, b: string) => `CASE WHEN ?14 IS NULL OR src.execution_id = ?14 THEN ${a} ELSE ${b} END`;
   const secrets = `(SELECT ${sealedSecretsColumn("?1", "v.definition")}
                     FROM workflow_versions v WHERE v.workspace = ?1 AND v.workflow_id = ?2 AND v.version = ?3)`;
@@ -49,11 +51,11 @@ function executionRowSql(source: Source): string {
   const sql = `INSERT INTO executions
          (id, workspace, workflow_id, version, entry_vertex_id, trigger_kind, identity_kind, identity, status, payload,
           started_over_from, previous_execution_id, lineage_id, created_at, updated_at, finished_at,
-          retain_completed_ms, retain_failed_ms, retain_cancelled_ms, max_attempt, value_hashes)
+          retain_completed_ms, retain_failed_ms, retain_cancelled_ms, max_attempt, value_hashes, entry_next)
        SELECT src.execution_id, ?1, ?2, ?3, ?4, ?5, ?6, ${identity}, ${pick("?15", "?16")}, ?7, ?8, ${previous},
               coalesce((SELECT p.lineage_id FROM executions p WHERE p.id = coalesce(?8, ${previous})), ${identity}, src.execution_id),
               ?9, ?9, CASE WHEN ${pick("?15", "?16")} = 'RUNNING' THEN NULL ELSE ?9 END, ?10, ?11, ?12, ${pick("?17", "?18")},
-              ${valueHashes}
+              ${valueHashes}, ${pick("?20", "?21")}
        FROM ${table}
        WHERE ${claim ? `${mineOrNamed} AND ${latestVersionGate("?1", "?2", "?19")}` : mine}
        ${duplicate}
@@ -113,6 +115,8 @@ export function startExecutionRow(
       facts.maxAttempt[0],
       facts.maxAttempt[1],
       gateVersionOf(record),
+      facts.entryNext[0],
+      facts.entryNext[1],
       ...source.params,
     );
 }

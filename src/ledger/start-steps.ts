@@ -1,16 +1,16 @@
 /**
- * The start batch's steps: every step decided at start in one insert — the entry, its successors
+ * The start batch's steps: every step decided at start in one insert — the entry's successors
  * and, with chaining, the first step the caller runs at once, inserted claimed with its key
  * (./executions.ts runs it; ./start-source.ts says whose execution it is).
  */
 import { CHAINED_CLAIM_COLUMNS, type ChainedClaim, type ChainOffer, type FirstStepKey } from "./chain-claim";
-import type { NewExecution, StartPlan } from "./execution-types";
+import type { StartPlan } from "./execution-types";
 import { keyGuardedColumn } from "./key-sends";
 import type { Source } from "./start-source";
 
 /**
  * One start step as `insertStartSteps` reads it from its JSON parameter: the candidate execution id
- * it belongs to (`x`, null: any), the vertex, its state, the entry's `next_vertices` (`n`), and for
+ * it belongs to (`x`, null: any), the vertex, its state, and for
  * a step claimed at its insert (`c` = 1, state EXECUTING) the destination key computed for it
  * (`k`, for execution id `kx`), where the key goes (`d`) and whether it declares a retention (`g`: `steps.key_guarded`,
  * with the retention in ms — migrations/0036).
@@ -18,9 +18,8 @@ import type { Source } from "./start-source";
 interface StartStepRow {
   x: string | null;
   v: string;
-  s: "COMPLETED" | "DISPATCHED" | "SKIPPED" | "EXECUTING";
+  s: "DISPATCHED" | "SKIPPED" | "EXECUTING";
   c: 0 | 1;
-  n?: string;
   k?: string;
   kx?: string;
   d?: string;
@@ -33,7 +32,7 @@ const START_STEPS_SQL = new Map<boolean, string>();
 function startStepsSql(source: Source): string {
   const cached = START_STEPS_SQL.get(source.claim);
   if (cached !== undefined) return cached;
-  const { table, mine } = source.at(6);
+  const { table, mine } = source.at(5);
   // A burnt key (docs/steps.md "Compensation") is not inserted with the step: its first attempt computes it and is refused.
   const keyed = (field: string) =>
     `CASE WHEN j.value ->> 'kx' = src.execution_id
@@ -49,13 +48,11 @@ function startStepsSql(source: Source): string {
                           WHERE ks.workspace = ?1 AND ks.idempotency_key = j.value ->> 'k' AND ks.destination = j.value ->> 'd')
         THEN 1 END`;
   const sql = `INSERT INTO steps (execution_id, vertex_id, workspace, state, epoch, attempt, available_at, lease_until, idempotency_key,
-                          key_destination, key_guarded, key_first_send, output, next_vertices, created_at, created_seq, updated_at,
-                          finished_at)
+                          key_destination, key_guarded, key_first_send, created_at, created_seq, updated_at, finished_at)
        SELECT src.execution_id, j.value ->> 'v', ?1, j.value ->> 's', j.value ->> 'c', j.value ->> 'c', ?2,
               CASE WHEN j.value ->> 'c' = 1 THEN ?2 + ?3 END, ${keyed("k")}, ${keyed("d")}, ${keyed("g")}, ${firstSend},
-              CASE WHEN j.value ->> 'v' = ?4 THEN (SELECT e.payload FROM executions e WHERE e.id = src.execution_id) END,
-              j.value ->> 'n', ?2, j.key, ?2, CASE WHEN j.value ->> 's' IN ('COMPLETED', 'SKIPPED') THEN ?2 END
-       FROM ${table} CROSS JOIN json_each(?5) j
+              ?2, j.key, ?2, CASE WHEN j.value ->> 's' = 'SKIPPED' THEN ?2 END
+       FROM ${table} CROSS JOIN json_each(?4) j
        WHERE ${mine} AND (j.value ->> 'x' IS NULL OR j.value ->> 'x' = src.execution_id)
        ON CONFLICT (execution_id, vertex_id) DO NOTHING
        RETURNING ${CHAINED_CLAIM_COLUMNS}, state, key_destination AS keyDestination,
@@ -65,28 +62,26 @@ function startStepsSql(source: Source): string {
 }
 
 /**
- * `insertStartSteps`: every step decided at start, in ONE statement — the entry (COMPLETED, its
- * output the payload, read back from the execution row so the payload is bound once; epoch 0 and
- * attempt 0: it never ran on a worker, but the trace shows it), each successor (DISPATCHED available
- * now, or SKIPPED finished now), and with chaining the first step the caller runs at once, inserted
+ * `insertStartSteps`: every step decided at start, in ONE statement — each successor of the entry
+ * (DISPATCHED available now, or SKIPPED finished now; the entry itself has no row since
+ * migrations/0045: the execution row is its step, ./entry-step.ts), and with chaining the first step the caller runs at once, inserted
  * claimed: EXECUTING under epoch 1 and attempt 1 with its lease — the same row a claim would leave,
  * with no claim to run. Its key's first send is written by the trigger of migrations/0024
  * (`steps_key_sent_at_insert`); its attempt has no row until it ends (migrations/0040). Only for the source's
  * own execution (my claim, or the forced start's gates): a duplicate's copy inserts nothing.
  * RETURNING the rows inserted, each with the key's earlier first send to that destination, if any
  * (RETURNING sees the database before the row's triggers ran: the send the trigger keeps).
- * Binds ?1 workspace, ?2 now, ?3 lease ms, ?4 entry vertex, ?5 the rows, the source from ?6.
+ * Binds ?1 workspace, ?2 now, ?3 lease ms, ?4 the rows, the source from ?5.
  */
 export function insertStartSteps(
   db: D1Database,
   source: Source,
   workspace: string,
-  entryVertexId: string,
   rows: StartStepRow[],
   leaseMs: number,
   now: number,
 ): D1PreparedStatement {
-  return db.prepare(startStepsSql(source)).bind(workspace, now, leaseMs, entryVertexId, JSON.stringify(rows), ...source.params);
+  return db.prepare(startStepsSql(source)).bind(workspace, now, leaseMs, JSON.stringify(rows), ...source.params);
 }
 
 export interface StartStepReturned extends Omit<ChainedClaim, "keySendsJson"> {
@@ -110,17 +105,11 @@ export function chainedVertexOf(plan: StartPlan, offer: ChainOffer | null): stri
 }
 
 /** The start steps of every variant, as `insertStartSteps` reads them. */
-export function startStepRows(
-  record: NewExecution,
-  variants: Variant[],
-  offer: ChainOffer | null,
-  firstKey: FirstStepKey | null,
-): StartStepRow[] {
+export function startStepRows(variants: Variant[], offer: ChainOffer | null, firstKey: FirstStepKey | null): StartStepRow[] {
   const rows: StartStepRow[] = [];
   const tagged = variants.length > 1;
   for (const { executionId, plan } of variants) {
     const x = tagged ? executionId : null;
-    rows.push({ x, v: record.entryVertexId, s: "COMPLETED", c: 0, n: JSON.stringify(plan.entryNext) });
     const chained = chainedVertexOf(plan, offer);
     for (const step of plan.steps) {
       if (step.vertexId !== chained) {

@@ -6,6 +6,7 @@
  *
  * Binds as every worker statement: ?1 execution id, ?2 vertex id, ?3 epoch, ?4 now, then the rest.
  */
+import { entryAsPredecessor } from "./entry-step";
 import { countAttemptEnd, isReplayed } from "./execution-counters";
 import {
   completedOnStepParams,
@@ -114,6 +115,9 @@ function backfillNextVertices(db: D1Database, executionId: string, vertexId: str
     .bind(executionId, vertexId, JSON.stringify(next));
 }
 
+/** The entry as a predecessor of the decision, when it has no row (migrations/0045): its edges are `executions.entry_next`. */
+const ENTRY = entryAsPredecessor("?1", "?3", "?2");
+
 /**
  * `decideStep`: the fan-in decision, made by SQL inside the settle transaction rather than by a
  * worker's earlier read. The row for `vertexId` is inserted only once ALL its predecessors are
@@ -172,7 +176,8 @@ function decideStep(
              FROM (SELECT EXISTS (
                      SELECT 1 FROM steps p, json_each(p.next_vertices) j
                      WHERE p.execution_id = ?1 AND p.state = 'COMPLETED'
-                       AND p.vertex_id IN (SELECT value FROM json_each(?3)) AND j.value = ?2) AS taken) t,
+                       AND p.vertex_id IN (SELECT value FROM json_each(?3)) AND j.value = ?2)
+                     OR ${ENTRY.takes} AS taken) t,
                   (SELECT h.held AND ?9 IS NOT NULL AS inline,
                           h.held AND ?6 IS NOT NULL
                             AND NOT EXISTS (SELECT 1 FROM steps n WHERE n.execution_id = ?1 AND n.state = 'EXECUTING'
@@ -185,7 +190,7 @@ function decideStep(
        WHERE e.id = ?1
          AND (SELECT count(*) FROM steps p
               WHERE p.execution_id = ?1 AND p.state IN ('COMPLETED', 'SKIPPED')
-                AND p.vertex_id IN (SELECT value FROM json_each(?3))) = ?5
+                AND p.vertex_id IN (SELECT value FROM json_each(?3))) + ${ENTRY.count} = ?5
        ON CONFLICT (execution_id, vertex_id) DO NOTHING
        RETURNING ${DECIDED}`,
     )

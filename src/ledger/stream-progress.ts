@@ -3,6 +3,7 @@
  * compensates, every undo step's (named by its row key `<vertex>#undo#<place>`, after the steps) —
  * and the change position (./execution-changes.ts), in one statement.
  */
+import { stepsWithEntry } from "./entry-step";
 import { latestAttemptMark, latestAttemptSeq } from "./attempts";
 import type { ChangePosition } from "./execution-changes";
 import { bounded, byteLength } from "./execution-records";
@@ -65,7 +66,7 @@ export async function readStreamProgress(
               CASE WHEN ${known} THEN NULL ELSE s.error END AS error
        FROM executions e LEFT JOIN (
          SELECT execution_id, workspace, vertex_id, state, attempt, epoch, output, error, 0 AS undo, created_at, created_seq AS seq
-         FROM steps WHERE execution_id = ?1
+         FROM ${stepsWithEntry("(?1)")}
          UNION ALL
          SELECT execution_id, workspace, row_key, state, attempt, epoch, output, error, 1, item_index, 0
          FROM work_items WHERE execution_id = ?1 AND kind = 'undo'

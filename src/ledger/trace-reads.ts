@@ -5,6 +5,7 @@
  * archive's), in one batch whatever the size of the set. src/steps/trace.ts builds the trace from
  * them. Reads only, scoped to the caller's workspace in SQL.
  */
+import { stepsWithEntry } from "./entry-step";
 import { readAttemptsOfSet, type AttemptRecord } from "./attempts";
 import { LabelledBatch } from "./batch";
 import { selectList } from "./columns";
@@ -153,7 +154,7 @@ const STEP_RECORD = selectList<StepRecord>({
   finishedAt: "finished_at",
   resends: "resends",
   nextResendAt: "next_resend_at",
-  keySendsJson: keySendsColumn("steps"),
+  keySendsJson: keySendsColumn("st"),
 });
 
 const STEP_EVENT_RECORD = selectList<StepEventRecord>({
@@ -309,8 +310,9 @@ export async function readTraceRecordsForSet(db: D1Database, refs: readonly Exec
       "steps",
       db
         .prepare(
+          // The entry of an execution started since migrations/0045 has no row: its execution row is that step.
           `SELECT execution_id AS executionId, ${STEP_RECORD}
-           FROM steps WHERE execution_id IN ${OWNED_IDS} ORDER BY execution_id, created_at, created_seq`,
+           FROM ${stepsWithEntry(OWNED_IDS)} AS st ORDER BY execution_id, created_at, created_seq`,
         )
         .bind(param),
     )

@@ -37,6 +37,7 @@ const boundedBytes = (column: string) =>
 export async function readTraceSizes(db: D1Database, refs: readonly ExecutionRef[]): Promise<Map<string, number>> {
   if (refs.length === 0) return new Map();
   const a = TRACE_ROW_ALLOWANCE;
+  // The steps' rows, and the entry of an execution started since migrations/0045, which has none: its output is the payload.
   const { results } = await db
     .prepare(
       `SELECT e.id AS id, ${a.execution}
@@ -45,6 +46,7 @@ export async function readTraceSizes(db: D1Database, refs: readonly ExecutionRef
                                 + iif(s.att_seq IS NULL, 0, coalesce(${byteLength(`(${ATTEMPT_REQUEST_ON_STEP("s")})`)}, 0)
                                       + coalesce(${byteLength(`(${ATTEMPT_RESPONSE_ON_STEP("s")})`)}, 0) + ${a.attempt})), 0)
             FROM steps s WHERE s.execution_id = e.id)
+         + iif(e.entry_next IS NULL, 0, ${boundedBytes("e.payload")} + ${a.step})
          + (SELECT coalesce(sum(coalesce(${byteLength("t.request")}, 0) + coalesce(${byteLength("t.response")}, 0)
                                 + coalesce(${byteLength("t.error")}, 0) + ${a.attempt}), 0)
             FROM step_attempt_rows t WHERE t.execution_id = e.id)

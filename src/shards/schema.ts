@@ -8,7 +8,7 @@
 import { shardProblems } from "./problems";
 
 /** The last file of migrations/ (a test keeps them equal): what this version of the engine needs. */
-export const LATEST_MIGRATION = "0044_executions_without_rowid.sql";
+export const LATEST_MIGRATION = "0045_entry_step_on_execution.sql";
 
 const RECHECK_MS = 5_000;
 

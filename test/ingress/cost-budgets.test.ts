@@ -98,7 +98,7 @@ describe("what an execution and a duplicate cost", () => {
     expect(h.dest.effects).toHaveLength(1);
   });
 
-  it("a new trigger of the bench's job: 2 round trips, 3 + 6 statements, 17 rows written (45 … 20, 18)", async () => {
+  it("a new trigger of the bench's job: 2 round trips, 3 + 6 statements, 16 rows written (45 … 20, 18, 17)", async () => {
     const counting = countingD1(env.DB);
     const h = harness({}, { chain: true });
     const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
@@ -111,8 +111,8 @@ describe("what an execution and a duplicate cost", () => {
     expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 6]);
     // Start: the identity (row, expiry index), the execution (its row: `executions` has no separate
     // key since migrations/0044; four indexes, one of them the live-lineage index) and its business value (its row: no index
-    // by execution since migrations/0033), the entry (its row: `steps` has no separate key since
-    // migrations/0038) and the claimed charge (row and lease index — no `steps_by_key` entry: its key's
+    // by execution since migrations/0033), the entry (no row since migrations/0045: the execution row
+    // is its step) and the claimed charge (row and lease index — no `steps_by_key` entry: its key's
     // send names it, migrations/0043 —, its key's first send, born kept with its cold-due entry so the
     // removal writes nothing for it, migrations/0043; no attempt row while it runs since migrations/0040).
     // Then the charge's settle: the charge settled with its completed attempt on its own row (no
@@ -120,8 +120,8 @@ describe("what an execution and a duplicate cost", () => {
     // its row (src/steps/inline-transform.ts: no lease entry, no settle of its own, no third batch);
     // the finish (the row and its purge entry; it leaves the status index, which keeps no COMPLETED
     // entry since migrations/0033).
-    expect(written(counting)).toEqual([13, 4]);
-    expect(counting.rowsWritten()).toBe(17);
+    expect(written(counting)).toEqual([12, 4]);
+    expect(counting.rowsWritten()).toBe(16);
     const charge = await env.DB.prepare(
       `SELECT s.key_first_send AS first, ks.guarded, ks.unguarded FROM steps s
        JOIN destination_key_sends ks ON ks.workspace = s.workspace AND ks.idempotency_key = s.idempotency_key
@@ -133,7 +133,7 @@ describe("what an execution and a duplicate cost", () => {
     expect(counting.rowsRead()).toBeLessThanOrEqual(120);
   });
 
-  it("the harness trigger → settle path: 8 statements, 2 round trips, 14 rows written (40, 24, 21, 19, 17, 15), on record", async () => {
+  it("the harness trigger → settle path: 8 statements, 2 round trips, 13 rows written (40 … 17, 15, 14), on record", async () => {
     const counting = countingD1(env.DB);
     const h = harness({ db: counting.db }, { chain: true });
     const workflow = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
@@ -147,8 +147,8 @@ describe("what an execution and a duplicate cost", () => {
     // attempt one row, written when it ends (migrations/0040: the start and the charge's settle no
     // longer open one); the attempt that completes a step on the step's own row (migrations/0042);
     // done completed in the charge's settle (src/steps/inline-transform.ts); the execution's row
-    // without a separate key (migrations/0044).
-    expect(written(counting)).toEqual([10, 4]);
+    // without a separate key (migrations/0044); the entry without a row (migrations/0045).
+    expect(written(counting)).toEqual([9, 4]);
     // Everything still on record: each step's attempt (numbered in the change stream), the key and its first send, the counters.
     const record = await env.DB.prepare(
       `SELECT (SELECT count(*) FROM step_attempts a

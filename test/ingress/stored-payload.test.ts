@@ -7,6 +7,7 @@
  * the sender gets a 500 it retries for ever. A body that is not JSON is kept byte for byte, so a
  * start over runs on exactly what the identity was computed from.
  */
+import { stepsWithEntry } from "../../src/ledger/entry-step";
 import { env, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { MAX_STORED_PAYLOAD_BYTES } from "../../src/ingress/payload";
@@ -26,16 +27,27 @@ function trigger(workflowId: string, body: BodyInit, contentType: string): Promi
   );
 }
 
-/** The two stored copies of an execution's payload: the execution's and the entry step's output. */
+/**
+ * The stored payload, and the entry step's output as the steps' readers see it (src/ledger/entry-step.ts):
+ * since migrations/0045 the entry has no row and the payload is stored once, on the execution.
+ */
 async function storedCopies(executionId: string): Promise<{ payload: string; entryOutput: string }> {
   // One read each: together they can be more than one D1 row may return.
   const payload = await env.DB.prepare("SELECT payload FROM executions WHERE id = ?").bind(executionId).first<string>("payload");
   const entryOutput = await env.DB.prepare(
-    "SELECT s.output FROM steps s JOIN executions e ON e.id = s.execution_id AND e.entry_vertex_id = s.vertex_id WHERE s.execution_id = ?",
+    `SELECT s.output FROM ${stepsWithEntry("(?1)")} AS s
+     JOIN executions e ON e.id = s.execution_id AND e.entry_vertex_id = s.vertex_id`,
   )
     .bind(executionId)
     .first<string>("output");
   if (payload === null || entryOutput === null) throw new Error(`execution ${executionId} not found`);
+  const entryRows = await env.DB.prepare(
+    `SELECT count(*) AS n FROM steps s JOIN executions e ON e.id = s.execution_id AND e.entry_vertex_id = s.vertex_id
+     WHERE s.execution_id = ?`,
+  )
+    .bind(executionId)
+    .first<number>("n");
+  expect(entryRows).toBe(0);
   return { payload, entryOutput };
 }
 

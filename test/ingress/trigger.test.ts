@@ -1,3 +1,4 @@
+import { stepsWithEntry } from "../../src/ledger/entry-step";
 import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
@@ -50,8 +51,9 @@ describe("POST /v1/workflows/:id/trigger", () => {
 
     expect(await executionsOf(id)).toBe(1);
     const executionId = bodies[0]!.executionId;
-    // One set of first steps: the entry and its one successor, once each.
-    expect(await countRows("SELECT count(*) AS n FROM steps WHERE execution_id = ?", executionId)).toBe(2);
+    // One set of first steps: the entry's one successor, once (the entry has no row: migrations/0045).
+    expect(await countRows("SELECT count(*) AS n FROM steps WHERE execution_id = ?", executionId)).toBe(1);
+    expect(await countRows("SELECT count(*) AS n FROM executions WHERE id = ? AND entry_next IS NOT NULL", executionId)).toBe(1);
     const row = await env.DB.prepare("SELECT duplicate_deliveries, last_duplicate_at FROM executions WHERE id = ?")
       .bind(executionId)
       .first<{ duplicate_deliveries: number; last_duplicate_at: number }>();
@@ -360,14 +362,15 @@ describe("POST /v1/workflows/:id/trigger", () => {
     const res = await trigger(id, { go: false });
     const body = await res.json<{ executionId: string; status: string }>();
     expect(body.status).toBe("COMPLETED");
+    // The entry as every reader of the steps sees it: its execution row (migrations/0045), its edge not taken.
     const steps = await env.DB.prepare(
-      "SELECT vertex_id, state, epoch, attempt, output FROM steps WHERE execution_id = ? ORDER BY vertex_id",
+      `SELECT vertex_id, state, epoch, attempt, output, next_vertices FROM ${stepsWithEntry("(?1)")} ORDER BY vertex_id`,
     )
       .bind(body.executionId)
       .all();
     expect(steps.results).toEqual([
-      { vertex_id: "received", state: "COMPLETED", epoch: 0, attempt: 0, output: JSON.stringify({ go: false }) },
-      { vertex_id: "shape", state: "SKIPPED", epoch: 0, attempt: 0, output: null },
+      { vertex_id: "received", state: "COMPLETED", epoch: 0, attempt: 0, output: JSON.stringify({ go: false }), next_vertices: "[]" },
+      { vertex_id: "shape", state: "SKIPPED", epoch: 0, attempt: 0, output: null, next_vertices: null },
     ]);
   });
 });

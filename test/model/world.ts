@@ -34,6 +34,7 @@ import { deliveredEnv } from "../helpers/shards";
 import { ADVANCES_MS, WORKSPACES, type Op, type WorkflowName } from "./ops";
 import { applyParkOp, checkPark, setupPark } from "./ops-comp-operator";
 import { checkAttempts } from "./world-attempts";
+import { checkEntry } from "./world-entry";
 import { applyCompOp, checkComp, setupComp } from "./ops-compensation";
 import { applyFlowOp, checkFlow, setupFlow } from "./ops-flow";
 import { applyKeysOp, checkKeys, checkKeySearch, KEYS_HOT, keysWorkflow } from "./ops-keys";
@@ -686,6 +687,7 @@ export class World {
     for (const shard of [0, 1]) await checkComp(this, shard);
     for (const shard of [0, 1]) await checkPark(this, shard);
     for (const shard of [0, 1]) await checkAttempts(this, shard);
+    for (const shard of [0, 1]) await checkEntry(this, shard);
     checkKeys(this);
     for (let ws = 0; ws < WORKSPACES; ws++) await checkKeySearch(this, ws);
   }

@@ -1,0 +1,13 @@
+-- The entry step without a row (issue 47 point 2, docs/ledger.md "Rows written per execution"): two
+-- rows fewer per execution — the entry step's insert and its delete at the removal. Its facts were
+-- the execution's already: COMPLETED when the execution was created, never run on a worker (epoch
+-- 0, attempt 0), its output the payload. The one fact only the entry's row held, the successors its
+-- edges took (`steps.next_vertices`, read by a later fan-in decision), moves to the execution row:
+--   entry_next  a JSON array of the vertices the entry's edges took, written by the start's insert of
+--               the execution row (no row more). NULL: the execution was started before this
+--               migration and its entry step has its row, as before.
+-- The readers of steps (the fan-in decision, the trace and its archive, the stream's progress, the
+-- trace's size) read the entry of an execution with `entry_next` from the execution row
+-- (src/ledger/entry-step.ts). No CHECK on the column: SQLite would test it on every existing row.
+-- Reads no table.
+ALTER TABLE executions ADD COLUMN entry_next TEXT;
