@@ -8,7 +8,7 @@
 import { shardProblems } from "./problems";
 
 /** The last file of migrations/ (a test keeps them equal): what this version of the engine needs. */
-export const LATEST_MIGRATION = "0045_entry_step_on_execution.sql";
+export const LATEST_MIGRATION = "0046_identity_sweep_walk.sql";
 
 const RECHECK_MS = 5_000;
 

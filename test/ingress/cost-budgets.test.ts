@@ -98,7 +98,7 @@ describe("what an execution and a duplicate cost", () => {
     expect(h.dest.effects).toHaveLength(1);
   });
 
-  it("a new trigger of the bench's job: 2 round trips, 3 + 6 statements, 16 rows written (45 … 20, 18, 17)", async () => {
+  it("a new trigger of the bench's job: 2 round trips, 3 + 6 statements, 15 rows written (45 … 18, 17, 16)", async () => {
     const counting = countingD1(env.DB);
     const h = harness({}, { chain: true });
     const workflow = await seedWorkflow(WS, orderWorkflow(unique("wf")));
@@ -109,9 +109,10 @@ describe("what an execution and a duplicate cost", () => {
     expect(await executionStatus(created.executionId)).toBe("COMPLETED");
     expect(counting.calls.map((c) => c.kind)).toEqual(["batch", "batch"]);
     expect(counting.calls.map((c) => c.sql.length)).toEqual([3, 6]);
-    // Start: the identity (row, expiry index), the execution (its row: `executions` has no separate
-    // key since migrations/0044; four indexes, one of them the live-lineage index) and its business value (its row: no index
-    // by execution since migrations/0033), the entry (no row since migrations/0045: the execution row
+    // Start: the identity (its row: no expiry index since migrations/0046, the sweep walks the keys),
+    // the execution (its row: `executions` has no separate key since migrations/0044; four indexes,
+    // one of them the live-lineage index) and its business value (its row: no index by execution
+    // since migrations/0033), the entry (no row since migrations/0045: the execution row
     // is its step) and the claimed charge (row and lease index — no `steps_by_key` entry: its key's
     // send names it, migrations/0043 —, its key's first send, born kept with its cold-due entry so the
     // removal writes nothing for it, migrations/0043; no attempt row while it runs since migrations/0040).
@@ -120,8 +121,8 @@ describe("what an execution and a duplicate cost", () => {
     // its row (src/steps/inline-transform.ts: no lease entry, no settle of its own, no third batch);
     // the finish (the row and its purge entry; it leaves the status index, which keeps no COMPLETED
     // entry since migrations/0033).
-    expect(written(counting)).toEqual([12, 4]);
-    expect(counting.rowsWritten()).toBe(16);
+    expect(written(counting)).toEqual([11, 4]);
+    expect(counting.rowsWritten()).toBe(15);
     const charge = await env.DB.prepare(
       `SELECT s.key_first_send AS first, ks.guarded, ks.unguarded FROM steps s
        JOIN destination_key_sends ks ON ks.workspace = s.workspace AND ks.idempotency_key = s.idempotency_key

@@ -203,7 +203,15 @@ let fileClock = 1_950_000_000_000;
 const KEPT_BY_ERASURE = new Set(["execution_tombstones", "execution_identities", "destination_key_sends"]);
 
 /** The tables whose rows change without any workspace operation (counters, leases, rollups): never compared. */
-const VOLATILE = new Set(["history_counters", "sweep_leases", "stats_rollup_marks", "stats_hourly", "d1_migrations", "sqlite_sequence"]);
+const VOLATILE = new Set([
+  "history_counters",
+  "sweep_leases",
+  "sweep_cursors",
+  "stats_rollup_marks",
+  "stats_hourly",
+  "d1_migrations",
+  "sqlite_sequence",
+]);
 
 export class World {
   readonly run = ++runCounter;
