@@ -62,7 +62,7 @@ export const DEFAULT_DEDUPE_WINDOW_MS = 24 * 3_600_000;
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 /**
  * The largest `maxPayloadBytes` a definition may set (SPEC section 11). The payload is stored in
- * one D1 row (the execution's, and the entry step's output) and a step that reads it loads it
+ * one D1 row (the execution's, which is also the entry step: migrations/0045) and a step that reads it loads it
  * beside other steps' outputs in one row; D1 refuses rows over 2,000,000 bytes. Enforced by the
  * validation (src/definitions/vertex-rules.ts) rather than the schema, so versions saved under
  * the older, looser limit still parse; ingress clamps their limit to this.

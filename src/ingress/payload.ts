@@ -4,7 +4,8 @@
  * (malformed or nested too deep → 400) and held to the number rule (422, `assertExactNumbers`);
  * any other body stays bytes, and its payload is kept byte for byte (`nonJsonPayload`).
  *
- * The payload is stored as JSON, twice (the execution's row and the entry step's output), and that
+ * The payload is stored as JSON on the execution's row (also the entry step's output: since
+ * migrations/0045 the entry has no row of its own; before, a second copy was that row's), and that
  * form can be several times the body: a control character in a text body is stored as `\u0001`,
  * `1e15` as `1000000000000000`. So the stored form is measured too (`assertStorable`), in UTF-8
  * bytes, and a payload D1 could not hold is a 413 before anything is written.

@@ -16,7 +16,7 @@ export type StepInputs =
       readsPayload: boolean;
       /** Vertex id → output, of the outputs the step reads. */
       outputs: Record<string, unknown>;
-      /** COMPLETED steps whose taken edges were not recorded (the entry step written by ingress). */
+      /** COMPLETED steps whose taken edges were not recorded (an older execution's entry row, written by ingress). */
       unrecorded: string[];
     }
   | {

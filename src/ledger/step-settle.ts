@@ -41,7 +41,8 @@ export interface SettleInput {
   /** The response's headers and body are the output's own (a Gateway's answer): not stored twice (./attempts.ts). */
   responseInOutput?: boolean;
   /**
-   * COMPLETED steps whose taken edges were not recorded (the entry step, written by ingress):
+   * COMPLETED steps whose taken edges were not recorded (an entry row written by ingress before
+   * its edges were: only executions from before migrations/0045 have an entry row at all):
    * recorded here, idempotently, before the fan-in decisions read them.
    */
   backfill: Array<{ vertexId: string; nextVertices: string[] }>;
