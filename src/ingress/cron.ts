@@ -1,5 +1,5 @@
 /** The periodic task of ingress: start the workflows scheduled on this cron, then sweep expired identities. */
-import { sweepExpiredIdentities, type SweepReport } from "../ledger";
+import { identityWalk, sweepExpiredIdentities, type SweepReport } from "../ledger";
 import { PartialFailure, type PeriodicTask } from "../lib/periodic-task";
 import { fireSchedules, type ScheduleReport } from "./schedule";
 import { ingressDeps } from "./start";
@@ -20,7 +20,7 @@ export const ingressTask: PeriodicTask<IngressCronReport> = {
     // Independent jobs: a failing schedule listing must not stop the sweep, nor the reverse.
     const [schedules, sweep] = await Promise.allSettled([
       fireSchedules(deps, tick.cron, tick.scheduledTime, { scheduleRefusal: tick.scheduleRefusal }),
-      sweepExpiredIdentities(deps.db, deps.now()),
+      sweepExpiredIdentities(deps.db, deps.now(), identityWalk(tick.shards ?? 1)),
     ]);
     if (schedules.status === "rejected") log.error("cron.schedules_failed", { cron: tick.cron, error: errorMessage(schedules.reason) });
     if (sweep.status === "rejected") log.error("cron.identity_sweep_failed", { cron: tick.cron, error: errorMessage(sweep.reason) });

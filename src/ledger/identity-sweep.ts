@@ -9,6 +9,7 @@
  * the walk starts over. The identity is a SHA-256 in hex, so every claim is looked at once per walk,
  * and a walk takes (claims ÷ the claims a tick reads) ticks: an expired claim stays at most that long.
  * Cost: rows read, not written — each batch reads its stretch twice (finding its end, deleting in it).
+ * A tick walks `identityWalk` stretches.
  */
 import type { SweepReport } from "./sweep";
 
@@ -60,10 +61,20 @@ async function sweepStretch(
  * stopped; it stops early when the walk reaches the last key (`drained`: every claim was looked at
  * since the walk began — the next tick begins another).
  */
-/** A tick's walk: 20 stretches of 1,000 claims (41 queries, well under D1's 1,000 an invocation). */
-export const IDENTITY_SWEEP = { batchSize: 1000, maxBatches: 20 };
+/** Claims read per stretch: one statement finds the stretch's end, one deletes in it. */
+const STRETCH = 5000;
 
-export async function sweepExpiredIdentities(db: D1Database, now: number, opts = IDENTITY_SWEEP): Promise<SweepReport> {
+/**
+ * A tick's walk on one of `shards` shards: 4 stretches of 5,000 claims on one shard (9 queries,
+ * 20,000 claims), fewer per shard the more shards share the tick's 1,000 queries (src/shards/cron.ts)
+ * — 2 on two, 1 from four on (3 queries a shard). Each shard holds its own workspaces' claims, so
+ * the claims walked a tick stay about 20,000 in all, or 5,000 a shard past four.
+ */
+export function identityWalk(shards: number): { batchSize: number; maxBatches: number } {
+  return { batchSize: STRETCH, maxBatches: Math.max(1, Math.ceil(4 / Math.max(1, shards))) };
+}
+
+export async function sweepExpiredIdentities(db: D1Database, now: number, opts = identityWalk(1)): Promise<SweepReport> {
   if (!Number.isInteger(opts.batchSize) || opts.batchSize < 1) throw new RangeError(`sweep batch size must be a positive integer`);
   let position = await readPosition(db);
   let deleted = 0;

@@ -30,7 +30,7 @@ export {
   type StartPlan,
   type TriggerKind,
 } from "./execution-types";
-export { sweepExpiredIdentities } from "./identity-sweep";
+export { identityWalk, sweepExpiredIdentities } from "./identity-sweep";
 
 // A worker's step transitions: the claim (+ context, inputs) and its lease, the key's persistence,
 // settle-and-dispatch, and the waits (retry, in-progress re-check, park).

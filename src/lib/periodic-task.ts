@@ -10,12 +10,14 @@ import { errorMessage, log, type LogLine } from "./log";
 
 /**
  * What a tick hands every task: the cron string it was delivered for and its scheduled time (the
- * task's clock), and — when cron runs the tasks per shard (src/shards/cron.ts) — the shard, the
- * D1 queries the tick's allocator gives this shard's unbounded task (the history sweep), and
- * whose schedules may fire on it.
+ * task's clock), and — when cron runs the tasks per shard (src/shards/cron.ts) — the shard, how
+ * many shards the tick covers, the D1 queries the tick's allocator gives this shard's unbounded
+ * task (the history sweep), and whose schedules may fire on it.
  */
 export type Tick = Pick<ScheduledController, "cron" | "scheduledTime"> & {
   shard?: number;
+  /** How many shards the tick runs over (each a share of the invocation's 1,000 queries). */
+  shards?: number;
   sweepQueries?: number;
   /**
    * Why `workspace`'s schedules must not fire on this shard (placed elsewhere by WORKSPACE_SHARDS,

@@ -5,8 +5,9 @@
  * The shards run one after another, each with its tasks at once as before (eight tasks: past six
  * open connections the runtime queues the rest until one frees — they wait, never fail), and each
  * shard gets an equal share of `CRON_QUERY_BUDGET`. Every task but the
- * history sweep is bounded and small (the reaper, the schedules and the identity sweep, the
- * Idempotency-Key sweep, the storage figures, the placement audit, the stats rollup — at most 6
+ * history sweep is bounded and small (the reaper, the schedules and the identity sweep — its walk
+ * 3 to 9 statements, fewer per shard the more shards: src/ledger/identity-sweep.ts `identityWalk` —,
+ * the Idempotency-Key sweep, the storage figures, the placement audit, the stats rollup — at most 6
  * statements, src/stats/rollup-task.ts: `BOUNDED_TASK_QUERIES` together);
  * the history sweep gets the rest of its shard's share, so one busy shard's sweep never starves
  * another shard's reaper. A share too small to sweep in (many shards) hands the sweep to its own
@@ -46,7 +47,7 @@ export async function runOnEveryShard(tasks: ReadonlyArray<AnyPeriodicTask>, env
     await runPeriodicTasks(
       tasks,
       shards.env(shard),
-      { cron: tick.cron, scheduledTime: tick.scheduledTime, shard, sweepQueries, scheduleRefusal },
+      { cron: tick.cron, scheduledTime: tick.scheduledTime, shard, shards: shards.count, sweepQueries, scheduleRefusal },
       ctx,
     );
   }

@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeEach, describe, expect, it } from "vitest";
-import { sweepExpiredIdentities } from "../../src/ledger";
+import { identityWalk, sweepExpiredIdentities } from "../../src/ledger";
 import { countingD1 } from "../helpers/counting-d1";
 import { planOf, scansOf } from "../helpers/query-plans";
 
@@ -76,5 +76,15 @@ describe("the identity sweep's walk", () => {
         expect(scansOf(plan, ["execution_identities", "sweep_cursors"]), sql).toEqual([]);
       }
     }
+  });
+
+  it("walks 20,000 claims a tick on one shard in 9 queries, fewer a shard the more shards share the tick's 1,000", () => {
+    const queries = (shards: number) => 1 + 2 * identityWalk(shards).maxBatches;
+    expect(identityWalk(1)).toEqual({ batchSize: 5000, maxBatches: 4 });
+    expect(queries(1)).toBe(9);
+    expect(identityWalk(2).maxBatches).toBe(2);
+    for (const shards of [4, 16, 64]) expect(identityWalk(shards).maxBatches).toBe(1);
+    // Every shard's walk together stays a small part of the invocation's budget.
+    for (const shards of [1, 2, 3, 4, 8, 16, 32]) expect(shards * queries(shards)).toBeLessThanOrEqual(9 + 3 * shards);
   });
 });

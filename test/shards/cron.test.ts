@@ -58,7 +58,7 @@ describe("the cron allocator", () => {
     }
   });
 
-  it("runs every task on every shard in shard order, on that shard's database, with the shard and its share", async () => {
+  it("runs every task on every shard in shard order, on that shard's database, with the shard, the shard count and its share", async () => {
     for (const [db, value] of [
       [real.DB, "zero"],
       [real.DB_1, "one"],
@@ -74,8 +74,8 @@ describe("the cron allocator", () => {
       [1, "one"],
     ]);
     expect(runs.map((r) => r.tick)).toEqual([
-      { ...TICK, shard: 0, sweepQueries: sweepShare(2), scheduleRefusal: expect.any(Function) },
-      { ...TICK, shard: 1, sweepQueries: sweepShare(2), scheduleRefusal: expect.any(Function) },
+      { ...TICK, shard: 0, shards: 2, sweepQueries: sweepShare(2), scheduleRefusal: expect.any(Function) },
+      { ...TICK, shard: 1, shards: 2, sweepQueries: sweepShare(2), scheduleRefusal: expect.any(Function) },
     ]);
     // The map decides, per shard, which workspaces' schedules fire there.
     const far = `far-${crypto.randomUUID().slice(0, 8)}`;
