@@ -56,24 +56,24 @@ async function sweepStretch(
   return { deleted: deleted!.meta.changes ?? 0, position: next, wrapped };
 }
 
-/**
- * The identity sweep: up to `maxBatches` stretches of `batchSize` claims from where the walk
- * stopped; it stops early when the walk reaches the last key (`drained`: every claim was looked at
- * since the walk began — the next tick begins another).
- */
 /** Claims read per stretch: one statement finds the stretch's end, one deletes in it. */
 const STRETCH = 5000;
 
 /**
  * A tick's walk on one of `shards` shards: 4 stretches of 5,000 claims on one shard (9 queries,
  * 20,000 claims), fewer per shard the more shards share the tick's 1,000 queries (src/shards/cron.ts)
- * — 2 on two, 1 from four on (3 queries a shard). Each shard holds its own workspaces' claims, so
+ * — 2 on two or three, 1 from four on (3 queries a shard). Each shard holds its own workspaces' claims, so
  * the claims walked a tick stay about 20,000 in all, or 5,000 a shard past four.
  */
 export function identityWalk(shards: number): { batchSize: number; maxBatches: number } {
   return { batchSize: STRETCH, maxBatches: Math.max(1, Math.ceil(4 / Math.max(1, shards))) };
 }
 
+/**
+ * The identity sweep: up to `maxBatches` stretches of `batchSize` claims from where the walk
+ * stopped; it stops early when the walk reaches the last key (`drained`: every claim was looked at
+ * since the walk began — the next tick begins another).
+ */
 export async function sweepExpiredIdentities(db: D1Database, now: number, opts = identityWalk(1)): Promise<SweepReport> {
   if (!Number.isInteger(opts.batchSize) || opts.batchSize < 1) throw new RangeError(`sweep batch size must be a positive integer`);
   let position = await readPosition(db);
