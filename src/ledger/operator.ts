@@ -5,6 +5,7 @@
  * of a lineage (a chain of start overs, migrations/0009) is live, checked in the statement that
  * would break it (the start over's side is ./start-source.ts `startOverGate`).
  */
+import { stepsWithEntry } from "./entry-step";
 import { LabelledBatch } from "./batch";
 import { KEY_MAY_BE_FORGOTTEN_MARK } from "./key-sends";
 import { NEXT_ATTEMPT_SEQ, STEP_EVENT_MARK } from "./attempts";
@@ -133,8 +134,8 @@ export async function retryFailedStep(
                   (SELECT l.id FROM executions l
                    WHERE l.lineage_id = e.lineage_id AND l.id <> e.id AND l.status IN ${LIVE_STATUSES_SQL} LIMIT 1)
                     AS liveExecutionId
-           FROM steps s JOIN executions e ON e.id = s.execution_id
-           WHERE s.execution_id = ?1 AND s.vertex_id = ?2 AND s.workspace = ?3`,
+           FROM ${stepsWithEntry("(?1)")} s JOIN executions e ON e.id = s.execution_id
+           WHERE s.vertex_id = ?2 AND s.workspace = ?3`,
         )
         .bind(...params),
     )

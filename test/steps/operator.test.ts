@@ -76,6 +76,12 @@ describe("operator retry", () => {
     const notFailed = await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op") });
     expect(notFailed.status).toBe(409);
     expect(((await notFailed.json()) as { code: string }).code).toBe("step-not-failed");
+    // The entry has no row (migrations/0045): its retry is refused the same way, as the COMPLETED step it is.
+    const entry = await callApp(h, "POST", `/v1/executions/${id}/steps/received/retry`, { key: unique("op") });
+    expect(entry.status).toBe(409);
+    const problem = (await entry.json()) as { code: string; detail: string };
+    expect(problem.code).toBe("step-not-failed");
+    expect(problem.detail).toContain("Step received is COMPLETED");
     const other = await callApp(h, "POST", `/v1/executions/${id}/steps/charge/retry`, { key: unique("op"), token: "other-token" });
     expect(other.status).toBe(404);
     expect((await callApp(h, "GET", `/v1/executions/${id}`, { token: "other-token" })).status).toBe(404);
