@@ -9,20 +9,15 @@ import type { WorkflowDefinitionInput } from "../../src/definitions/schema";
 import { claimAndLoad, settleAndDispatch } from "../../src/ledger";
 import { descendantsInOrder } from "../../src/steps/graph";
 import { readTrace } from "../../src/steps/trace";
-import { chargeWorkflow, harness, seedWorkflow, stepsOf, unique } from "../steps/helpers";
+import { harness, seedWorkflow, stepsOf, takenOverCharge, unique } from "../steps/helpers";
 
 const WS = "steps-chaining"; // granted the charge's Worker secret (vitest.config.ts)
 
 describe("the chained claim of a settle", () => {
   it("claims only a successor the settle inserts now, under its own fence: never a row on record, never for a stale twin", async () => {
     const h = harness();
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-    const id = await h.start(wf, { order: { id: unique("O"), total: 4 } });
-    h.queue.take();
     // charge claimed (epoch 1); its worker stalls, the lease expires, a takeover claims it (epoch 2).
-    expect((await claimAndLoad(env.DB, { executionId: id, vertexId: "charge" }, h.clock.now(), 1_000)).claimed).toMatchObject({ epoch: 1 });
-    h.clock.advance(5_000);
-    expect((await claimAndLoad(env.DB, { executionId: id, vertexId: "charge" }, h.clock.now(), 1_000)).claimed).toMatchObject({ epoch: 2 });
+    const { wf, id } = await takenOverCharge(h, WS);
     const settle = (epoch: number) =>
       settleAndDispatch(env.DB, {
         fence: { executionId: id, vertexId: "charge", epoch },

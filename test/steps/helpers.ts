@@ -19,6 +19,7 @@ import { defaultRuntime, type StepQueue, type StepRuntime } from "../../src/step
 import { DEFAULT_CHAIN, type ChainConfig } from "../../src/steps/chain";
 import { createDemoApp } from "../../demo/src/app";
 import { dbOf } from "../helpers/shards";
+import { claimAndLoad } from "../../src/ledger";
 
 export const DEST = "http://localhost:8788";
 
@@ -387,5 +388,22 @@ export async function failedCharge(h: Harness, workspace: string): Promise<{ wf:
   const id = await h.start(wf, { order: { id: unique("O"), total: 12 } });
   h.dest.fault("/payments/charges", 500, 3);
   await h.drain();
+  return { wf, id };
+}
+
+/**
+ * A charge execution in `workspace` whose charge was claimed twice: the worker of epoch 1 stalled,
+ * its lease ran out and a takeover claimed it under epoch 2 — the stale worker and the current one of
+ * a settle's fence tests. The start's message is taken, so nothing runs the charge meanwhile.
+ */
+export async function takenOverCharge(h: Harness, workspace: string): Promise<{ wf: StoredWorkflow; id: string }> {
+  const wf = await seedWorkflow(workspace, chargeWorkflow(unique("wf")));
+  const id = await h.start(wf, { order: { id: unique("O"), total: 4 } });
+  h.queue.take();
+  for (const epoch of [1, 2]) {
+    if (epoch === 2) h.clock.advance(5_000);
+    const { claimed } = await claimAndLoad(env.DB, { executionId: id, vertexId: "charge" }, h.clock.now(), 1_000);
+    if (claimed?.epoch !== epoch) throw new Error(`takenOverCharge: the claim of epoch ${epoch} got ${JSON.stringify(claimed)}`);
+  }
   return { wf, id };
 }

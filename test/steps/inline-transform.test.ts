@@ -12,7 +12,7 @@ import { claimAndLoad, readExecutionChanges, settleAndDispatch } from "../../src
 import { descendantsInOrder } from "../../src/steps/graph";
 import { readTrace } from "../../src/steps/trace";
 import { countingD1 } from "../helpers/counting-d1";
-import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, unique } from "./helpers";
+import { chargeWorkflow, executionStatus, harness, seedWorkflow, stepsOf, takenOverCharge, unique } from "./helpers";
 
 const WS = "steps-chaining"; // granted the charge's Worker secret (vitest.config.ts)
 
@@ -60,12 +60,7 @@ describe("a TRANSFORM completed in its predecessor's settle", () => {
 
   it("a stale worker's settle inserts nothing; the current one inserts it once, and a replay of it nothing more", async () => {
     const h = harness();
-    const wf = await seedWorkflow(WS, chargeWorkflow(unique("wf")));
-    const id = await h.start(wf, { order: { id: unique("O"), total: 4 } });
-    h.queue.take();
-    expect((await claimAndLoad(env.DB, { executionId: id, vertexId: "charge" }, h.clock.now(), 1_000)).claimed).toMatchObject({ epoch: 1 });
-    h.clock.advance(5_000);
-    expect((await claimAndLoad(env.DB, { executionId: id, vertexId: "charge" }, h.clock.now(), 1_000)).claimed).toMatchObject({ epoch: 2 });
+    const { wf, id } = await takenOverCharge(h, WS);
     // The stale worker first: fenced out, done is not decided at all.
     expect(await settleCharge(id, wf, 1, h.clock.now())).toMatchObject({ settled: false, inlined: false, dispatched: [] });
     expect((await stepsOf(id)).done).toBeUndefined();
